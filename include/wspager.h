@@ -1,0 +1,411 @@
+/*
+ * wspager — a disk-to-GPU tiered weight pager.
+ *
+ * Model weights live on disk in a *pack* (zstd-compressed, checksummed shard
+ * files written by wspack).  The pager moves them through three tiers:
+ *
+ *   disk  --io_uring/O_DIRECT-->  pinned host cache  --copy stream-->  GPU slots
+ *
+ * and a predictor learns the order in which the program asks for layers, so
+ * that the next layers are already on their way while the current one runs.
+ *
+ * Reading order of this header:
+ *   1. version and error codes
+ *   2. data types and dtypes
+ *   3. packs: open a pack read-only, list layers and tensors, verify, unpack
+ *   4. the pager: options, open/close, acquire/release, prefetch, statistics
+ *   5. converting safetensors checkpoints into packs; generating test models
+ *   6. utilities (checksums, sizes)
+ *
+ * Conventions (as in liburing): every function that can fail returns 0, or a
+ * non-negative count, on success and a negative code on failure: -errno for
+ * operating-system errors, WSP_E* codes (all below -4095) for everything else.
+ * errno is never the error channel.  wsp_strerror() names a code; handles keep
+ * a detailed message (file, layer, tensor, chunk, the CUDA error string) that
+ * wsp_errmsg() / wsp_pack_errmsg() return.  Functions that take no handle take
+ * a caller buffer `errbuf` (may be NULL) for that detail.
+ *
+ * Handles are opaque.  Free/close functions accept NULL.
+ */
+#ifndef WSPAGER_H
+#define WSPAGER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ====================================================================== */
+/* 1. Version and errors                                                   */
+/* ====================================================================== */
+
+#define WSP_VERSION_MAJOR 0
+#define WSP_VERSION_MINOR 1
+#define WSP_VERSION_PATCH 0
+#define WSP_VERSION_NUMBER (WSP_VERSION_MAJOR * 10000 + WSP_VERSION_MINOR * 100 + WSP_VERSION_PATCH)
+
+/* The version of the library actually linked, as WSP_VERSION_NUMBER. */
+unsigned wsp_version_number(void);
+/* "MAJOR.MINOR.PATCH" of the linked library. */
+const char *wsp_version_string(void);
+
+/*
+ * Project error codes.  Append-only: never renumber, never remove.
+ * They sit below -4095 so that they never collide with -errno.
+ */
+enum wsp_error {
+	WSP_EFORMAT = -4096,   /* malformed file: safetensors header, index, manifest */
+	WSP_ECHECKSUM = -4097, /* stored checksum does not match the data */
+	WSP_EZSTD = -4098,     /* zstd refused a frame (corrupt, truncated, bomb) */
+	WSP_ECUDA = -4099,     /* a CUDA runtime call failed; message has the CUDA string */
+	WSP_ECUBLAS = -4100,   /* a cuBLAS call failed */
+	WSP_EVERSION = -4101,  /* pack format version not supported by this library */
+	WSP_EDTYPE = -4102,    /* unknown or unsupported dtype */
+	WSP_ETOOBIG = -4103,   /* a size or count beyond a limit, or arithmetic overflow */
+	WSP_ENOTFOUND = -4104, /* no such layer or tensor */
+	WSP_ENODEVICE = -4105, /* no CUDA device (or the requested one does not exist) */
+	WSP_ESTATE = -4106,    /* call not valid in the handle's current state */
+	WSP_EEXIST = -4107,    /* output exists and overwriting was not asked for */
+	WSP_EBIGENDIAN = -4108 /* big-endian host: packs and safetensors are little-endian */
+};
+
+/* A static string naming any return code of this library (also -errno). */
+const char *wsp_strerror(int code);
+
+/* ====================================================================== */
+/* 2. Data types                                                           */
+/* ====================================================================== */
+
+/* Element types: every dtype of the safetensors format.  Append-only. */
+enum wsp_dtype {
+	WSP_DTYPE_BOOL = 0,
+	WSP_DTYPE_U8,
+	WSP_DTYPE_I8,
+	WSP_DTYPE_F8_E5M2,
+	WSP_DTYPE_F8_E4M3,
+	WSP_DTYPE_I16,
+	WSP_DTYPE_U16,
+	WSP_DTYPE_F16,
+	WSP_DTYPE_BF16,
+	WSP_DTYPE_I32,
+	WSP_DTYPE_U32,
+	WSP_DTYPE_F32,
+	WSP_DTYPE_F64,
+	WSP_DTYPE_I64,
+	WSP_DTYPE_U64,
+	WSP_DTYPE_F8_E8M0,
+	WSP_DTYPE_C64,
+	WSP_DTYPE_F4,       /* two values per byte */
+	WSP_DTYPE_F6_E2M3,  /* four values per three bytes */
+	WSP_DTYPE_F6_E3M2,
+	WSP_DTYPE_COUNT
+};
+
+/* The safetensors name ("BF16"), or NULL for an invalid value. */
+const char *wsp_dtype_name(enum wsp_dtype dt);
+/* Size of one element in bits (1-byte types: 8; F4: 4; F6_*: 6); 0 if invalid. */
+unsigned wsp_dtype_bits(enum wsp_dtype dt);
+/* Parse a safetensors dtype name; returns the dtype or WSP_EDTYPE. */
+int wsp_dtype_from_name(const char *name);
+
+#define WSP_MAX_RANK 8
+
+/* A tensor, as stored in a pack and as handed out by wsp_acquire(). */
+struct wsp_tensor {
+	const char *name;       /* full name, e.g. "model.layers.7.mlp.up_proj.weight" */
+	const char *short_name; /* name inside its layer, e.g. "mlp.up_proj.weight" */
+	enum wsp_dtype dtype;
+	unsigned rank;
+	uint64_t shape[WSP_MAX_RANK];
+	uint64_t bytes;         /* raw size: elements x dtype size */
+	uint64_t checksum;      /* wsp_checksum64() of the raw bytes */
+	uint32_t layer;         /* index of its layer */
+	/* Where the bytes are: inside wsp_acquire()'s view, a device pointer
+	 * (host pointer for WSP_DEVICE_HOST); NULL in wsp_pack_tensor(). */
+	void *data;
+};
+
+/* A layer: the unit of paging, a group of tensors used together. */
+struct wsp_layer {
+	uint32_t index;
+	const char *name;       /* e.g. "model.layers.7" */
+	uint32_t n_tensors;
+	const struct wsp_tensor *tensors;  /* n_tensors entries */
+	uint64_t raw_bytes;     /* size once decoded, tensors aligned inside */
+	uint64_t stored_bytes;  /* size on disk */
+	void *data;             /* start of the layer's slot (wsp_acquire only) */
+};
+
+/* ====================================================================== */
+/* 3. Packs: read-only access                                              */
+/* ====================================================================== */
+
+typedef struct wsp_pack_s wsp_pack;
+
+/*
+ * Open the pack directory `path` (it holds `manifest.wspm` and the shards).
+ * The manifest is validated completely here: a pack that opens is
+ * internally consistent.  Thread-safe once open: all lookups are read-only.
+ */
+int wsp_pack_open(const char *path, wsp_pack **out, char *errbuf, size_t errlen);
+void wsp_pack_close(wsp_pack *pk);
+const char *wsp_pack_errmsg(const wsp_pack *pk);
+
+struct wsp_pack_summary {
+	uint32_t n_layers, n_tensors, n_shards, n_sources;
+	uint64_t n_chunks;
+	uint64_t raw_bytes;          /* sum of tensor bytes */
+	uint64_t stored_bytes;       /* sum of chunk bytes on disk */
+	uint64_t max_layer_raw_bytes;
+	uint64_t chunk_bytes;        /* nominal raw chunk size */
+	unsigned format_version;
+	const char *metadata_json;   /* the first source's __metadata__ as JSON, or NULL */
+};
+int wsp_pack_summary(const wsp_pack *pk, struct wsp_pack_summary *out);
+
+/* Layers and tensors by index or name; NULL when out of range / absent.
+ * Pointers stay valid until wsp_pack_close(). */
+const struct wsp_layer *wsp_pack_layer(const wsp_pack *pk, uint32_t index);
+const struct wsp_layer *wsp_pack_find_layer(const wsp_pack *pk, const char *name);
+const struct wsp_tensor *wsp_pack_find_tensor(const wsp_pack *pk, const char *full_name);
+/* Counts of stored bytes per dtype and codec, for `info`; index by dtype. */
+int wsp_pack_dtype_bytes(const wsp_pack *pk, enum wsp_dtype dt, uint64_t *raw, uint64_t *stored);
+
+/* Progress callback for long operations: done/total in raw bytes. Returning
+ * non-zero cancels the operation, which then fails with -ECANCELED. */
+typedef int (*wsp_progress_fn)(void *ctx, uint64_t done, uint64_t total);
+
+/* Decode every chunk with `threads` workers (0: all cores) and check every
+ * checksum.  Returns 0, or the first error with the shard, layer, tensor and
+ * chunk in the pack's message. */
+int wsp_pack_verify(wsp_pack *pk, unsigned threads, wsp_progress_fn progress, void *ctx);
+
+/* Read and decode `layer` into `dst` (its raw_bytes, host memory) on the
+ * calling thread with plain buffered reads: the simple synchronous path that
+ * naive loaders take (tools use it for comparisons).  Checks every checksum.
+ * Not thread-safe for one handle. */
+int wsp_pack_read_layer(wsp_pack *pk, uint32_t layer, void *dst);
+
+#define WSP_UNPACK_FORCE 1u  /* replace an existing output directory */
+/* Write the original safetensors files (and model.safetensors.index.json if
+ * the source had one) into `out_dir`, byte-identical to the inputs: same
+ * header text, same tensor order, same __metadata__.  Written to a temporary
+ * name and renamed, so a failed unpack leaves no output that looks complete. */
+int wsp_pack_unpack(wsp_pack *pk, const char *out_dir, unsigned flags,
+		    wsp_progress_fn progress, void *ctx);
+
+/* ====================================================================== */
+/* 4. The pager                                                            */
+/* ====================================================================== */
+
+typedef struct wsp_pager_s wsp_pager;
+
+#define WSP_DEVICE_HOST (-1)   /* third tier in host memory, copies are memcpy */
+
+enum wsp_io_backend { WSP_IO_AUTO = 0, WSP_IO_URING, WSP_IO_PREAD, WSP_IO_MMAP };
+enum wsp_policy { WSP_POLICY_PREDICT = 0, WSP_POLICY_LRU };
+
+/* Trace events, for timelines (wspager run --trace-json). */
+enum wsp_stage { WSP_STAGE_READ = 0, WSP_STAGE_DECODE, WSP_STAGE_H2D, WSP_STAGE_WAIT };
+struct wsp_trace_event {
+	enum wsp_stage stage;
+	uint32_t layer;
+	uint64_t begin_ns, end_ns;   /* CLOCK_MONOTONIC */
+	uint64_t bytes;
+	int thread;                  /* worker index within the stage */
+};
+/* Called from library threads, possibly concurrently: must be thread-safe. */
+typedef void (*wsp_trace_fn)(void *ctx, const struct wsp_trace_event *ev);
+/* Notices such as "io_uring refused (EPERM): using the pread backend".  Each
+ * kind of notice is given once per pager.  Called from any thread. */
+typedef void (*wsp_log_fn)(void *ctx, const char *message);
+
+struct wsp_options {
+	uint64_t host_cache_bytes;  /* pinned host tier budget; default 1/4 of RAM, at most 8 GiB */
+	unsigned gpu_slots;         /* GPU tier: slots of the largest layer; default 3 */
+	int device;                 /* CUDA ordinal, or WSP_DEVICE_HOST; default 0 */
+	enum wsp_io_backend io;     /* default WSP_IO_AUTO */
+	unsigned queue_depth;       /* io_uring depth / read requests in flight; default 32 */
+	unsigned io_threads;        /* pread backend workers; default 4 */
+	unsigned decode_threads;    /* 0: one per core */
+	enum wsp_policy policy;     /* eviction in both tiers; default WSP_POLICY_PREDICT */
+	unsigned lookahead;         /* layers to prefetch ahead; 0: as many as the tiers hold */
+	uint64_t page_bytes;        /* host cache page size; default 2 MiB */
+	unsigned flags;             /* WSP_OPEN_* */
+	wsp_log_fn log;  void *log_ctx;
+	wsp_trace_fn trace; void *trace_ctx;
+};
+#define WSP_OPEN_NO_DIRECT  1u   /* buffered reads even where O_DIRECT works */
+#define WSP_OPEN_NO_PIN     2u   /* do not page-lock the host cache (slower H2D; says so) */
+#define WSP_OPEN_NO_PREFETCH 4u  /* only load what is acquired (for comparisons) */
+
+/* Fill `opt` with the defaults above. */
+void wsp_options_init(struct wsp_options *opt);
+
+/*
+ * Open a pack for paging.  Allocates the host cache and the GPU slots once,
+ * starts the I/O and decode workers, and begins prefetching in pack order.
+ * Errors: -ENOENT and WSP_EFORMAT for the pack, WSP_ETOOBIG when a layer is
+ * larger than a slot could ever be, WSP_ECUDA/-ENOMEM when slots or pinned
+ * memory cannot be had (message says how much was asked and how much is free).
+ * On failure *out is NULL and `errbuf` holds the detail.
+ */
+int wsp_open(const char *path, const struct wsp_options *opt, wsp_pager **out,
+	     char *errbuf, size_t errlen);
+
+/* Stop the workers, wait for in-flight copies, free everything.  Layers still
+ * acquired are released.  Not concurrently with any other call on `pg`. */
+void wsp_close(wsp_pager *pg);
+
+/* The detailed message of the last error on this handle (a per-thread copy,
+ * valid until this thread's next call to wsp_errmsg). Thread-safe. */
+const char *wsp_errmsg(wsp_pager *pg);
+
+/* The pack behind the pager (for lookups); owned by the pager. */
+const wsp_pack *wsp_pager_pack(const wsp_pager *pg);
+
+/*
+ * Make `layer` usable on `stream` (a cudaStream_t, or NULL for the legacy
+ * default stream; ignored for WSP_DEVICE_HOST).  On return, work enqueued on
+ * `stream` after this call sees the weights: the stream waits on the copy's
+ * event, the host does not.  The host blocks only while the layer has not yet
+ * reached the host tier (a layer never predicted nor prefetched).
+ * `*view` holds device pointers for every tensor; it stays valid until the
+ * matching wsp_release().  A layer may be acquired again before release
+ * (counted).  Thread-safe: several threads may acquire different or the same
+ * layers at once.
+ */
+int wsp_acquire(wsp_pager *pg, uint32_t layer, void *stream, const struct wsp_layer **view);
+/* As wsp_acquire, by layer name. */
+int wsp_acquire_by_name(wsp_pager *pg, const char *name, void *stream, const struct wsp_layer **view);
+
+/* The tensor `short_name` (or full name) of an acquired view; NULL if absent. */
+const struct wsp_tensor *wsp_layer_tensor(const struct wsp_layer *view, const char *name);
+
+/* End this use of `layer`: an event is recorded on `stream`, and the slot is
+ * refilled only after the stream has passed it.  Never blocks.  Thread-safe. */
+int wsp_release(wsp_pager *pg, uint32_t layer, void *stream);
+
+/* Hint that `layer` will be needed soon: start moving it up the tiers.
+ * Never blocks; returns 0 even when the tiers are full (the hint is dropped).
+ * Thread-safe. */
+int wsp_prefetch(wsp_pager *pg, uint32_t layer);
+
+/* Forget the learned execution order (e.g. when the workload changes). */
+void wsp_reset_prediction(wsp_pager *pg);
+
+struct wsp_stats {
+	uint64_t acquires;
+	uint64_t gpu_hits;          /* acquire found the layer already in a slot */
+	uint64_t host_hits;         /* ...in the host cache, not in a slot */
+	uint64_t misses;            /* ...not even in the host cache */
+	uint64_t predicted;         /* acquire of the layer the predictor named first */
+	uint64_t prefetches;        /* layers loaded ahead of need */
+	uint64_t prefetch_wasted;   /* loaded ahead, evicted unused */
+	uint64_t host_evictions, gpu_evictions;
+	uint64_t bytes_read;        /* from disk */
+	uint64_t bytes_decoded;     /* raw bytes produced by decoding */
+	uint64_t bytes_h2d;         /* copied into slots */
+	uint64_t read_ns, decode_ns, h2d_ns;  /* busy time of each stage, summed over workers */
+	uint64_t acquire_block_ns;  /* host time blocked inside wsp_acquire */
+	uint64_t host_cache_bytes;  /* budget actually in use (after clamping) */
+	uint64_t pinned_bytes;      /* page-locked bytes (0 when pinning is off) */
+	uint64_t slot_bytes;        /* size of one GPU slot */
+	unsigned gpu_slots;
+	char io_backend[16];        /* "uring", "pread", "mmap" */
+	int direct_io;              /* 1 when reads bypass the page cache */
+};
+/* A consistent snapshot of the counters.  Thread-safe. */
+int wsp_get_stats(wsp_pager *pg, struct wsp_stats *out);
+/* Zero the counters (not the configuration fields). */
+void wsp_reset_stats(wsp_pager *pg);
+
+/* ====================================================================== */
+/* 5. Converting checkpoints                                               */
+/* ====================================================================== */
+
+enum wsp_codec { WSP_CODEC_ZSTD = 0, WSP_CODEC_RAW = 1 };
+
+struct wsp_convert_options {
+	int level;                 /* zstd level; default 1 */
+	uint64_t chunk_bytes;      /* raw bytes per chunk; default 4 MiB */
+	uint64_t shard_bytes;      /* target shard size; default 4 GiB (layers never split) */
+	enum wsp_codec codec;      /* default zstd; chunks that do not shrink are stored raw */
+	int transform;             /* byte/exponent grouping of float dtypes; default 1 */
+	unsigned threads;          /* 0: all cores */
+	const char *group_regex;   /* extended regex whose first group names the layer; NULL: built-in */
+	unsigned flags;            /* WSP_CONVERT_FORCE */
+	wsp_progress_fn progress; void *progress_ctx;
+};
+#define WSP_CONVERT_FORCE 1u   /* replace an existing output */
+
+void wsp_convert_options_init(struct wsp_convert_options *opt);
+
+/*
+ * Convert safetensors checkpoints into the pack directory `out`.  `inputs`
+ * are .safetensors files, or one directory holding
+ * model.safetensors.index.json (or a single model.safetensors).  Written
+ * under a temporary name, fsynced and renamed: a killed or failed run leaves
+ * no pack that looks valid.  Errors name the file and tensor.
+ */
+int wsp_convert(const char *const *inputs, size_t n_inputs, const char *out,
+		const struct wsp_convert_options *opt, char *errbuf, size_t errlen);
+
+/* Synthetic Llama-shaped checkpoints (Gaussian bf16 weights scaled like
+ * trained ones: std 0.02, norms near 1), for demos, tests and benchmarks. */
+struct wsp_generate_options {
+	unsigned layers;           /* default 8 */
+	unsigned hidden;           /* default 1024 */
+	unsigned intermediate;     /* default 2816 */
+	unsigned vocab;            /* default 8192 */
+	unsigned heads, kv_heads;  /* default hidden/64 and heads/4 (at least 1) */
+	enum wsp_dtype dtype;      /* default BF16 (F16, F32 also) */
+	uint64_t shard_bytes;      /* >0: shard into files of about this size plus an index; default 0 */
+	uint64_t seed;             /* default 1 */
+	unsigned flags;            /* WSP_CONVERT_FORCE */
+	wsp_progress_fn progress; void *progress_ctx;
+};
+void wsp_generate_options_init(struct wsp_generate_options *opt);
+/* Write the checkpoint: `out` is a .safetensors file when shard_bytes is 0,
+ * otherwise a directory of shards and model.safetensors.index.json. */
+int wsp_generate(const char *out, const struct wsp_generate_options *opt,
+		 char *errbuf, size_t errlen);
+
+/* Cache simulation (wspager simulate): replay a trace of layer indices
+ * against a host cache of `cache_bytes`, without disk or GPU.  The predictor
+ * and eviction code are the pager's own; BELADY is the offline optimum. */
+enum wsp_sim_policy { WSP_SIM_LRU = 0, WSP_SIM_PREDICT, WSP_SIM_BELADY };
+struct wsp_sim_result {
+	uint64_t accesses, hits, misses;
+	uint64_t bytes_read;       /* bytes that would be read from disk */
+};
+int wsp_simulate(const uint64_t *layer_bytes, uint32_t n_layers, const uint32_t *trace,
+		 size_t n_trace, uint64_t cache_bytes, enum wsp_sim_policy policy,
+		 struct wsp_sim_result *out);
+
+/* ====================================================================== */
+/* 6. Utilities                                                            */
+/* ====================================================================== */
+
+/*
+ * The checksum the pack stores per tensor and that GPU code recomputes on the
+ * device: the bytes are taken as little-endian 64-bit words w[i] (the tail
+ * zero-padded), and the result is the sum mod 2^64 of mix64(w[i] ^ (i * K))
+ * with K = 0x9E3779B97F4A7C15 and mix64 the splitmix64 finalizer.  It is
+ * order-independent to compute, so a GPU computes it in parallel, yet it
+ * catches moved, swapped and flipped bytes.
+ */
+uint64_t wsp_checksum64(const void *data, uint64_t bytes);
+
+/* Parse "512M", "8G", "1.5GiB", "4096" (binary units) into bytes. Returns 0 or
+ * -EINVAL / -ERANGE. */
+int wsp_parse_size(const char *text, uint64_t *out);
+/* Format bytes as "1.46 GiB" into buf; returns buf. */
+char *wsp_format_size(uint64_t bytes, char *buf, size_t len);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* WSPAGER_H */

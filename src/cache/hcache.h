@@ -1,0 +1,82 @@
+/*
+ * The host tier: a pinned, bounded cache of decoded layers, and the loader
+ * that fills it (I/O engine -> staging -> decode pool -> cache pages).
+ *
+ * Memory: one anonymous mapping of budget bytes, carved into fixed pages; a
+ * layer is a list of pages, so nothing fragments.  It is pinned through the
+ * `pin` hook (cudaHostRegister for a GPU; NULL for the host device) in
+ * pieces from a background thread so start-up does not stall.  Staging for
+ * reads is a separate, bounded arena (documented in wspager(3)).
+ * Entries being read, decoded or referenced are never evicted.
+ */
+#ifndef WSP_CACHE_HCACHE_H
+#define WSP_CACHE_HCACHE_H
+
+#include <stdint.h>
+#include "common/error.h"
+#include "io/io.h"
+#include "pack/pack.h"
+#include "predict/predict.h"
+#include "wspager.h"
+
+struct hcache;
+
+struct hcache_config {
+	uint64_t budget_bytes;      /* clamped to available memory, with a notice */
+	uint64_t page_bytes;        /* multiple of 4096; default 2 MiB */
+	unsigned decode_threads;    /* 0: one per core */
+	enum wsp_policy policy;
+	struct io_config io;
+	struct predictor *predictor;   /* may be NULL (then LRU order) */
+	/* Page-lock hooks; NULL = plain memory. */
+	int (*pin)(void *ctx, void *p, uint64_t len, struct wsp_err *err);
+	void (*unpin)(void *ctx, void *p);
+	void *pin_ctx;
+	/* Called from a decode thread when a load finishes (status 0 or error). */
+	void (*on_ready)(void *ctx, uint32_t layer, int status);
+	void *ready_ctx;
+	wsp_trace_fn trace;
+	void *trace_ctx;
+	void (*notice)(void *ctx, const char *msg);
+	void *notice_ctx;
+};
+
+/* A reference to a valid entry: the layer's decoded bytes are pages[k] for
+ * offsets [k*page_bytes, (k+1)*page_bytes) of its raw layout. */
+struct hcache_ref {
+	uint32_t layer;
+	uint32_t n_pages;
+	void *const *pages;
+	uint64_t page_bytes;
+	uint64_t raw_bytes;
+};
+
+struct hcache_stats {
+	uint64_t hits, misses, evictions, prefetches, prefetch_wasted;
+	uint64_t bytes_read, bytes_decoded;
+	uint64_t read_ns, decode_ns;
+	uint64_t budget_bytes, pinned_bytes, staging_bytes;
+};
+
+/* Errors: WSP_ETOOBIG when the largest layer does not fit in the budget. */
+int hcache_create(const struct hcache_config *cfg, struct wsp_pack_s *pk, struct hcache **out,
+		  struct wsp_err *err);
+void hcache_destroy(struct hcache *hc);
+const struct io_engine *hcache_io(const struct hcache *hc);
+
+/* Start loading `layer` if absent; never blocks.  Returns 1 if a load was
+ * started, 0 if it is already present or loading, -ENOSPC if room could only
+ * be made by evicting something needed sooner (the request is dropped). */
+int hcache_request(struct hcache *hc, uint32_t layer, int is_prefetch);
+/* Take a reference, loading the layer if absent and waiting until it is valid.
+ * Returns 0, or the load's error (the entry is then dropped, never valid). */
+int hcache_get(struct hcache *hc, uint32_t layer, struct hcache_ref *ref, struct wsp_err *err);
+/* Take a reference only if the layer is valid now: 1 taken, 0 not valid yet. */
+int hcache_try_get(struct hcache *hc, uint32_t layer, struct hcache_ref *ref);
+/* 1 if `layer` is valid in the cache now (no reference taken). */
+int hcache_contains(struct hcache *hc, uint32_t layer);
+void hcache_put(struct hcache *hc, struct hcache_ref *ref);
+void hcache_get_stats(struct hcache *hc, struct hcache_stats *out);
+void hcache_reset_stats(struct hcache *hc);
+
+#endif

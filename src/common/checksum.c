@@ -1,0 +1,31 @@
+/* wsp_checksum64: see wspager.h for the definition; the GPU code in
+ * tools/ and tests/ computes the same function on the device. */
+#include <string.h>
+
+#include "wspager.h"
+
+#define WSP_CK_K 0x9E3779B97F4A7C15ull
+
+static inline uint64_t mix64(uint64_t z)
+{
+	z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+	z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+	return z ^ (z >> 31);
+}
+
+uint64_t wsp_checksum64(const void *data, uint64_t bytes)
+{
+	const unsigned char *p = data;
+	uint64_t words = bytes / 8, sum = 0, i;
+	for (i = 0; i < words; i++) {
+		uint64_t w;
+		memcpy(&w, p + i * 8, 8);   /* little-endian hosts only */
+		sum += mix64(w ^ (i * WSP_CK_K));
+	}
+	if (bytes % 8) {
+		uint64_t w = 0;
+		memcpy(&w, p + words * 8, bytes % 8);
+		sum += mix64(w ^ (words * WSP_CK_K));
+	}
+	return sum;
+}

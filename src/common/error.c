@@ -1,0 +1,111 @@
+/* The one table of error strings, and the per-handle message. */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "common/error.h"
+
+static const char *const project_errors[] = {
+	[-(WSP_EFORMAT) - 4096] = "malformed file",
+	[-(WSP_ECHECKSUM) - 4096] = "checksum mismatch",
+	[-(WSP_EZSTD) - 4096] = "zstd frame rejected",
+	[-(WSP_ECUDA) - 4096] = "CUDA error",
+	[-(WSP_ECUBLAS) - 4096] = "cuBLAS error",
+	[-(WSP_EVERSION) - 4096] = "unsupported pack format version",
+	[-(WSP_EDTYPE) - 4096] = "unknown or unsupported dtype",
+	[-(WSP_ETOOBIG) - 4096] = "size or count beyond limit",
+	[-(WSP_ENOTFOUND) - 4096] = "no such layer or tensor",
+	[-(WSP_ENODEVICE) - 4096] = "no CUDA device",
+	[-(WSP_ESTATE) - 4096] = "invalid in the current state",
+	[-(WSP_EEXIST) - 4096] = "output exists (use force to replace it)",
+	[-(WSP_EBIGENDIAN) - 4096] = "big-endian hosts are not supported",
+};
+
+const char *wsp_strerror(int code)
+{
+	if (code >= 0)
+		return "success";
+	if (code > -4096)
+		return strerror(-code);
+	size_t i = (size_t)(-(long)code - 4096);
+	if (i < sizeof(project_errors) / sizeof(project_errors[0]) && project_errors[i])
+		return project_errors[i];
+	return "unknown error";
+}
+
+void wsp_err_init(struct wsp_err *e)
+{
+	pthread_mutex_init(&e->lock, NULL);
+	e->code = 0;
+	e->msg[0] = '\0';
+}
+
+void wsp_err_destroy(struct wsp_err *e)
+{
+	if (e)
+		pthread_mutex_destroy(&e->lock);
+}
+
+static int err_vset(struct wsp_err *e, int keep_first, int code, const char *fmt, va_list ap)
+{
+	if (!e)
+		return code;
+	pthread_mutex_lock(&e->lock);
+	if (!(keep_first && e->code < 0)) {
+		e->code = code;
+		vsnprintf(e->msg, sizeof(e->msg), fmt, ap);
+	}
+	pthread_mutex_unlock(&e->lock);
+	return code;
+}
+
+int wsp_err_set(struct wsp_err *e, int code, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	err_vset(e, 0, code, fmt, ap);
+	va_end(ap);
+	return code;
+}
+
+int wsp_err_set_first(struct wsp_err *e, int code, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	err_vset(e, 1, code, fmt, ap);
+	va_end(ap);
+	return code;
+}
+
+void wsp_err_prefix(struct wsp_err *e, const char *fmt, ...)
+{
+	if (!e)
+		return;
+	char prefix[WSP_ERRMSG_MAX], old[WSP_ERRMSG_MAX];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(prefix, sizeof(prefix), fmt, ap);
+	va_end(ap);
+	pthread_mutex_lock(&e->lock);
+	memcpy(old, e->msg, sizeof(old));
+	snprintf(e->msg, sizeof(e->msg), "%s: %s", prefix, old);
+	pthread_mutex_unlock(&e->lock);
+}
+
+void wsp_err_clear(struct wsp_err *e)
+{
+	pthread_mutex_lock(&e->lock);
+	e->code = 0;
+	e->msg[0] = '\0';
+	pthread_mutex_unlock(&e->lock);
+}
+
+void wsp_err_copy(struct wsp_err *e, char *buf, size_t len)
+{
+	if (!buf || !len)
+		return;
+	pthread_mutex_lock(&e->lock);
+	snprintf(buf, len, "%s", e->msg);
+	pthread_mutex_unlock(&e->lock);
+}

@@ -1,0 +1,52 @@
+/* Small helpers every layer uses: checked arithmetic, alignment, clocks. */
+#ifndef WSP_COMMON_UTIL_H
+#define WSP_COMMON_UTIL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <time.h>
+
+/* Checked arithmetic: true on overflow (C23 ckd_* semantics). Every size that
+ * comes from a file goes through these. */
+#define ckd_add(r, a, b) __builtin_add_overflow((a), (b), (r))
+#define ckd_mul(r, a, b) __builtin_mul_overflow((a), (b), (r))
+#define ckd_sub(r, a, b) __builtin_sub_overflow((a), (b), (r))
+
+#define WSP_ALIGN_DIRECT 4096u   /* O_DIRECT offset/length/buffer alignment */
+#define WSP_ALIGN_TENSOR 256u    /* tensor start inside a layer (cuBLAS likes >= 256) */
+
+static inline uint64_t wsp_align_up(uint64_t x, uint64_t a)
+{
+	return (x + a - 1) / a * a;
+}
+static inline uint64_t wsp_align_down(uint64_t x, uint64_t a)
+{
+	return x / a * a;
+}
+static inline bool wsp_is_aligned(uint64_t x, uint64_t a)
+{
+	return x % a == 0;
+}
+
+static inline uint64_t wsp_now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+#define WSP_MIN(a, b) ((a) < (b) ? (a) : (b))
+#define WSP_MAX(a, b) ((a) > (b) ? (a) : (b))
+#define WSP_ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
+
+/* Number of online CPUs, at least 1. */
+unsigned wsp_cpu_count(void);
+/* Memory the process may use: min(MemAvailable, cgroup limit - usage); 0 if
+ * unknown.  `why` (may be NULL) receives which limit was the smaller. */
+uint64_t wsp_memory_available(const char **why);
+
+/* Bytes of a tensor: elements x bits / 8, checked; WSP_ETOOBIG on overflow,
+ * WSP_EFORMAT when sub-byte elements do not fill whole bytes. */
+int wsp_tensor_bytes(int dtype, unsigned rank, const uint64_t *shape, uint64_t *bytes);
+
+#endif

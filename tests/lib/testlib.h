@@ -1,0 +1,64 @@
+/* Tiny helpers shared by the C tests: checks that report file:line and make
+ * the test fail (exit 1), skip (exit 77), and scratch directories. */
+#ifndef WSP_TESTLIB_H
+#define WSP_TESTLIB_H
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define T_SKIP 77
+
+#define CHECK(cond)                                                                \
+	do {                                                                       \
+		if (!(cond)) {                                                     \
+			fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__,     \
+				__LINE__, #cond);                                  \
+			exit(1);                                                   \
+		}                                                                  \
+	} while (0)
+
+/* expr must return `want` (an exact return code). */
+#define CHECK_RC(expr, want)                                                       \
+	do {                                                                       \
+		long long got_ = (long long)(expr);                                \
+		if (got_ != (long long)(want)) {                                   \
+			fprintf(stderr, "%s:%d: %s returned %lld (%s), want %lld\n",   \
+				__FILE__, __LINE__, #expr, got_,                   \
+				wsp_strerror((int)got_), (long long)(want));       \
+			exit(1);                                                   \
+		}                                                                  \
+	} while (0)
+
+#define SKIP(...)                                                                  \
+	do {                                                                       \
+		fprintf(stderr, "skip: " __VA_ARGS__);                             \
+		fputc('\n', stderr);                                               \
+		exit(T_SKIP);                                                      \
+	} while (0)
+
+/* A fresh scratch directory under $TMPDIR (or /tmp), removed by t_cleanup().
+ * Returns its path (static storage). */
+static inline const char *t_scratch(const char *tag)
+{
+	static char dir[512];
+	const char *base = getenv("TMPDIR");
+	snprintf(dir, sizeof(dir), "%s/wsp-%s-XXXXXX", base && *base ? base : "/tmp", tag);
+	if (!mkdtemp(dir)) {
+		perror("mkdtemp");
+		exit(1);
+	}
+	return dir;
+}
+
+static inline void t_rmrf(const char *path)
+{
+	char cmd[1024];
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", path);
+	if (system(cmd) != 0)
+		fprintf(stderr, "warning: could not remove %s\n", path);
+}
+
+#endif
