@@ -87,9 +87,19 @@ void wsp_err_prefix(struct wsp_err *e, const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(prefix, sizeof(prefix), fmt, ap);
 	va_end(ap);
+	/* "prefix: old", truncated to fit; built by hand because the
+	 * truncation is intended. */
 	pthread_mutex_lock(&e->lock);
 	memcpy(old, e->msg, sizeof(old));
-	snprintf(e->msg, sizeof(e->msg), "%s: %s", prefix, old);
+	size_t cap = sizeof(e->msg) - 1, n = strnlen(prefix, cap);
+	memcpy(e->msg, prefix, n);
+	for (const char *s = ": "; *s && n < cap; s++)
+		e->msg[n++] = *s;
+	size_t rest = strnlen(old, sizeof(old));
+	if (rest > cap - n)
+		rest = cap - n;
+	memcpy(e->msg + n, old, rest);
+	e->msg[n + rest] = '\0';
 	pthread_mutex_unlock(&e->lock);
 }
 

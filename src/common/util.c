@@ -33,6 +33,87 @@ static uint64_t read_u64_file(const char *path, int *ok)
 	return 0;
 }
 
+/* A "key value" line of a memory.stat file; 0 when absent. */
+static uint64_t read_stat_key(const char *path, const char *key)
+{
+	char line[256];
+	size_t klen = strlen(key);
+	uint64_t v = 0;
+	FILE *f = fopen(path, "re");
+	if (!f)
+		return 0;
+	while (fgets(line, sizeof(line), f))
+		if (strncmp(line, key, klen) == 0 && line[klen] == ' ') {
+			v = strtoull(line + klen + 1, NULL, 10);
+			break;
+		}
+	fclose(f);
+	return v;
+}
+
+/*
+ * Room left under our memory cgroup: limit - (usage - inactive page cache),
+ * since clean file pages are reclaimed before the OOM killer runs.  Handles
+ * cgroup v2 ("0::/path") and v1 ("N:memory:/path").  0 and *found = 0 when
+ * there is no limit.
+ */
+static uint64_t cgroup_room(int *found)
+{
+	char v2[512] = "", v1[512] = "", line[512], path[700];
+	int have_v2 = 0, have_v1 = 0;
+	FILE *f = fopen("/proc/self/cgroup", "re");
+	*found = 0;
+	if (!f)
+		return 0;
+	while (fgets(line, sizeof(line), f)) {
+		line[strcspn(line, "\n")] = '\0';
+		char *rest = strchr(line, ':');
+		char *cgpath = rest ? strchr(rest + 1, ':') : NULL;
+		if (!cgpath)
+			continue;
+		*cgpath++ = '\0';
+		rest++;
+		if (strcmp(line, "0") == 0 && *rest == '\0') {
+			snprintf(v2, sizeof(v2), "%s", cgpath);
+			have_v2 = 1;
+		} else if (strstr(rest, "memory")) {
+			snprintf(v1, sizeof(v1), "%s", cgpath);
+			have_v1 = 1;
+		}
+	}
+	fclose(f);
+	const char *limit_file, *usage_file, *inactive_key;
+	char base[600];
+	if (have_v1) {
+		snprintf(base, sizeof(base), "/sys/fs/cgroup/memory%s", v1);
+		limit_file = "memory.limit_in_bytes";
+		usage_file = "memory.usage_in_bytes";
+		inactive_key = "total_inactive_file";
+	} else if (have_v2) {
+		snprintf(base, sizeof(base), "/sys/fs/cgroup%s", v2);
+		limit_file = "memory.max";
+		usage_file = "memory.current";
+		inactive_key = "inactive_file";
+	} else {
+		return 0;
+	}
+	int ok_max, ok_cur;
+	snprintf(path, sizeof(path), "%s/%s", base, limit_file);
+	uint64_t max = read_u64_file(path, &ok_max);
+	/* v1 spells "no limit" as a huge page-rounded number. */
+	if (!ok_max || max >= (1ull << 62))
+		return 0;
+	snprintf(path, sizeof(path), "%s/%s", base, usage_file);
+	uint64_t cur = read_u64_file(path, &ok_cur);
+	snprintf(path, sizeof(path), "%s/memory.stat", base);
+	uint64_t inactive = read_stat_key(path, inactive_key);
+	if (!ok_cur)
+		cur = 0;
+	cur = cur > inactive ? cur - inactive : 0;
+	*found = 1;
+	return cur < max ? max - cur : 0;
+}
+
 uint64_t wsp_memory_available(const char **why)
 {
 	uint64_t avail = 0;
@@ -50,30 +131,12 @@ uint64_t wsp_memory_available(const char **why)
 	}
 	if (why)
 		*why = "MemAvailable";
-	/* cgroup v2: the limit of our own group. */
-	char cg[512] = "", path[640];
-	f = fopen("/proc/self/cgroup", "re");
-	if (f) {
-		char line[512];
-		while (fgets(line, sizeof(line), f))
-			if (strncmp(line, "0::", 3) == 0) {
-				snprintf(cg, sizeof(cg), "%s", line + 3);
-				cg[strcspn(cg, "\n")] = '\0';
-			}
-		fclose(f);
-	}
-	int ok_max, ok_cur;
-	snprintf(path, sizeof(path), "/sys/fs/cgroup%s/memory.max", cg);
-	uint64_t max = read_u64_file(path, &ok_max);
-	snprintf(path, sizeof(path), "/sys/fs/cgroup%s/memory.current", cg);
-	uint64_t cur = read_u64_file(path, &ok_cur);
-	if (ok_max) {
-		uint64_t left = (ok_cur && cur < max) ? max - cur : 0;
-		if (!avail || left < avail) {
-			avail = left;
-			if (why)
-				*why = "the cgroup memory limit";
-		}
+	int limited;
+	uint64_t room = cgroup_room(&limited);
+	if (limited && (!avail || room < avail)) {
+		avail = room;
+		if (why)
+			*why = "the cgroup memory limit";
 	}
 	return avail;
 }
