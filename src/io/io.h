@@ -28,6 +28,8 @@ struct io_req;
  * normally, a negative errno to fail the piece with it, or a positive n to
  * make the piece a short read of n bytes.  NULL in production. */
 typedef int (*io_fault_fn)(void *ctx, unsigned file, uint64_t offset, uint64_t len);
+/* Both config.fault and config.notice may be called from several engine
+ * threads at once, and must not call back into the engine. */
 
 struct io_config {
 	enum wsp_io_backend backend;
@@ -69,11 +71,13 @@ int io_engine_open(const struct io_config *cfg, const char *const *paths, unsign
 void io_engine_close(struct io_engine *io);
 /* Register `len` bytes at `buf` as a fixed buffer (io_uring only; a no-op for
  * the others).  Failing for RLIMIT_MEMLOCK is not an error: the engine then
- * uses plain reads and says so once.  Call before the first submit. */
+ * uses plain reads and says so once.  Call before the first submit.  The
+ * buffer must stay mapped until io_engine_close() (its pages are pinned). */
 int io_engine_register_buffer(struct io_engine *io, void *buf, uint64_t len);
 /* Queue a read; never blocks except while queue_depth pieces are in flight. */
 int io_submit(struct io_engine *io, struct io_req *r);
-/* Synchronous read (submit + wait). */
+/* Synchronous read (submit + wait).  Not from a done callback: that thread
+ * may be the one that would complete it. */
 int io_read(struct io_engine *io, unsigned file, uint64_t offset, uint64_t length, void *buf,
 	    struct wsp_err *err);
 const char *io_engine_backend(const struct io_engine *io);   /* "uring" "pread" "mmap" */

@@ -1,0 +1,67 @@
+/* io_uring refused for real (a seccomp filter makes io_uring_setup fail with
+ * EPERM, as in containers): AUTO falls back to pread, says so once, reads
+ * correctly; an explicit io_uring backend is a clear error. */
+#include <errno.h>
+#include <liburing.h>
+
+#include "iotest.h"
+#include "seccomp.h"
+
+#define FILE_SIZE (2ull * 1048576 + 4321)
+
+int main(void)
+{
+	const char *dir = t_scratch("io-seccomp");
+	char path[600];
+	struct t_notices notes;
+	struct io_engine *io;
+	struct io_uring ring;
+	struct wsp_err err;
+	char *buf = t_aligned(FILE_SIZE);
+	int rc;
+
+	snprintf(path, sizeof(path), "%s/words", dir);
+	t_write_words(path, FILE_SIZE);
+	t_notices_init(&notes);
+	wsp_err_init(&err);
+
+	rc = t_seccomp_refuse_uring();
+	if (rc < 0) {
+		t_rmrf(dir);
+		SKIP("cannot install a seccomp filter: %s", strerror(-rc));
+	}
+	/* the filter works: */
+	CHECK_RC(io_uring_queue_init(8, &ring, 0), -EPERM);
+
+	CHECK_RC(t_open(WSP_IO_AUTO, 1, path, &notes, &io, &err), 0);
+	CHECK(strcmp(io_engine_backend(io), "pread") == 0);
+	CHECK(notes.count == 1);
+	CHECK(t_notices_with(&notes, "io_uring refused (EPERM): using the pread backend") == 1);
+	for (uint64_t off = 0; off < FILE_SIZE; off += 300 * 4096) {
+		uint64_t len = FILE_SIZE - off < 700001 ? FILE_SIZE - off : 700001;
+		CHECK_RC(io_read(io, 0, off, len, buf, &err), 0);
+		CHECK(t_check_words(buf, off, len) == UINT64_MAX);
+	}
+	CHECK_RC(io_read(io, 0, 0, FILE_SIZE, buf, &err), 0);
+	CHECK(t_check_words(buf, 0, FILE_SIZE) == UINT64_MAX);
+	io_engine_close(io);
+	CHECK(notes.count == 1);
+
+	/* asked for io_uring by name: no silent fallback */
+	struct io_config cfg;
+	const char *paths[1] = { path };
+	io_config_init(&cfg);
+	cfg.backend = WSP_IO_URING;
+	cfg.notice = t_notice;
+	cfg.notice_ctx = &notes;
+	io = (void *)1;
+	CHECK_RC(io_engine_open(&cfg, paths, 1, &io, &err), -EPERM);
+	CHECK(io == NULL);
+	fprintf(stderr, "explicit uring: %s\n", err.msg);
+	CHECK(strstr(err.msg, "io_uring") && strstr(err.msg, "not permitted"));
+
+	free(buf);
+	wsp_err_destroy(&err);
+	t_rmrf(dir);
+	return 0;
+}
