@@ -26,8 +26,17 @@ void predictor_observe(struct predictor *p, uint32_t layer);
  * at most k; returns how many were written. */
 unsigned predictor_next(struct predictor *p, uint32_t *out, unsigned k);
 /* In how many acquires `layer` is predicted to be used next (1 = the very
- * next acquire), PREDICT_NEVER if not within the horizon. */
+ * next acquire), PREDICT_NEVER if not within the horizon (2 * n_layers steps
+ * of the predicted walk).  Where the walk passes a branch whose outcome has
+ * varied (a context with several successors), the distance of what lies
+ * behind it is divided by the probability of getting there, until the
+ * branches merge again; layers of the branches not taken get a distance the
+ * same way.  For a workload that always repeats, it is the exact count.
+ * O(1): the walk is recomputed only after a new observation. */
 uint64_t predictor_distance(struct predictor *p, uint32_t layer);
+/* predictor_distance() of n layers at once, from one consistent walk (one
+ * lock round trip for a whole candidate list). */
+void predictor_distances(struct predictor *p, const uint32_t *layers, uint64_t *out, unsigned n);
 
 /* Eviction: choose one victim among `n` candidates (entries not in use).
  * LRU: the smallest last_use.  PREDICT: the largest predicted distance, ties
@@ -38,5 +47,20 @@ struct evict_cand {
 	uint64_t distance;         /* predictor_distance() at decision time */
 };
 int evict_choose(enum wsp_policy policy, const struct evict_cand *cand, unsigned n);
+
+/*
+ * Plan room for an incoming entry of a given next-use distance: take victims
+ * in the order evict_choose() gives them until their bytes reach `need`.
+ * `cand` and `bytes` (parallel arrays) are permuted in place; on success the
+ * victims are cand[0 .. ret-1] and nothing has been evicted yet.
+ * Admission (PREDICT): a victim predicted to be needed sooner than the
+ * incoming entry (distance < incoming_distance) is never taken; when room can
+ * only be made that way the plan fails with -ENOSPC and the caller should not
+ * cache the incoming entry (bypass).  incoming_distance 0 (a demand load that
+ * must be cached) disables admission; LRU never applies it.
+ * Returns the number of victims (0 when need is 0), or -ENOSPC.
+ */
+int evict_plan(enum wsp_policy policy, struct evict_cand *cand, uint64_t *bytes, unsigned n,
+	       uint64_t need, uint64_t incoming_distance);
 
 #endif

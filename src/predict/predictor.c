@@ -1,0 +1,504 @@
+/*
+ * Execution-order predictor.
+ *
+ * Model: the next acquired layer depends on the last two (order 2), falling
+ * back to the last one (order 1), falling back to the current stride (pack
+ * order when nothing is known: current + 1, wrapping to 0).  Each context keeps a few successors with a count and the
+ * time it was last seen; the prediction is the most frequent successor, ties
+ * going to the most recent.  Order 2 is what tells a forward pass from a
+ * backward one (1 after 0 vs. 1 after 2) and what makes a repeated layer at a
+ * turnaround (..., 6, 7, 7, 6, ...) predictable.
+ *
+ * Memory is bounded by n_layers: order-1 contexts are an array indexed by the
+ * layer, order-2 contexts live in a set-associative table with
+ * pow2 >= 2 * n_layers sets of CTX2_WAYS ways, replacing the least recently
+ * seen way of a full set.  Each context holds at most SUCC_WAYS successors; a new
+ * one replaces the weakest (lowest count, then oldest).
+ *
+ * Eviction asks predictor_distance() once per candidate, so the predicted
+ * walk (2 * n_layers steps from the current state) is computed once after
+ * each observation, lazily, into per-layer distances and the order of first
+ * appearance; lookups are then O(1).
+ */
+#include <errno.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+#define XXH_INLINE_ALL   /* an 8-byte key per step of the walk: inline it */
+#include <xxhash.h>
+
+#include "common/util.h"
+#include "predict/predict.h"
+
+#define NONE UINT32_MAX
+#define EMPTY_KEY UINT64_MAX
+#define SUCC_WAYS 4
+#define CTX2_WAYS 8
+/* When a count reaches this, the context's counts are halved, so that a
+ * change of workload overturns an old habit in bounded time. */
+#define COUNT_MAX 256u
+/* Layer indices fit in 32 bits with room for NONE; bound the tables anyway
+ * so their sizes cannot overflow on any host. */
+#define PREDICT_MAX_LAYERS (1u << 24)
+
+struct succ {
+	uint32_t layer;    /* NONE: unused */
+	uint32_t count;
+	uint64_t stamp;    /* observation clock when last seen */
+};
+
+struct ctx {
+	struct succ s[SUCC_WAYS];
+};
+
+struct predictor {
+	pthread_mutex_t lock;
+	uint32_t n;
+	uint32_t prev, cur;        /* the last two observed layers, NONE before */
+	uint64_t clock;            /* observations so far */
+	struct ctx *o1;            /* n contexts */
+	/* Order-2 contexts, (set_mask + 1) * CTX2_WAYS ways as parallel arrays:
+	 * a set's keys share one cache line, so a lookup (once per step of the
+	 * walk) touches that line and the one context it finds. */
+	uint64_t *o2_key;          /* prev << 32 | cur; EMPTY_KEY: unused way */
+	uint64_t *o2_stamp;        /* last use, for replacement within the set */
+	struct ctx *o2_ctx;
+	uint32_t set_mask;
+	/* The cached walk, valid unless dirty. */
+	bool dirty;
+	uint64_t *dist;            /* per layer: first step of the walk, or NEVER */
+	uint32_t *order;           /* distinct layers in order of first appearance */
+	uint32_t n_order;
+	/* Scratch of the walk, per step 1 .. 2 * n (index 0 unused). */
+	uint32_t *w_cur, *w_layer;       /* state before the step, layer predicted */
+	const struct ctx **w_ctx;        /* context the prediction came from */
+	double *w_prob, *w_after;        /* path probability before / after */
+	double *merge;                   /* mass of alternatives merging here */
+	/* Per layer: first step on the walk, best distance on an alternative. */
+	uint64_t *main_step;
+	double *alt_dist;
+};
+
+static void ctx_clear(struct ctx *c)
+{
+	for (unsigned i = 0; i < SUCC_WAYS; i++)
+		c->s[i] = (struct succ){ .layer = NONE };
+}
+
+/* Is a a better prediction than b: more frequent, then more recent. */
+static bool succ_better(const struct succ *a, const struct succ *b)
+{
+	if (a->count != b->count)
+		return a->count > b->count;
+	return a->stamp > b->stamp;
+}
+
+static void ctx_add(struct ctx *c, uint32_t layer, uint64_t stamp)
+{
+	struct succ *slot = NULL;
+
+	for (unsigned i = 0; i < SUCC_WAYS; i++) {
+		if (c->s[i].layer == layer) {
+			slot = &c->s[i];
+			break;
+		}
+	}
+	if (!slot) {
+		/* An empty way, else the weakest successor gives way. */
+		for (unsigned i = 0; i < SUCC_WAYS; i++) {
+			struct succ *s = &c->s[i];
+			if (s->layer == NONE) {
+				slot = s;
+				break;
+			}
+			if (!slot || succ_better(slot, s))
+				slot = s;
+		}
+		*slot = (struct succ){ .layer = layer, .count = 0 };
+	}
+	slot->count++;
+	slot->stamp = stamp;
+	if (slot->count >= COUNT_MAX) {
+		for (unsigned i = 0; i < SUCC_WAYS; i++)
+			if (c->s[i].layer != NONE)
+				c->s[i].count = (c->s[i].count + 1) / 2;
+	}
+}
+
+static uint32_t ctx_best(const struct ctx *c)
+{
+	const struct succ *best = NULL;
+
+	for (unsigned i = 0; i < SUCC_WAYS; i++) {
+		if (c->s[i].layer == NONE)
+			continue;
+		if (!best || succ_better(&c->s[i], best))
+			best = &c->s[i];
+	}
+	return best ? best->layer : NONE;
+}
+
+static size_t ctx2_set(const struct predictor *p, uint64_t key)
+{
+	uint64_t h = XXH3_64bits(&key, sizeof(key));
+	return (size_t)(h & p->set_mask) * CTX2_WAYS;
+}
+
+static struct ctx *ctx2_find(struct predictor *p, uint32_t prev, uint32_t cur)
+{
+	uint64_t key = (uint64_t)prev << 32 | cur;
+	size_t set = ctx2_set(p, key);
+
+	for (size_t i = set; i < set + CTX2_WAYS; i++)
+		if (p->o2_key[i] == key)
+			return &p->o2_ctx[i];
+	return NULL;
+}
+
+/* The context for (prev, cur), created in place of the least recently used
+ * way of its set when absent; its stamp is refreshed. */
+static struct ctx *ctx2_get(struct predictor *p, uint32_t prev, uint32_t cur)
+{
+	uint64_t key = (uint64_t)prev << 32 | cur;
+	size_t set = ctx2_set(p, key), way = SIZE_MAX;
+
+	for (size_t i = set; i < set + CTX2_WAYS; i++)
+		if (p->o2_key[i] == key)
+			way = i;
+	for (size_t i = set; way == SIZE_MAX && i < set + CTX2_WAYS; i++) {
+		if (p->o2_key[i] == EMPTY_KEY) {
+			way = i;
+			break;
+		}
+	}
+	if (way == SIZE_MAX) {
+		way = set;
+		for (size_t i = set + 1; i < set + CTX2_WAYS; i++)
+			if (p->o2_stamp[i] < p->o2_stamp[way])
+				way = i;
+	}
+	if (p->o2_key[way] != key) {
+		p->o2_key[way] = key;
+		ctx_clear(&p->o2_ctx[way]);
+	}
+	p->o2_stamp[way] = p->clock;
+	return &p->o2_ctx[way];
+}
+
+/* The predicted successor of the state (prev, cur) in *next; returns the
+ * context it came from (its other successors are the alternatives), or NULL
+ * for a guess from the stride or pack order. */
+static const struct ctx *predict_step(struct predictor *p, uint32_t prev, uint32_t cur,
+				      uint32_t *next)
+{
+	const struct ctx *c1;
+
+	if (cur == NONE) {
+		*next = 0;
+		return NULL;
+	}
+	if (prev != NONE) {
+		const struct ctx *c2 = ctx2_find(p, prev, cur);
+		if (c2 && (*next = ctx_best(c2)) != NONE)
+			return c2;
+	}
+	/* Order 1 says what followed `cur` in some other context.  If that is
+	 * where we just came from, it most likely was learned walking the
+	 * other way (the first backward pass after forward ones): keep the
+	 * current stride instead of predicting a bounce. */
+	c1 = &p->o1[cur];
+	*next = ctx_best(c1);
+	if (*next != NONE && *next != prev)
+		return c1;
+	if (prev != NONE && prev != cur) {
+		int64_t stride = (int64_t)cur - (int64_t)prev, to = (int64_t)cur + stride;
+		if (to >= 0 && to < (int64_t)p->n) {
+			*next = (uint32_t)to;
+			return NULL;
+		}
+	}
+	if (*next != NONE)
+		return c1;
+	*next = cur + 1 < p->n ? cur + 1 : 0;
+	return NULL;
+}
+
+static uint32_t ctx_total(const struct ctx *c)
+{
+	uint32_t total = 0;
+
+	for (unsigned i = 0; i < SUCC_WAYS; i++)
+		if (c->s[i].layer != NONE)
+			total += c->s[i].count;
+	return total;
+}
+
+/* A distance scaled by the probability of getting there, in whole acquires. */
+static double scaled(uint64_t step, double prob)
+{
+	return (double)step / (prob > 1.0 ? 1.0 : prob);
+}
+
+static uint64_t to_distance(double d)
+{
+	if (!(d < 1e18))
+		return PREDICT_NEVER - 1;
+	return (uint64_t)ceil(d - 1e-9);
+}
+
+/*
+ * Alternatives of the walk's branch points.  At step s the walk took the
+ * most frequent successor; each other successor x of that context is taken
+ * with probability mass = P(path up to s) * count(x) / total.  Its own walk
+ * gives its layers the distance (step / mass), until it reaches a layer the
+ * main walk visits after s: there the branches merge, and the main walk's
+ * layers from that step on are reached with the mass added back.  The total
+ * alternative steps are bounded by the horizon.
+ */
+static void walk_alternatives(struct predictor *p, uint64_t steps, uint64_t horizon)
+{
+	uint64_t budget = horizon;
+
+	for (uint64_t s = 1; s <= steps && budget > 0; s++) {
+		const struct ctx *c = p->w_ctx[s];
+		uint32_t total;
+		if (!c || (total = ctx_total(c)) == 0)
+			continue;
+		for (unsigned i = 0; i < SUCC_WAYS && budget > 0; i++) {
+			uint32_t prev = p->w_cur[s], cur = c->s[i].layer;
+			double mass = p->w_prob[s] * c->s[i].count / total;
+			if (cur == NONE || cur == p->w_layer[s] || mass < 1e-4)
+				continue;
+			for (uint64_t k = s; k < s + horizon && budget > 0; k++, budget--) {
+				uint64_t m = p->main_step[cur];
+				double d = scaled(k, mass);
+				uint32_t next;
+				if (d < p->alt_dist[cur])
+					p->alt_dist[cur] = d;
+				if (m != PREDICT_NEVER && m > s) {
+					p->merge[m] += mass;
+					break;
+				}
+				predict_step(p, prev, cur, &next);
+				prev = cur;
+				cur = next;
+			}
+		}
+	}
+}
+
+/*
+ * The predicted walk: from the current state follow the most likely
+ * successor for 2 * n_layers steps.  predictor_next() is the order of first
+ * appearance; a layer's distance is its first step, divided by the
+ * probability that the walk gets there (1 for what has always happened, less
+ * after a branch whose outcome varies, back up where the branches merge), so
+ * that eviction prefers to keep what is certain.  Layers seen only on an
+ * alternative branch get a distance too (see walk_alternatives).
+ */
+static void walk(struct predictor *p)
+{
+	uint64_t horizon = 2 * (uint64_t)p->n, steps = 0;
+	uint32_t prev = p->prev, cur = p->cur;
+	double prob = 1.0, merged = 0.0;
+
+	for (uint32_t i = 0; i < p->n; i++) {
+		p->main_step[i] = PREDICT_NEVER;
+		p->alt_dist[i] = HUGE_VAL;
+	}
+	p->n_order = 0;
+	for (uint64_t step = 1; step <= horizon && p->n_order < p->n; step++) {
+		uint32_t next;
+		const struct ctx *c = predict_step(p, prev, cur, &next);
+		p->w_cur[step] = cur;
+		p->w_layer[step] = next;
+		p->w_ctx[step] = c;
+		p->w_prob[step] = prob;
+		p->merge[step] = 0.0;
+		if (c) {
+			uint32_t total = ctx_total(c);
+			for (unsigned i = 0; i < SUCC_WAYS; i++)
+				if (c->s[i].layer == next && total > 0)
+					prob *= (double)c->s[i].count / total;
+		}
+		p->w_after[step] = prob;
+		if (p->main_step[next] == PREDICT_NEVER) {
+			p->main_step[next] = step;
+			p->order[p->n_order++] = next;
+		}
+		prev = cur;
+		cur = next;
+		steps = step;
+	}
+	walk_alternatives(p, steps, horizon);
+	for (uint32_t i = 0; i < p->n; i++)
+		p->dist[i] = PREDICT_NEVER;
+	for (uint64_t step = 1; step <= steps; step++) {
+		uint32_t l = p->w_layer[step];
+		merged += p->merge[step];
+		if (p->main_step[l] == step)
+			p->dist[l] = to_distance(scaled(step, p->w_after[step] + merged));
+	}
+	for (uint32_t i = 0; i < p->n; i++) {
+		if (p->alt_dist[i] < HUGE_VAL) {
+			uint64_t d = to_distance(p->alt_dist[i]);
+			if (d < p->dist[i])
+				p->dist[i] = d;
+		}
+	}
+	p->dirty = false;
+}
+
+static void reset_locked(struct predictor *p)
+{
+	size_t n2 = (size_t)(p->set_mask + 1) * CTX2_WAYS;
+
+	p->prev = p->cur = NONE;
+	p->clock = 0;
+	for (uint32_t i = 0; i < p->n; i++)
+		ctx_clear(&p->o1[i]);
+	for (size_t i = 0; i < n2; i++) {
+		p->o2_key[i] = EMPTY_KEY;
+		p->o2_stamp[i] = 0;
+		ctx_clear(&p->o2_ctx[i]);
+	}
+	p->dirty = true;
+}
+
+static void free_arrays(struct predictor *p)
+{
+	free(p->o1);
+	free(p->o2_key);
+	free(p->o2_stamp);
+	free(p->o2_ctx);
+	free(p->dist);
+	free(p->order);
+	free(p->main_step);
+	free(p->alt_dist);
+	free(p->w_cur);
+	free(p->w_layer);
+	free(p->w_ctx);
+	free(p->w_prob);
+	free(p->w_after);
+	free(p->merge);
+	free(p);
+}
+
+int predictor_create(uint32_t n_layers, struct predictor **out)
+{
+	struct predictor *p;
+	uint32_t sets = 1;
+	size_t steps;
+
+	*out = NULL;
+	if (n_layers == 0)
+		return -EINVAL;
+	if (n_layers > PREDICT_MAX_LAYERS)
+		return WSP_ETOOBIG;
+	/* Forward+backward needs 2 contexts per layer, branches a few more:
+	 * >= 2n sets of 8 ways keeps the chance of a full set negligible. */
+	while (sets < 2 * n_layers)
+		sets <<= 1;
+	p = calloc(1, sizeof(*p));
+	if (!p)
+		return -ENOMEM;
+	p->n = n_layers;
+	p->set_mask = sets - 1;
+	p->o1 = calloc(n_layers, sizeof(*p->o1));
+	p->o2_key = calloc((size_t)sets * CTX2_WAYS, sizeof(*p->o2_key));
+	p->o2_stamp = calloc((size_t)sets * CTX2_WAYS, sizeof(*p->o2_stamp));
+	p->o2_ctx = calloc((size_t)sets * CTX2_WAYS, sizeof(*p->o2_ctx));
+	p->dist = calloc(n_layers, sizeof(*p->dist));
+	p->order = calloc(n_layers, sizeof(*p->order));
+	p->main_step = calloc(n_layers, sizeof(*p->main_step));
+	p->alt_dist = calloc(n_layers, sizeof(*p->alt_dist));
+	steps = 2 * (size_t)n_layers + 1;
+	p->w_cur = calloc(steps, sizeof(*p->w_cur));
+	p->w_layer = calloc(steps, sizeof(*p->w_layer));
+	p->w_ctx = calloc(steps, sizeof(*p->w_ctx));
+	p->w_prob = calloc(steps, sizeof(*p->w_prob));
+	p->w_after = calloc(steps, sizeof(*p->w_after));
+	p->merge = calloc(steps, sizeof(*p->merge));
+	if (!p->o1 || !p->o2_key || !p->o2_stamp || !p->o2_ctx || !p->dist || !p->order || !p->main_step || !p->alt_dist ||
+	    !p->w_cur || !p->w_layer || !p->w_ctx || !p->w_prob || !p->w_after || !p->merge ||
+	    pthread_mutex_init(&p->lock, NULL) != 0) {
+		free_arrays(p);
+		return -ENOMEM;
+	}
+	reset_locked(p);
+	*out = p;
+	return 0;
+}
+
+void predictor_free(struct predictor *p)
+{
+	if (!p)
+		return;
+	pthread_mutex_destroy(&p->lock);
+	free_arrays(p);
+}
+
+void predictor_reset(struct predictor *p)
+{
+	pthread_mutex_lock(&p->lock);
+	reset_locked(p);
+	pthread_mutex_unlock(&p->lock);
+}
+
+void predictor_observe(struct predictor *p, uint32_t layer)
+{
+	if (layer >= p->n)
+		return;   /* callers validate; a stray index must not corrupt the tables */
+	pthread_mutex_lock(&p->lock);
+	p->clock++;
+	if (p->cur != NONE) {
+		ctx_add(&p->o1[p->cur], layer, p->clock);
+		if (p->prev != NONE) {
+			ctx_add(ctx2_get(p, p->prev, p->cur), layer, p->clock);
+		}
+	}
+	p->prev = p->cur;
+	p->cur = layer;
+	p->dirty = true;
+	pthread_mutex_unlock(&p->lock);
+}
+
+unsigned predictor_next(struct predictor *p, uint32_t *out, unsigned k)
+{
+	unsigned n;
+
+	pthread_mutex_lock(&p->lock);
+	if (p->dirty)
+		walk(p);
+	n = WSP_MIN(k, p->n_order);
+	if (n > 0)
+		memcpy(out, p->order, (size_t)n * sizeof(*out));
+	pthread_mutex_unlock(&p->lock);
+	return n;
+}
+
+uint64_t predictor_distance(struct predictor *p, uint32_t layer)
+{
+	uint64_t d;
+
+	if (layer >= p->n)
+		return PREDICT_NEVER;
+	pthread_mutex_lock(&p->lock);
+	if (p->dirty)
+		walk(p);
+	d = p->dist[layer];
+	pthread_mutex_unlock(&p->lock);
+	return d;
+}
+
+void predictor_distances(struct predictor *p, const uint32_t *layers, uint64_t *out, unsigned n)
+{
+	pthread_mutex_lock(&p->lock);
+	if (p->dirty)
+		walk(p);
+	for (unsigned i = 0; i < n; i++)
+		out[i] = layers[i] < p->n ? p->dist[layers[i]] : PREDICT_NEVER;
+	pthread_mutex_unlock(&p->lock);
+}
