@@ -49,5 +49,10 @@ size_t chunk_encode_bound(uint64_t raw_bytes);
 int chunk_encode(struct chunk_encoder *e, const void *raw, uint64_t raw_bytes, int dtype,
 		 enum wsp_codec codec, int use_transform, void *out, struct wspm_chunk *c,
 		 struct wsp_err *err);
+/* chunk_encode with an explicit transform (for benchmarks and tests);
+ * WSP_EFORMAT when `transform` does not fit the dtype. */
+int chunk_encode_xform(struct chunk_encoder *e, const void *raw, uint64_t raw_bytes, int dtype,
+		       enum wsp_codec codec, enum wspm_transform transform, void *out,
+		       struct wspm_chunk *c, struct wsp_err *err);
 
 #endif

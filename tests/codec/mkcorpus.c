@@ -1,0 +1,81 @@
+/* Writes the seed corpus of fuzz_chunk into the directory given as argv[1]
+ * (not run by make check): valid chunks of every codec and transform, and a
+ * few bad ones (huge window, truncated, wrong size). */
+#include <stdio.h>
+#include <xxhash.h>
+#include "codec_test.h"
+
+static uint8_t buf[1u << 17];
+
+static void put(const char *dir, const char *name, const struct wspm_chunk *c, int dtype,
+		unsigned spans, const void *stored, size_t n)
+{
+	char path[1024];
+	uint8_t hdr[16] = { c->codec, c->transform, (uint8_t)dtype, (uint8_t)(spans - 1) };
+	FILE *f;
+
+	memcpy(hdr + 4, &c->raw_bytes, 4);
+	memcpy(hdr + 8, &c->checksum, 8);
+	snprintf(path, sizeof(path), "%s/%s", dir, name);
+	f = fopen(path, "wb");
+	CHECK(f);
+	CHECK(fwrite(hdr, 1, 16, f) == 16);
+	CHECK(fwrite(stored, 1, n, f) == n);
+	CHECK(fclose(f) == 0);
+}
+
+int main(int argc, char **argv)
+{
+	static const struct { const char *name; int dtype; enum t_data kind; int xf; } seeds[] = {
+		{ "ok-bf16-exp", WSP_DTYPE_BF16, T_GAUSS, 1 },
+		{ "ok-bf16-none", WSP_DTYPE_BF16, T_GAUSS, 0 },
+		{ "ok-f32-exp", WSP_DTYPE_F32, T_GAUSS, 1 },
+		{ "ok-f16-bytes", WSP_DTYPE_F16, T_GAUSS, 1 },
+		{ "ok-i32-none", WSP_DTYPE_I32, T_SMALLINT, 1 },
+		{ "ok-raw", WSP_DTYPE_U8, T_RANDOM, 1 },
+	};
+	uint8_t raw[4096], out[4096 + 64];
+	struct chunk_encoder *enc;
+	struct wsp_err err;
+	struct wspm_chunk c;
+	unsigned i;
+
+	if (argc != 2)
+		return 2;
+	wsp_err_init(&err);
+	CHECK_RC(chunk_encoder_create(1, sizeof(raw), &enc), 0);
+	for (i = 0; i < WSP_ARRAY_SIZE(seeds); i++) {
+		t_fill(raw, sizeof(raw), seeds[i].dtype, seeds[i].kind);
+		CHECK_RC(chunk_encode(enc, raw, sizeof(raw), seeds[i].dtype, WSP_CODEC_ZSTD,
+				      seeds[i].xf, buf, &c, &err), 0);
+		put(argv[1], seeds[i].name, &c, seeds[i].dtype, 1 + i % 4, buf, c.stored_bytes);
+		if (i == 0) {
+			put(argv[1], "bad-truncated", &c, seeds[i].dtype, 3, buf, c.stored_bytes / 2);
+			c.raw_bytes -= 2;
+			put(argv[1], "bad-size", &c, seeds[i].dtype, 2, buf, c.stored_bytes);
+		}
+	}
+	CHECK_RC(chunk_encode(enc, raw, 0, WSP_DTYPE_BF16, WSP_CODEC_ZSTD, 1, buf, &c, &err), 0);
+	put(argv[1], "ok-empty", &c, WSP_DTYPE_BF16, 1, buf, 0);
+	/* a frame claiming a 2 GiB window: magic, FHD (4-byte size), window
+	 * descriptor 2^31, size, one last raw block */
+	{
+		uint32_t magic = 0xFD2FB528u, n = 64, bh = 1u | (n << 3);
+		size_t p = 0;
+		memcpy(out + p, &magic, 4), p += 4;
+		out[p++] = 0x80;
+		out[p++] = (31 - 10) << 3;
+		memcpy(out + p, &n, 4), p += 4;
+		out[p++] = (uint8_t)bh, out[p++] = (uint8_t)(bh >> 8), out[p++] = (uint8_t)(bh >> 16);
+		memset(out + p, 7, n), p += n;
+		memset(&c, 0, sizeof(c));
+		c.codec = WSP_CODEC_ZSTD;
+		c.raw_bytes = n;
+		memset(raw, 7, n);
+		c.checksum = XXH3_64bits(raw, n);
+		put(argv[1], "bad-window", &c, WSP_DTYPE_U8, 2, out, p);
+	}
+	chunk_encoder_free(enc);
+	wsp_err_destroy(&err);
+	return 0;
+}
