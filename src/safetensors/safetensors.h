@@ -24,7 +24,8 @@ struct st_tensor {
 	unsigned rank;
 	uint64_t shape[WSP_MAX_RANK];
 	uint64_t begin, end;         /* within the data section; end-begin == bytes */
-	uint32_t key_order;          /* position of its key in the header text */
+	uint32_t key_order;          /* position of its key in the header text, counting
+	                                tensors only (__metadata__ is not counted) */
 };
 
 struct st_file {
@@ -43,6 +44,9 @@ struct st_file {
  * section is then only checked for contiguity).  The fuzz target's entry. */
 int st_parse(const void *buf, uint64_t len, uint64_t file_size, struct st_file *out,
 	     struct wsp_err *err);
+/* st_parse, with `path` (may be NULL) named in messages and kept in out->path. */
+int st_parse_named(const char *path, const void *buf, uint64_t len, uint64_t file_size,
+		   struct st_file *out, struct wsp_err *err);
 /* Open a .safetensors file, read and parse its header. */
 int st_open(const char *path, struct st_file *out, struct wsp_err *err);
 void st_file_free(struct st_file *f);
@@ -51,7 +55,7 @@ void st_file_free(struct st_file *f);
 struct st_set {
 	char *dir;                   /* directory of the files */
 	uint32_t n_files;
-	struct st_file *files;       /* in index order (or argument order) */
+	struct st_file *files;       /* index: shards sorted by name; else argument or name order */
 	int has_index;
 	char *index_json;            /* model.safetensors.index.json verbatim, or NULL */
 	uint64_t index_len;
