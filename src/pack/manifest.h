@@ -14,7 +14,8 @@
  *	struct wspm_tensor[]      n_tensors  (grouped by layer, contiguous)
  *	struct wspm_chunk[]       n_chunks   (grouped by tensor, contiguous)
  *	strings                   NUL-terminated names, referenced by offset
- *	blobs                     original safetensors header JSON text, verbatim
+ *	blobs                     original safetensors header JSON text, verbatim,
+ *	                          and the index JSON when there was one
  * header.checksum = XXH3-64 of the whole file with the checksum field zeroed.
  * The normative description is man/wspack.5.
  */
@@ -52,9 +53,12 @@ struct wspm_header {
 	uint64_t strings_off, strings_size, blobs_off, blobs_size;
 	uint32_t flags;            /* WSPM_F_* */
 	uint32_t reserved0;
-	uint64_t reserved[4];
+	uint64_t index_off;        /* into blobs: model.safetensors.index.json verbatim, */
+	uint64_t index_len;        /* when flags has WSPM_F_HAS_INDEX (else both 0) */
+	uint64_t reserved[2];
 };
 #define WSPM_F_HAS_INDEX 1u        /* source had model.safetensors.index.json */
+#define WSPM_NO_SOURCE 0xffffffffu /* wspm_tensor.source of a pack built without sources */
 
 struct wspm_shard {
 	uint64_t name_off;         /* into strings: "shard-00000.wsd" */
@@ -127,6 +131,8 @@ int wspm_parse(const void *data, uint64_t len, struct wsp_manifest *out, struct 
  * recorded size.  wspm_unmap releases. */
 int wspm_map(const char *pack_dir, struct wsp_manifest *out, struct wsp_err *err);
 void wspm_unmap(struct wsp_manifest *m);
+/* header.checksum of a complete manifest image (the field taken as zero). */
+uint64_t wspm_checksum(const void *data, uint64_t len);
 
 static inline const char *wspm_str(const struct wsp_manifest *m, uint64_t off)
 {

@@ -3,7 +3,9 @@
 #ifndef WSP_PACK_PACK_H
 #define WSP_PACK_PACK_H
 
+#include <pthread.h>
 #include "common/error.h"
+#include "pack/chunk.h"
 #include "pack/manifest.h"
 #include "wspager.h"
 
@@ -16,6 +18,14 @@ struct wsp_pack_s {
 	/* name lookup: indices sorted by name */
 	uint32_t *layer_by_name, *tensor_by_name;
 	int *shard_fds;               /* opened lazily by wsp_pack_read_layer/verify; -1 */
+	/* pack area internals */
+	pthread_mutex_t lock;         /* shard_fds, metadata_json */
+	char *metadata_json;          /* wsp_pack_summary's, made on first use */
+	int metadata_done;
+	uint64_t max_chunk_raw;       /* largest chunk raw size (decoder scratch) */
+	uint64_t max_layer_stored;    /* largest stored region of a layer */
+	struct chunk_decoder *dec;    /* wsp_pack_read_layer's */
+	void *rbuf;                   /* its read buffer, max_layer_stored bytes */
 };
 
 /* Build the handle from a directory (used by wsp_pack_open and wsp_open). */
@@ -24,5 +34,14 @@ void pack_close(struct wsp_pack_s *pk);
 
 /* Absolute path of shard i into buf. */
 void pack_shard_path(const struct wsp_pack_s *pk, uint32_t shard, char *buf, size_t len);
+/* The read-only descriptor of shard i, opened on first use (thread-safe). */
+int pack_shard_fd(struct wsp_pack_s *pk, uint32_t shard, struct wsp_err *err);
+
+/* Read layer `li`'s stored region into `stored` (layer stored_bytes) and
+ * decode it into `dst` (layer raw_bytes): tensors at their offsets, padding
+ * zeroed, every chunk and tensor checksum checked.  Errors name the shard,
+ * layer, tensor and chunk.  `dec` is the caller's (one per thread). */
+int pack_load_layer(struct wsp_pack_s *pk, uint32_t li, struct chunk_decoder *dec, void *stored,
+		    void *dst, struct wsp_err *err);
 
 #endif

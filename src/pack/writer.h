@@ -3,31 +3,43 @@
  * from synthetic tensors without going through safetensors files.
  *
  * Tensors are declared with a pointer to their raw bytes, which must stay
- * valid until pack_writer_finish() (the converter points into mmapped source
- * files).  finish() groups tensors into layers, orders layers, compresses
- * chunks on all threads, writes shards and the manifest under a temporary
- * directory name, fsyncs, and renames it to the output path.
+ * valid until pack_writer_finish(), or are read from their source file with
+ * pread during finish (the converter's way: pack_writer_set_source_file).
+ * finish() groups tensors into layers, orders layers, compresses chunks on
+ * all threads, writes shards and the manifest under a temporary directory
+ * name, fsyncs, and renames it to the output path.
  */
 #ifndef WSP_PACK_WRITER_H
 #define WSP_PACK_WRITER_H
 
+#include <regex.h>
+#include <stddef.h>
 #include <stdint.h>
 #include "common/error.h"
 #include "wspager.h"
 
 struct pack_writer;
 
-/* Fails with WSP_EEXIST if out_dir exists and WSP_CONVERT_FORCE is not set. */
+/* Fails with WSP_EEXIST if out_dir exists and WSP_CONVERT_FORCE is not set.
+ * `err` must outlive the writer: later calls (add_*, finish) report into it. */
 int pack_writer_create(const char *out_dir, const struct wsp_convert_options *opt,
 		       struct pack_writer **out, struct wsp_err *err);
 /* Declare an original safetensors file; `header` is its JSON header verbatim.
  * Returns the source index (>= 0). */
 int pack_writer_add_source(struct pack_writer *pw, const char *file_name, const char *header,
 			   uint64_t header_len, uint64_t data_bytes);
+/* Let tensors of `source` be read from `fd` (at data_offset + their
+ * source_offset) during finish, instead of from memory: pass data = NULL to
+ * pack_writer_add_tensor.  Reads use pread, so an input that shrinks
+ * meanwhile is a clear error naming `path`, never SIGBUS.  fd stays the
+ * caller's and must stay open until finish returns. */
+int pack_writer_set_source_file(struct pack_writer *pw, uint32_t source, int fd, const char *path,
+				uint64_t data_offset);
 /* Record model.safetensors.index.json verbatim (optional). */
 int pack_writer_set_index(struct pack_writer *pw, const char *json, uint64_t len);
 /* Add a tensor.  `layer` names its group explicitly, or NULL to derive it
- * from the name with the grouping rule (opt->group_regex or the built-in). */
+ * from the name with the grouping rule (opt->group_regex or the built-in).
+ * `data` may be NULL when the source has a file (pack_writer_set_source_file). */
 int pack_writer_add_tensor(struct pack_writer *pw, const char *name, const char *layer, int dtype,
 			   unsigned rank, const uint64_t *shape, const void *data, uint64_t bytes,
 			   uint32_t source, uint64_t source_offset, uint32_t source_order);
@@ -36,10 +48,19 @@ int pack_writer_finish(struct pack_writer *pw);
 /* Free the writer (after finish, or instead of it: then removes temporaries). */
 void pack_writer_free(struct pack_writer *pw);
 
-/* The built-in layer rule: "<prefix>.(layers|h|blocks).N" for numbered
- * blocks; otherwise the name without its last component.  Writes the group
- * name into buf; returns the length of the group prefix in `name` consumed
- * (so name + ret + 1 is the short name), or a negative code. */
+/* The layer rule.  With `regex` (POSIX extended), its first capture group
+ * names the layer when it matches.  Otherwise the built-in rule:
+ * "<prefix>.(layers|h|blocks).N.<rest>" belongs to group "<prefix>.<word>.N"
+ * (the prefix may be empty: "h.3.attn.w" -> "h.3"); any other name to the name
+ * without its last dot component; a name without dots is its own group.
+ * Writes the group name into buf.  Returns the offset of the short name in
+ * `name`: strlen(group) + 1 when name starts with "GROUP.", else 0 (the short
+ * name is then the full name); or -EINVAL for a bad regex, WSP_ETOOBIG when
+ * buf is too small. */
 int pack_group_name(const char *name, const char *regex, char *buf, size_t len);
+/* The same with a regex compiled once by the caller (NULL: built-in rule). */
+int pack_group_name_re(const char *name, const regex_t *re, char *buf, size_t len);
+/* Compile a --group regex (REG_EXTENDED, at least one capture group). */
+int pack_group_compile(const char *regex, regex_t *re, struct wsp_err *err);
 
 #endif

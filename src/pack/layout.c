@@ -1,0 +1,242 @@
+/*
+ * The pack layout: which tensors form which layer, the order of layers, the
+ * position of each tensor in its layer's decoded image, and the chunk plan.
+ *
+ * Layer order: groups whose name contains "embed" first (they are used
+ * first), then numbered blocks in numeric order (2 before 10) with blocks of
+ * one prefix together, then the other groups in order of first appearance.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/util.h"
+#include "pack/writer_int.h"
+
+struct layer_key {
+	uint32_t layer;            /* index into the unsorted layer array */
+	int cls;                   /* 0 embed, 1 numbered block, 2 other */
+	size_t prefix_len;         /* numbered: length of the name before ".N" */
+	uint64_t num;
+	uint32_t first;            /* first appearance (declaration index) */
+	uint32_t prefix_first;     /* numbered: first appearance of the prefix */
+	const char *name;
+};
+
+static int cmp_name(const void *a, const void *b, void *ctx)
+{
+	const struct pw_tensor *t = ctx;
+	uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+	int c = strcmp(t[x].name, t[y].name);
+	return c ? c : (x > y) - (x < y);
+}
+
+static int cmp_group(const void *a, const void *b, void *ctx)
+{
+	const struct pw_tensor *t = ctx;
+	uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+	int c = strcmp(t[x].group, t[y].group);
+	return c ? c : (x > y) - (x < y);
+}
+
+static int cmp_prefix(const void *a, const void *b)
+{
+	const struct layer_key *x = a, *y = b;
+	if (x->cls != y->cls)
+		return x->cls - y->cls;
+	size_t n = WSP_MIN(x->prefix_len, y->prefix_len);
+	int c = memcmp(x->name, y->name, n);
+	if (c)
+		return c;
+	if (x->prefix_len != y->prefix_len)
+		return x->prefix_len < y->prefix_len ? -1 : 1;
+	return (x->first > y->first) - (x->first < y->first);
+}
+
+static int cmp_order(const void *a, const void *b)
+{
+	const struct layer_key *x = a, *y = b;
+	if (x->cls != y->cls)
+		return x->cls - y->cls;
+	if (x->cls == 1) {
+		if (x->prefix_first != y->prefix_first)
+			return x->prefix_first < y->prefix_first ? -1 : 1;
+		if (x->num != y->num)
+			return x->num < y->num ? -1 : 1;
+	}
+	return (x->first > y->first) - (x->first < y->first);
+}
+
+/* Classify a group name: numbered when its last component is a number. */
+static void classify(struct layer_key *k)
+{
+	const char *dot = strrchr(k->name, '.');
+	const char *num = dot ? dot + 1 : k->name;
+	size_t n = strlen(num);
+
+	k->cls = 2;
+	if (strstr(k->name, "embed")) {
+		k->cls = 0;
+		return;
+	}
+	if (n == 0 || n > 18 || strspn(num, "0123456789") != n)
+		return;
+	k->cls = 1;
+	k->num = strtoull(num, NULL, 10);
+	k->prefix_len = dot ? (size_t)(dot - k->name) : 0;
+}
+
+static int order_layers(struct pack_writer *pw, struct pw_layer *layers, uint32_t n)
+{
+	struct layer_key *keys = calloc(n ? n : 1, sizeof(*keys));
+	uint32_t i, j;
+
+	if (!keys)
+		return WSP_ERR(pw->err, -ENOMEM, "out of memory");
+	for (i = 0; i < n; i++) {
+		keys[i].layer = i;
+		keys[i].name = layers[i].name;
+		keys[i].first = pw->order[layers[i].first_tensor];
+		classify(&keys[i]);
+	}
+	/* Numbered blocks sharing a prefix ("encoder.layers") go together,
+	 * prefixes in order of first appearance. */
+	qsort(keys, n, sizeof(*keys), cmp_prefix);
+	for (i = 0; i < n; i = j) {
+		for (j = i + 1; j < n && keys[j].cls == 1 && keys[i].cls == 1 &&
+				keys[j].prefix_len == keys[i].prefix_len &&
+				!memcmp(keys[j].name, keys[i].name, keys[i].prefix_len);
+		     j++)
+			;
+		for (uint32_t k = i; k < j; k++)
+			keys[k].prefix_first = keys[i].first;   /* run sorted by first */
+	}
+	qsort(keys, n, sizeof(*keys), cmp_order);
+
+	struct pw_layer *sorted = malloc((n ? n : 1) * sizeof(*sorted));
+	if (!sorted) {
+		free(keys);
+		return WSP_ERR(pw->err, -ENOMEM, "out of memory");
+	}
+	for (i = 0; i < n; i++)
+		sorted[i] = layers[keys[i].layer];
+	free(keys);
+	memcpy(layers, sorted, n * sizeof(*sorted));
+	free(sorted);
+	return 0;
+}
+
+int pw_layout(struct pack_writer *pw)
+{
+	uint32_t n = pw->n_tensors, *by = NULL, i, j, n_layers = 0;
+	uint64_t chunk = pw->opt.chunk_bytes, n_chunks = 0;
+	struct pw_layer *layers = NULL;
+	uint32_t *order = NULL;
+
+	by = malloc((n ? n : 1) * sizeof(*by));
+	order = malloc((n ? n : 1) * sizeof(*order));
+	if (!by || !order)
+		goto nomem;
+	for (i = 0; i < n; i++)
+		by[i] = i;
+	qsort_r(by, n, sizeof(*by), cmp_name, pw->tensors);
+	for (i = 1; i < n; i++)
+		if (!strcmp(pw->tensors[by[i]].name, pw->tensors[by[i - 1]].name)) {
+			WSP_ERR(pw->err, WSP_EFORMAT, "tensor %s is declared twice",
+				pw->tensors[by[i]].name);
+			free(by);
+			free(order);
+			return WSP_EFORMAT;
+		}
+
+	/* Groups: sorted by name, members in declaration order. */
+	qsort_r(by, n, sizeof(*by), cmp_group, pw->tensors);
+	for (i = 0; i < n; i = j) {
+		for (j = i + 1; j < n && !strcmp(pw->tensors[by[j]].group, pw->tensors[by[i]].group); j++)
+			;
+		n_layers++;
+	}
+	layers = calloc(n_layers ? n_layers : 1, sizeof(*layers));
+	if (!layers)
+		goto nomem;
+	n_layers = 0;
+	for (i = 0; i < n; i = j) {
+		for (j = i + 1; j < n && !strcmp(pw->tensors[by[j]].group, pw->tensors[by[i]].group); j++)
+			;
+		layers[n_layers].name = pw->tensors[by[i]].group;
+		layers[n_layers].first_tensor = i;   /* into `by` for now */
+		layers[n_layers].n_tensors = j - i;
+		n_layers++;
+	}
+	memcpy(order, by, n * sizeof(*order));
+	pw->order = order;
+	order = NULL;
+	int rc = order_layers(pw, layers, n_layers);
+	if (rc < 0) {
+		free(by);
+		free(layers);
+		return rc;
+	}
+
+	/* Pack order of tensors, decoded positions, chunk counts. */
+	uint32_t pos = 0;
+	for (uint32_t l = 0; l < n_layers; l++) {
+		struct pw_layer *L = &layers[l];
+		uint64_t raw = 0;
+		for (uint32_t k = 0; k < L->n_tensors; k++)
+			by[pos + k] = pw->order[L->first_tensor + k];
+		L->first_tensor = pos;
+		L->first_chunk = n_chunks;
+		for (uint32_t k = 0; k < L->n_tensors; k++) {
+			struct pw_tensor *t = &pw->tensors[by[pos + k]];
+			uint64_t off = wsp_align_up(raw, WSP_ALIGN_TENSOR);
+			if (ckd_add(&raw, off, t->bytes) || raw > UINT64_MAX / 2)
+				goto toobig;
+			t->layer = l;
+			t->layer_offset = off;
+			t->first_chunk = n_chunks;
+			t->n_chunks = t->bytes / chunk + (t->bytes % chunk != 0);
+			n_chunks += t->n_chunks;
+			L->raw_chunk_bytes += t->bytes;
+		}
+		L->raw_bytes = wsp_align_up(raw, WSP_ALIGN_TENSOR);
+		L->n_chunks = n_chunks - L->first_chunk;
+		pos += L->n_tensors;
+	}
+	free(pw->order);
+	pw->order = by;
+	by = NULL;
+	pw->layers = layers;
+	pw->n_layers = n_layers;
+	layers = NULL;
+
+	if (n_chunks > (WSPM_MAX_FILE / sizeof(struct wspm_chunk)))
+		return WSP_ERR(pw->err, WSP_ETOOBIG, "%llu chunks do not fit in a manifest",
+			       (unsigned long long)n_chunks);
+	pw->n_chunks = n_chunks;
+	pw->chunks = calloc(n_chunks ? n_chunks : 1, sizeof(*pw->chunks));
+	pw->chunk_tensor = malloc((n_chunks ? n_chunks : 1) * sizeof(*pw->chunk_tensor));
+	if (!pw->chunks || !pw->chunk_tensor)
+		return WSP_ERR(pw->err, -ENOMEM, "out of memory for %llu chunk entries",
+			       (unsigned long long)n_chunks);
+	for (i = 0; i < n; i++) {
+		const struct pw_tensor *t = &pw->tensors[pw->order[i]];
+		for (uint64_t k = 0; k < t->n_chunks; k++) {
+			uint64_t left = t->bytes - k * chunk;
+			pw->chunks[t->first_chunk + k].raw_bytes = (uint32_t)WSP_MIN(left, chunk);
+			pw->chunk_tensor[t->first_chunk + k] = pw->order[i];
+		}
+	}
+	return 0;
+
+toobig:
+	free(by);
+	free(order);
+	free(layers);
+	return WSP_ERR(pw->err, WSP_ETOOBIG, "a layer's decoded size overflows");
+nomem:
+	free(by);
+	free(order);
+	free(layers);
+	return WSP_ERR(pw->err, -ENOMEM, "out of memory");
+}

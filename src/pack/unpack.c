@@ -1,0 +1,177 @@
+/*
+ * wsp_pack_unpack: write the original safetensors files back, byte for
+ * byte: the 8-byte header length, the header text kept verbatim in the
+ * manifest, and each tensor's bytes at its original position in the data
+ * section.  Layers are decoded one at a time, so memory stays at one layer.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "common/util.h"
+#include "pack/fsutil.h"
+#include "pack/pack.h"
+
+#define INDEX_FILE "model.safetensors.index.json"
+
+static int write_whole(struct wsp_pack_s *pk, const char *dir, const char *name, const void *buf,
+		       uint64_t len)
+{
+	char path[PATH_MAX + 64];
+	int fd, rc;
+
+	snprintf(path, sizeof(path), "%s/%s", dir, name);
+	fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+	if (fd < 0)
+		return WSP_ERR(&pk->err, -errno, "%s: %s", path, strerror(errno));
+	rc = pack_pwrite_full(fd, buf, len, 0);
+	if (rc == 0 && fsync(fd) < 0)
+		rc = -errno;
+	if (close(fd) < 0 && rc == 0)
+		rc = -errno;
+	return rc < 0 ? WSP_ERR(&pk->err, rc, "%s: %s", path, strerror(-rc)) : 0;
+}
+
+/* Create each source file with its header and a data section of the right
+ * size; tensors are written into it afterwards. */
+static int create_sources(struct wsp_pack_s *pk, const char *tmp, int *fds)
+{
+	const struct wsp_manifest *m = &pk->m;
+
+	for (uint32_t i = 0; i < m->hdr->n_sources; i++) {
+		const struct wspm_source *s = &m->sources[i];
+		const char *name = wspm_str(m, s->name_off);
+		char path[PATH_MAX + 64];
+		uint64_t len = s->header_len, size;
+		int rc;
+
+		snprintf(path, sizeof(path), "%s/%s", tmp, name);
+		fds[i] = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+		if (fds[i] < 0)
+			return WSP_ERR(&pk->err, -errno, "%s: %s", path, strerror(errno));
+		if (ckd_add(&size, 8 + len, s->data_bytes) || size > (uint64_t)INT64_MAX)
+			return WSP_ERR(&pk->err, WSP_ETOOBIG, "%s: size overflows", path);
+		rc = pack_pwrite_full(fds[i], &len, 8, 0);   /* little-endian host */
+		if (rc == 0)
+			rc = pack_pwrite_full(fds[i], m->blobs + s->header_off, len, 8);
+		if (rc == 0 && ftruncate(fds[i], (off_t)size) < 0)
+			rc = -errno;
+		if (rc < 0)
+			return WSP_ERR(&pk->err, rc, "%s: %s", path, strerror(-rc));
+	}
+	return 0;
+}
+
+static int write_tensors(struct wsp_pack_s *pk, const char *tmp, const int *fds, void *buf,
+			 wsp_progress_fn progress, void *ctx)
+{
+	const struct wsp_manifest *m = &pk->m;
+	uint64_t done = 0, total = 0;
+
+	for (uint32_t li = 0; li < m->hdr->n_layers; li++)
+		total += m->layers[li].raw_bytes;
+	for (uint32_t li = 0; li < m->hdr->n_layers; li++) {
+		const struct wspm_layer *l = &m->layers[li];
+		int rc = pack_load_layer(pk, li, pk->dec, pk->rbuf, buf, &pk->err);
+		if (rc < 0)
+			return rc;
+		for (uint32_t k = 0; k < l->n_tensors; k++) {
+			const struct wspm_tensor *t = &m->tensors[l->first_tensor + k];
+			if (t->source == WSPM_NO_SOURCE || t->raw_bytes == 0)
+				continue;
+			const struct wspm_source *s = &m->sources[t->source];
+			rc = pack_pwrite_full(fds[t->source], (char *)buf + t->layer_offset,
+					      t->raw_bytes, 8 + s->header_len + t->source_offset);
+			if (rc < 0)
+				return WSP_ERR(&pk->err, rc, "%s/%s: write of tensor %s: %s", tmp,
+					       wspm_str(m, s->name_off), wspm_str(m, t->name_off),
+					       strerror(-rc));
+		}
+		done += l->raw_bytes;
+		if (progress && progress(ctx, done, total))
+			return WSP_ERR(&pk->err, -ECANCELED, "unpack cancelled");
+	}
+	return 0;
+}
+
+int wsp_pack_unpack(wsp_pack *pk, const char *out_dir, unsigned flags, wsp_progress_fn progress,
+		    void *ctx)
+{
+	const struct wsp_manifest *m;
+	uint64_t max_raw = 0;
+	char *tmp = NULL, *out = NULL;
+	int *fds = NULL, rc;
+	void *buf = NULL;
+	struct stat st;
+
+	if (!pk || !out_dir || !*out_dir)
+		return -EINVAL;
+	m = &pk->m;
+	if (m->hdr->n_sources == 0)
+		return WSP_ERR(&pk->err, WSP_ESTATE, "%s: the pack was not made from safetensors files",
+			       pk->dir);
+	for (uint32_t i = 0; i < m->hdr->n_tensors; i++)
+		if (m->tensors[i].source == WSPM_NO_SOURCE)
+			return WSP_ERR(&pk->err, WSP_ESTATE, "%s: tensor %s has no source file",
+				       pk->dir, wspm_str(m, m->tensors[i].name_off));
+	out = strdup(out_dir);
+	if (!out)
+		return WSP_ERR(&pk->err, -ENOMEM, "out of memory");
+	for (size_t n = strlen(out); n > 1 && out[n - 1] == '/'; n--)
+		out[n - 1] = '\0';
+	if (lstat(out, &st) == 0 && !(flags & WSP_UNPACK_FORCE)) {
+		rc = WSP_ERR(&pk->err, WSP_EEXIST, "%s exists (use force to replace it)", out);
+		goto done;
+	}
+	for (uint32_t i = 0; i < m->hdr->n_layers; i++)
+		max_raw = WSP_MAX(max_raw, m->layers[i].raw_bytes);
+	if (!pk->dec && (rc = chunk_decoder_create(pk->max_chunk_raw ? pk->max_chunk_raw : 1,
+						   &pk->dec)) < 0) {
+		WSP_ERR(&pk->err, rc, "cannot create a chunk decoder");
+		goto done;
+	}
+	if (!pk->rbuf && pk->max_layer_stored && !(pk->rbuf = malloc(pk->max_layer_stored))) {
+		rc = WSP_ERR(&pk->err, -ENOMEM, "out of memory");
+		goto done;
+	}
+	buf = malloc(max_raw ? max_raw : 1);
+	fds = malloc(m->hdr->n_sources * sizeof(*fds));
+	if (!buf || !fds) {
+		rc = WSP_ERR(&pk->err, -ENOMEM, "out of memory for a %llu-byte layer",
+			     (unsigned long long)max_raw);
+		goto done;
+	}
+	for (uint32_t i = 0; i < m->hdr->n_sources; i++)
+		fds[i] = -1;
+	rc = pack_make_tmpdir(out, &tmp, &pk->err);
+	if (rc < 0)
+		goto done;
+	rc = create_sources(pk, tmp, fds);
+	if (rc == 0)
+		rc = write_tensors(pk, tmp, fds, buf, progress, ctx);
+	for (uint32_t i = 0; i < m->hdr->n_sources; i++) {
+		if (fds[i] < 0)
+			continue;
+		if (rc == 0 && fsync(fds[i]) < 0)
+			rc = WSP_ERR(&pk->err, -errno, "%s/%s: fsync: %s", tmp,
+				     wspm_str(m, m->sources[i].name_off), strerror(errno));
+		close(fds[i]);
+	}
+	if (rc == 0 && (m->hdr->flags & WSPM_F_HAS_INDEX))
+		rc = write_whole(pk, tmp, INDEX_FILE, m->blobs + m->hdr->index_off, m->hdr->index_len);
+	if (rc == 0)
+		rc = pack_commit_dir(tmp, out, !!(flags & WSP_UNPACK_FORCE), &pk->err);
+	if (rc < 0)
+		pack_rmtree(tmp);
+done:
+	free(tmp);
+	free(out);
+	free(fds);
+	free(buf);
+	return rc;
+}

@@ -1,0 +1,138 @@
+/*
+ * wsp_pack_verify: decode every layer on worker threads and check every
+ * chunk and tensor checksum.  The error kept is that of the lowest failing
+ * layer, so the report does not depend on thread timing.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/util.h"
+#include "pack/pack.h"
+
+struct vstate {
+	struct wsp_pack_s *pk;
+	pthread_mutex_t mu;
+	uint32_t next;
+	uint32_t bad_layer;        /* lowest failing layer, or UINT32_MAX */
+	int rc, cancelled;
+	uint64_t done, total;
+	wsp_progress_fn progress;
+	void *ctx;
+};
+
+static void fail(struct vstate *v, uint32_t li, int rc, const char *msg)
+{
+	pthread_mutex_lock(&v->mu);
+	if (li < v->bad_layer) {
+		v->bad_layer = li;
+		v->rc = rc;
+		wsp_err_set(&v->pk->err, rc, "%s", msg);
+	}
+	pthread_mutex_unlock(&v->mu);
+}
+
+static void *vworker(void *arg)
+{
+	struct vstate *v = arg;
+	struct wsp_pack_s *pk = v->pk;
+	struct chunk_decoder *dec = NULL;
+	struct wsp_err err;
+	void *stored = NULL, *raw = NULL;
+	uint64_t max_raw = 0;
+	int rc;
+
+	wsp_err_init(&err);
+	for (uint32_t i = 0; i < pk->m.hdr->n_layers; i++)
+		max_raw = WSP_MAX(max_raw, pk->m.layers[i].raw_bytes);
+	rc = chunk_decoder_create(pk->max_chunk_raw ? pk->max_chunk_raw : 1, &dec);
+	stored = malloc(pk->max_layer_stored ? pk->max_layer_stored : 1);
+	raw = malloc(max_raw ? max_raw : 1);
+	if (rc < 0 || !stored || !raw) {
+		fail(v, 0, rc < 0 ? rc : -ENOMEM, "out of memory for a verify worker");
+		goto out;
+	}
+	for (;;) {
+		pthread_mutex_lock(&v->mu);
+		uint32_t li = v->next;
+		int stop = li >= pk->m.hdr->n_layers || li > v->bad_layer || v->cancelled;
+		if (!stop)
+			v->next++;
+		pthread_mutex_unlock(&v->mu);
+		if (stop)
+			break;
+		wsp_err_clear(&err);
+		rc = pack_load_layer(pk, li, dec, stored, raw, &err);
+		if (rc < 0) {
+			fail(v, li, rc, err.msg);
+			continue;
+		}
+		pthread_mutex_lock(&v->mu);
+		v->done += pk->m.layers[li].raw_bytes;
+		/* one caller of the callback at a time */
+		if (v->progress && !v->cancelled && v->progress(v->ctx, v->done, v->total)) {
+			v->cancelled = 1;
+		}
+		pthread_mutex_unlock(&v->mu);
+	}
+out:
+	chunk_decoder_free(dec);
+	free(stored);
+	free(raw);
+	wsp_err_destroy(&err);
+	return NULL;
+}
+
+int wsp_pack_verify(wsp_pack *pk, unsigned threads, wsp_progress_fn progress, void *ctx)
+{
+	struct vstate v;
+	uint64_t per = 0, budget;
+	unsigned started = 0;
+	pthread_t *th;
+
+	if (!pk)
+		return -EINVAL;
+	memset(&v, 0, sizeof(v));
+	v.pk = pk;
+	v.bad_layer = UINT32_MAX;
+	v.progress = progress;
+	v.ctx = ctx;
+	pthread_mutex_init(&v.mu, NULL);
+	for (uint32_t i = 0; i < pk->m.hdr->n_layers; i++) {
+		v.total += pk->m.layers[i].raw_bytes;
+		per = WSP_MAX(per, pk->m.layers[i].raw_bytes);
+	}
+	per += pk->max_layer_stored;
+	if (!threads)
+		threads = wsp_cpu_count();
+	/* Each worker holds a whole layer twice (stored and decoded): keep
+	 * them within half of the memory this process may use. */
+	budget = wsp_memory_available(NULL) / 2;
+	if (budget && per && threads > budget / per)
+		threads = budget / per ? (unsigned)(budget / per) : 1;
+	if (threads > pk->m.hdr->n_layers)
+		threads = pk->m.hdr->n_layers ? pk->m.hdr->n_layers : 1;
+	th = calloc(threads, sizeof(*th));
+	if (!th) {
+		pthread_mutex_destroy(&v.mu);
+		return WSP_ERR(&pk->err, -ENOMEM, "out of memory");
+	}
+	for (unsigned i = 0; i < threads; i++) {
+		int rc = pthread_create(&th[i], NULL, vworker, &v);
+		if (rc) {
+			fail(&v, 0, -rc, "cannot start a verify thread");
+			break;
+		}
+		started++;
+	}
+	for (unsigned i = 0; i < started; i++)
+		pthread_join(th[i], NULL);
+	free(th);
+	pthread_mutex_destroy(&v.mu);
+	if (v.rc < 0)
+		return v.rc;
+	if (v.cancelled)
+		return WSP_ERR(&pk->err, -ECANCELED, "%s: verify cancelled", pk->dir);
+	return 0;
+}

@@ -1,0 +1,300 @@
+/*
+ * The writer's output stage: chunks are encoded on worker threads (one
+ * chunk_encoder each) inside a bounded window, and the calling thread writes
+ * them in pack order, so memory stays at window x chunk size whatever the
+ * model size.  Then the manifest is written last.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "common/util.h"
+#include "pack/chunk.h"
+#include "pack/fsutil.h"
+#include "pack/writer_int.h"
+
+struct slot {
+	void *buf;
+	int done, rc;
+};
+
+struct pipe {
+	struct pack_writer *pw;
+	pthread_mutex_t mu;
+	pthread_cond_t cv_work, cv_done;
+	uint64_t next, written, window;
+	int stop;
+	struct slot *slots;
+	size_t bound;
+};
+
+/* The part of wsp_checksum64 (see wspager.h) contributed by `bytes` bytes
+ * that start at word `base` of a tensor.  The checksum is a sum of terms
+ * that each depend on one word and its index, so chunks add their parts in
+ * any order; chunk boundaries are multiples of 256 bytes, hence of words. */
+static uint64_t checksum_part(const unsigned char *p, uint64_t bytes, uint64_t base)
+{
+	const uint64_t K = 0x9E3779B97F4A7C15ull;
+	uint64_t sum = 0, words = bytes / 8, i, w;
+
+	for (i = 0; i < words + (bytes % 8 != 0); i++) {
+		w = 0;
+		memcpy(&w, p + i * 8, i < words ? 8 : bytes % 8);
+		uint64_t z = w ^ ((base + i) * K);
+		z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+		z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+		sum += z ^ (z >> 31);
+	}
+	return sum;
+}
+
+/* The raw bytes of chunk k of tensor t: in memory, or read from its source
+ * file into `rbuf` (a short read means the input changed: an error). */
+static int chunk_raw(struct pack_writer *pw, const struct pw_tensor *t, uint64_t k, uint32_t len,
+		     void *rbuf, const void **raw)
+{
+	uint64_t off = k * pw->opt.chunk_bytes, got = 0;
+	const struct pw_source *s;
+	int rc;
+
+	if (t->data) {
+		*raw = (const char *)t->data + off;
+		return 0;
+	}
+	s = &pw->sources[t->source];
+	rc = pack_pread_full(s->fd, rbuf, len, s->data_offset + t->source_offset + off, &got);
+	if (rc < 0)
+		return wsp_err_set_first(pw->err, rc, "%s: tensor %s: %s at byte %llu", s->path,
+					 t->name,
+					 rc == WSP_EFORMAT ? "short read (the file changed while converting)"
+							   : strerror(-rc),
+					 (unsigned long long)(s->data_offset + t->source_offset + off + got));
+	*raw = rbuf;
+	return 0;
+}
+
+/* Encode chunk i into its slot and add its part of the tensor checksum. */
+static int encode_one(struct pipe *p, struct chunk_encoder *enc, uint64_t i, void *buf, void *rbuf)
+{
+	struct pack_writer *pw = p->pw;
+	struct pw_tensor *t = &pw->tensors[pw->chunk_tensor[i]];
+	uint64_t k = i - t->first_chunk;
+	struct wspm_chunk *c = &pw->chunks[i];
+	const void *raw = NULL;
+	int rc;
+
+	WSP_TRY(chunk_raw(pw, t, k, c->raw_bytes, rbuf, &raw));
+	__atomic_fetch_add(&t->checksum,
+			   checksum_part(raw, c->raw_bytes, k * pw->opt.chunk_bytes / 8),
+			   __ATOMIC_RELAXED);
+	rc = chunk_encode(enc, raw, c->raw_bytes, t->dtype, pw->opt.codec, pw->opt.transform, buf, c,
+			  pw->err);
+	if (rc < 0)
+		wsp_err_prefix(pw->err, "tensor %s, chunk %llu", t->name, (unsigned long long)k);
+	return rc;
+}
+
+static void *worker(void *arg)
+{
+	struct pipe *p = arg;
+	struct chunk_encoder *enc = NULL;
+	void *rbuf = malloc(p->pw->opt.chunk_bytes);
+	int rc = chunk_encoder_create(p->pw->opt.level, p->pw->opt.chunk_bytes, &enc);
+
+	if (rc < 0)
+		wsp_err_set_first(p->pw->err, rc, "cannot create a chunk encoder");
+	else if (!rbuf)
+		rc = wsp_err_set_first(p->pw->err, -ENOMEM, "out of memory for a chunk buffer");
+	for (;;) {
+		pthread_mutex_lock(&p->mu);
+		while (!p->stop && p->next < p->pw->n_chunks && p->next >= p->written + p->window)
+			pthread_cond_wait(&p->cv_work, &p->mu);
+		if (p->stop || p->next >= p->pw->n_chunks) {
+			pthread_mutex_unlock(&p->mu);
+			break;
+		}
+		uint64_t i = p->next++;
+		struct slot *s = &p->slots[i % p->window];
+		pthread_mutex_unlock(&p->mu);
+
+		int r = rc < 0 ? rc : encode_one(p, enc, i, s->buf, rbuf);
+
+		pthread_mutex_lock(&p->mu);
+		s->rc = r;
+		s->done = 1;
+		pthread_cond_broadcast(&p->cv_done);
+		pthread_mutex_unlock(&p->mu);
+	}
+	chunk_encoder_free(enc);
+	free(rbuf);
+	return NULL;
+}
+
+static int open_shard(struct pack_writer *pw, uint32_t shard, int *fd)
+{
+	char path[4096];
+	uint64_t *sizes = realloc(pw->shard_size, (shard + 1) * sizeof(*sizes));
+
+	if (!sizes)
+		return WSP_ERR(pw->err, -ENOMEM, "out of memory");
+	pw->shard_size = sizes;
+	sizes[shard] = 0;
+	pw->n_shards = shard + 1;
+	snprintf(path, sizeof(path), "%s/" WSPM_SHARD_FMT, pw->tmp, shard);
+	*fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+	if (*fd < 0)
+		return WSP_ERR(pw->err, -errno, "%s: %s", path, strerror(errno));
+	return 0;
+}
+
+/* Pad the shard to a multiple of 4096 and make it durable. */
+static int close_shard(struct pack_writer *pw, uint32_t shard, int fd, uint64_t end)
+{
+	char path[4096];
+	int rc = 0;
+
+	pw->shard_size[shard] = wsp_align_up(end, WSP_ALIGN_DIRECT);
+	if (ftruncate(fd, (off_t)pw->shard_size[shard]) < 0 || fsync(fd) < 0)
+		rc = -errno;
+	if (close(fd) < 0 && rc == 0)
+		rc = -errno;
+	if (rc < 0) {
+		snprintf(path, sizeof(path), "%s/" WSPM_SHARD_FMT, pw->tmp, shard);
+		return WSP_ERR(pw->err, rc, "%s: %s", path, strerror(-rc));
+	}
+	return 0;
+}
+
+/* The consumer side: wait for chunk i, write it at *pos of the shard. */
+static int write_chunk(struct pipe *p, uint64_t i, int fd, uint32_t shard, uint64_t *pos)
+{
+	struct pack_writer *pw = p->pw;
+	struct slot *s = &p->slots[i % p->window];
+	int rc;
+
+	pthread_mutex_lock(&p->mu);
+	while (!s->done)
+		pthread_cond_wait(&p->cv_done, &p->mu);
+	rc = s->rc;
+	pthread_mutex_unlock(&p->mu);
+	if (rc < 0)
+		return rc;
+	pw->chunks[i].offset = *pos;
+	rc = pack_pwrite_full(fd, s->buf, pw->chunks[i].stored_bytes, *pos);
+	if (rc < 0) {
+		char path[4096];
+		snprintf(path, sizeof(path), "%s/" WSPM_SHARD_FMT, pw->tmp, shard);
+		return WSP_ERR(pw->err, rc, "%s: write: %s", path, strerror(-rc));
+	}
+	*pos += pw->chunks[i].stored_bytes;
+	pthread_mutex_lock(&p->mu);
+	s->done = 0;
+	p->written++;
+	pthread_cond_broadcast(&p->cv_work);
+	pthread_mutex_unlock(&p->mu);
+	return 0;
+}
+
+static int write_layers(struct pipe *p)
+{
+	struct pack_writer *pw = p->pw;
+	uint64_t pos = 0, done = 0, total = 0, ci = 0;
+	uint32_t shard = 0;
+	int fd = -1, rc = 0;
+
+	for (uint32_t l = 0; l < pw->n_layers; l++)
+		total += pw->layers[l].raw_chunk_bytes;
+	for (uint32_t l = 0; l < pw->n_layers && rc == 0; l++) {
+		struct pw_layer *L = &pw->layers[l];
+		uint64_t start = wsp_align_up(pos, WSP_ALIGN_DIRECT);
+		/* The stored size is known only after compression; the raw size
+		 * bounds it (chunks that do not shrink are stored raw).  A layer
+		 * is never split across shards. */
+		if (fd < 0) {
+			rc = open_shard(pw, shard, &fd);
+			start = 0;
+		} else if (start > 0 && start + L->raw_chunk_bytes > pw->opt.shard_bytes) {
+			rc = close_shard(pw, shard, fd, pos);
+			fd = -1;
+			if (rc == 0)
+				rc = open_shard(pw, ++shard, &fd);
+			start = 0;
+		}
+		if (rc < 0)
+			break;
+		L->shard = shard;
+		L->offset = start;
+		pos = start;
+		for (uint64_t k = 0; k < L->n_chunks && rc == 0; k++, ci++) {
+			rc = write_chunk(p, ci, fd, shard, &pos);
+			if (rc == 0 && pw->opt.progress) {
+				done += pw->chunks[ci].raw_bytes;
+				if (pw->opt.progress(pw->opt.progress_ctx, done, total))
+					rc = WSP_ERR(pw->err, -ECANCELED, "conversion cancelled");
+			}
+		}
+		L->stored_bytes = pos - start;
+	}
+	if (fd >= 0) {
+		if (rc == 0)
+			rc = close_shard(pw, shard, fd, pos);
+		else
+			close(fd);
+	}
+	return rc;
+}
+
+int pw_write_shards(struct pack_writer *pw)
+{
+	struct pipe p;
+	unsigned n_threads = pw->opt.threads, started = 0;
+	pthread_t *th;
+	int rc = 0;
+
+	/* Chunks add their parts; an empty tensor's checksum stays 0, which
+	 * is wsp_checksum64 of no bytes. */
+	for (uint32_t i = 0; i < pw->n_tensors; i++)
+		pw->tensors[i].checksum = 0;
+	memset(&p, 0, sizeof(p));
+	p.pw = pw;
+	if (n_threads > pw->n_chunks)
+		n_threads = pw->n_chunks ? (unsigned)pw->n_chunks : 1;
+	p.window = 2ull * n_threads + 2;
+	p.bound = chunk_encode_bound(pw->opt.chunk_bytes);
+	p.slots = calloc(p.window, sizeof(*p.slots));
+	th = calloc(n_threads, sizeof(*th));
+	if (!p.slots || !th) {
+		free(p.slots);
+		free(th);
+		return WSP_ERR(pw->err, -ENOMEM, "out of memory");
+	}
+	for (uint64_t i = 0; i < p.window && rc == 0; i++)
+		if (!(p.slots[i].buf = malloc(p.bound)))
+			rc = WSP_ERR(pw->err, -ENOMEM, "out of memory for chunk buffers");
+	pthread_mutex_init(&p.mu, NULL);
+	pthread_cond_init(&p.cv_work, NULL);
+	pthread_cond_init(&p.cv_done, NULL);
+	for (unsigned i = 0; i < n_threads && rc == 0 && pw->n_chunks; i++, started++)
+		if ((rc = -pthread_create(&th[i], NULL, worker, &p)) < 0)
+			WSP_ERR(pw->err, rc, "cannot start a compression thread");
+	if (rc == 0)
+		rc = write_layers(&p);
+	pthread_mutex_lock(&p.mu);
+	p.stop = 1;
+	pthread_cond_broadcast(&p.cv_work);
+	pthread_mutex_unlock(&p.mu);
+	for (unsigned i = 0; i < started; i++)
+		pthread_join(th[i], NULL);
+	pthread_mutex_destroy(&p.mu);
+	pthread_cond_destroy(&p.cv_work);
+	pthread_cond_destroy(&p.cv_done);
+	for (uint64_t i = 0; i < p.window; i++)
+		free(p.slots[i].buf);
+	free(p.slots);
+	free(th);
+	return rc;
+}

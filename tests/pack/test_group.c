@@ -1,0 +1,155 @@
+/* Grouping of tensors into layers: the built-in rule, --group regex
+ * override, explicit layer names, and the order of layers in a pack
+ * (embeddings first, numbered blocks numerically, others by appearance). */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/util.h"
+#include "pack/writer.h"
+#include "testlib.h"
+#include "wspager.h"
+
+static void group_is(const char *name, const char *regex, const char *want, const char *want_short)
+{
+	char buf[256];
+	int rc = pack_group_name(name, regex, buf, sizeof(buf));
+	if (rc < 0 || strcmp(buf, want) || strcmp(name + rc, want_short)) {
+		fprintf(stderr, "%s (regex %s): group '%s' short '%s', want '%s' '%s'\n", name,
+			regex ? regex : "-", rc < 0 ? "?" : buf, rc < 0 ? "?" : name + rc, want,
+			want_short);
+		exit(1);
+	}
+}
+
+static const char *const names[] = {
+	"model.layers.10.mlp.w", "model.embed_tokens.weight", "model.layers.2.attn.q",
+	"model.norm.weight",     "model.layers.2.attn.k",     "lm_head.weight",
+	"model.layers.1.mlp.w",  "scale",                      "model.layers.10.attn.q",
+};
+
+/* Writes a pack of the names above (U8 tensors of 3 bytes) and checks the
+ * layer order and membership. */
+static void check_pack_order(void)
+{
+	struct wsp_convert_options opt;
+	struct pack_writer *pw;
+	struct wsp_err err;
+	char dir[600], msg[512];
+	static const unsigned char data[3] = { 1, 2, 3 };
+	uint64_t shape = 3;
+	wsp_pack *pk;
+
+	wsp_err_init(&err);
+	wsp_convert_options_init(&opt);
+	snprintf(dir, sizeof(dir), "%s/p", t_scratch("group"));
+	CHECK_RC(pack_writer_create(dir, &opt, &pw, &err), 0);
+	for (size_t i = 0; i < WSP_ARRAY_SIZE(names); i++)
+		CHECK_RC(pack_writer_add_tensor(pw, names[i], NULL, WSP_DTYPE_U8, 1, &shape, data, 3,
+						0, 0, 0), 0);
+	/* an explicit layer name wins over the rule */
+	CHECK_RC(pack_writer_add_tensor(pw, "extra.thing", "model.layers.2", WSP_DTYPE_U8, 1, &shape,
+					data, 3, 0, 0, 0), 0);
+	/* the same name twice is refused at finish */
+	CHECK_RC(pack_writer_finish(pw), 0);
+	pack_writer_free(pw);
+
+	static const char *const want[] = { "model.embed_tokens", "model.layers.1", "model.layers.2",
+					    "model.layers.10", "model.norm", "lm_head", "scale" };
+	CHECK_RC(wsp_pack_open(dir, &pk, msg, sizeof(msg)), 0);
+	struct wsp_pack_summary s;
+	CHECK_RC(wsp_pack_summary(pk, &s), 0);
+	CHECK(s.n_layers == WSP_ARRAY_SIZE(want));
+	for (uint32_t i = 0; i < s.n_layers; i++) {
+		const struct wsp_layer *L = wsp_pack_layer(pk, i);
+		if (strcmp(L->name, want[i])) {
+			fprintf(stderr, "layer %u is %s, want %s\n", i, L->name, want[i]);
+			exit(1);
+		}
+	}
+	/* order of appearance inside a layer, short names relative to it */
+	const struct wsp_layer *L2 = wsp_pack_find_layer(pk, "model.layers.2");
+	CHECK(L2 && L2->n_tensors == 3);
+	CHECK(!strcmp(L2->tensors[0].short_name, "attn.q"));
+	CHECK(!strcmp(L2->tensors[1].short_name, "attn.k"));
+	CHECK(!strcmp(L2->tensors[2].name, "extra.thing"));
+	CHECK(!strcmp(L2->tensors[2].short_name, "extra.thing"));
+	const struct wsp_tensor *sc = wsp_pack_find_tensor(pk, "scale");
+	CHECK(sc && !strcmp(sc->short_name, "scale"));
+	CHECK(wsp_pack_layer(pk, sc->layer) == wsp_pack_find_layer(pk, "scale"));
+	wsp_pack_close(pk);
+
+	/* duplicate tensor names fail with the name in the message */
+	snprintf(dir + strlen(dir), 8, "2");
+	CHECK_RC(pack_writer_create(dir, &opt, &pw, &err), 0);
+	CHECK_RC(pack_writer_add_tensor(pw, "a.b", NULL, WSP_DTYPE_U8, 1, &shape, data, 3, 0, 0, 0), 0);
+	CHECK_RC(pack_writer_add_tensor(pw, "a.b", NULL, WSP_DTYPE_U8, 1, &shape, data, 3, 0, 0, 0), 0);
+	CHECK_RC(pack_writer_finish(pw), WSP_EFORMAT);
+	CHECK(strstr(err.msg, "a.b"));
+	pack_writer_free(pw);
+	CHECK(access(dir, F_OK) != 0);
+
+	/* a size that disagrees with shape x dtype is refused at once */
+	CHECK_RC(pack_writer_create(dir, &opt, &pw, &err), 0);
+	CHECK_RC(pack_writer_add_tensor(pw, "x", NULL, WSP_DTYPE_BF16, 1, &shape, data, 3, 0, 0, 0),
+		 WSP_EFORMAT);
+	CHECK(strstr(err.msg, "x"));
+	CHECK_RC(pack_writer_add_tensor(pw, "", NULL, WSP_DTYPE_U8, 1, &shape, data, 3, 0, 0, 0),
+		 WSP_EFORMAT);
+	CHECK_RC(pack_writer_add_tensor(pw, "bad\nname", NULL, WSP_DTYPE_U8, 1, &shape, data, 3, 0, 0,
+					0), WSP_EFORMAT);
+	CHECK_RC(pack_writer_add_tensor(pw, "y", NULL, 99, 1, &shape, data, 3, 0, 0, 0), WSP_EDTYPE);
+	pack_writer_free(pw);
+	CHECK(access(dir, F_OK) != 0);
+
+	/* a --group regex applies to the pack as a whole */
+	opt.group_regex = "^(enc|dec)\\.";
+	CHECK_RC(pack_writer_create(dir, &opt, &pw, &err), 0);
+	CHECK_RC(pack_writer_add_tensor(pw, "dec.x.w", NULL, WSP_DTYPE_U8, 1, &shape, data, 3, 0, 0, 0), 0);
+	CHECK_RC(pack_writer_add_tensor(pw, "enc.y.w", NULL, WSP_DTYPE_U8, 1, &shape, data, 3, 0, 0, 0), 0);
+	CHECK_RC(pack_writer_add_tensor(pw, "dec.z", NULL, WSP_DTYPE_U8, 1, &shape, data, 3, 0, 0, 0), 0);
+	CHECK_RC(pack_writer_add_tensor(pw, "other.w", NULL, WSP_DTYPE_U8, 1, &shape, data, 3, 0, 0, 0), 0);
+	CHECK_RC(pack_writer_finish(pw), 0);
+	pack_writer_free(pw);
+	CHECK_RC(wsp_pack_open(dir, &pk, msg, sizeof(msg)), 0);
+	CHECK_RC(wsp_pack_summary(pk, &s), 0);
+	CHECK(s.n_layers == 3);
+	CHECK(!strcmp(wsp_pack_layer(pk, 0)->name, "dec"));
+	CHECK(wsp_pack_layer(pk, 0)->n_tensors == 2);
+	CHECK(!strcmp(wsp_pack_layer(pk, 1)->name, "enc"));
+	CHECK(!strcmp(wsp_pack_layer(pk, 2)->name, "other"));
+	CHECK(!strcmp(wsp_pack_find_tensor(pk, "dec.x.w")->short_name, "x.w"));
+	wsp_pack_close(pk);
+
+	opt.group_regex = "no capture";
+	CHECK_RC(pack_writer_create(dir, &opt, &pw, &err), -EINVAL);
+	opt.group_regex = "(unclosed";
+	CHECK_RC(pack_writer_create(dir, &opt, &pw, &err), -EINVAL);
+	CHECK(strstr(err.msg, "(unclosed"));
+	wsp_err_destroy(&err);
+	*strrchr(dir, '/') = '\0';
+	t_rmrf(dir);
+}
+
+int main(void)
+{
+	group_is("model.layers.7.mlp.up_proj.weight", NULL, "model.layers.7", "mlp.up_proj.weight");
+	group_is("transformer.h.10.attn.c_attn.weight", NULL, "transformer.h.10", "attn.c_attn.weight");
+	group_is("h.3.attn.w", NULL, "h.3", "attn.w");
+	group_is("blocks.0.norm", NULL, "blocks.0", "norm");
+	group_is("vision.blocks.12.x", NULL, "vision.blocks.12", "x");
+	group_is("model.embed_tokens.weight", NULL, "model.embed_tokens", "weight");
+	group_is("lm_head.weight", NULL, "lm_head", "weight");
+	group_is("scale", NULL, "scale", "scale");
+	group_is("model.layers.x.w", NULL, "model.layers.x", "w");
+	group_is("model.layers.3", NULL, "model.layers", "3");     /* no component after N */
+	group_is("my_layers.3.w", NULL, "my_layers.3", "w");        /* whole-word match only */
+	group_is("enc.blocks.1.w", "^(enc)\\.", "enc", "blocks.1.w");
+	group_is("dec.blocks.1.w", "^(enc)\\.", "dec.blocks.1", "w"); /* no match: built-in */
+	group_is("a.b.c", "(b)", "b", "a.b.c");                      /* not a prefix: full name */
+	char small[4];
+	CHECK_RC(pack_group_name("model.layers.1.w", NULL, small, sizeof(small)), WSP_ETOOBIG);
+	CHECK_RC(pack_group_name("x", "(", small, sizeof(small)), -EINVAL);
+	check_pack_order();
+	return 0;
+}
