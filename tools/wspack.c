@@ -1,0 +1,541 @@
+/*
+ * wspack: convert safetensors checkpoints into wspager packs and back,
+ * describe and verify packs, and generate synthetic checkpoints.
+ *
+ * Uses only the public API (wspager.h).  Exit status: 0 success, 1 runtime
+ * failure ("wspack: <detail>"), 2 bad usage (one line plus a hint).
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <jansson.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <unistd.h>
+
+#include "wspager.h"
+
+#define EXIT_USAGE 2
+
+static const char *cmd = "wspack";   /* "wspack convert" once a subcommand is known */
+
+static const char usage_text[] =
+	"Usage: wspack COMMAND [OPTIONS]\n"
+	"\n"
+	"Commands:\n"
+	"  convert IN... -o OUT   convert safetensors files or a checkpoint directory into a pack\n"
+	"      --level N          zstd level (default 1)\n"
+	"      --chunk-size SIZE  raw bytes per chunk (default 4M)\n"
+	"      --shard-size SIZE  target shard size (default 4G)\n"
+	"      --codec raw|zstd   chunk codec (default zstd)\n"
+	"      --no-transform     do not byte-group float dtypes before compressing\n"
+	"      --threads N        worker threads (default: all cores)\n"
+	"      --group REGEX      extended regex whose first group names a tensor's layer\n"
+	"      --force            replace an existing output\n"
+	"  unpack PACK -o DIR     write the original safetensors files back [--force]\n"
+	"  info PACK              describe a pack [--json] [--layers]\n"
+	"  verify PACK            decode every chunk and check every checksum [--threads N]\n"
+	"  generate OUT           write a synthetic Llama-shaped checkpoint\n"
+	"      --layers N --hidden N --intermediate N --vocab N --heads N --kv-heads N\n"
+	"      --dtype bf16|f16|f32 --shard-size SIZE --seed N --force\n"
+	"\n"
+	"  -h, --help             show this help;  -V, --version  show the version\n"
+	"\n"
+	"Exit status: 0 success, 1 failure, 2 bad usage.  See wspack(1).\n";
+
+static int usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static int usage_error(const char *fmt, ...)
+{
+	va_list ap;
+	fprintf(stderr, "%s: ", cmd);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fprintf(stderr, "\nTry 'wspack --help' for more information.\n");
+	return EXIT_USAGE;
+}
+
+static int fail(const char *msg, int code)
+{
+	fprintf(stderr, "wspack: %s\n", msg && *msg ? msg : wsp_strerror(code));
+	return 1;
+}
+
+/* getopt with opterr = 0: one line per bad option, in our words. */
+static int bad_option(int c, char *const *argv)
+{
+	if (c == ':')
+		return usage_error("option '%s' needs an argument", argv[optind - 1]);
+	if (optopt)
+		return usage_error("unknown option '-%c'", optopt);
+	return usage_error("unknown option '%s'", argv[optind - 1]);
+}
+
+static int parse_uint(const char *opt, const char *text, unsigned long long max,
+		      unsigned long long *out)
+{
+	char *end;
+	errno = 0;
+	unsigned long long v = strtoull(text, &end, 10);
+	if (!*text || *text == '-' || *end || errno || v > max)
+		return usage_error("%s: invalid number '%s'", opt, text);
+	*out = v;
+	return 0;
+}
+
+static int parse_size_opt(const char *opt, const char *text, uint64_t *out)
+{
+	if (wsp_parse_size(text, out) < 0 || *out == 0)
+		return usage_error("%s: invalid size '%s'", opt, text);
+	return 0;
+}
+
+/* ---- progress: a single line on stderr, only when it is a terminal ---- */
+
+struct progress {
+	const char *label;
+	pthread_mutex_t lock;  /* the library may report from several threads */
+	int last;
+	int shown;
+};
+
+static int progress_cb(void *ctx, uint64_t done, uint64_t total)
+{
+	struct progress *p = ctx;
+	int pct = total ? (int)(done * 100 / total) : 100;
+	pthread_mutex_lock(&p->lock);
+	if (pct != p->last) {
+		char a[32], b[32];
+		p->last = pct;
+		p->shown = 1;
+		fprintf(stderr, "\r%s %3d%%  %s / %s   ", p->label, pct,
+			wsp_format_size(done, a, sizeof(a)), wsp_format_size(total, b, sizeof(b)));
+		fflush(stderr);
+	}
+	pthread_mutex_unlock(&p->lock);
+	return 0;
+}
+
+static wsp_progress_fn progress_init(struct progress *p, const char *label)
+{
+	*p = (struct progress){.label = label, .last = -1};
+	pthread_mutex_init(&p->lock, NULL);
+	return isatty(STDERR_FILENO) ? progress_cb : NULL;
+}
+
+static void progress_end(struct progress *p)
+{
+	if (p->shown)
+		fputc('\n', stderr);
+	pthread_mutex_destroy(&p->lock);
+}
+
+static double ratio(uint64_t raw, uint64_t stored)
+{
+	return stored ? (double)raw / (double)stored : 0.0;
+}
+
+/* ---- convert ---- */
+
+static int cmd_convert(int argc, char **argv)
+{
+	static const struct option lo[] = {
+		{"output", required_argument, NULL, 'o'}, {"level", required_argument, NULL, 'l'},
+		{"chunk-size", required_argument, NULL, 'c'}, {"shard-size", required_argument, NULL, 's'},
+		{"codec", required_argument, NULL, 'C'}, {"no-transform", no_argument, NULL, 'T'},
+		{"threads", required_argument, NULL, 't'}, {"group", required_argument, NULL, 'g'},
+		{"force", no_argument, NULL, 'f'}, {"help", no_argument, NULL, 'h'}, {0}};
+	struct wsp_convert_options opt;
+	wsp_convert_options_init(&opt);
+	const char *out = NULL;
+	unsigned long long v;
+	int c;
+	while ((c = getopt_long(argc, argv, ":o:fh", lo, NULL)) != -1) {
+		switch (c) {
+		case 'o': out = optarg; break;
+		case 'l':
+			if (parse_uint("--level", optarg, 22, &v))
+				return EXIT_USAGE;
+			opt.level = (int)v;
+			break;
+		case 'c':
+			if (parse_size_opt("--chunk-size", optarg, &opt.chunk_bytes))
+				return EXIT_USAGE;
+			break;
+		case 's':
+			if (parse_size_opt("--shard-size", optarg, &opt.shard_bytes))
+				return EXIT_USAGE;
+			break;
+		case 'C':
+			if (strcasecmp(optarg, "zstd") == 0)
+				opt.codec = WSP_CODEC_ZSTD;
+			else if (strcasecmp(optarg, "raw") == 0)
+				opt.codec = WSP_CODEC_RAW;
+			else
+				return usage_error("--codec: must be raw or zstd, not '%s'", optarg);
+			break;
+		case 'T': opt.transform = 0; break;
+		case 't':
+			if (parse_uint("--threads", optarg, 1024, &v))
+				return EXIT_USAGE;
+			opt.threads = (unsigned)v;
+			break;
+		case 'g': opt.group_regex = optarg; break;
+		case 'f': opt.flags |= WSP_CONVERT_FORCE; break;
+		case 'h': fputs(usage_text, stdout); return 0;
+		default: return bad_option(c, argv);
+		}
+	}
+	if (!out)
+		return usage_error("no output: give -o OUT.wsp");
+	if (optind >= argc)
+		return usage_error("no input: give safetensors files or a checkpoint directory");
+	struct progress p;
+	opt.progress = progress_init(&p, "converting");
+	opt.progress_ctx = &p;
+	char err[1024] = "";
+	int rc = wsp_convert((const char *const *)argv + optind, (size_t)(argc - optind), out, &opt,
+			     err, sizeof(err));
+	progress_end(&p);
+	if (rc < 0)
+		return fail(err, rc);
+	wsp_pack *pk;
+	struct wsp_pack_summary s;
+	if (wsp_pack_open(out, &pk, NULL, 0) == 0) {
+		if (wsp_pack_summary(pk, &s) == 0) {
+			char a[32], b[32];
+			printf("%s: %u layers, %u tensors, %s -> %s (ratio %.3f)\n", out, s.n_layers,
+			       s.n_tensors, wsp_format_size(s.raw_bytes, a, sizeof(a)),
+			       wsp_format_size(s.stored_bytes, b, sizeof(b)),
+			       ratio(s.raw_bytes, s.stored_bytes));
+		}
+		wsp_pack_close(pk);
+	}
+	return 0;
+}
+
+static int open_pack(const char *path, wsp_pack **pk)
+{
+	char err[1024] = "";
+	int rc = wsp_pack_open(path, pk, err, sizeof(err));
+	return rc < 0 ? fail(err, rc) : 0;
+}
+
+/* A subcommand that takes exactly one PACK operand. */
+static int one_operand(int argc, char **argv, const char *what)
+{
+	if (optind >= argc)
+		return usage_error("no %s given", what);
+	if (optind + 1 < argc)
+		return usage_error("unexpected argument '%s'", argv[optind + 1]);
+	return 0;
+}
+
+/* ---- unpack ---- */
+
+static int cmd_unpack(int argc, char **argv)
+{
+	static const struct option lo[] = {{"output", required_argument, NULL, 'o'},
+					   {"force", no_argument, NULL, 'f'},
+					   {"help", no_argument, NULL, 'h'}, {0}};
+	const char *out = NULL;
+	unsigned flags = 0;
+	int c;
+	while ((c = getopt_long(argc, argv, ":o:fh", lo, NULL)) != -1) {
+		switch (c) {
+		case 'o': out = optarg; break;
+		case 'f': flags |= WSP_UNPACK_FORCE; break;
+		case 'h': fputs(usage_text, stdout); return 0;
+		default: return bad_option(c, argv);
+		}
+	}
+	if (one_operand(argc, argv, "pack"))
+		return EXIT_USAGE;
+	if (!out)
+		return usage_error("no output: give -o DIR");
+	wsp_pack *pk;
+	if (open_pack(argv[optind], &pk))
+		return 1;
+	struct progress p;
+	wsp_progress_fn fn = progress_init(&p, "unpacking");
+	int rc = wsp_pack_unpack(pk, out, flags, fn, &p);
+	progress_end(&p);
+	if (rc < 0)
+		rc = fail(wsp_pack_errmsg(pk), rc);
+	wsp_pack_close(pk);
+	return rc;
+}
+
+/* ---- verify ---- */
+
+static int cmd_verify(int argc, char **argv)
+{
+	static const struct option lo[] = {{"threads", required_argument, NULL, 't'},
+					   {"help", no_argument, NULL, 'h'}, {0}};
+	unsigned long long threads = 0;
+	int c;
+	while ((c = getopt_long(argc, argv, ":h", lo, NULL)) != -1) {
+		switch (c) {
+		case 't':
+			if (parse_uint("--threads", optarg, 1024, &threads))
+				return EXIT_USAGE;
+			break;
+		case 'h': fputs(usage_text, stdout); return 0;
+		default: return bad_option(c, argv);
+		}
+	}
+	if (one_operand(argc, argv, "pack"))
+		return EXIT_USAGE;
+	wsp_pack *pk;
+	if (open_pack(argv[optind], &pk))
+		return 1;
+	struct progress p;
+	wsp_progress_fn fn = progress_init(&p, "verifying");
+	int rc = wsp_pack_verify(pk, (unsigned)threads, fn, &p);
+	progress_end(&p);
+	struct wsp_pack_summary s;
+	if (rc < 0) {
+		rc = fail(wsp_pack_errmsg(pk), rc);
+	} else if (wsp_pack_summary(pk, &s) == 0) {
+		char a[32];
+		printf("%s: OK: %u layers, %u tensors, %llu chunks, %s verified\n", argv[optind],
+		       s.n_layers, s.n_tensors, (unsigned long long)s.n_chunks,
+		       wsp_format_size(s.raw_bytes, a, sizeof(a)));
+	}
+	wsp_pack_close(pk);
+	return rc;
+}
+
+/* ---- info ---- */
+
+static int info_text(const char *path, wsp_pack *pk, const struct wsp_pack_summary *s,
+		     const uint32_t *dtype_tensors, int layers)
+{
+	char a[32], b[32];
+	printf("pack:          %s\n", path);
+	printf("format:        version %u\n", s->format_version);
+	printf("layers:        %u\n", s->n_layers);
+	printf("tensors:       %u\n", s->n_tensors);
+	printf("shards:        %u\n", s->n_shards);
+	printf("sources:       %u safetensors file%s\n", s->n_sources, s->n_sources == 1 ? "" : "s");
+	printf("chunks:        %llu of %s\n", (unsigned long long)s->n_chunks,
+	       wsp_format_size(s->chunk_bytes, a, sizeof(a)));
+	printf("raw size:      %s (%llu bytes)\n", wsp_format_size(s->raw_bytes, a, sizeof(a)),
+	       (unsigned long long)s->raw_bytes);
+	printf("stored size:   %s (%llu bytes)\n", wsp_format_size(s->stored_bytes, a, sizeof(a)),
+	       (unsigned long long)s->stored_bytes);
+	printf("ratio:         %.3f\n", ratio(s->raw_bytes, s->stored_bytes));
+	printf("largest layer: %s\n", wsp_format_size(s->max_layer_raw_bytes, a, sizeof(a)));
+	printf("metadata:      %s\n", s->metadata_json ? s->metadata_json : "(none)");
+	printf("\n%-10s %8s %14s %14s %7s\n", "dtype", "tensors", "raw", "stored", "ratio");
+	for (int dt = 0; dt < WSP_DTYPE_COUNT; dt++) {
+		uint64_t raw = 0, stored = 0;
+		if (!dtype_tensors[dt] || wsp_pack_dtype_bytes(pk, dt, &raw, &stored) < 0)
+			continue;
+		printf("%-10s %8u %14s %14s %7.3f\n", wsp_dtype_name(dt), dtype_tensors[dt],
+		       wsp_format_size(raw, a, sizeof(a)), wsp_format_size(stored, b, sizeof(b)),
+		       ratio(raw, stored));
+	}
+	if (!layers)
+		return 0;
+	printf("\n%6s  %-40s %8s %14s %14s %7s\n", "layer", "name", "tensors", "raw", "stored",
+	       "ratio");
+	for (uint32_t i = 0; i < s->n_layers; i++) {
+		const struct wsp_layer *l = wsp_pack_layer(pk, i);
+		if (!l)
+			continue;
+		printf("%6u  %-40s %8u %14s %14s %7.3f\n", l->index, l->name, l->n_tensors,
+		       wsp_format_size(l->raw_bytes, a, sizeof(a)),
+		       wsp_format_size(l->stored_bytes, b, sizeof(b)),
+		       ratio(l->raw_bytes, l->stored_bytes));
+	}
+	return 0;
+}
+
+static int info_json(const char *path, wsp_pack *pk, const struct wsp_pack_summary *s,
+		     const uint32_t *dtype_tensors, int layers)
+{
+	json_t *meta = s->metadata_json ? json_loads(s->metadata_json, 0, NULL) : NULL;
+	json_t *root = json_pack(
+		"{s:s,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:f,s:o}", "pack", path,
+		"format_version", (json_int_t)s->format_version, "layers", (json_int_t)s->n_layers,
+		"tensors", (json_int_t)s->n_tensors, "shards", (json_int_t)s->n_shards, "sources",
+		(json_int_t)s->n_sources, "chunks", (json_int_t)s->n_chunks, "chunk_bytes",
+		(json_int_t)s->chunk_bytes, "raw_bytes", (json_int_t)s->raw_bytes, "stored_bytes",
+		(json_int_t)s->stored_bytes, "max_layer_raw_bytes", (json_int_t)s->max_layer_raw_bytes,
+		"ratio", ratio(s->raw_bytes, s->stored_bytes), "metadata", meta ? meta : json_null());
+	if (!root)
+		return fail("cannot build the JSON output", -ENOMEM);
+	json_t *dts = json_object();
+	json_object_set_new(root, "dtypes", dts);
+	for (int dt = 0; dt < WSP_DTYPE_COUNT; dt++) {
+		uint64_t raw = 0, stored = 0;
+		if (!dtype_tensors[dt] || wsp_pack_dtype_bytes(pk, dt, &raw, &stored) < 0)
+			continue;
+		json_object_set_new(dts, wsp_dtype_name(dt),
+				    json_pack("{s:I,s:I,s:I}", "tensors", (json_int_t)dtype_tensors[dt],
+					      "raw_bytes", (json_int_t)raw, "stored_bytes",
+					      (json_int_t)stored));
+	}
+	if (layers) {
+		json_t *arr = json_array();
+		json_object_set_new(root, "layer_list", arr);
+		for (uint32_t i = 0; i < s->n_layers; i++) {
+			const struct wsp_layer *l = wsp_pack_layer(pk, i);
+			if (l)
+				json_array_append_new(
+					arr, json_pack("{s:I,s:s,s:I,s:I,s:I}", "index", (json_int_t)l->index,
+						       "name", l->name, "tensors", (json_int_t)l->n_tensors,
+						       "raw_bytes", (json_int_t)l->raw_bytes,
+						       "stored_bytes", (json_int_t)l->stored_bytes));
+		}
+	}
+	json_dumpf(root, stdout, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+	putchar('\n');
+	json_decref(root);
+	return 0;
+}
+
+static int cmd_info(int argc, char **argv)
+{
+	static const struct option lo[] = {{"json", no_argument, NULL, 'j'},
+					   {"layers", no_argument, NULL, 'L'},
+					   {"help", no_argument, NULL, 'h'}, {0}};
+	int json = 0, layers = 0, c;
+	while ((c = getopt_long(argc, argv, ":h", lo, NULL)) != -1) {
+		switch (c) {
+		case 'j': json = 1; break;
+		case 'L': layers = 1; break;
+		case 'h': fputs(usage_text, stdout); return 0;
+		default: return bad_option(c, argv);
+		}
+	}
+	if (one_operand(argc, argv, "pack"))
+		return EXIT_USAGE;
+	wsp_pack *pk;
+	if (open_pack(argv[optind], &pk))
+		return 1;
+	struct wsp_pack_summary s;
+	int rc = wsp_pack_summary(pk, &s);
+	if (rc < 0) {
+		rc = fail(wsp_pack_errmsg(pk), rc);
+		goto out;
+	}
+	uint32_t dtype_tensors[WSP_DTYPE_COUNT] = {0};
+	for (uint32_t i = 0; i < s.n_layers; i++) {
+		const struct wsp_layer *l = wsp_pack_layer(pk, i);
+		for (uint32_t t = 0; l && t < l->n_tensors; t++)
+			if ((unsigned)l->tensors[t].dtype < WSP_DTYPE_COUNT)
+				dtype_tensors[l->tensors[t].dtype]++;
+	}
+	rc = json ? info_json(argv[optind], pk, &s, dtype_tensors, layers)
+		  : info_text(argv[optind], pk, &s, dtype_tensors, layers);
+out:
+	wsp_pack_close(pk);
+	return rc;
+}
+
+/* ---- generate ---- */
+
+static int cmd_generate(int argc, char **argv)
+{
+	static const struct option lo[] = {
+		{"layers", required_argument, NULL, 'L'}, {"hidden", required_argument, NULL, 'H'},
+		{"intermediate", required_argument, NULL, 'I'}, {"vocab", required_argument, NULL, 'V'},
+		{"heads", required_argument, NULL, 'a'}, {"kv-heads", required_argument, NULL, 'k'},
+		{"dtype", required_argument, NULL, 'd'}, {"shard-size", required_argument, NULL, 's'},
+		{"seed", required_argument, NULL, 'S'}, {"force", no_argument, NULL, 'f'},
+		{"help", no_argument, NULL, 'h'}, {0}};
+	struct wsp_generate_options opt;
+	wsp_generate_options_init(&opt);
+	unsigned long long v;
+	int c;
+	while ((c = getopt_long(argc, argv, ":fh", lo, NULL)) != -1) {
+		unsigned *dst = NULL;
+		const char *name = NULL;
+		switch (c) {
+		case 'L': dst = &opt.layers; name = "--layers"; break;
+		case 'H': dst = &opt.hidden; name = "--hidden"; break;
+		case 'I': dst = &opt.intermediate; name = "--intermediate"; break;
+		case 'V': dst = &opt.vocab; name = "--vocab"; break;
+		case 'a': dst = &opt.heads; name = "--heads"; break;
+		case 'k': dst = &opt.kv_heads; name = "--kv-heads"; break;
+		case 'd':
+			if (strcasecmp(optarg, "bf16") == 0)
+				opt.dtype = WSP_DTYPE_BF16;
+			else if (strcasecmp(optarg, "f16") == 0)
+				opt.dtype = WSP_DTYPE_F16;
+			else if (strcasecmp(optarg, "f32") == 0)
+				opt.dtype = WSP_DTYPE_F32;
+			else
+				return usage_error("--dtype: must be bf16, f16 or f32, not '%s'", optarg);
+			break;
+		case 's':
+			if (parse_size_opt("--shard-size", optarg, &opt.shard_bytes))
+				return EXIT_USAGE;
+			break;
+		case 'S':
+			if (parse_uint("--seed", optarg, ULLONG_MAX, &v))
+				return EXIT_USAGE;
+			opt.seed = v;
+			break;
+		case 'f': opt.flags |= WSP_CONVERT_FORCE; break;
+		case 'h': fputs(usage_text, stdout); return 0;
+		default: return bad_option(c, argv);
+		}
+		if (dst) {
+			if (parse_uint(name, optarg, UINT_MAX, &v))
+				return EXIT_USAGE;
+			if (v == 0)
+				return usage_error("%s: must be positive", name);
+			*dst = (unsigned)v;
+		}
+	}
+	if (one_operand(argc, argv, "output path"))
+		return EXIT_USAGE;
+	struct progress p;
+	opt.progress = progress_init(&p, "generating");
+	opt.progress_ctx = &p;
+	char err[1024] = "";
+	int rc = wsp_generate(argv[optind], &opt, err, sizeof(err));
+	progress_end(&p);
+	if (rc < 0)
+		return fail(err, rc);
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	static const struct {
+		const char *name;
+		int (*fn)(int, char **);
+	} cmds[] = {{"convert", cmd_convert}, {"unpack", cmd_unpack}, {"info", cmd_info},
+		    {"verify", cmd_verify}, {"generate", cmd_generate}};
+	if (argc < 2)
+		return usage_error("no command given");
+	if (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help") || !strcmp(argv[1], "help")) {
+		fputs(usage_text, stdout);
+		return 0;
+	}
+	if (!strcmp(argv[1], "-V") || !strcmp(argv[1], "--version")) {
+		printf("wspack %d.%d.%d (library %s)\n", WSP_VERSION_MAJOR, WSP_VERSION_MINOR,
+		       WSP_VERSION_PATCH, wsp_version_string());
+		return 0;
+	}
+	opterr = 0;
+	for (size_t i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++) {
+		if (strcmp(argv[1], cmds[i].name) == 0) {
+			static char name[32];
+			snprintf(name, sizeof(name), "wspack %s", cmds[i].name);
+			cmd = name;
+			return cmds[i].fn(argc - 1, argv + 1);
+		}
+	}
+	if (argv[1][0] == '-')
+		return usage_error("unknown option '%s'", argv[1]);
+	return usage_error("unknown command '%s'", argv[1]);
+}
