@@ -25,14 +25,24 @@ struct hcache_config {
 	uint64_t budget_bytes;      /* clamped to available memory, with a notice */
 	uint64_t page_bytes;        /* multiple of 4096; default 2 MiB */
 	unsigned decode_threads;    /* 0: one per core */
+	uint64_t staging_bytes;     /* read staging arena, in slots of up to 8 MiB (at
+	                               least two, each holding the largest chunk);
+	                               0: 2 x the largest layer's stored bytes,
+	                               within [32 MiB, 256 MiB] */
 	enum wsp_policy policy;
 	struct io_config io;
 	struct predictor *predictor;   /* may be NULL (then LRU order) */
-	/* Page-lock hooks; NULL = plain memory. */
+	/* Page-lock hooks; NULL = plain memory.  pin is called from a
+	 * background thread for each piece of the arena (256 MiB, rounded to
+	 * pages) in order; a piece's pages are handed out once it returns.
+	 * unpin gets the start of each piece that pinned, at destroy.  After a
+	 * failure the rest stays pageable (notice, stats, hcache_pin_wait). */
 	int (*pin)(void *ctx, void *p, uint64_t len, struct wsp_err *err);
 	void (*unpin)(void *ctx, void *p);
 	void *pin_ctx;
-	/* Called from a decode thread when a load finishes (status 0 or error). */
+	/* Called from a cache thread (decode, I/O completion or loader) when a
+	 * load finishes (status 0 or error), after the entry changed state and
+	 * waiting gets were woken; no cache lock is held. */
 	void (*on_ready)(void *ctx, uint32_t layer, int status);
 	void *ready_ctx;
 	wsp_trace_fn trace;
@@ -51,11 +61,24 @@ struct hcache_ref {
 	uint64_t raw_bytes;
 };
 
+/*
+ * hits: gets that found the layer present (valid, or loading already) and so
+ * started no read; misses: gets that had to start a load.  prefetch_hits:
+ * the hits that were the first use of a prefetched load (hits minus
+ * prefetch_hits are reuses of data already used once).  loads: loads
+ * started (prefetch or demand); load_failures: those that failed.
+ * read_ns: time with at least one read in flight; decode_ns: decode time
+ * summed over the workers.
+ * pin_error: 0, or the code of the first pinning failure (the message went
+ * to the notice channel and hcache_pin_wait returns it).
+ */
 struct hcache_stats {
 	uint64_t hits, misses, evictions, prefetches, prefetch_wasted;
+	uint64_t prefetch_hits, loads, load_failures;
 	uint64_t bytes_read, bytes_decoded;
 	uint64_t read_ns, decode_ns;
 	uint64_t budget_bytes, pinned_bytes, staging_bytes;
+	int pin_error;
 };
 
 /* Errors: WSP_ETOOBIG when the largest layer does not fit in the budget. */
@@ -63,13 +86,24 @@ int hcache_create(const struct hcache_config *cfg, struct wsp_pack_s *pk, struct
 		  struct wsp_err *err);
 void hcache_destroy(struct hcache *hc);
 const struct io_engine *hcache_io(const struct hcache *hc);
+/* Wait until background pinning has finished: 0 when every page is pinned
+ * (or there is no pin hook), else the pinning error with its message.  The
+ * pages stay usable, only pageable, after a failure: the caller decides. */
+int hcache_pin_wait(struct hcache *hc, struct wsp_err *err);
 
 /* Start loading `layer` if absent; never blocks.  Returns 1 if a load was
- * started, 0 if it is already present or loading, -ENOSPC if room could only
- * be made by evicting something needed sooner (the request is dropped). */
+ * started, 0 if it is already present or loading (or, for a prefetch while
+ * the arena is still being pinned, deferred until the next pinned piece),
+ * -ENOSPC if room could only be made by evicting something needed sooner
+ * (the request is dropped).
+ * A prefetch (policy PREDICT with a predictor) never evicts an entry
+ * predicted to be needed sooner than `layer`; a demand request evicts what
+ * the policy picks among entries not in use, and returns -ENOSPC when every
+ * page is in use or loading (hcache_get then waits for the loads). */
 int hcache_request(struct hcache *hc, uint32_t layer, int is_prefetch);
 /* Take a reference, loading the layer if absent and waiting until it is valid.
- * Returns 0, or the load's error (the entry is then dropped, never valid). */
+ * Returns 0, or the load's error (the entry is then dropped, never valid), or
+ * -ENOSPC when every page is referenced (instead of waiting forever). */
 int hcache_get(struct hcache *hc, uint32_t layer, struct hcache_ref *ref, struct wsp_err *err);
 /* Take a reference only if the layer is valid now: 1 taken, 0 not valid yet. */
 int hcache_try_get(struct hcache *hc, uint32_t layer, struct hcache_ref *ref);

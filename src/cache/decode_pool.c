@@ -1,0 +1,171 @@
+/*
+ * The decode pool: workers, each with its own chunk_decoder, take the chunks
+ * of slices whose reads have completed and decode each straight into the
+ * entry's pages (split at page boundaries).  The last chunk of a slice frees
+ * its staging slot; the last chunk of a layer finishes the load.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cache/hcache_int.h"
+#include "common/util.h"
+
+struct hc_worker {
+	struct hcache *hc;
+	unsigned index;
+	struct chunk_decoder *dec;
+	struct wsp_span *spans;
+	unsigned max_spans;
+	struct wsp_err err;
+};
+
+void hc_pool_push(struct hcache *hc, struct hc_slice *s)
+{
+	pthread_mutex_lock(&hc->pool_lock);
+	s->next = NULL;
+	if (hc->dq_tail)
+		hc->dq_tail->next = s;
+	else
+		hc->dq_head = s;
+	hc->dq_tail = s;
+	pthread_cond_broadcast(&hc->pool_cond);
+	pthread_mutex_unlock(&hc->pool_lock);
+}
+
+static void run_job(struct hc_worker *w, struct hc_slice *s, uint64_t j)
+{
+	struct hcache *hc = w->hc;
+	struct hc_entry *e = &hc->entries[s->layer];
+	if (atomic_load(&e->status) != 0)
+		return;   /* the layer already failed: its pages are dropped */
+	const struct hc_job *job = &hc->jobs[s->job0 + j];
+	const struct wspm_chunk *c = &hc->m->chunks[job->chunk];
+	const struct wspm_tensor *T = &hc->m->tensors[job->tensor];
+	const uint8_t *stored = hc->staging + (uint64_t)s->slot * hc->slot_bytes +
+				(c->offset - s->file_off);
+	unsigned n = 0;
+	uint64_t d = job->dst, left = c->raw_bytes;
+	while (left && n < w->max_spans) {
+		uint64_t pg = d / hc->page_bytes, in = d % hc->page_bytes;
+		uint64_t len = WSP_MIN(left, hc->page_bytes - in);
+		w->spans[n++] = (struct wsp_span){ (uint8_t *)e->page_ptr[pg] + in, (size_t)len };
+		d += len;
+		left -= len;
+	}
+	uint64_t t0 = wsp_now_ns();
+	wsp_err_clear(&w->err);
+	int rc = chunk_decode(w->dec, c, T->dtype, stored, w->spans, n, &w->err);
+	uint64_t t1 = wsp_now_ns();
+	atomic_fetch_add(&hc->c_decode_ns, t1 - t0);
+	hc_trace(hc, WSP_STAGE_DECODE, s->layer, t0, t1, c->raw_bytes, (int)w->index);
+	if (rc >= 0) {
+		atomic_fetch_add(&hc->c_bytes_decoded, c->raw_bytes);
+		return;
+	}
+	int zero = 0;
+	if (atomic_compare_exchange_strong(&e->status, &zero, rc)) {
+		char msg[WSP_ERRMSG_MAX];
+		wsp_err_copy(&w->err, msg, sizeof(msg));
+		wsp_err_set(&e->err, rc, "%s: layer %s, tensor %s, chunk %" PRIu32 " (offset %" PRIu64 "): %s",
+			    hc->paths[hc->m->layers[s->layer].shard], hc_layer_name(hc, s->layer),
+			    wspm_str(hc->m, T->name_off), job->index_in_tensor, c->offset,
+			    msg[0] ? msg : wsp_strerror(rc));
+	}
+}
+
+static void *worker_main(void *arg)
+{
+	struct hc_worker *w = arg;
+	struct hcache *hc = w->hc;
+	for (;;) {
+		pthread_mutex_lock(&hc->pool_lock);
+		while (!hc->dq_head && !hc->pool_stop)
+			pthread_cond_wait(&hc->pool_cond, &hc->pool_lock);
+		struct hc_slice *s = hc->dq_head;
+		uint64_t j = 0;
+		if (s) {
+			j = s->next_job++;
+			if (s->next_job == s->n_jobs) {
+				hc->dq_head = s->next;
+				if (!hc->dq_head)
+					hc->dq_tail = NULL;
+			}
+		}
+		pthread_mutex_unlock(&hc->pool_lock);
+		if (!s)
+			break;   /* stopping and the queue is drained */
+		run_job(w, s, j);
+		struct hc_entry *e = &hc->entries[s->layer];
+		if (atomic_fetch_sub(&s->jobs_left, 1) == 1)
+			hc_loader_release_slot(hc, s->slot);   /* s may be reused now */
+		hc_load_put(hc, e, 1);
+	}
+	return NULL;
+}
+
+static struct hc_worker *workers_of(struct hcache *hc)
+{
+	return hc->wstate;
+}
+
+int hc_pool_start(struct hcache *hc, struct wsp_err *err)
+{
+	unsigned n = hc->cfg.decode_threads ? hc->cfg.decode_threads : wsp_cpu_count();
+	if (n > 1024)
+		n = 1024;
+	hc->workers = calloc(n, sizeof(pthread_t));
+	hc->wstate = calloc(n, sizeof(struct hc_worker));
+	if (!hc->workers || !hc->wstate)
+		return WSP_ERR(err, -ENOMEM, "host cache: out of memory for %u decode workers", n);
+	struct hc_worker *ws = workers_of(hc);
+	unsigned max_spans = (unsigned)(hc->max_chunk_raw / hc->page_bytes + 2);
+	for (unsigned i = 0; i < n; i++) {
+		struct hc_worker *w = &ws[i];
+		w->hc = hc;
+		w->index = i;
+		w->max_spans = max_spans;
+		wsp_err_init(&w->err);
+		hc->n_workers = i + 1;   /* states to free */
+		w->spans = calloc(max_spans, sizeof(*w->spans));
+		if (!w->spans)
+			return WSP_ERR(err, -ENOMEM, "host cache: out of memory for decode workers");
+		int rc = chunk_decoder_create(hc->max_chunk_raw, &w->dec);
+		if (rc < 0)
+			return WSP_ERR(err, rc, "host cache: cannot create a chunk decoder: %s",
+				       wsp_strerror(rc));
+	}
+	for (unsigned i = 0; i < n; i++) {
+		int rc = pthread_create(&hc->workers[i], NULL, worker_main, &ws[i]);
+		if (rc)
+			return WSP_ERR(err, -rc, "host cache: cannot start decode worker %u: %s", i,
+				       strerror(rc));
+		hc->n_workers_started++;
+	}
+	return 0;
+}
+
+/* Workers finish the queued slices before they exit, so that every load in
+ * flight completes (and frees its pages) before the arena goes away. */
+void hc_pool_stop(struct hcache *hc)
+{
+	pthread_mutex_lock(&hc->pool_lock);
+	hc->pool_stop = 1;
+	pthread_cond_broadcast(&hc->pool_cond);
+	pthread_mutex_unlock(&hc->pool_lock);
+	for (unsigned i = 0; i < hc->n_workers_started; i++)
+		pthread_join(hc->workers[i], NULL);
+	hc->n_workers_started = 0;
+	struct hc_worker *ws = workers_of(hc);
+	for (unsigned i = 0; ws && i < hc->n_workers; i++) {
+		chunk_decoder_free(ws[i].dec);
+		free(ws[i].spans);
+		wsp_err_destroy(&ws[i].err);
+	}
+	free(hc->workers);
+	free(hc->wstate);
+	hc->workers = NULL;
+	hc->wstate = NULL;
+	hc->n_workers = 0;
+}

@@ -1,0 +1,417 @@
+/*
+ * The entry state machine of the host tier: ABSENT -> LOADING -> VALID, or
+ * back to ABSENT when a load fails (never valid) or the entry is evicted.
+ * Only VALID entries with no reference are eviction candidates, so nothing
+ * being read, decoded or used is ever evicted.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cache/hcache_int.h"
+#include "common/util.h"
+
+static int job_cmp(const void *a, const void *b, void *arg)
+{
+	const struct wspm_chunk *ch = arg;
+	uint64_t x = ch[((const struct hc_job *)a)->chunk].offset;
+	uint64_t y = ch[((const struct hc_job *)b)->chunk].offset;
+	return x < y ? -1 : x > y;
+}
+
+/* Lay out every layer's chunks in file order with their destinations. */
+int hc_entries_init(struct hcache *hc, struct wsp_err *err)
+{
+	const struct wsp_manifest *m = hc->m;
+	uint64_t n_chunks = m->hdr->n_chunks, bytes;
+	if (ckd_mul(&bytes, n_chunks, (uint64_t)sizeof(struct hc_job)))
+		return WSP_ERR(err, WSP_ETOOBIG, "host cache: %" PRIu64 " chunks", n_chunks);
+	hc->entries = calloc(hc->n_layers ? hc->n_layers : 1, sizeof(*hc->entries));
+	hc->layer_job0 = calloc((size_t)hc->n_layers + 1, sizeof(*hc->layer_job0));
+	hc->layer_zero_all = calloc(hc->n_layers ? hc->n_layers : 1, 1);
+	hc->jobs = malloc(bytes ? bytes : 1);
+	hc->cand = calloc(hc->n_layers ? hc->n_layers : 1, sizeof(*hc->cand));
+	hc->deferred = calloc(hc->n_layers ? hc->n_layers : 1, sizeof(*hc->deferred));
+	hc->started = calloc(hc->n_layers ? hc->n_layers : 1, sizeof(*hc->started));
+	if (!hc->entries || !hc->cand || !hc->deferred || !hc->started || !hc->layer_job0 || !hc->layer_zero_all || !hc->jobs)
+		return WSP_ERR(err, -ENOMEM, "host cache: out of memory for the chunk table");
+
+	uint64_t j = 0;
+	for (uint32_t l = 0; l < hc->n_layers; l++) {
+		const struct wspm_layer *L = &m->layers[l];
+		struct hc_entry *e = &hc->entries[l];
+		uint64_t prev_off = 0, prev_end = 0;
+		int sorted = 1;
+		hc->layer_job0[l] = j;
+		for (uint32_t t = L->first_tensor; t < L->first_tensor + L->n_tensors; t++) {
+			const struct wspm_tensor *T = &m->tensors[t];
+			uint64_t dst = T->layer_offset;
+			if (T->layer_offset < prev_end)
+				hc->layer_zero_all[l] = 1;
+			prev_end = T->layer_offset + T->raw_bytes;
+			for (uint64_t k = 0; k < T->n_chunks; k++) {
+				const struct wspm_chunk *c = &m->chunks[T->first_chunk + k];
+				if (j >= n_chunks)
+					return WSP_ERR(err, WSP_EFORMAT, "host cache: chunk table overflow");
+				hc->jobs[j] = (struct hc_job){ .chunk = T->first_chunk + k, .dst = dst,
+							       .tensor = t,
+							       .index_in_tensor = (uint32_t)k };
+				if (c->offset < prev_off)
+					sorted = 0;
+				prev_off = c->offset;
+				dst += c->raw_bytes;
+				hc->max_chunk_raw = WSP_MAX(hc->max_chunk_raw, c->raw_bytes);
+				hc->max_chunk_stored = WSP_MAX(hc->max_chunk_stored, c->stored_bytes);
+				j++;
+			}
+		}
+		if (!sorted)
+			qsort_r(hc->jobs + hc->layer_job0[l], j - hc->layer_job0[l],
+				sizeof(struct hc_job), job_cmp, (void *)m->chunks);
+		wsp_err_init(&e->err);
+		e->err_init = 1;
+		uint64_t np = (L->raw_bytes + hc->page_bytes - 1) / hc->page_bytes;
+		e->n_pages = (uint32_t)np;   /* bounded by n_pages: checked at create */
+		e->page_idx = calloc(np ? np : 1, sizeof(*e->page_idx));
+		e->page_ptr = calloc(np ? np : 1, sizeof(*e->page_ptr));
+		if (!e->page_idx || !e->page_ptr)
+			return WSP_ERR(err, -ENOMEM, "host cache: out of memory for the page lists");
+	}
+	hc->layer_job0[hc->n_layers] = j;
+	return 0;
+}
+
+void hc_entries_fini(struct hcache *hc)
+{
+	if (hc->entries)
+		for (uint32_t l = 0; l < hc->n_layers; l++) {
+			struct hc_entry *e = &hc->entries[l];
+			if (e->err_init)
+				wsp_err_destroy(&e->err);
+			free(e->page_idx);
+			free(e->page_ptr);
+		}
+	free(hc->entries);
+	free(hc->cand);
+	free(hc->deferred);
+	free(hc->started);
+	free(hc->jobs);
+	free(hc->layer_job0);
+	free(hc->layer_zero_all);
+}
+
+/* Return an entry's pages to the free stack (lock held). */
+static void release_pages(struct hcache *hc, struct hc_entry *e)
+{
+	for (uint32_t k = e->n_pages; k-- > 0;)
+		hc->free_pages[hc->n_free++] = e->page_idx[k];
+	e->state = HC_ABSENT;
+}
+
+static void evict(struct hcache *hc, uint32_t layer)
+{
+	struct hc_entry *e = &hc->entries[layer];
+	if (e->prefetched_unused)
+		atomic_fetch_add(&hc->c_prefetch_wasted, 1);
+	e->prefetched_unused = 0;
+	release_pages(hc, e);
+	atomic_fetch_add(&hc->c_evictions, 1);
+}
+
+/*
+ * Find room for `need` pages (lock held).  The victims are chosen first and
+ * evicted only if enough can be had, so a refused prefetch evicts nothing.
+ * Returns 0, -ENOSPC (refused or nothing evictable), or -EAGAIN when a
+ * demand request would succeed once loads in flight or pinning finish.
+ */
+static int make_room(struct hcache *hc, uint32_t layer, uint32_t need, int is_prefetch)
+{
+	if (hc->n_free >= need)
+		return 0;
+	int predictive = hc->cfg.policy == WSP_POLICY_PREDICT && hc->cfg.predictor;
+	uint64_t want = predictive ? predictor_distance(hc->cfg.predictor, layer) : 0;
+	unsigned n = 0;
+	struct evict_cand *cand = hc->cand;   /* preallocated, used under the lock */
+	for (uint32_t l = 0; l < hc->n_layers; l++) {
+		const struct hc_entry *e = &hc->entries[l];
+		if (e->state != HC_VALID || e->refs || e->waiters || !e->n_pages)
+			continue;
+		cand[n++] = (struct evict_cand){
+			.layer = l, .last_use = e->last_use,
+			.distance = predictive ? predictor_distance(hc->cfg.predictor, l)
+					       : PREDICT_NEVER,
+		};
+	}
+	uint64_t got = hc->n_free;
+	unsigned chosen = 0;   /* victims are moved to the end of cand */
+	int rc = 0;
+	while (got < need) {
+		int i = evict_choose(hc->cfg.policy, cand, n - chosen);
+		if (i < 0) {
+			rc = (!is_prefetch && (hc->n_loading || hc->n_unavailable)) ? -EAGAIN
+										   : -ENOSPC;
+			break;
+		}
+		/* The admission rule that makes prefetching reach Belady on
+		 * cyclic scans: never push out what is needed before `layer`. */
+		if (is_prefetch && predictive && cand[i].distance < want) {
+			rc = -ENOSPC;
+			break;
+		}
+		got += hc->entries[cand[i].layer].n_pages;
+		struct evict_cand t = cand[i];
+		cand[i] = cand[n - chosen - 1];
+		cand[n - chosen - 1] = t;
+		chosen++;
+	}
+	if (rc == 0)
+		for (unsigned k = 0; k < chosen; k++)
+			evict(hc, cand[n - 1 - k].layer);
+	return rc;
+}
+
+/* Start a load of an ABSENT entry (lock held): 1, -ENOSPC or -EAGAIN. */
+static int start_load(struct hcache *hc, uint32_t layer, int is_prefetch)
+{
+	struct hc_entry *e = &hc->entries[layer];
+	int rc = make_room(hc, layer, e->n_pages, is_prefetch);
+	if (rc < 0)
+		return rc;
+	for (uint32_t k = 0; k < e->n_pages; k++) {
+		e->page_idx[k] = hc->free_pages[--hc->n_free];
+		e->page_ptr[k] = hc_page(hc, e->page_idx[k]);
+	}
+	e->state = HC_LOADING;
+	e->last_use = hc->clock;
+	e->loaded_by_prefetch = is_prefetch;
+	e->prefetched_unused = is_prefetch;
+	e->demand = !is_prefetch;
+	hc->n_loading++;
+	uint64_t n_jobs = hc->layer_job0[layer + 1] - hc->layer_job0[layer];
+	atomic_store(&e->pending, n_jobs + 1);
+	atomic_store(&e->status, 0);
+	wsp_err_clear(&e->err);
+	atomic_fetch_add(&hc->c_loads, 1);
+	if (is_prefetch)
+		atomic_fetch_add(&hc->c_prefetches, 1);
+	return 1;
+}
+
+void hc_load_finished(struct hcache *hc, struct hc_entry *e)
+{
+	uint32_t layer = (uint32_t)(e - hc->entries);
+	int status = atomic_load(&e->status);
+	pthread_mutex_lock(&hc->lock);
+	hc->n_loading--;
+	if (status == 0) {
+		e->state = HC_VALID;
+	} else {
+		e->prefetched_unused = 0;
+		release_pages(hc, e);
+		e->fail_code = status;
+		wsp_err_copy(&e->err, e->fail_msg, sizeof(e->fail_msg));
+		e->fail_seq++;
+		atomic_fetch_add(&hc->c_load_failures, 1);
+	}
+	pthread_cond_broadcast(&hc->cond);
+	pthread_mutex_unlock(&hc->lock);
+	if (hc->cfg.on_ready)
+		hc->cfg.on_ready(hc->cfg.ready_ctx, layer, status);
+}
+
+int hcache_request(struct hcache *hc, uint32_t layer, int is_prefetch)
+{
+	if (layer >= hc->n_layers)
+		return WSP_ENOTFOUND;
+	pthread_mutex_lock(&hc->lock);
+	struct hc_entry *e = &hc->entries[layer];
+	int rc = 0;
+	if (e->state == HC_ABSENT) {
+		rc = start_load(hc, layer, is_prefetch);
+		if (rc == -EAGAIN)
+			rc = -ENOSPC;
+		/* The arena is still being pinned: keep the hint until the
+		 * next piece is usable instead of dropping it. */
+		if (rc == -ENOSPC && is_prefetch && hc->n_unavailable) {
+			if (!e->deferred) {
+				e->deferred = 1;
+				hc->deferred[hc->n_deferred++] = layer;
+			}
+			rc = 0;
+		}
+	}
+	pthread_mutex_unlock(&hc->lock);
+	if (rc == 1)
+		hc_loader_queue(hc, e, !is_prefetch);
+	return rc;
+}
+
+void hc_deferred_run(struct hcache *hc)
+{
+	uint32_t n = 0;
+	pthread_mutex_lock(&hc->lock);
+	uint32_t keep = 0;
+	for (uint32_t i = 0; i < hc->n_deferred; i++) {
+		uint32_t l = hc->deferred[i];
+		struct hc_entry *e = &hc->entries[l];
+		int rc = e->state == HC_ABSENT ? start_load(hc, l, 1) : 0;
+		if (rc == 1) {
+			e->deferred = 0;
+			hc->started[n++] = l;
+		} else if (rc < 0 && hc->n_unavailable) {
+			hc->deferred[keep++] = l;   /* more pages are coming */
+		} else {
+			e->deferred = 0;            /* present, loading, or refused for good */
+		}
+	}
+	hc->n_deferred = keep;
+	pthread_mutex_unlock(&hc->lock);
+	/* Only the pinning thread runs this, so `started` is its own. */
+	for (uint32_t i = 0; i < n; i++)
+		hc_loader_queue(hc, &hc->entries[hc->started[i]], 0);
+}
+
+static void fill_ref(struct hcache *hc, uint32_t layer, struct hcache_ref *ref)
+{
+	const struct hc_entry *e = &hc->entries[layer];
+	ref->layer = layer;
+	ref->n_pages = e->n_pages;
+	ref->pages = e->page_ptr;
+	ref->page_bytes = hc->page_bytes;
+	ref->raw_bytes = hc->m->layers[layer].raw_bytes;
+}
+
+/* Take the reference on a VALID entry (lock held). */
+static void take(struct hcache *hc, struct hc_entry *e, struct hcache_ref *ref)
+{
+	e->refs++;
+	e->last_use = ++hc->clock;
+	e->prefetched_unused = 0;
+	fill_ref(hc, (uint32_t)(e - hc->entries), ref);
+}
+
+int hcache_get(struct hcache *hc, uint32_t layer, struct hcache_ref *ref, struct wsp_err *err)
+{
+	if (layer >= hc->n_layers)
+		return WSP_ERR(err, WSP_ENOTFOUND, "host cache: no layer %" PRIu32 " (pack has %" PRIu32 ")",
+			       layer, hc->n_layers);
+	struct hc_entry *e = &hc->entries[layer];
+	int counted = 0, waiting = 0, rc = 0;
+	uint64_t seq = 0;
+	pthread_mutex_lock(&hc->lock);
+	for (;;) {
+		/* The load this get waited for (or started) failed, however
+		 * fast: report it rather than start another one. */
+		if (waiting && e->fail_seq != seq) {
+			rc = WSP_ERR(err, e->fail_code, "%s", e->fail_msg);
+			break;
+		}
+		if (e->state == HC_VALID) {
+			if (!counted) {
+				atomic_fetch_add(&hc->c_hits, 1);
+				if (e->prefetched_unused)
+					atomic_fetch_add(&hc->c_prefetch_hits, 1);
+			}
+			take(hc, e, ref);
+			break;
+		}
+		if (e->state == HC_LOADING) {
+			if (!counted) {
+				atomic_fetch_add(&hc->c_hits, 1);
+				if (e->prefetched_unused)
+					atomic_fetch_add(&hc->c_prefetch_hits, 1);
+				counted = 1;
+			}
+			/* A prefetched load becomes demanded: it is this get's. */
+			e->prefetched_unused = 0;
+			if (!waiting) {
+				waiting = 1;
+				seq = e->fail_seq;
+				e->waiters++;
+				if (!e->demand) {
+					/* Queued as a prefetch: a get now waits for it. */
+					e->demand = 1;
+					pthread_mutex_unlock(&hc->lock);
+					hc_loader_promote(hc, e);
+					pthread_mutex_lock(&hc->lock);
+					continue;
+				}
+			}
+			pthread_cond_wait(&hc->cond, &hc->lock);
+			continue;
+		}
+		/* ABSENT: load it, or wait for room. */
+		int s = start_load(hc, layer, 0);
+		if (s == 1) {
+			if (!counted)
+				atomic_fetch_add(&hc->c_misses, 1);
+			counted = 1;
+			if (!waiting)
+				e->waiters++;
+			waiting = 1;
+			seq = e->fail_seq;
+			pthread_mutex_unlock(&hc->lock);
+			hc_loader_queue(hc, e, 1);
+			pthread_mutex_lock(&hc->lock);
+			continue;
+		}
+		if (s == -EAGAIN) {
+			pthread_cond_wait(&hc->cond, &hc->lock);
+			continue;
+		}
+		char a[32], b[32];
+		rc = WSP_ERR(err, s, s == -ENOSPC ?
+			     "host cache: no room for layer %s (%s): all %s of the cache are in use (release a layer first)" :
+			     "host cache: cannot load layer %s (%s): out of memory (%s)",
+			     hc_layer_name(hc, layer),
+			     wsp_format_size(hc->m->layers[layer].raw_bytes, a, sizeof(a)),
+			     wsp_format_size(hc->arena_bytes, b, sizeof(b)));
+		break;
+	}
+	if (waiting)
+		e->waiters--;
+	pthread_mutex_unlock(&hc->lock);
+	return rc;
+}
+
+int hcache_try_get(struct hcache *hc, uint32_t layer, struct hcache_ref *ref)
+{
+	if (layer >= hc->n_layers)
+		return WSP_ENOTFOUND;
+	int got = 0;
+	pthread_mutex_lock(&hc->lock);
+	struct hc_entry *e = &hc->entries[layer];
+	if (e->state == HC_VALID) {
+		atomic_fetch_add(&hc->c_hits, 1);
+		if (e->prefetched_unused)
+			atomic_fetch_add(&hc->c_prefetch_hits, 1);
+		take(hc, e, ref);
+		got = 1;
+	}
+	pthread_mutex_unlock(&hc->lock);
+	return got;
+}
+
+int hcache_contains(struct hcache *hc, uint32_t layer)
+{
+	if (layer >= hc->n_layers)
+		return 0;
+	pthread_mutex_lock(&hc->lock);
+	int v = hc->entries[layer].state == HC_VALID;
+	pthread_mutex_unlock(&hc->lock);
+	return v;
+}
+
+void hcache_put(struct hcache *hc, struct hcache_ref *ref)
+{
+	if (!ref || ref->layer >= hc->n_layers)
+		return;
+	pthread_mutex_lock(&hc->lock);
+	struct hc_entry *e = &hc->entries[ref->layer];
+	if (e->refs && --e->refs == 0)
+		pthread_cond_broadcast(&hc->cond);
+	pthread_mutex_unlock(&hc->lock);
+	ref->pages = NULL;
+	ref->n_pages = 0;
+}

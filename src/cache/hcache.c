@@ -1,0 +1,216 @@
+/*
+ * The host tier: creation (budget, clamping, workers), teardown, counters.
+ * See hcache.h for the contract and hcache_int.h for how the files divide
+ * the work.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cache/hcache_int.h"
+#include "common/util.h"
+
+#define HC_DEFAULT_PAGE (2ull << 20)
+#define HC_DEFAULT_BUDGET_MAX (8ull << 30)
+
+void hc_notice(struct hcache *hc, const char *fmt, ...)
+{
+	if (!hc->cfg.notice)
+		return;
+	char msg[WSP_ERRMSG_MAX];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	hc->cfg.notice(hc->cfg.notice_ctx, msg);
+}
+
+void hc_trace(struct hcache *hc, enum wsp_stage st, uint32_t layer, uint64_t b, uint64_t e,
+	      uint64_t bytes, int thread)
+{
+	if (!hc->cfg.trace)
+		return;
+	struct wsp_trace_event ev = {
+		.stage = st, .layer = layer, .begin_ns = b, .end_ns = e, .bytes = bytes,
+		.thread = thread,
+	};
+	hc->cfg.trace(hc->cfg.trace_ctx, &ev);
+}
+
+const char *hc_layer_name(const struct hcache *hc, uint32_t layer)
+{
+	return wspm_str(hc->m, hc->m->layers[layer].name_off);
+}
+
+/* The budget actually used: the default, or the request clamped to 90% of
+ * the memory the process may use (RELIABILITY item 26), said once. */
+static uint64_t choose_budget(struct hcache *hc, uint64_t want)
+{
+	const char *why = NULL;
+	uint64_t avail = wsp_memory_available(&why);
+	if (!want) {
+		want = avail ? avail / 4 : HC_DEFAULT_BUDGET_MAX;
+		return WSP_MIN(want, HC_DEFAULT_BUDGET_MAX);
+	}
+	uint64_t limit = avail / 10 * 9;
+	if (avail && want > limit) {
+		char a[32], b[32], c[32];
+		hc_notice(hc, "host cache budget %s is above the memory available (%s, %s): using %s (90%%)",
+			  wsp_format_size(want, a, sizeof(a)), wsp_format_size(avail, b, sizeof(b)),
+			  why ? why : "MemAvailable", wsp_format_size(limit, c, sizeof(c)));
+		want = limit;
+	}
+	return want;
+}
+
+static int check_fits(struct hcache *hc, uint64_t budget, uint64_t asked, struct wsp_err *err)
+{
+	uint64_t pages = budget / hc->page_bytes;
+	for (uint32_t l = 0; l < hc->n_layers; l++) {
+		uint64_t raw = hc->m->layers[l].raw_bytes;
+		uint64_t need = (raw + hc->page_bytes - 1) / hc->page_bytes;
+		if (need > pages) {
+			char a[32], b[32], c[32];
+			return WSP_ERR(err, WSP_ETOOBIG,
+				       "host cache: layer %s needs %s (%" PRIu64 " pages of %s) but the budget holds %" PRIu64 " pages (%s%s)",
+				       hc_layer_name(hc, l), wsp_format_size(raw, a, sizeof(a)), need,
+				       wsp_format_size(hc->page_bytes, b, sizeof(b)), pages,
+				       wsp_format_size(pages * hc->page_bytes, c, sizeof(c)),
+				       budget < asked ? ", after clamping to the memory available" : "");
+		}
+	}
+	return 0;
+}
+
+int hcache_create(const struct hcache_config *cfg, struct wsp_pack_s *pk, struct hcache **out,
+		  struct wsp_err *err)
+{
+	*out = NULL;
+	uint64_t page = cfg->page_bytes ? cfg->page_bytes : HC_DEFAULT_PAGE;
+	if (page % WSP_ALIGN_DIRECT || page > (1ull << 40))
+		return WSP_ERR(err, -EINVAL, "host cache: page size %" PRIu64 " is not a multiple of 4096",
+			       page);
+	struct hcache *hc = calloc(1, sizeof(*hc));
+	if (!hc)
+		return WSP_ERR(err, -ENOMEM, "host cache: out of memory");
+	hc->cfg = *cfg;
+	hc->pk = pk;
+	hc->m = &pk->m;
+	hc->n_layers = pk->m.hdr->n_layers;
+	hc->page_bytes = page;
+	pthread_mutex_init(&hc->lock, NULL);
+	pthread_cond_init(&hc->cond, NULL);
+	pthread_mutex_init(&hc->stage_lock, NULL);
+	pthread_cond_init(&hc->stage_cond, NULL);
+	pthread_mutex_init(&hc->pool_lock, NULL);
+	pthread_cond_init(&hc->pool_cond, NULL);
+	pthread_mutex_init(&hc->rd_lock, NULL);
+
+	uint64_t budget = choose_budget(hc, cfg->budget_bytes);
+	int rc = check_fits(hc, budget, cfg->budget_bytes, err);
+	if (rc < 0)
+		goto fail;
+	uint32_t n_shards = hc->m->hdr->n_shards;
+	hc->paths = calloc(n_shards ? n_shards : 1, sizeof(*hc->paths));
+	if (!hc->paths) {
+		rc = WSP_ERR(err, -ENOMEM, "host cache: out of memory");
+		goto fail;
+	}
+	for (uint32_t i = 0; i < n_shards; i++) {
+		char buf[4096];
+		pack_shard_path(pk, i, buf, sizeof(buf));
+		if (!(hc->paths[i] = strdup(buf))) {
+			rc = WSP_ERR(err, -ENOMEM, "host cache: out of memory");
+			goto fail;
+		}
+	}
+	if ((rc = hc_entries_init(hc, err)) < 0 || (rc = hc_pages_init(hc, budget, err)) < 0 ||
+	    (rc = hc_pool_start(hc, err)) < 0 || (rc = hc_loader_start(hc, err)) < 0 ||
+	    (rc = hc_pin_start(hc, err)) < 0)
+		goto fail;
+	*out = hc;
+	return 0;
+fail:
+	hcache_destroy(hc);
+	return rc;
+}
+
+void hcache_destroy(struct hcache *hc)
+{
+	if (!hc)
+		return;
+	hc_pin_stop(hc);      /* first: it may start deferred prefetches */
+	hc_loader_stop(hc);   /* cancels queued loads, waits for reads in flight */
+	hc_pool_stop(hc);     /* decodes what was read: every load finishes */
+	hc_loader_fini(hc);
+	hc_pages_fini(hc);
+	hc_entries_fini(hc);
+	if (hc->paths)
+		for (uint32_t i = 0; i < hc->m->hdr->n_shards; i++)
+			free(hc->paths[i]);
+	free(hc->paths);
+	pthread_mutex_destroy(&hc->lock);
+	pthread_cond_destroy(&hc->cond);
+	pthread_mutex_destroy(&hc->stage_lock);
+	pthread_cond_destroy(&hc->stage_cond);
+	pthread_mutex_destroy(&hc->pool_lock);
+	pthread_cond_destroy(&hc->pool_cond);
+	pthread_mutex_destroy(&hc->rd_lock);
+	free(hc);
+}
+
+const struct io_engine *hcache_io(const struct hcache *hc)
+{
+	return hc->io;
+}
+
+int hcache_pin_wait(struct hcache *hc, struct wsp_err *err)
+{
+	pthread_mutex_lock(&hc->lock);
+	while (hc->n_unavailable && hc->pin_thread_started)
+		pthread_cond_wait(&hc->cond, &hc->lock);
+	int rc = hc->pin_status;
+	if (rc < 0)
+		WSP_ERR(err, rc, "%s", hc->pin_msg);
+	pthread_mutex_unlock(&hc->lock);
+	return rc;
+}
+
+#define LD(x) atomic_load(&hc->x)
+void hcache_get_stats(struct hcache *hc, struct hcache_stats *out)
+{
+	memset(out, 0, sizeof(*out));
+	out->hits = LD(c_hits);
+	out->misses = LD(c_misses);
+	out->evictions = LD(c_evictions);
+	out->prefetches = LD(c_prefetches);
+	out->prefetch_wasted = LD(c_prefetch_wasted);
+	out->prefetch_hits = LD(c_prefetch_hits);
+	out->loads = LD(c_loads);
+	out->load_failures = LD(c_load_failures);
+	out->bytes_read = LD(c_bytes_read);
+	out->bytes_decoded = LD(c_bytes_decoded);
+	out->read_ns = LD(c_read_ns);
+	out->decode_ns = LD(c_decode_ns);
+	out->budget_bytes = hc->arena_bytes;
+	out->staging_bytes = hc->staging_bytes;
+	pthread_mutex_lock(&hc->lock);
+	out->pinned_bytes = hc->pinned_bytes;
+	out->pin_error = hc->pin_status;
+	pthread_mutex_unlock(&hc->lock);
+}
+
+void hcache_reset_stats(struct hcache *hc)
+{
+	atomic_uint_fast64_t *c[] = {
+		&hc->c_hits, &hc->c_misses, &hc->c_evictions, &hc->c_prefetches,
+		&hc->c_prefetch_wasted, &hc->c_prefetch_hits, &hc->c_loads,
+		&hc->c_load_failures, &hc->c_bytes_read, &hc->c_bytes_decoded,
+		&hc->c_read_ns, &hc->c_decode_ns,
+	};
+	for (size_t i = 0; i < WSP_ARRAY_SIZE(c); i++)
+		atomic_store(c[i], 0);
+}

@@ -1,0 +1,339 @@
+/*
+ * The loader: one thread takes queued loads (demand loads first) and reads
+ * each layer's stored bytes into staging slots, a slice of whole chunks at a
+ * time.  When a slice's read completes the decode pool decodes its chunks
+ * into the entry's pages while the next slices are being read, so reading
+ * and decoding overlap within a layer as well as across layers.
+ *
+ * Slices start at a 4096-aligned offset (chunks need not be aligned; the
+ * few bytes before the first chunk are read again) and their span fits a
+ * slot, so O_DIRECT constraints hold: layers start on 4096 and shards are
+ * padded to 4096, so a span never passes the end of a file.
+ *
+ * Raw-codec chunks are copied from staging by the decode workers too; reading
+ * them straight into the pages would save a copy (a later optimization).
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+
+#include "cache/hcache_int.h"
+#include "common/util.h"
+
+#define HC_SLOT_MIN (8ull << 20)
+#define HC_STAGING_MIN (32ull << 20)
+#define HC_STAGING_MAX (256ull << 20)
+
+void hc_load_put(struct hcache *hc, struct hc_entry *e, uint64_t n)
+{
+	if (n && atomic_fetch_sub(&e->pending, n) == n)
+		hc_load_finished(hc, e);
+}
+
+/* Record the load's first failure: 1 if this call is the first (and so
+ * writes the message), 0 if the load had already failed. */
+static int fail_first(struct hc_entry *e, int rc)
+{
+	int zero = 0;
+	return atomic_compare_exchange_strong(&e->status, &zero, rc);
+}
+
+void hc_loader_queue(struct hcache *hc, struct hc_entry *e, int demand)
+{
+	pthread_mutex_lock(&hc->stage_lock);
+	e->next_load = NULL;
+	if (!hc->load_head) {
+		hc->load_head = hc->load_tail = e;
+	} else if (demand) {
+		/* A get is waiting for it: ahead of prefetches. */
+		e->next_load = hc->load_head;
+		hc->load_head = e;
+	} else {
+		hc->load_tail->next_load = e;
+		hc->load_tail = e;
+	}
+	pthread_cond_broadcast(&hc->stage_cond);
+	pthread_mutex_unlock(&hc->stage_lock);
+}
+
+void hc_loader_promote(struct hcache *hc, struct hc_entry *e)
+{
+	pthread_mutex_lock(&hc->stage_lock);
+	struct hc_entry *prev = NULL, *q = hc->load_head;
+	while (q && q != e) {
+		prev = q;
+		q = q->next_load;
+	}
+	if (q && prev) {   /* queued, not first: unlink and put in front */
+		prev->next_load = e->next_load;
+		if (hc->load_tail == e)
+			hc->load_tail = prev;
+		e->next_load = hc->load_head;
+		hc->load_head = e;
+	}
+	pthread_mutex_unlock(&hc->stage_lock);
+}
+
+void hc_loader_release_slot(struct hcache *hc, unsigned slot)
+{
+	pthread_mutex_lock(&hc->stage_lock);
+	hc->free_slots[hc->n_free_slots++] = slot;
+	pthread_cond_broadcast(&hc->stage_cond);
+	pthread_mutex_unlock(&hc->stage_lock);
+}
+
+static void reads_begin(struct hcache *hc, uint64_t now)
+{
+	pthread_mutex_lock(&hc->rd_lock);
+	if (hc->rd_in_flight++ == 0)
+		hc->rd_since = now;
+	pthread_mutex_unlock(&hc->rd_lock);
+}
+
+static void reads_end(struct hcache *hc, uint64_t now)
+{
+	pthread_mutex_lock(&hc->rd_lock);
+	if (--hc->rd_in_flight == 0)
+		atomic_fetch_add(&hc->c_read_ns, now - hc->rd_since);
+	pthread_mutex_unlock(&hc->rd_lock);
+}
+
+static void read_done(struct io_req *r, int result)
+{
+	struct hc_slice *s = r->ctx;
+	struct hcache *hc = s->hc;
+	struct hc_entry *e = &hc->entries[s->layer];
+	uint64_t end = wsp_now_ns();
+	reads_end(hc, end);
+	hc_trace(hc, WSP_STAGE_READ, s->layer, s->read_begin, end, r->length, (int)s->slot);
+	if (result >= 0) {
+		atomic_fetch_add(&hc->c_bytes_read, r->length);
+		atomic_store(&s->jobs_left, s->n_jobs);
+		s->next_job = 0;
+		hc_pool_push(hc, s);
+		return;
+	}
+	if (fail_first(e, result)) {
+		char msg[WSP_ERRMSG_MAX];
+		wsp_err_copy(&s->io_err, msg, sizeof(msg));
+		wsp_err_set(&e->err, result, "%s: layer %s: reading %" PRIu64 " bytes at offset %" PRIu64 ": %s",
+			    hc->paths[r->file], hc_layer_name(hc, s->layer), r->length, r->offset,
+			    msg[0] ? msg : wsp_strerror(result));
+	}
+	uint64_t n = s->n_jobs;
+	hc_loader_release_slot(hc, s->slot);
+	hc_load_put(hc, e, n);
+}
+
+static void zero_range(struct hcache *hc, struct hc_entry *e, uint64_t off, uint64_t len)
+{
+	while (len) {
+		uint64_t pg = off / hc->page_bytes, in = off % hc->page_bytes;
+		uint64_t n = WSP_MIN(len, hc->page_bytes - in);
+		memset((uint8_t *)e->page_ptr[pg] + in, 0, n);
+		off += n;
+		len -= n;
+	}
+}
+
+/* Pages are reused: clear the alignment padding between tensors once per
+ * load so that a layer's bytes never depend on what the pages held before. */
+static void zero_gaps(struct hcache *hc, uint32_t layer, struct hc_entry *e)
+{
+	const struct wspm_layer *L = &hc->m->layers[layer];
+	if (hc->layer_zero_all[layer]) {
+		zero_range(hc, e, 0, L->raw_bytes);
+		return;
+	}
+	uint64_t at = 0;
+	for (uint32_t t = L->first_tensor; t < L->first_tensor + L->n_tensors; t++) {
+		const struct wspm_tensor *T = &hc->m->tensors[t];
+		if (T->layer_offset > at)
+			zero_range(hc, e, at, T->layer_offset - at);
+		at = T->layer_offset + T->raw_bytes;
+	}
+	if (L->raw_bytes > at)
+		zero_range(hc, e, at, L->raw_bytes - at);
+}
+
+/* A free staging slot, waiting for one; -1 when the cache is closing. */
+static int get_slot(struct hcache *hc)
+{
+	int slot = -1;
+	pthread_mutex_lock(&hc->stage_lock);
+	while (!hc->n_free_slots && !hc->loader_stop)
+		pthread_cond_wait(&hc->stage_cond, &hc->stage_lock);
+	if (!hc->loader_stop)
+		slot = (int)hc->free_slots[--hc->n_free_slots];
+	pthread_mutex_unlock(&hc->stage_lock);
+	return slot;
+}
+
+static void run_load(struct hcache *hc, struct hc_entry *e)
+{
+	uint32_t layer = (uint32_t)(e - hc->entries);
+	const struct wspm_layer *L = &hc->m->layers[layer];
+	const struct wspm_chunk *ch = hc->m->chunks;
+	uint64_t j = hc->layer_job0[layer], j1 = hc->layer_job0[layer + 1];
+
+	zero_gaps(hc, layer, e);
+	while (j < j1) {
+		if (atomic_load(&e->status) != 0)
+			break;
+		int slot = get_slot(hc);
+		if (slot < 0) {
+			if (fail_first(e, -ECANCELED))
+				wsp_err_set(&e->err, -ECANCELED, "layer %s: the host cache is closing",
+					    hc_layer_name(hc, layer));
+			break;
+		}
+		const struct wspm_chunk *c0 = &ch[hc->jobs[j].chunk];
+		uint64_t start = wsp_align_down(c0->offset, WSP_ALIGN_DIRECT);
+		uint64_t end = c0->offset + c0->stored_bytes, k = j + 1;
+		for (; k < j1; k++) {
+			const struct wspm_chunk *c = &ch[hc->jobs[k].chunk];
+			uint64_t ne = WSP_MAX(end, c->offset + c->stored_bytes);
+			if (io_span(ne - start) > hc->slot_bytes)
+				break;
+			end = ne;
+		}
+		struct hc_slice *s = &hc->slices[slot];
+		s->layer = layer;
+		s->file_off = start;
+		s->job0 = j;
+		s->n_jobs = k - j;
+		s->req = (struct io_req){
+			.file = L->shard, .offset = start, .length = end - start,
+			.buf = hc->staging + (uint64_t)slot * hc->slot_bytes,
+			.done = read_done, .ctx = s, .err = &s->io_err,
+		};
+		wsp_err_clear(&s->io_err);
+		s->read_begin = wsp_now_ns();
+		reads_begin(hc, s->read_begin);
+		j = k;
+		int rc = io_submit(hc->io, &s->req);
+		if (rc < 0)
+			read_done(&s->req, rc);   /* not queued: done will not be called */
+	}
+	/* Jobs never dispatched, and the loader's own hold. */
+	hc_load_put(hc, e, (j1 - j) + 1);
+}
+
+static void *loader_main(void *arg)
+{
+	struct hcache *hc = arg;
+	for (;;) {
+		pthread_mutex_lock(&hc->stage_lock);
+		while (!hc->load_head && !hc->loader_stop)
+			pthread_cond_wait(&hc->stage_cond, &hc->stage_lock);
+		struct hc_entry *e = hc->load_head;
+		if (e) {
+			hc->load_head = e->next_load;
+			if (!hc->load_head)
+				hc->load_tail = NULL;
+		}
+		int stop = hc->loader_stop;
+		pthread_mutex_unlock(&hc->stage_lock);
+		if (!e)
+			break;
+		if (stop && fail_first(e, -ECANCELED))
+			wsp_err_set(&e->err, -ECANCELED, "layer %s: the host cache is closing",
+				    hc_layer_name(hc, (uint32_t)(e - hc->entries)));
+		run_load(hc, e);   /* cancelled loads only finish */
+	}
+	return NULL;
+}
+
+int hc_loader_start(struct hcache *hc, struct wsp_err *err)
+{
+	uint64_t max_span = 0;
+	for (uint32_t l = 0; l < hc->n_layers; l++)
+		max_span = WSP_MAX(max_span, io_span(hc->m->layers[l].stored_bytes));
+	/* A slot holds the largest chunk wherever it starts within a page. */
+	uint64_t chunk_need = wsp_align_up(hc->max_chunk_stored, WSP_ALIGN_DIRECT) +
+			      2 * WSP_ALIGN_DIRECT;
+	uint64_t want = hc->cfg.staging_bytes;
+	if (want)   /* a small arena asked for: smaller slots, at least two */
+		hc->slot_bytes = WSP_MAX(chunk_need, wsp_align_down(WSP_MIN(HC_SLOT_MIN, want / 2),
+								    WSP_ALIGN_DIRECT));
+	else
+		hc->slot_bytes = WSP_MAX(chunk_need, HC_SLOT_MIN);
+	if (!want)
+		want = WSP_MIN(WSP_MAX(2 * max_span, HC_STAGING_MIN), HC_STAGING_MAX);
+	uint64_t n = WSP_MAX(want / hc->slot_bytes, 2);
+	if (n > 4096)
+		n = 4096;
+	hc->n_slots = (unsigned)n;
+	hc->staging_bytes = n * hc->slot_bytes;
+	void *p = mmap(NULL, hc->staging_bytes, PROT_READ | PROT_WRITE,
+		       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (p == MAP_FAILED) {
+		int e = errno;
+		char sz[32];
+		return WSP_ERR(err, -e, "host cache: mapping %s of staging failed: %s",
+			       wsp_format_size(hc->staging_bytes, sz, sizeof(sz)), strerror(e));
+	}
+	hc->staging = p;
+	hc->slices = calloc(n, sizeof(*hc->slices));
+	hc->free_slots = calloc(n, sizeof(*hc->free_slots));
+	if (!hc->slices || !hc->free_slots)
+		return WSP_ERR(err, -ENOMEM, "host cache: out of memory for staging slots");
+	for (unsigned i = 0; i < n; i++) {
+		hc->slices[i].hc = hc;
+		hc->slices[i].slot = i;
+		wsp_err_init(&hc->slices[i].io_err);
+		hc->free_slots[hc->n_free_slots++] = (unsigned)(n - 1 - i);
+	}
+
+	struct io_config ioc = hc->cfg.io;
+	if (!ioc.notice) {
+		ioc.notice = hc->cfg.notice;
+		ioc.notice_ctx = hc->cfg.notice_ctx;
+	}
+	int rc = io_engine_open(&ioc, (const char *const *)hc->paths, hc->m->hdr->n_shards,
+				&hc->io, err);
+	if (rc < 0)
+		return rc;
+	/* Not fatal: the engine reads without a fixed buffer and says so. */
+	(void)io_engine_register_buffer(hc->io, hc->staging, hc->staging_bytes);
+
+	rc = pthread_create(&hc->loader, NULL, loader_main, hc);
+	if (rc)
+		return WSP_ERR(err, -rc, "host cache: cannot start the loader thread: %s",
+			       strerror(rc));
+	hc->loader_started = 1;
+	return 0;
+}
+
+/* Stop taking loads, cancel the queued ones, then wait for reads in flight
+ * (their completions still feed the decode pool, which is stopped after). */
+void hc_loader_stop(struct hcache *hc)
+{
+	if (hc->loader_started) {
+		pthread_mutex_lock(&hc->stage_lock);
+		hc->loader_stop = 1;
+		pthread_cond_broadcast(&hc->stage_cond);
+		pthread_mutex_unlock(&hc->stage_lock);
+		pthread_join(hc->loader, NULL);
+		hc->loader_started = 0;
+	}
+	if (hc->io)
+		io_engine_close(hc->io);
+	hc->io = NULL;
+}
+
+void hc_loader_fini(struct hcache *hc)
+{
+	if (hc->slices)
+		for (unsigned i = 0; i < hc->n_slots; i++)
+			wsp_err_destroy(&hc->slices[i].io_err);
+	free(hc->slices);
+	free(hc->free_slots);
+	if (hc->staging)
+		munmap(hc->staging, hc->staging_bytes);
+	hc->slices = NULL;
+	hc->free_slots = NULL;
+	hc->staging = NULL;
+}
