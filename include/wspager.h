@@ -188,6 +188,15 @@ int wsp_pack_verify(wsp_pack *pk, unsigned threads, wsp_progress_fn progress, vo
  * Not thread-safe for one handle. */
 int wsp_pack_read_layer(wsp_pack *pk, uint32_t layer, void *dst);
 
+/* Read the pack's shard data (at most `limit` bytes, 0: all) through the
+ * pager's own I/O engine exactly as a cold run issues it (whole layers in
+ * pack order; backend, O_DIRECT and queue depth from `opt`, or the defaults
+ * when NULL), without decoding.  The disk-side ceiling a cold run is measured
+ * against.  *bytes and *ns receive what was read and how long it took. */
+struct wsp_options;
+int wsp_pack_measure_read(wsp_pack *pk, const struct wsp_options *opt, uint64_t limit,
+			  uint64_t *bytes, uint64_t *ns);
+
 #define WSP_UNPACK_FORCE 1u  /* replace an existing output directory */
 /* Write the original safetensors files (and model.safetensors.index.json if
  * the source had one) into `out_dir`, byte-identical to the inputs: same
@@ -316,6 +325,7 @@ struct wsp_stats {
 	unsigned gpu_slots;
 	char io_backend[16];        /* "uring", "pread", "mmap" */
 	int direct_io;              /* 1 when reads bypass the page cache */
+	uint64_t staging_bytes;     /* read staging arena, outside the host budget */
 };
 /* A consistent snapshot of the counters.  Thread-safe. */
 int wsp_get_stats(wsp_pager *pg, struct wsp_stats *out);

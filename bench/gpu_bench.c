@@ -1,0 +1,316 @@
+/*
+ * gpu_bench: the GPU tier against the machine's own ceiling, in one run.
+ *
+ *  0. ceiling: pinned host->GPU bandwidth, cudaMemcpyAsync of 64 MiB pieces
+ *     from cudaHostRegister'ed memory;
+ *  1. host-resident streaming: a pack that fits in the host tier, many
+ *     passes of acquire/release with no compute: GB/s moved into slots as a
+ *     fraction of the ceiling (target >= 95%);
+ *  2. overlap: a compute kernel per layer that takes 1.2x the layer's
+ *     transfer time (a spin calibrated from the measured ceiling); the
+ *     fraction of run time the compute stream waited for weights, measured
+ *     with events as the gaps between one layer's compute end and the next
+ *     one's start (target <= 3%).
+ *
+ * Exits 77 without a CUDA device.  Usage:
+ *	gpu_bench [--layers N] [--hidden H] [--passes P] [--slots S]
+ *	          [--device D] [--dir DIR] [--keep]
+ */
+#include <errno.h>
+#include <ftw.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cuda_runtime_api.h>
+
+#include "common/util.h"
+#include "wspager.h"
+
+int wsp_bench_launch_spin(const void *w, uint64_t spin_ns, unsigned long long *sink,
+			  cudaStream_t s);
+
+#define CU(call)                                                                       \
+	do {                                                                           \
+		cudaError_t cu_rc_ = (call);                                           \
+		if (cu_rc_ != cudaSuccess) {                                           \
+			fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #call,  \
+				cudaGetErrorString(cu_rc_));                           \
+			exit(1);                                                       \
+		}                                                                      \
+	} while (0)
+
+struct args {
+	unsigned layers, hidden, passes, slots;
+	int device, keep;
+	const char *dir;
+};
+
+static double ms_between(cudaEvent_t a, cudaEvent_t b)
+{
+	float ms = 0;
+	CU(cudaEventElapsedTime(&ms, a, b));
+	return ms;
+}
+
+/* 0. The ceiling: 64 MiB pieces from page-locked memory. */
+static double pinned_ceiling(int device)
+{
+	const uint64_t piece = 64ull << 20, total = 512ull << 20;
+	void *h = mmap(NULL, total, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (h == MAP_FAILED) {
+		perror("mmap");
+		exit(1);
+	}
+	memset(h, 1, total);
+	CU(cudaHostRegister(h, total, cudaHostRegisterDefault));
+	void *d;
+	CU(cudaMalloc(&d, total));
+	cudaStream_t s;
+	cudaEvent_t a, b;
+	CU(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+	CU(cudaEventCreate(&a));
+	CU(cudaEventCreate(&b));
+	for (uint64_t off = 0; off < total; off += piece)   /* warm-up */
+		CU(cudaMemcpyAsync((char *)d + off, (char *)h + off, piece, cudaMemcpyHostToDevice, s));
+	const int reps = 8;
+	CU(cudaEventRecord(a, s));
+	for (int r = 0; r < reps; r++)
+		for (uint64_t off = 0; off < total; off += piece)
+			CU(cudaMemcpyAsync((char *)d + off, (char *)h + off, piece,
+					   cudaMemcpyHostToDevice, s));
+	CU(cudaEventRecord(b, s));
+	CU(cudaEventSynchronize(b));
+	double gbs = (double)total * reps / (ms_between(a, b) * 1e6);
+	CU(cudaEventDestroy(a));
+	CU(cudaEventDestroy(b));
+	CU(cudaStreamDestroy(s));
+	CU(cudaFree(d));
+	CU(cudaHostUnregister(h));
+	munmap(h, total);
+	return gbs;
+}
+
+static void make_pack(const struct args *a, const char *dir, char *pack, size_t len)
+{
+	char model[700], err[512];
+	struct wsp_generate_options g;
+	struct wsp_convert_options c;
+	snprintf(pack, len, "%s/pack", dir);
+	if (access(pack, F_OK) == 0)
+		return;   /* --dir with a pack from an earlier run */
+	snprintf(model, sizeof(model), "%s/model.safetensors", dir);
+	wsp_generate_options_init(&g);
+	g.layers = a->layers;
+	g.hidden = a->hidden;
+	g.intermediate = a->hidden * 11 / 4;
+	g.vocab = 8192;
+	fprintf(stderr, "generating %u layers of hidden %u ...\n", a->layers, a->hidden);
+	int rc = wsp_generate(model, &g, err, sizeof(err));
+	if (rc == 0) {
+		wsp_convert_options_init(&c);
+		const char *in[] = { model };
+		rc = wsp_convert(in, 1, pack, &c, err, sizeof(err));
+	}
+	if (rc < 0) {
+		fprintf(stderr, "preparing the pack: %s\n", err);
+		exit(1);
+	}
+	unlink(model);
+}
+
+static void pass(wsp_pager *pg, uint32_t n, cudaStream_t s, uint64_t spin_ns,
+		 unsigned long long *sink, cudaEvent_t *ev_start, cudaEvent_t *ev_end)
+{
+	for (uint32_t l = 0; l < n; l++) {
+		const struct wsp_layer *L;
+		if (wsp_acquire(pg, l, s, &L) < 0) {
+			fprintf(stderr, "acquire %u: %s\n", l, wsp_errmsg(pg));
+			exit(1);
+		}
+		if (spin_ns) {
+			CU(cudaEventRecord(ev_start[l], s));
+			CU((cudaError_t)wsp_bench_launch_spin(L->data, spin_ns, sink, s));
+			CU(cudaEventRecord(ev_end[l], s));
+		}
+		if (wsp_release(pg, l, s) < 0) {
+			fprintf(stderr, "release %u: %s\n", l, wsp_errmsg(pg));
+			exit(1);
+		}
+	}
+}
+
+static void log_notice(void *ctx, const char *msg)
+{
+	fprintf(stderr, "notice: %s\n", msg);
+}
+
+static int rm_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
+{
+	return remove(path);
+}
+
+int main(int argc, char **argv)
+{
+	struct args a = { .layers = 16, .hidden = 2048, .passes = 10, .slots = 3, .device = 0 };
+	static const struct option lo[] = {
+		{ "layers", 1, 0, 'l' }, { "hidden", 1, 0, 'H' }, { "passes", 1, 0, 'p' },
+		{ "slots", 1, 0, 's' },  { "device", 1, 0, 'd' }, { "dir", 1, 0, 'D' },
+		{ "keep", 0, 0, 'k' },   { 0, 0, 0, 0 },
+	};
+	int c;
+	while ((c = getopt_long(argc, argv, "", lo, NULL)) != -1) {
+		switch (c) {
+		case 'l': a.layers = (unsigned)atoi(optarg); break;
+		case 'H': a.hidden = (unsigned)atoi(optarg); break;
+		case 'p': a.passes = (unsigned)atoi(optarg); break;
+		case 's': a.slots = (unsigned)atoi(optarg); break;
+		case 'd': a.device = atoi(optarg); break;
+		case 'D': a.dir = optarg; break;
+		case 'k': a.keep = 1; break;
+		default:
+			fprintf(stderr, "usage: %s [--layers N] [--hidden H] [--passes P] [--slots S] "
+					"[--device D] [--dir DIR] [--keep]\n", argv[0]);
+			return 2;
+		}
+	}
+	int ndev = 0;
+	cudaError_t crc = cudaGetDeviceCount(&ndev);
+	if (crc != cudaSuccess || ndev == 0) {
+		fprintf(stderr, "skip: no CUDA device (%s)\n",
+			crc != cudaSuccess ? cudaGetErrorString(crc) : "count 0");
+		return 77;
+	}
+	if (a.passes < 2 || a.layers < 2 || a.slots < 2) {
+		fprintf(stderr, "need at least 2 passes, 2 layers and 2 slots\n");
+		return 2;
+	}
+	CU(cudaSetDevice(a.device));
+
+	char tmpl[600], pack[700];
+	const char *dir = a.dir;
+	if (!dir) {
+		const char *t = getenv("TMPDIR");
+		snprintf(tmpl, sizeof(tmpl), "%s/wsp-gpu-bench-XXXXXX", t && *t ? t : "/tmp");
+		if (!mkdtemp(tmpl)) {
+			perror("mkdtemp");
+			return 1;
+		}
+		dir = tmpl;
+	}
+	make_pack(&a, dir, pack, sizeof(pack));
+
+	double ceiling = pinned_ceiling(a.device);
+
+	/* A host tier holding the whole model: after a warm pass every acquire
+	 * is served from pinned host pages. */
+	struct wsp_options o;
+	char err[512];
+	wsp_pager *pg;
+	wsp_options_init(&o);
+	o.device = a.device;
+	o.gpu_slots = a.slots;
+	o.log = log_notice;
+	wsp_pack *pk;
+	struct wsp_pack_summary sum;
+	if (wsp_pack_open(pack, &pk, err, sizeof(err)) < 0) {
+		fprintf(stderr, "%s\n", err);
+		return 1;
+	}
+	wsp_pack_summary(pk, &sum);
+	wsp_pack_close(pk);
+	o.host_cache_bytes = sum.raw_bytes + (uint64_t)sum.n_layers * o.page_bytes +
+			     4 * sum.max_layer_raw_bytes;
+	if (wsp_open(pack, &o, &pg, err, sizeof(err)) < 0) {
+		fprintf(stderr, "wsp_open: %s\n", err);
+		return 1;
+	}
+	uint32_t n = sum.n_layers;
+	cudaStream_t s;
+	CU(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+	unsigned long long *sink;
+	CU(cudaMalloc((void **)&sink, sizeof(*sink)));
+	cudaEvent_t t0, t1, *ev = calloc((size_t)2 * n * a.passes, sizeof(*ev));
+	if (!ev)
+		return 1;
+	CU(cudaEventCreate(&t0));
+	CU(cudaEventCreate(&t1));
+	for (size_t i = 0; i < (size_t)2 * n * a.passes; i++)
+		CU(cudaEventCreate(&ev[i]));
+
+	for (int w = 0; w < 2; w++)   /* load from disk, then settle */
+		pass(pg, n, s, 0, sink, NULL, NULL);
+	CU(cudaStreamSynchronize(s));
+
+	/* 1. Streaming with no compute. */
+	struct wsp_stats st;
+	wsp_reset_stats(pg);
+	uint64_t h0 = wsp_now_ns();
+	CU(cudaEventRecord(t0, s));
+	for (unsigned p = 0; p < a.passes; p++)
+		pass(pg, n, s, 0, sink, NULL, NULL);
+	CU(cudaEventRecord(t1, s));
+	double host_s = (wsp_now_ns() - h0) / 1e9;   /* enqueueing only */
+	CU(cudaEventSynchronize(t1));
+	double stream_ms = ms_between(t0, t1);
+	wsp_get_stats(pg, &st);
+	uint64_t moved = st.bytes_h2d;
+	double stream_gbs = moved / (stream_ms * 1e6);
+	double busy_gbs = st.h2d_ns ? moved / (double)st.h2d_ns : 0;
+	uint64_t s1_hits = st.gpu_hits, s1_host = st.host_hits, s1_miss = st.misses;
+
+	/* 2. Overlap: compute per layer = 1.2 x its transfer at the ceiling. */
+	uint64_t spin_ns = (uint64_t)(1.2 * (double)sum.max_layer_raw_bytes / ceiling);
+	wsp_reset_stats(pg);
+	for (unsigned p = 0; p < a.passes; p++)
+		pass(pg, n, s, spin_ns, sink, ev + (size_t)2 * n * p, ev + (size_t)2 * n * p + n);
+	CU(cudaStreamSynchronize(s));
+	wsp_get_stats(pg, &st);
+	double gaps = 0, total;
+	cudaEvent_t first = ev[0], last = ev[(size_t)2 * n * (a.passes - 1) + n + n - 1];
+	total = ms_between(first, last);
+	for (unsigned p = 0; p < a.passes; p++)
+		for (uint32_t l = 0; l < n; l++) {
+			size_t i = (size_t)2 * n * p + l;
+			if (p == 0 && l == 0)
+				continue;
+			cudaEvent_t prev_end = l ? ev[i - 1 + n] : ev[(size_t)2 * n * (p - 1) + n + n - 1];
+			gaps += ms_between(prev_end, ev[i]);
+		}
+
+	char b1[32], b2[32], b3[32];
+	printf("gpu_bench: %u layers (largest %s, total %s), %u slots, %u passes, %s host cache\n",
+	       n, wsp_format_size(sum.max_layer_raw_bytes, b1, sizeof(b1)),
+	       wsp_format_size(sum.raw_bytes, b2, sizeof(b2)), a.slots, a.passes,
+	       wsp_format_size(st.host_cache_bytes, b3, sizeof(b3)));
+	printf("| measurement | result | target |\n| --- | --- | --- |\n");
+	printf("| pinned host->GPU, 64 MiB cudaMemcpyAsync (ceiling) | %.1f GB/s | |\n", ceiling);
+	printf("| host-resident streaming, no compute | %.1f GB/s = %.1f%% of ceiling | >= 95%% |\n",
+	       stream_gbs, 100.0 * stream_gbs / ceiling);
+	printf("| ... copy engine busy rate (bytes_h2d / h2d_ns) | %.1f GB/s | |\n", busy_gbs);
+	printf("| ... acquires: gpu hits / host hits / misses | %" PRIu64 " / %" PRIu64 " / %" PRIu64
+	       " | misses 0 |\n", s1_hits, s1_host, s1_miss);
+	printf("| ... host time to enqueue %u passes | %.3f s (the GPU took %.3f s) | |\n",
+	       a.passes, host_s, stream_ms / 1e3);
+	printf("| overlap: compute %.2f ms per layer (1.2x transfer) | stream waited %.2f%% of %.1f ms"
+	       " | <= 3%% |\n", spin_ns / 1e6, total > 0 ? 100.0 * gaps / total : 0.0, total);
+	printf("| ... acquire_block_ns during overlap | %.3f ms | |\n", st.acquire_block_ns / 1e6);
+
+	for (size_t i = 0; i < (size_t)2 * n * a.passes; i++)
+		CU(cudaEventDestroy(ev[i]));
+	free(ev);
+	CU(cudaEventDestroy(t0));
+	CU(cudaEventDestroy(t1));
+	CU(cudaFree(sink));
+	CU(cudaStreamDestroy(s));
+	wsp_close(pg);
+	if (!a.dir && !a.keep)
+		nftw(dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+	else
+		fprintf(stderr, "pack kept in %s\n", pack);
+	return 0;
+}

@@ -1,0 +1,85 @@
+/*
+ * The device under the GPU tier: slot memory, one copy stream, events, and
+ * page-locking of host memory.
+ *
+ * Two backends behind one small table of operations:
+ *  - CUDA (device_cuda.c, built only with WSP_HAVE_CUDA): slots are one
+ *    cudaMalloc, copies are cudaMemcpyAsync on a non-blocking copy stream,
+ *    events are cudaEvents, pinning is cudaHostRegister.
+ *  - host (device_host.c, WSP_DEVICE_HOST): slots are aligned host memory,
+ *    copies are memcpy on the calling thread, an event is complete as soon
+ *    as it is recorded (it keeps the time of recording, for h2d_ns).
+ *
+ * "Streams" are the user's cudaStream_t passed through as void * (NULL is
+ * the legacy default stream); the host backend ignores them.  Every CUDA
+ * failure becomes WSP_ECUDA with the call and cudaGetErrorString() in *err.
+ * Device calls may come from any thread: the CUDA backend makes its device
+ * current for the duration of each call and restores the caller's.
+ */
+#ifndef WSP_GPU_DEVICE_H
+#define WSP_GPU_DEVICE_H
+
+#include <stdint.h>
+#include "config.h"   /* WSP_HAVE_CUDA */
+#include "common/error.h"
+#include "wspager.h"
+
+struct dev;
+struct dev_event;
+
+struct dev_ops {
+	const char *name;
+	void (*close)(struct dev *d);
+	int (*alloc)(struct dev *d, uint64_t bytes, void **out, struct wsp_err *err);
+	void (*free)(struct dev *d, void *p);
+	int (*event_create)(struct dev *d, int timing, struct dev_event **out,
+			    struct wsp_err *err);
+	void (*event_destroy)(struct dev *d, struct dev_event *ev);
+	/* Record on the copy stream (stream_is_copy) or on the user's stream. */
+	int (*record)(struct dev *d, struct dev_event *ev, int on_copy, void *stream,
+		      struct wsp_err *err);
+	/* Make the copy stream (on_copy) or the user's stream wait for ev. */
+	int (*wait)(struct dev *d, int on_copy, void *stream, struct dev_event *ev,
+		    struct wsp_err *err);
+	/* 1 complete, 0 not yet, negative on error. */
+	int (*query)(struct dev *d, struct dev_event *ev, struct wsp_err *err);
+	int (*event_sync)(struct dev *d, struct dev_event *ev, struct wsp_err *err);
+	/* Time between two completed timing events. */
+	int (*elapsed_ns)(struct dev *d, struct dev_event *a, struct dev_event *b,
+			  uint64_t *ns, struct wsp_err *err);
+	/* Enqueue a host -> slot copy on the copy stream (src pinned or not). */
+	int (*copy_h2d)(struct dev *d, void *dst, const void *src, uint64_t len,
+			struct wsp_err *err);
+	/* Wait for everything enqueued on the copy stream. */
+	int (*sync_copy)(struct dev *d, struct wsp_err *err);
+	int (*pin)(struct dev *d, void *p, uint64_t len, struct wsp_err *err);
+	void (*unpin)(struct dev *d, void *p);
+};
+
+struct dev {
+	const struct dev_ops *ops;
+	int ordinal;               /* CUDA ordinal, or WSP_DEVICE_HOST */
+	char desc[128];            /* "NVIDIA H200 (device 0)" / "host memory" */
+	void *priv;                /* backend state */
+};
+
+/* Open `ordinal` (a CUDA device) or WSP_DEVICE_HOST.  WSP_ENODEVICE when no
+ * such device exists or the library was built without CUDA. */
+int dev_open(int ordinal, struct dev **out, struct wsp_err *err);
+void dev_close(struct dev *d);
+
+int dev_host_open(struct dev **out, struct wsp_err *err);
+#ifdef WSP_HAVE_CUDA
+int dev_cuda_open(int ordinal, struct dev **out, struct wsp_err *err);
+#endif
+
+/* Hooks with the signatures struct hcache_config expects (ctx = struct dev). */
+int dev_pin_hook(void *ctx, void *p, uint64_t len, struct wsp_err *err);
+void dev_unpin_hook(void *ctx, void *p);
+
+static inline int dev_is_host(const struct dev *d)
+{
+	return d->ordinal == WSP_DEVICE_HOST;
+}
+
+#endif

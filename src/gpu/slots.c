@@ -1,0 +1,347 @@
+/* The GPU slot pool: see slots.h for the ordering rules. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/util.h"
+#include "gpu/slots.h"
+
+/* Pieces of one cudaMemcpyAsync: adjacent cache pages are merged so that
+ * copies are large (>= 2 MiB pages, up to this bound) and few. */
+#define SLOT_COPY_MAX (64ull << 20)
+
+static int grow(void **arr, unsigned *cap, unsigned need, size_t elem)
+{
+	if (need <= *cap)
+		return 0;
+	unsigned ncap = *cap ? *cap * 2 : 8;
+	while (ncap < need)
+		ncap *= 2;
+	void *p = realloc(*arr, (size_t)ncap * elem);
+	if (!p)
+		return -ENOMEM;
+	*arr = p;
+	*cap = ncap;
+	return 0;
+}
+
+static int get_event(struct slot_pool *sp, int timing, struct dev_event **out,
+		     struct wsp_err *err)
+{
+	if (timing && sp->n_spare_t) {
+		*out = sp->spare_tev[--sp->n_spare_t];
+		return 0;
+	}
+	if (!timing && sp->n_spare) {
+		*out = sp->spare_ev[--sp->n_spare];
+		return 0;
+	}
+	return sp->dev->ops->event_create(sp->dev, timing, out, err);
+}
+
+/* Recycling needs no completion: a re-record never affects waits already
+ * enqueued on the previous record. */
+static void put_event(struct slot_pool *sp, int timing, struct dev_event *ev)
+{
+	if (!ev)
+		return;
+	if (timing) {
+		if (grow((void **)&sp->spare_tev, &sp->cap_spare_t, sp->n_spare_t + 1,
+			 sizeof(*sp->spare_tev)) == 0) {
+			sp->spare_tev[sp->n_spare_t++] = ev;
+			return;
+		}
+	} else if (grow((void **)&sp->spare_ev, &sp->cap_spare, sp->n_spare + 1,
+			sizeof(*sp->spare_ev)) == 0) {
+		sp->spare_ev[sp->n_spare++] = ev;
+		return;
+	}
+	sp->dev->ops->event_destroy(sp->dev, ev);
+}
+
+int slots_init(struct slot_pool *sp, struct dev *d, unsigned n, uint64_t slot_bytes,
+	       uint32_t max_tensors, struct wsp_err *err)
+{
+	uint64_t total;
+	int rc;
+	memset(sp, 0, sizeof(*sp));
+	sp->dev = d;
+	if (n == 0)
+		return WSP_ERR(err, -EINVAL, "gpu_slots is 0: at least one slot is needed");
+	slot_bytes = wsp_align_up(slot_bytes ? slot_bytes : 1, 256);
+	if (ckd_mul(&total, (uint64_t)n, slot_bytes) || total > (1ull << 62))
+		return WSP_ERR(err, WSP_ETOOBIG, "%u slots of %llu bytes overflow", n,
+			       (unsigned long long)slot_bytes);
+	sp->slots = calloc(n, sizeof(*sp->slots));
+	if (!sp->slots)
+		return WSP_ERR(err, -ENOMEM, "out of memory for %u slots", n);
+	sp->n = n;
+	sp->slot_bytes = slot_bytes;
+	rc = d->ops->alloc(d, total, &sp->mem, err);
+	if (rc < 0) {
+		wsp_err_prefix(err, "%u slot%s of %llu bytes", n, n == 1 ? "" : "s",
+			       (unsigned long long)slot_bytes);
+		goto fail;
+	}
+	/* The epoch: device event times become host times relative to it. */
+	if ((rc = d->ops->event_create(d, 1, &sp->epoch, err)) < 0 ||
+	    (rc = d->ops->record(d, sp->epoch, 1, NULL, err)) < 0 ||
+	    (rc = d->ops->event_sync(d, sp->epoch, err)) < 0)
+		goto fail;
+	sp->epoch_ns = wsp_now_ns();
+	for (unsigned i = 0; i < n; i++) {
+		struct slot *s = &sp->slots[i];
+		s->index = i;
+		s->base = (char *)sp->mem + (uint64_t)i * slot_bytes;
+		s->tensors = calloc(max_tensors ? max_tensors : 1, sizeof(*s->tensors));
+		if (!s->tensors) {
+			rc = WSP_ERR(err, -ENOMEM, "out of memory for slot views");
+			goto fail;
+		}
+		if ((rc = d->ops->event_create(d, 0, &s->fill_ev, err)) < 0)
+			goto fail;
+	}
+	return 0;
+fail:
+	slots_destroy(sp);
+	return rc;
+}
+
+void slots_destroy(struct slot_pool *sp)
+{
+	struct dev *d = sp->dev;
+	if (!d)
+		return;
+	(void)d->ops->sync_copy(d, NULL);
+	for (unsigned i = 0; sp->slots && i < sp->n; i++) {
+		struct slot *s = &sp->slots[i];
+		for (unsigned k = 0; k < s->n_rel; k++)
+			d->ops->event_destroy(d, s->rel[k].ev);
+		free(s->rel);
+		if (s->fill_ev)
+			d->ops->event_destroy(d, s->fill_ev);
+		free(s->tensors);
+	}
+	for (unsigned k = 0; k < sp->n_pend; k++) {
+		/* Should not happen (the pager reaps with wait=1 first); the
+		 * references then leak rather than being put behind its back. */
+		d->ops->event_destroy(d, sp->pend[k].start);
+		d->ops->event_destroy(d, sp->pend[k].end);
+	}
+	for (unsigned k = 0; k < sp->n_spare; k++)
+		d->ops->event_destroy(d, sp->spare_ev[k]);
+	for (unsigned k = 0; k < sp->n_spare_t; k++)
+		d->ops->event_destroy(d, sp->spare_tev[k]);
+	if (sp->epoch)
+		d->ops->event_destroy(d, sp->epoch);
+	if (sp->mem)
+		d->ops->free(d, sp->mem);
+	free(sp->pend);
+	free(sp->spare_ev);
+	free(sp->spare_tev);
+	free(sp->slots);
+	memset(sp, 0, sizeof(*sp));
+}
+
+struct slot *slots_find(struct slot_pool *sp, uint32_t layer)
+{
+	for (unsigned i = 0; i < sp->n; i++)
+		if (sp->slots[i].state != SLOT_FREE && sp->slots[i].layer == layer)
+			return &sp->slots[i];
+	return NULL;
+}
+
+/* The view handed out: the pack's tensors with data pointing into the slot. */
+static void build_view(struct slot *s, const struct wsp_pack_s *pk, uint32_t layer)
+{
+	const struct wsp_layer *pl = &pk->layers[layer];
+	const struct wspm_layer *ml = &pk->m.layers[layer];
+	s->view = *pl;
+	s->view.data = s->base;
+	for (uint32_t i = 0; i < pl->n_tensors; i++) {
+		s->tensors[i] = pl->tensors[i];
+		s->tensors[i].data = (char *)s->base + pk->m.tensors[ml->first_tensor + i].layer_offset;
+	}
+	s->view.tensors = s->tensors;
+}
+
+/* Copy the layer page by page, merging pages that are adjacent in memory. */
+static int enqueue_copies(struct slot_pool *sp, struct slot *s, const struct hcache_ref *ref,
+			  struct wsp_err *err)
+{
+	uint64_t off = 0;
+	uint32_t k = 0;
+	while (off < ref->raw_bytes) {
+		const char *src = ref->pages[k];
+		uint64_t len = WSP_MIN(ref->page_bytes, ref->raw_bytes - off);
+		k++;
+		while (off + len < ref->raw_bytes && k < ref->n_pages && len < SLOT_COPY_MAX &&
+		       ref->pages[k] == src + len) {
+			uint64_t more = WSP_MIN(ref->page_bytes, ref->raw_bytes - off - len);
+			len += more;
+			k++;
+		}
+		int rc = sp->dev->ops->copy_h2d(sp->dev, (char *)s->base + off, src, len, err);
+		if (rc < 0)
+			return rc;
+		off += len;
+	}
+	return 0;
+}
+
+int slots_fill(struct slot_pool *sp, struct slot *s, const struct wsp_pack_s *pk,
+	       uint32_t layer, const struct hcache_ref *ref, int prefetch, struct wsp_err *err)
+{
+	struct dev *d = sp->dev;
+	struct pending_put pp = { .ref = *ref, .bytes = ref->raw_bytes };
+	int rc;
+
+	if (ref->raw_bytes > sp->slot_bytes)
+		return WSP_ERR(err, WSP_ETOOBIG, "layer %u: %llu bytes do not fit a slot of %llu",
+			       layer, (unsigned long long)ref->raw_bytes,
+			       (unsigned long long)sp->slot_bytes);
+	if ((uint64_t)ref->n_pages * ref->page_bytes < ref->raw_bytes)
+		return WSP_ERR(err, WSP_ESTATE, "layer %u: host entry has %u pages for %llu bytes",
+			       layer, ref->n_pages, (unsigned long long)ref->raw_bytes);
+	if (grow((void **)&sp->pend, &sp->cap_pend, sp->n_pend + 1, sizeof(*sp->pend)) < 0)
+		return WSP_ERR(err, -ENOMEM, "out of memory for pending copies");
+	if ((rc = get_event(sp, 1, &pp.start, err)) < 0)
+		return rc;
+	if ((rc = get_event(sp, 1, &pp.end, err)) < 0) {
+		put_event(sp, 1, pp.start);
+		return rc;
+	}
+
+	if (s->state != SLOT_FREE) {
+		sp->gpu_evictions++;
+		if (s->prefetched)
+			sp->prefetch_wasted++;
+	}
+	s->state = SLOT_FREE;
+	s->prefetched = 0;
+
+	/* The rule of the pool: the copy stream waits for every stream that
+	 * released this slot before it writes into it. */
+	for (unsigned i = 0; i < s->n_rel; i++) {
+		rc = d->ops->wait(d, 1, NULL, s->rel[i].ev, err);
+		if (rc < 0)
+			goto fail;
+	}
+	for (unsigned i = 0; i < s->n_rel; i++)
+		put_event(sp, 0, s->rel[i].ev);
+	s->n_rel = 0;
+
+	if ((rc = d->ops->record(d, pp.start, 1, NULL, err)) < 0 ||
+	    (rc = enqueue_copies(sp, s, ref, err)) < 0 ||
+	    (rc = d->ops->record(d, s->fill_ev, 1, NULL, err)) < 0 ||
+	    (rc = d->ops->record(d, pp.end, 1, NULL, err)) < 0)
+		goto fail;
+
+	sp->pend[sp->n_pend++] = pp;
+	s->state = SLOT_FILLING;
+	s->layer = layer;
+	s->prefetched = prefetch;
+	s->last_use = ++sp->clock;
+	build_view(s, pk, layer);
+	sp->fills++;
+	if (prefetch)
+		sp->prefetch_fills++;
+	return 0;
+fail:
+	/* Never hand out a half-filled slot, and never return the host pages
+	 * while a copy may still read them. */
+	wsp_err_prefix(err, "layer %u into slot %u", layer, s->index);
+	(void)d->ops->sync_copy(d, NULL);
+	put_event(sp, 1, pp.start);
+	put_event(sp, 1, pp.end);
+	return rc;
+}
+
+int slots_use(struct slot_pool *sp, struct slot *s, void *stream, struct wsp_err *err)
+{
+	int rc = sp->dev->ops->wait(sp->dev, 0, stream, s->fill_ev, err);
+	if (rc < 0)
+		return rc;
+	s->refs++;
+	s->prefetched = 0;
+	s->last_use = ++sp->clock;
+	return 0;
+}
+
+int slots_unuse(struct slot_pool *sp, struct slot *s, void *stream, struct wsp_err *err)
+{
+	struct dev *d = sp->dev;
+	struct slot_release *r = NULL;
+	int rc;
+	/* A later point on the same stream covers an earlier one. */
+	for (unsigned i = 0; i < s->n_rel; i++)
+		if (s->rel[i].stream == stream)
+			r = &s->rel[i];
+	if (!r) {
+		if (grow((void **)&s->rel, &s->cap_rel, s->n_rel + 1, sizeof(*s->rel)) < 0)
+			return WSP_ERR(err, -ENOMEM, "out of memory for a release event");
+		struct dev_event *ev;
+		if ((rc = get_event(sp, 0, &ev, err)) < 0)
+			return rc;
+		r = &s->rel[s->n_rel++];
+		r->stream = stream;
+		r->ev = ev;
+	}
+	if ((rc = d->ops->record(d, r->ev, 0, stream, err)) < 0)
+		return rc;
+	s->refs--;
+	return 0;
+}
+
+/* Host time of a completed timing event (0 when it cannot be had). */
+static uint64_t event_time(struct slot_pool *sp, struct dev_event *ev)
+{
+	uint64_t ns;
+	if (sp->dev->ops->elapsed_ns(sp->dev, sp->epoch, ev, &ns, NULL) < 0)
+		return 0;
+	return sp->epoch_ns + ns;
+}
+
+unsigned slots_reap(struct slot_pool *sp, struct slot_done *out, unsigned max, int wait)
+{
+	struct dev *d = sp->dev;
+	unsigned n = 0, i = 0;
+	while (i < sp->n_pend && n < max) {
+		struct pending_put *pp = &sp->pend[i];
+		int done = d->ops->query(d, pp->end, NULL);
+		if (done == 0 && wait)
+			done = d->ops->event_sync(d, pp->end, NULL) == 0 ? 1 : -1;
+		if (done == 0) {
+			/* The copy stream runs in order: later ones are not done either. */
+			break;
+		}
+		struct slot_done *sd = &out[n++];
+		memset(sd, 0, sizeof(*sd));
+		/* On a device error the copy is over one way or another (the
+		 * context is broken); the pages may go back. */
+		sd->ref = pp->ref;
+		sd->bytes = pp->bytes;
+		sd->ok = done > 0;
+		if (done > 0) {
+			uint64_t ns = 0;
+			if (d->ops->elapsed_ns(d, pp->start, pp->end, &ns, NULL) == 0)
+				sp->h2d_ns += ns;
+			sp->bytes_h2d += pp->bytes;
+			sd->begin_ns = event_time(sp, pp->start);
+			sd->end_ns = event_time(sp, pp->end);
+		}
+		put_event(sp, 1, pp->start);
+		put_event(sp, 1, pp->end);
+		i++;
+	}
+	if (i) {
+		memmove(sp->pend, sp->pend + i, (sp->n_pend - i) * sizeof(*sp->pend));
+		sp->n_pend -= i;
+	}
+	/* Fills whose copies are done are READY. */
+	for (unsigned k = 0; k < sp->n; k++)
+		if (sp->slots[k].state == SLOT_FILLING &&
+		    d->ops->query(d, sp->slots[k].fill_ev, NULL) == 1)
+			sp->slots[k].state = SLOT_READY;
+	return n;
+}

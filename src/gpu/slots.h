@@ -1,0 +1,112 @@
+/*
+ * The GPU slot pool: N slots of slot_bytes each, carved out of one device
+ * allocation.  A slot is FREE, FILLING (copies enqueued on the copy stream,
+ * fill event recorded after them) or READY (holds a layer); independently,
+ * `refs` counts the acquires not yet released (IN_USE when > 0).
+ *
+ * Ordering rules, all enforced on the device, never by a host sync:
+ *  - a user stream that acquires a slot waits on the slot's fill event;
+ *  - every release records an event on the releasing stream, and the next
+ *    fill of that slot makes the copy stream wait on all of them first, so a
+ *    slot is never overwritten before every user stream is done with it;
+ *  - the host cache reference a fill copies from is kept until an event
+ *    recorded after the copies has completed (slots_reap).
+ *
+ * Not thread-safe: the pager serializes every call with its mutex.
+ */
+#ifndef WSP_GPU_SLOTS_H
+#define WSP_GPU_SLOTS_H
+
+#include <stdint.h>
+#include "cache/hcache.h"
+#include "common/error.h"
+#include "gpu/device.h"
+#include "pack/pack.h"
+
+enum slot_state { SLOT_FREE = 0, SLOT_FILLING, SLOT_READY };
+
+struct slot_release {
+	void *stream;
+	struct dev_event *ev;
+};
+
+struct slot {
+	unsigned index;
+	enum slot_state state;
+	uint32_t layer;            /* valid unless FREE */
+	unsigned refs;             /* acquires not yet released */
+	uint64_t last_use;         /* pool clock at the last acquire */
+	int prefetched;            /* filled ahead of need, not acquired since */
+	void *base;                /* device (or host) address of the slot */
+	struct dev_event *fill_ev; /* recorded on the copy stream after the fill */
+	struct slot_release *rel;  /* releases since the last fill, one per stream */
+	unsigned n_rel, cap_rel;
+	struct wsp_layer view;     /* what wsp_acquire hands out */
+	struct wsp_tensor *tensors;
+};
+
+/* A host reference kept until the copies that read it have completed. */
+struct pending_put {
+	struct hcache_ref ref;
+	struct dev_event *start, *end;   /* timing events around the copies */
+	uint64_t bytes;
+};
+
+/* A completed copy, handed back by slots_reap: the host reference to put
+ * and, for traces, when the copies ran (CLOCK_MONOTONIC, derived from
+ * device events relative to an epoch event; 0 when unknown). */
+struct slot_done {
+	struct hcache_ref ref;
+	uint64_t begin_ns, end_ns, bytes;
+	int ok;                          /* the copy completed without error */
+};
+
+struct slot_pool {
+	struct dev *dev;
+	struct dev_event *epoch;         /* timing event of known host time */
+	uint64_t epoch_ns;
+	unsigned n;
+	struct slot *slots;
+	void *mem;
+	uint64_t slot_bytes;
+	uint64_t clock;
+	struct dev_event **spare_ev;     /* recycled events (ordering, no timing) */
+	unsigned n_spare, cap_spare;
+	struct dev_event **spare_tev;    /* recycled timing events */
+	unsigned n_spare_t, cap_spare_t;
+	struct pending_put *pend;
+	unsigned n_pend, cap_pend;
+	/* counters (the pager reads them under its lock) */
+	uint64_t bytes_h2d, h2d_ns, fills, gpu_evictions, prefetch_fills, prefetch_wasted;
+};
+
+/* Allocate n slots of slot_bytes (rounded up to 256) and their events;
+ * max_tensors bounds a layer's tensor count.  Errors: WSP_ETOOBIG when
+ * n x slot_bytes overflows, the device's allocation error otherwise. */
+int slots_init(struct slot_pool *sp, struct dev *d, unsigned n, uint64_t slot_bytes,
+	       uint32_t max_tensors, struct wsp_err *err);
+/* Waits for the copy stream, then frees everything; pending host references
+ * must have been handed back with slots_reap(..., wait=1) first. */
+void slots_destroy(struct slot_pool *sp);
+
+/* The slot holding `layer` (FILLING or READY), or NULL. */
+struct slot *slots_find(struct slot_pool *sp, uint32_t layer);
+
+/* Enqueue the copy of `layer` from `ref` into slot s (refs must be 0).  On
+ * success the pool owns *ref until the copy completes.  On failure the slot
+ * is FREE and *ref is still the caller's to put (copies that were enqueued
+ * have completed or the device is broken). */
+int slots_fill(struct slot_pool *sp, struct slot *s, const struct wsp_pack_s *pk,
+	       uint32_t layer, const struct hcache_ref *ref, int prefetch, struct wsp_err *err);
+
+/* Take a use of s for `stream`: the stream waits on the fill event. */
+int slots_use(struct slot_pool *sp, struct slot *s, void *stream, struct wsp_err *err);
+
+/* End a use of s on `stream` (records the release event there). */
+int slots_unuse(struct slot_pool *sp, struct slot *s, void *stream, struct wsp_err *err);
+
+/* Move the copies that have completed into out[] (at most max); with
+ * wait=1 wait for them.  Returns the number written. */
+unsigned slots_reap(struct slot_pool *sp, struct slot_done *out, unsigned max, int wait);
+
+#endif

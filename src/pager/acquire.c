@@ -1,0 +1,364 @@
+/*
+ * wsp_acquire / wsp_release / wsp_prefetch: the slot logic of the pager.
+ *
+ * An acquire is a GPU hit when a slot already holds the layer (the user's
+ * stream then only waits on the fill event), otherwise it takes the host
+ * cache's reference (blocking only when the layer is not in the host tier
+ * yet), picks a slot and enqueues the copy.  After every acquire the
+ * predicted successors are started up the tiers: the first few into slots
+ * (when the host tier has them), the rest into the host tier.
+ *
+ * Locking: pg->lock guards the slot pool and counters and is never held
+ * while calling into the host cache, whose decode threads call
+ * pager_on_ready(); so the host cache may hold its own lock around that
+ * callback's return without any lock-order inversion.
+ */
+#include <errno.h>
+#include <string.h>
+
+#include "common/util.h"
+#include "pager/pager.h"
+
+#define REAP_BATCH 32u
+
+void pager_reap(struct wsp_pager_s *pg, int wait)
+{
+	struct slot_done done[REAP_BATCH];
+	unsigned n;
+	do {
+		pthread_mutex_lock(&pg->lock);
+		n = slots_reap(&pg->sp, done, REAP_BATCH, wait);
+		pthread_mutex_unlock(&pg->lock);
+		for (unsigned i = 0; i < n; i++) {
+			/* Traced here, outside the lock: when the copies ran. */
+			if (pg->opt.trace && done[i].ok && done[i].end_ns) {
+				struct wsp_trace_event ev = {
+					.stage = WSP_STAGE_H2D, .layer = done[i].ref.layer,
+					.begin_ns = done[i].begin_ns, .end_ns = done[i].end_ns,
+					.bytes = done[i].bytes,
+				};
+				pg->opt.trace(pg->opt.trace_ctx, &ev);
+			}
+			hcache_put(pg->hc, &done[i].ref);
+		}
+	} while (n == REAP_BATCH);
+}
+
+static unsigned pager_pending(struct wsp_pager_s *pg)
+{
+	pthread_mutex_lock(&pg->lock);
+	unsigned n = pg->sp.n_pend;
+	pthread_mutex_unlock(&pg->lock);
+	return n;
+}
+
+/* A slot for a demanded layer: a free one, else the policy's victim among
+ * those no stream uses.  NULL when every slot is acquired. */
+static struct slot *demand_victim(struct wsp_pager_s *pg)
+{
+	struct evict_cand cand[64];
+	struct slot *map[64];
+	unsigned n = 0;
+	struct slot *best = NULL;
+	uint64_t best_d = 0;
+
+	for (unsigned i = 0; i < pg->sp.n; i++) {
+		struct slot *s = &pg->sp.slots[i];
+		if (s->refs)
+			continue;
+		if (s->state == SLOT_FREE)
+			return s;
+		if (n < WSP_ARRAY_SIZE(cand)) {
+			cand[n].layer = s->layer;
+			cand[n].last_use = s->last_use;
+			cand[n].distance = predictor_distance(pg->pred, s->layer);
+			map[n++] = s;
+		} else if (!best || predictor_distance(pg->pred, s->layer) > best_d) {
+			/* Pools beyond 64 slots: plain furthest-distance choice
+			 * among the rest, compared with evict_choose's pick below. */
+			best = s;
+			best_d = predictor_distance(pg->pred, s->layer);
+		}
+	}
+	if (n == 0)
+		return best;
+	int k = evict_choose(pg->opt.policy, cand, n);
+	if (k < 0 || (unsigned)k >= n)
+		k = 0;
+	if (best && best_d > cand[k].distance)
+		return best;
+	return map[k];
+}
+
+/* Admission for an early fill (the host cache's rule): a free slot, or the
+ * unused slot whose layer is predicted furthest, if further than `dist`. */
+static struct slot *prefetch_victim(struct wsp_pager_s *pg, uint64_t dist)
+{
+	struct slot *best = NULL;
+	uint64_t best_d = 0;
+	for (unsigned i = 0; i < pg->sp.n; i++) {
+		struct slot *s = &pg->sp.slots[i];
+		if (s->refs)
+			continue;
+		if (s->state == SLOT_FREE)
+			return s;
+		uint64_t d = predictor_distance(pg->pred, s->layer);
+		if (d > dist && (!best || d > best_d)) {
+			best = s;
+			best_d = d;
+		}
+	}
+	return best;
+}
+
+/* Copy `layer` into a slot ahead of need if the host tier holds it and the
+ * admission rule allows.  Returns 1 when the layer is (now) in a slot, 0
+ * when the host tier does not have it yet or no slot may be taken. */
+static int early_fill(struct wsp_pager_s *pg, uint32_t layer, uint64_t dist)
+{
+	struct hcache_ref ref;
+	int used = 0, in_slot = 0;
+
+	pthread_mutex_lock(&pg->lock);
+	in_slot = slots_find(&pg->sp, layer) != NULL;
+	pthread_mutex_unlock(&pg->lock);
+	if (in_slot)
+		return 1;
+	if (hcache_try_get(pg->hc, layer, &ref) != 1)
+		return 0;
+	pthread_mutex_lock(&pg->lock);
+	if (slots_find(&pg->sp, layer)) {
+		in_slot = 1;
+	} else if (!pg->closing) {
+		struct slot *s = prefetch_victim(pg, dist);
+		/* A failed early copy is dropped quietly: the acquire that
+		 * needs the layer retries and reports. */
+		if (s && slots_fill(&pg->sp, s, pg->pk, layer, &ref, 1, NULL) == 0) {
+			used = in_slot = 1;
+			pg->hinted[layer] = 0;
+		}
+	}
+	pthread_mutex_unlock(&pg->lock);
+	if (!used)
+		hcache_put(pg->hc, &ref);
+	return in_slot;
+}
+
+void pager_prefetch_ahead(struct wsp_pager_s *pg)
+{
+	uint32_t next[PAGER_MAX_AHEAD];
+	uint64_t dist[PAGER_MAX_AHEAD];
+	unsigned n = predictor_next(pg->pred, next, WSP_MIN(pg->host_ahead, PAGER_MAX_AHEAD));
+	/* Admission compares the incoming layer with the slots' occupants, so
+	 * both sides must use the predictor's own (probability-scaled) distance,
+	 * not the position in this list. */
+	predictor_distances(pg->pred, next, dist, n);
+	for (unsigned i = 0; i < n; i++) {
+		if (i < pg->gpu_ahead && early_fill(pg, next[i], dist[i]))
+			continue;
+		/* Not in the host tier yet: on_ready copies it up when it lands. */
+		if (hcache_request(pg->hc, next[i], 1) == -ENOSPC)
+			break;   /* the rest are needed even later */
+	}
+}
+
+void pager_on_ready(void *ctx, uint32_t layer, int status)
+{
+	struct wsp_pager_s *pg = ctx;
+	if (status < 0 || !pg->hc)
+		return;
+	pthread_mutex_lock(&pg->lock);
+	if (pg->closing || layer >= pg->pk->m.hdr->n_layers) {
+		pthread_mutex_unlock(&pg->lock);
+		return;
+	}
+	int hinted = pg->hinted[layer];
+	pg->cb_active++;
+	pthread_mutex_unlock(&pg->lock);
+
+	uint64_t dist = predictor_distance(pg->pred, layer);
+	if (hinted || (!(pg->opt.flags & WSP_OPEN_NO_PREFETCH) && dist <= pg->gpu_ahead))
+		early_fill(pg, layer, dist);
+
+	pthread_mutex_lock(&pg->lock);
+	if (--pg->cb_active == 0)
+		pthread_cond_broadcast(&pg->idle);
+	pthread_mutex_unlock(&pg->lock);
+}
+
+static int bad_layer(struct wsp_pager_s *pg, uint32_t layer)
+{
+	return WSP_ERR(&pg->err, WSP_ENOTFOUND, "%s: no layer %u (the pack has %u)", pg->pk->dir,
+		       layer, pg->pk->m.hdr->n_layers);
+}
+
+int wsp_acquire(wsp_pager *pg, uint32_t layer, void *stream, const struct wsp_layer **view)
+{
+	struct hcache_ref ref;
+	struct slot *s;
+	uint32_t first;
+	int rc, from_host;
+	uint64_t blocked = 0;
+
+	if (!pg || !view)
+		return -EINVAL;
+	*view = NULL;
+	if (layer >= pg->pk->m.hdr->n_layers)
+		return bad_layer(pg, layer);
+
+	int was_predicted = predictor_next(pg->pred, &first, 1) == 1 && first == layer;
+	predictor_observe(pg->pred, layer);
+	pager_reap(pg, 0);
+
+	pthread_mutex_lock(&pg->lock);
+	pg->acquires++;
+	pg->predicted += was_predicted;
+	pg->hinted[layer] = 0;
+	s = slots_find(&pg->sp, layer);
+	if (s) {
+		rc = slots_use(&pg->sp, s, stream, &pg->err);
+		if (rc == 0)
+			pg->gpu_hits++;
+		pthread_mutex_unlock(&pg->lock);
+		goto done;
+	}
+	pthread_mutex_unlock(&pg->lock);
+
+	from_host = hcache_try_get(pg->hc, layer, &ref) == 1;
+	if (!from_host) {
+		/* The one place the host blocks (on the load, not the GPU). */
+		uint64_t t0 = wsp_now_ns();
+		rc = hcache_get(pg->hc, layer, &ref, &pg->err);
+		if (rc == -ENOSPC && pager_pending(pg)) {
+			/* The host tier is full of pages our copies still read:
+			 * only now wait for those copies, then try again. */
+			pager_reap(pg, 1);
+			rc = hcache_get(pg->hc, layer, &ref, &pg->err);
+		}
+		blocked = wsp_now_ns() - t0;
+		if (pg->opt.trace) {
+			struct wsp_trace_event ev = {
+				.stage = WSP_STAGE_WAIT, .layer = layer, .begin_ns = t0,
+				.end_ns = t0 + blocked, .bytes = pg->pk->layers[layer].raw_bytes,
+			};
+			pg->opt.trace(pg->opt.trace_ctx, &ev);
+		}
+		if (rc < 0) {
+			wsp_err_prefix(&pg->err, "acquire of layer %u (%s)", layer,
+				       pg->pk->layers[layer].name);
+			pthread_mutex_lock(&pg->lock);
+			pg->acquire_block_ns += blocked;
+			pg->misses++;
+			pthread_mutex_unlock(&pg->lock);
+			return rc;
+		}
+	}
+
+	pthread_mutex_lock(&pg->lock);
+	pg->acquire_block_ns += blocked;
+	if (from_host)
+		pg->host_hits++;
+	else
+		pg->misses++;
+	/* Another thread (or an early fill) may have brought it meanwhile. */
+	s = slots_find(&pg->sp, layer);
+	if (s) {
+		rc = slots_use(&pg->sp, s, stream, &pg->err);
+		pthread_mutex_unlock(&pg->lock);
+		hcache_put(pg->hc, &ref);
+		goto done;
+	}
+	s = demand_victim(pg);
+	if (!s) {
+		rc = WSP_ERR(&pg->err, WSP_ESTATE,
+			     "acquire of layer %u (%s): all %u slots hold acquired layers; "
+			     "release one first or open with more gpu_slots",
+			     layer, pg->pk->layers[layer].name, pg->sp.n);
+		pthread_mutex_unlock(&pg->lock);
+		hcache_put(pg->hc, &ref);
+		return rc;
+	}
+	rc = slots_fill(&pg->sp, s, pg->pk, layer, &ref, 0, &pg->err);
+	if (rc < 0) {
+		wsp_err_prefix(&pg->err, "acquire of layer %u (%s)", layer,
+			       pg->pk->layers[layer].name);
+		pthread_mutex_unlock(&pg->lock);
+		hcache_put(pg->hc, &ref);
+		return rc;
+	}
+	rc = slots_use(&pg->sp, s, stream, &pg->err);
+	pthread_mutex_unlock(&pg->lock);
+done:
+	if (rc < 0)
+		return rc;
+	*view = &s->view;
+	if (!(pg->opt.flags & WSP_OPEN_NO_PREFETCH))
+		pager_prefetch_ahead(pg);
+	pager_reap(pg, 0);
+	return 0;
+}
+
+int wsp_acquire_by_name(wsp_pager *pg, const char *name, void *stream,
+			const struct wsp_layer **view)
+{
+	if (!pg || !name || !view)
+		return -EINVAL;
+	*view = NULL;
+	const struct wsp_layer *l = wsp_pack_find_layer(pg->pk, name);
+	if (!l)
+		return WSP_ERR(&pg->err, WSP_ENOTFOUND, "%s: no layer named \"%s\"", pg->pk->dir,
+			       name);
+	return wsp_acquire(pg, l->index, stream, view);
+}
+
+const struct wsp_tensor *wsp_layer_tensor(const struct wsp_layer *view, const char *name)
+{
+	if (!view || !name)
+		return NULL;
+	for (uint32_t i = 0; i < view->n_tensors; i++) {
+		const struct wsp_tensor *t = &view->tensors[i];
+		if ((t->short_name && strcmp(t->short_name, name) == 0) ||
+		    (t->name && strcmp(t->name, name) == 0))
+			return t;
+	}
+	return NULL;
+}
+
+int wsp_release(wsp_pager *pg, uint32_t layer, void *stream)
+{
+	int rc;
+	if (!pg)
+		return -EINVAL;
+	if (layer >= pg->pk->m.hdr->n_layers)
+		return bad_layer(pg, layer);
+	pthread_mutex_lock(&pg->lock);
+	struct slot *s = slots_find(&pg->sp, layer);
+	if (!s || s->refs == 0)
+		rc = WSP_ERR(&pg->err, WSP_ESTATE, "release of layer %u (%s): it is not acquired",
+			     layer, pg->pk->layers[layer].name);
+	else
+		rc = slots_unuse(&pg->sp, s, stream, &pg->err);
+	pthread_mutex_unlock(&pg->lock);
+	if (rc == 0)
+		pager_reap(pg, 0);
+	return rc;
+}
+
+int wsp_prefetch(wsp_pager *pg, uint32_t layer)
+{
+	if (!pg)
+		return -EINVAL;
+	if (layer >= pg->pk->m.hdr->n_layers)
+		return bad_layer(pg, layer);
+	uint64_t dist = predictor_distance(pg->pred, layer);
+	if (early_fill(pg, layer, dist))
+		return 0;
+	pthread_mutex_lock(&pg->lock);
+	pg->hinted[layer] = 1;   /* on_ready takes it into a slot when it lands */
+	pthread_mutex_unlock(&pg->lock);
+	(void)hcache_request(pg->hc, layer, 1);   /* a full tier drops the hint */
+	/* It may have landed between the two calls, before the hint was seen. */
+	if (hcache_contains(pg->hc, layer))
+		early_fill(pg, layer, dist);
+	return 0;
+}

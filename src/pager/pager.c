@@ -1,0 +1,247 @@
+/*
+ * wsp_open / wsp_close and the handle's small accessors.
+ *
+ * Opening builds the tiers bottom-up: the pack, the predictor, the device
+ * and its slots, then the host cache (which starts the I/O and decode
+ * workers and pins its memory through the device's hooks).  Closing tears
+ * them down in the reverse order, after the copy stream has drained.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/util.h"
+#include "pager/pager.h"
+
+void pager_notice(void *ctx, const char *msg)
+{
+	struct wsp_pager_s *pg = ctx;
+	int fresh = 1;
+	if (!pg->opt.log || !msg)
+		return;
+	/* Each kind of notice once per pager. */
+	pthread_mutex_lock(&pg->log_lock);
+	for (unsigned i = 0; i < pg->n_notices; i++)
+		if (strcmp(pg->notices[i], msg) == 0)
+			fresh = 0;
+	if (fresh && pg->n_notices < PAGER_MAX_NOTICES) {
+		char *copy = strdup(msg);
+		if (copy)
+			pg->notices[pg->n_notices++] = copy;
+	}
+	pthread_mutex_unlock(&pg->log_lock);
+	if (fresh)
+		pg->opt.log(pg->opt.log_ctx, msg);
+}
+
+static int check_options(const struct wsp_options *o, struct wsp_err *err)
+{
+	if (o->gpu_slots == 0)
+		return WSP_ERR(err, -EINVAL, "gpu_slots is 0: at least one slot is needed");
+	if (o->page_bytes == 0 || o->page_bytes % 4096)
+		return WSP_ERR(err, -EINVAL, "page_bytes %llu is not a positive multiple of 4096",
+			       (unsigned long long)o->page_bytes);
+	if (o->io > WSP_IO_MMAP)
+		return WSP_ERR(err, -EINVAL, "unknown I/O backend %d", (int)o->io);
+	if (o->policy > WSP_POLICY_LRU)
+		return WSP_ERR(err, -EINVAL, "unknown eviction policy %d", (int)o->policy);
+	if (o->device < 0 && o->device != WSP_DEVICE_HOST)
+		return WSP_ERR(err, WSP_ENODEVICE, "device %d is neither a CUDA ordinal nor WSP_DEVICE_HOST",
+			       o->device);
+	return 0;
+}
+
+/* How far ahead each tier looks: the host tier as many layers as its budget
+ * holds (the layer in use aside), the slots all but the one being used. */
+static void plan_lookahead(struct wsp_pager_s *pg, uint64_t budget)
+{
+	const struct wsp_pack_s *pk = pg->pk;
+	uint32_t n = pk->m.hdr->n_layers;
+	uint64_t total = 0;
+	for (uint32_t i = 0; i < n; i++)
+		total += pk->layers[i].raw_bytes;
+	uint64_t avg = n ? total / n : 1;
+	uint64_t fit = avg ? budget / avg : n;
+	unsigned host = fit > 1 ? (unsigned)WSP_MIN(fit - 1, (uint64_t)UINT32_MAX) : 1;
+	unsigned gpu = pg->opt.gpu_slots > 1 ? pg->opt.gpu_slots - 1 : 1;
+	if (pg->opt.lookahead) {
+		host = pg->opt.lookahead;
+		gpu = WSP_MIN(gpu, pg->opt.lookahead);
+	}
+	host = WSP_MIN(host, n > 1 ? n - 1 : 1);
+	host = WSP_MIN(host, PAGER_MAX_AHEAD);
+	pg->host_ahead = WSP_MAX(host, gpu);
+	pg->gpu_ahead = gpu;
+}
+
+static void pager_free(struct wsp_pager_s *pg)
+{
+	hcache_destroy(pg->hc);
+	slots_destroy(&pg->sp);
+	dev_close(pg->dev);
+	predictor_free(pg->pred);
+	pack_close(pg->pk);
+	free(pg->hinted);
+	for (unsigned i = 0; i < pg->n_notices; i++)
+		free(pg->notices[i]);
+	pthread_mutex_destroy(&pg->log_lock);
+	pthread_cond_destroy(&pg->idle);
+	pthread_mutex_destroy(&pg->lock);
+	wsp_err_destroy(&pg->err);
+	free(pg);
+}
+
+static int open_tiers(struct wsp_pager_s *pg, const char *path)
+{
+	struct wsp_err *err = &pg->err;
+	int rc;
+
+	if ((rc = pack_open(path, &pg->pk, err)) < 0)
+		return rc;
+	uint32_t n = pg->pk->m.hdr->n_layers;
+	uint64_t max_raw = 0;
+	uint32_t max_tensors = 0;
+	for (uint32_t i = 0; i < n; i++) {
+		max_raw = WSP_MAX(max_raw, pg->pk->layers[i].raw_bytes);
+		max_tensors = WSP_MAX(max_tensors, pg->pk->layers[i].n_tensors);
+	}
+	pg->hinted = calloc(n ? n : 1, 1);
+	if (!pg->hinted)
+		return WSP_ERR(err, -ENOMEM, "out of memory");
+	if ((rc = predictor_create(n, &pg->pred)) < 0)
+		return WSP_ERR(err, rc, "creating the predictor for %u layers: %s", n,
+			       wsp_strerror(rc));
+	if ((rc = dev_open(pg->opt.device, &pg->dev, err)) < 0)
+		return rc;
+	if ((rc = slots_init(&pg->sp, pg->dev, pg->opt.gpu_slots, max_raw, max_tensors, err)) < 0)
+		return rc;
+
+	struct hcache_config cfg;
+	memset(&cfg, 0, sizeof(cfg));
+	cfg.budget_bytes = pg->opt.host_cache_bytes ? pg->opt.host_cache_bytes
+						    : pager_default_host_bytes();
+	cfg.page_bytes = pg->opt.page_bytes;
+	cfg.decode_threads = pg->opt.decode_threads;
+	cfg.policy = pg->opt.policy;
+	io_config_init(&cfg.io);
+	cfg.io.backend = pg->opt.io;
+	if (pg->opt.queue_depth)
+		cfg.io.queue_depth = pg->opt.queue_depth;
+	if (pg->opt.io_threads)
+		cfg.io.threads = pg->opt.io_threads;
+	cfg.io.direct = !(pg->opt.flags & WSP_OPEN_NO_DIRECT);
+	cfg.io.notice = pager_notice;
+	cfg.io.notice_ctx = pg;
+	cfg.predictor = pg->pred;
+	if (!dev_is_host(pg->dev)) {
+		if (pg->opt.flags & WSP_OPEN_NO_PIN) {
+			pager_notice(pg, "WSP_OPEN_NO_PIN: the host cache is not page-locked; "
+					 "host-to-GPU copies run at pageable speed (several times slower)");
+		} else {
+			cfg.pin = dev_pin_hook;
+			cfg.unpin = dev_unpin_hook;
+			cfg.pin_ctx = pg->dev;
+		}
+	}
+	cfg.on_ready = pager_on_ready;
+	cfg.ready_ctx = pg;
+	cfg.trace = pg->opt.trace;
+	cfg.trace_ctx = pg->opt.trace_ctx;
+	cfg.notice = pager_notice;
+	cfg.notice_ctx = pg;
+	if ((rc = hcache_create(&cfg, pg->pk, &pg->hc, err)) < 0)
+		return rc;
+	plan_lookahead(pg, cfg.budget_bytes);
+	return 0;
+}
+
+int wsp_open(const char *path, const struct wsp_options *opt, wsp_pager **out, char *errbuf,
+	     size_t errlen)
+{
+	struct wsp_pager_s *pg;
+	int rc;
+
+	if (errbuf && errlen)
+		errbuf[0] = '\0';
+	if (!out)
+		return -EINVAL;
+	*out = NULL;
+	if (!path) {
+		if (errbuf && errlen)
+			snprintf(errbuf, errlen, "wsp_open: no pack path");
+		return -EINVAL;
+	}
+	pg = calloc(1, sizeof(*pg));
+	if (!pg) {
+		if (errbuf && errlen)
+			snprintf(errbuf, errlen, "%s: out of memory", path);
+		return -ENOMEM;
+	}
+	wsp_err_init(&pg->err);
+	pthread_mutex_init(&pg->lock, NULL);
+	pthread_cond_init(&pg->idle, NULL);
+	pthread_mutex_init(&pg->log_lock, NULL);
+	if (opt)
+		pg->opt = *opt;
+	else
+		wsp_options_init(&pg->opt);
+
+	rc = check_options(&pg->opt, &pg->err);
+	if (rc == 0)
+		rc = open_tiers(pg, path);
+	if (rc < 0) {
+		/* Name the pack unless the message already does. */
+		if (!strstr(pg->err.msg, path))
+			wsp_err_prefix(&pg->err, "%s", path);
+		if (errbuf && errlen)
+			wsp_err_copy(&pg->err, errbuf, errlen);
+		pager_free(pg);
+		return rc;
+	}
+
+	/* Before anything is observed the predictor says pack order: start the
+	 * first layers on their way now. */
+	if (!(pg->opt.flags & WSP_OPEN_NO_PREFETCH))
+		pager_prefetch_ahead(pg);
+	*out = pg;
+	return 0;
+}
+
+void wsp_close(wsp_pager *pg)
+{
+	if (!pg)
+		return;
+	/* No new early fills from the decode threads from here on. */
+	pthread_mutex_lock(&pg->lock);
+	pg->closing = 1;
+	while (pg->cb_active)
+		pthread_cond_wait(&pg->idle, &pg->lock);
+	for (unsigned i = 0; i < pg->sp.n; i++)
+		pg->sp.slots[i].refs = 0;   /* layers still acquired are released */
+	pthread_mutex_unlock(&pg->lock);
+	/* Wait for the copies, hand their host pages back, then stop the host
+	 * tier (it unpins through the device, which goes last). */
+	pager_reap(pg, 1);
+	pager_free(pg);
+}
+
+const char *wsp_errmsg(wsp_pager *pg)
+{
+	static __thread char buf[WSP_ERRMSG_MAX];
+	if (!pg)
+		return "no pager handle";
+	wsp_err_copy(&pg->err, buf, sizeof(buf));
+	return buf;
+}
+
+const wsp_pack *wsp_pager_pack(const wsp_pager *pg)
+{
+	return pg ? pg->pk : NULL;
+}
+
+void wsp_reset_prediction(wsp_pager *pg)
+{
+	if (pg && pg->pred)
+		predictor_reset(pg->pred);
+}

@@ -1,0 +1,57 @@
+/* The wsp_pager handle, shared by the files of src/pager. */
+#ifndef WSP_PAGER_PAGER_H
+#define WSP_PAGER_PAGER_H
+
+#include <pthread.h>
+#include <stdint.h>
+
+#include "cache/hcache.h"
+#include "common/error.h"
+#include "gpu/device.h"
+#include "gpu/slots.h"
+#include "pack/pack.h"
+#include "predict/predict.h"
+#include "wspager.h"
+
+/* Predicted layers examined per acquire at most (bounds a stack array). */
+#define PAGER_MAX_AHEAD 256u
+#define PAGER_MAX_NOTICES 32u
+
+struct wsp_pager_s {
+	struct wsp_pack_s *pk;
+	struct wsp_options opt;
+	struct predictor *pred;
+	struct dev *dev;
+	struct hcache *hc;
+	struct wsp_err err;
+
+	/* Everything below is guarded by lock.  Never held across a call
+	 * into the host cache: its decode threads call back into the pager
+	 * (on_ready), so the only lock order is pager -> predictor/device. */
+	pthread_mutex_t lock;
+	pthread_cond_t idle;         /* signalled when callbacks drain */
+	struct slot_pool sp;
+	unsigned cb_active;          /* on_ready callbacks running */
+	int closing;
+	unsigned host_ahead;         /* predicted layers requested into the host tier */
+	unsigned gpu_ahead;          /* predicted layers copied into slots early */
+	uint8_t *hinted;             /* wsp_prefetch() hints not yet served */
+	uint64_t acquires, gpu_hits, host_hits, misses, predicted, acquire_block_ns;
+
+	pthread_mutex_t log_lock;
+	char *notices[PAGER_MAX_NOTICES];   /* given once each */
+	unsigned n_notices;
+};
+
+void pager_notice(void *ctx, const char *msg);
+/* min(8 GiB, RAM / 4). */
+uint64_t pager_default_host_bytes(void);
+/* hcache on_ready hook: copies a predicted layer into a slot early. */
+void pager_on_ready(void *ctx, uint32_t layer, int status);
+/* Hand back host references whose copies are done (wait: all of them).
+ * Called without the lock. */
+void pager_reap(struct wsp_pager_s *pg, int wait);
+/* Start moving the predicted successors of the last acquire up the tiers. */
+void pager_prefetch_ahead(struct wsp_pager_s *pg);
+
+#endif

@@ -1,0 +1,64 @@
+/* wsp_get_stats / wsp_reset_stats: the host tier's counters plus the
+ * pager's own (per-acquire outcome, copies into slots, host blocking). */
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "pager/pager.h"
+
+int wsp_get_stats(wsp_pager *pg, struct wsp_stats *out)
+{
+	struct hcache_stats hs;
+	if (!pg || !out)
+		return -EINVAL;
+	memset(out, 0, sizeof(*out));
+	memset(&hs, 0, sizeof(hs));
+	pager_reap(pg, 0);   /* count the copies that have completed by now */
+	hcache_get_stats(pg->hc, &hs);
+
+	pthread_mutex_lock(&pg->lock);
+	out->acquires = pg->acquires;
+	out->gpu_hits = pg->gpu_hits;
+	out->host_hits = pg->host_hits;
+	out->misses = pg->misses;
+	out->predicted = pg->predicted;
+	out->acquire_block_ns = pg->acquire_block_ns;
+	out->bytes_h2d = pg->sp.bytes_h2d;
+	out->h2d_ns = pg->sp.h2d_ns;
+	out->gpu_evictions = pg->sp.gpu_evictions;
+	out->prefetch_wasted = pg->sp.prefetch_wasted;
+	out->slot_bytes = pg->sp.slot_bytes;
+	out->gpu_slots = pg->sp.n;
+	pthread_mutex_unlock(&pg->lock);
+
+	out->prefetches = hs.prefetches;
+	out->prefetch_wasted += hs.prefetch_wasted;
+	out->host_evictions = hs.evictions;
+	out->bytes_read = hs.bytes_read;
+	out->bytes_decoded = hs.bytes_decoded;
+	out->read_ns = hs.read_ns;
+	out->decode_ns = hs.decode_ns;
+	out->host_cache_bytes = hs.budget_bytes;
+	out->pinned_bytes = hs.pinned_bytes;
+	out->staging_bytes = hs.staging_bytes;
+	const struct io_engine *io = hcache_io(pg->hc);
+	if (io) {
+		snprintf(out->io_backend, sizeof(out->io_backend), "%s", io_engine_backend(io));
+		out->direct_io = io_engine_direct(io);
+	}
+	return 0;
+}
+
+void wsp_reset_stats(wsp_pager *pg)
+{
+	if (!pg)
+		return;
+	pager_reap(pg, 0);
+	hcache_reset_stats(pg->hc);
+	pthread_mutex_lock(&pg->lock);
+	pg->acquires = pg->gpu_hits = pg->host_hits = pg->misses = 0;
+	pg->predicted = pg->acquire_block_ns = 0;
+	pg->sp.bytes_h2d = pg->sp.h2d_ns = pg->sp.fills = 0;
+	pg->sp.gpu_evictions = pg->sp.prefetch_fills = pg->sp.prefetch_wasted = 0;
+	pthread_mutex_unlock(&pg->lock);
+}

@@ -1,0 +1,46 @@
+/* CUDA errors surface with their detail: a device ordinal out of range is
+ * WSP_ENODEVICE; slots that cannot be allocated are WSP_ECUDA with the
+ * bytes asked and the bytes free.  Skips (77) without a GPU. */
+#include <cuda_runtime_api.h>
+
+#include "pager_util.h"
+
+int main(void)
+{
+	int n = 0;
+	cudaError_t crc = cudaGetDeviceCount(&n);
+	if (crc != cudaSuccess || n == 0)
+		SKIP("no CUDA device (%s)", crc != cudaSuccess ? cudaGetErrorString(crc) : "count 0");
+
+	struct t_model m;
+	struct wsp_options o;
+	char err[512];
+	wsp_pager *pg;
+	t_model_make(&m, "cuda-errors", 3, 512, 1024);
+
+	t_host_options(&o, &m, 100, 3);
+	o.device = n;   /* one past the last */
+	CHECK_RC(wsp_open(m.pack, &o, &pg, err, sizeof(err)), WSP_ENODEVICE);
+	CHECK(pg == NULL);
+	CHECK(strstr(err, "does not exist") != NULL);
+
+	/* 100000 slots of the largest layer: far beyond any GPU's memory. */
+	t_host_options(&o, &m, 100, 100000);
+	o.device = 0;
+	CHECK_RC(wsp_open(m.pack, &o, &pg, err, sizeof(err)), WSP_ECUDA);
+	CHECK(pg == NULL);
+	fprintf(stderr, "message: %s\n", err);
+	CHECK(strstr(err, "cudaMalloc of") != NULL);
+	CHECK(strstr(err, "free") != NULL);
+
+	/* The device still works afterwards: a normal open succeeds. */
+	t_host_options(&o, &m, 100, 3);
+	o.device = 0;
+	CHECK_RC(wsp_open(m.pack, &o, &pg, err, sizeof(err)), 0);
+	const struct wsp_layer *L;
+	CHECK_RC(wsp_acquire(pg, 0, NULL, &L), 0);
+	CHECK_RC(wsp_release(pg, 0, NULL), 0);
+	wsp_close(pg);
+	t_model_remove(&m);
+	return 0;
+}
