@@ -1,0 +1,478 @@
+/*
+ * wspager bench: in one run, the machine's ceilings and four loaders over the
+ * same pack and the same GEMM workload:
+ *   (1) naive: per layer read + decode on one thread into a malloc'd buffer,
+ *       synchronous cudaMemcpy, compute, cudaDeviceSynchronize;
+ *   (2) the same with a pinned (cudaHostRegister'ed) buffer;
+ *   (3) the pager, cold (page cache dropped when root, O_DIRECT otherwise);
+ *   (4) the pager with the whole model in its host tier (second pass).
+ * Each is reported as a fraction of the ceiling that bounds it: the disk side
+ * min(disk x ratio, decode) for (1)-(3), pinned host-to-GPU for (4).
+ */
+#include "config.h"
+
+#include <getopt.h>
+#include <inttypes.h>
+#include <jansson.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#ifdef WSP_HAVE_CUDA
+#include <cuda_runtime_api.h>
+#endif
+
+#include "wspager-tool.h"
+
+enum { R_NAIVE, R_PINNED, R_COLD, R_WARM, R_N };
+static const char *const row_label[R_N] = {"(1) naive, pageable buffer", "(2) naive, pinned buffer",
+					   "(3) pager, cold", "(4) pager, model in host tier"};
+static const char *const row_key[R_N] = {"naive_pageable", "naive_pinned", "pager_cold", "pager_warm"};
+
+struct bench {
+	const char *pack;
+	int device;
+	uint64_t host_cache;
+	bool host_cache_set, json;
+	wsp_pack *pk;
+	struct wsp_pack_summary s;
+	/* ceilings, GB/s; < 0 when not measured */
+	double h2d_pinned, h2d_pageable, disk, decode, disk_side;
+	struct wt_disk_ceiling dc;
+	bool direct, dropped, decode_warm;
+	struct {
+		double gbps;
+		uint64_t wall_ns;
+		uint64_t bytes_h2d, bytes_read;  /* of the timed pass */
+		char skip[128];
+	} row[R_N];
+};
+
+static void skip_row(struct bench *b, int r, const char *why)
+{
+	snprintf(b->row[r].skip, sizeof(b->row[r].skip), "%s", why);
+}
+
+static void log_cb(void *ctx, const char *message)
+{
+	(void)ctx;
+	fprintf(stderr, "wspager: %s\n", message);
+}
+
+#ifdef WSP_HAVE_CUDA
+/* Tensor positions in a decoded layer: 256-byte aligned, in tensor order
+ * (wspack(5)); checked against the checksums before any timing. */
+static void layout(const struct wsp_layer *L, uint64_t *off)
+{
+	uint64_t c = 0;
+	for (uint32_t i = 0; i < L->n_tensors; i++) {
+		c = (c + 255) / 256 * 256;
+		off[i] = c;
+		c += L->tensors[i].bytes;
+	}
+}
+
+static int check_layout(wsp_pack *pk, uint32_t layer, void *buf, uint64_t *off)
+{
+	const struct wsp_layer *L = wsp_pack_layer(pk, layer);
+	if (wsp_pack_read_layer(pk, layer, buf) < 0) {
+		wt_error("%s", wsp_pack_errmsg(pk));
+		return WT_EXIT_FAIL;
+	}
+	layout(L, off);
+	for (uint32_t i = 0; i < L->n_tensors; i++) {
+		const struct wsp_tensor *t = &L->tensors[i];
+		if (off[i] + t->bytes > L->raw_bytes ||
+		    wsp_checksum64((char *)buf + off[i], t->bytes) != t->checksum) {
+			wt_error("bench: layer %s: tensor %s is not where the pack layout puts it", L->name, t->name);
+			return WT_EXIT_FAIL;
+		}
+	}
+	return 0;
+}
+
+#define CK(call, what)                                                                        \
+	do {                                                                                  \
+		cudaError_t ce_ = (call);                                                     \
+		if (ce_ != cudaSuccess) {                                                     \
+			wt_error("CUDA: %s: %s (%s)", (what), cudaGetErrorString(ce_),        \
+				 cudaGetErrorName(ce_));                                      \
+			goto out;                                                             \
+		}                                                                             \
+	} while (0)
+
+static int naive(struct bench *b, bool pinned, int r)
+{
+	const struct wsp_pack_summary *s = &b->s;
+	void *hbuf = NULL, *dbuf = NULL;
+	bool registered = false;
+	struct wt_work *w = NULL;
+	uint64_t *off = NULL;
+	struct wsp_tensor *tv = NULL;
+	uint32_t max_t = 0;
+	int rc = WT_EXIT_FAIL;
+	for (uint32_t i = 0; i < s->n_layers; i++)
+		if (wsp_pack_layer(b->pk, i)->n_tensors > max_t)
+			max_t = wsp_pack_layer(b->pk, i)->n_tensors;
+	uint64_t bytes = s->max_layer_raw_bytes ? s->max_layer_raw_bytes : 1;
+	off = calloc(max_t + 1, sizeof(*off));
+	tv = calloc(max_t + 1, sizeof(*tv));
+	if (!off || !tv || posix_memalign(&hbuf, 4096, bytes)) {
+		hbuf = NULL;
+		wt_error("out of memory (%" PRIu64 " bytes for the largest layer)", bytes);
+		goto out;
+	}
+	memset(hbuf, 0, bytes);
+	CK(cudaSetDevice(b->device), "cudaSetDevice");
+	if (pinned) {
+		CK(cudaHostRegister(hbuf, bytes, cudaHostRegisterDefault), "cudaHostRegister (layer buffer)");
+		registered = true;
+	}
+	CK(cudaMalloc(&dbuf, bytes), "cudaMalloc (layer buffer)");
+	/* Before timing: the layout rule and the device checksum kernel are
+	 * checked on the layer with the most tensors. */
+	uint32_t probe = 0;
+	for (uint32_t i = 0; i < s->n_layers; i++)
+		if (wsp_pack_layer(b->pk, i)->n_tensors > wsp_pack_layer(b->pk, probe)->n_tensors)
+			probe = i;
+	if (check_layout(b->pk, probe, hbuf, off))
+		goto out;
+	if (!pinned) {
+		const struct wsp_layer *L = wsp_pack_layer(b->pk, probe);
+		struct wt_work_cfg sc = {.device = b->device, .batch = 1, .checksum_all = true, .max_steps = 1};
+		struct wsp_layer v = *L;
+		struct wt_pass_result sr;
+		CK(cudaMemcpy(dbuf, hbuf, L->raw_bytes, cudaMemcpyHostToDevice), "cudaMemcpy (layer)");
+		for (uint32_t k = 0; k < L->n_tensors; k++) {
+			tv[k] = L->tensors[k];
+			tv[k].data = (char *)dbuf + off[k];
+		}
+		v.tensors = tv;
+		v.data = dbuf;
+		if (wt_work_open(&sc, b->pk, &w))
+			goto out;
+		if (wt_work_pass_begin(w) || wt_work_layer(w, &v) || wt_work_pass_end(w, &sr))
+			goto out;
+		wt_work_close(w);
+		w = NULL;
+	}
+	struct wt_work_cfg wc = {.device = b->device, .batch = 16, .max_steps = s->n_layers};
+	if (wt_work_open(&wc, b->pk, &w))
+		goto out;
+	wt_drop_caches();
+	uint64_t t0 = wt_now_ns();
+	if (wt_work_pass_begin(w))
+		goto out;
+	for (uint32_t i = 0; i < s->n_layers; i++) {
+		const struct wsp_layer *L = wsp_pack_layer(b->pk, i);
+		if (wsp_pack_read_layer(b->pk, i, hbuf) < 0) {
+			wt_error("%s", wsp_pack_errmsg(b->pk));
+			goto out;
+		}
+		CK(cudaMemcpy(dbuf, hbuf, L->raw_bytes, cudaMemcpyHostToDevice), "cudaMemcpy (layer)");
+		struct wsp_layer v = *L;
+		layout(L, off);
+		for (uint32_t k = 0; k < L->n_tensors; k++) {
+			tv[k] = L->tensors[k];
+			tv[k].data = (char *)dbuf + off[k];
+		}
+		v.tensors = tv;
+		v.data = dbuf;
+		if (wt_work_layer(w, &v))
+			goto out;
+		CK(cudaDeviceSynchronize(), "workload");
+	}
+	struct wt_pass_result res;
+	if (wt_work_pass_end(w, &res))
+		goto out;
+	b->row[r].wall_ns = wt_now_ns() - t0;
+	b->row[r].gbps = wt_gbps(s->raw_bytes, b->row[r].wall_ns);
+	b->row[r].bytes_h2d = s->raw_bytes;
+	b->row[r].bytes_read = s->stored_bytes;
+	rc = 0;
+out:
+	wt_work_close(w);
+	if (registered)
+		cudaHostUnregister(hbuf);
+	cudaFree(dbuf);
+	free(hbuf);
+	free(off);
+	free(tv);
+	return rc;
+}
+#undef CK
+#endif /* WSP_HAVE_CUDA */
+
+/* One or two passes in pack order through a pager; times the last. */
+static int pager(struct bench *b, uint64_t host_cache, bool set_cache, unsigned passes, int r)
+{
+	struct wsp_options opt;
+	wsp_options_init(&opt);
+	opt.device = b->device;
+	opt.log = log_cb;
+	if (set_cache)
+		opt.host_cache_bytes = host_cache;
+	wsp_pager *pg = NULL;
+	struct wt_work *w = NULL;
+	char err[512] = "";
+	int rc = WT_EXIT_FAIL;
+	wt_drop_caches();
+	int orc = wsp_open(b->pack, &opt, &pg, err, sizeof(err));
+	if (orc < 0) {
+		wt_open_error(b->pack, err, orc);
+		return WT_EXIT_FAIL;
+	}
+	struct wt_work_cfg wc = {.device = b->device, .batch = 16, .max_steps = b->s.n_layers};
+	if (wt_work_open(&wc, b->pk, &w))
+		goto out;
+	for (unsigned p = 0; p < passes; p++) {
+		struct wsp_stats s0, s1;
+		memset(&s0, 0, sizeof(s0));
+		if (p > 0)
+			wsp_get_stats(pg, &s0);
+		uint64_t t0 = wt_now_ns();
+		if (wt_work_pass_begin(w))
+			goto out;
+		for (uint32_t i = 0; i < b->s.n_layers; i++) {
+			const struct wsp_layer *v;
+			if (wsp_acquire(pg, i, wt_work_stream(w), &v) < 0) {
+				wt_acquire_error(pg, wsp_pack_layer(b->pk, i)->name);
+				goto out;
+			}
+			int wr = wt_work_layer(w, v);
+			int rr = wsp_release(pg, i, wt_work_stream(w));
+			if (wr)
+				goto out;
+			if (rr < 0) {
+				wt_error("release of layer %s: %s", v->name, wsp_errmsg(pg));
+				goto out;
+			}
+		}
+		struct wt_pass_result res;
+		if (wt_work_pass_end(w, &res))
+			goto out;
+		b->row[r].wall_ns = wt_now_ns() - t0;
+		b->row[r].gbps = wt_gbps(b->s.raw_bytes, b->row[r].wall_ns);
+		wsp_get_stats(pg, &s1);
+		b->row[r].bytes_h2d = s1.bytes_h2d - s0.bytes_h2d;
+		b->row[r].bytes_read = s1.bytes_read - s0.bytes_read;
+	}
+	rc = 0;
+out:
+	wt_work_close(w);
+	wsp_close(pg);
+	return rc;
+}
+
+static uint64_t mem_available(void)
+{
+	long pages = sysconf(_SC_AVPHYS_PAGES), psz = sysconf(_SC_PAGESIZE);
+	return pages > 0 && psz > 0 ? (uint64_t)pages * (uint64_t)psz : 0;
+}
+
+static double ceiling_of(const struct bench *b, int r)
+{
+	return r == R_WARM ? b->h2d_pinned : b->disk_side;
+}
+
+static json_t *num_or_null(double v)
+{
+	return v >= 0 ? json_real(v) : json_null();
+}
+
+static int report_json(const struct bench *b)
+{
+	char dn[300];
+	json_t *rows = json_array();
+	for (int r = 0; rows && r < R_N; r++) {
+		bool ok = !b->row[r].skip[0];
+		double ceil = ceiling_of(b, r), base = b->row[R_NAIVE].skip[0] ? -1 : b->row[R_NAIVE].gbps;
+		json_array_append_new(
+			rows, json_pack("{s:s,s:s,s:o,s:o,s:o,s:o,s:s,s:o,s:o,s:s?}", "name", row_key[r], "label", row_label[r],
+					"bytes_h2d", ok ? json_integer((json_int_t)b->row[r].bytes_h2d) : json_null(),
+					"bytes_read", ok ? json_integer((json_int_t)b->row[r].bytes_read) : json_null(),
+					"gbps", num_or_null(ok ? b->row[r].gbps : -1), "wall_s",
+					num_or_null(ok ? b->row[r].wall_ns / 1e9 : -1), "ceiling",
+					r == R_WARM ? "h2d_pinned" : "disk_side", "fraction_of_ceiling",
+					num_or_null(ok && ceil > 0 ? b->row[r].gbps / ceil : -1), "speedup",
+					num_or_null(ok && base > 0 ? b->row[r].gbps / base : -1), "skipped",
+					ok ? NULL : b->row[r].skip));
+	}
+	json_t *ceil = json_pack("{s:o,s:o,s:o,s:i,s:I,s:b,s:b,s:o,s:b,s:o}", "h2d_pinned_gbps", num_or_null(b->h2d_pinned),
+				 "h2d_pageable_gbps", num_or_null(b->h2d_pageable), "disk_gbps", num_or_null(b->disk),
+				 "disk_threads", (int)b->dc.threads, "disk_request_bytes", (json_int_t)b->dc.req_bytes,
+				 "disk_direct", b->direct, "page_cache_dropped", b->dropped, "decode_gbps",
+				 num_or_null(b->decode), "decode_page_cache_warm", b->decode_warm, "disk_side_gbps",
+				 num_or_null(b->disk_side));
+	json_t *model = json_pack("{s:i,s:I,s:I,s:f}", "layers", (int)b->s.n_layers, "raw_bytes",
+				  (json_int_t)b->s.raw_bytes, "stored_bytes", (json_int_t)b->s.stored_bytes, "ratio",
+				  b->s.stored_bytes ? (double)b->s.raw_bytes / b->s.stored_bytes : 0.0);
+	json_t *root = json_pack("{s:s,s:s,s:s,s:o,s:o,s:o}", "version", wsp_version_string(), "pack", b->pack,
+				 "device", wt_device_name(b->device, dn, sizeof(dn)), "model", model, "ceilings", ceil,
+				 "loaders", rows);
+	if (!root) {
+		wt_error("out of memory building JSON");
+		return WT_EXIT_FAIL;
+	}
+	int rc = wt_json_print(root);
+	json_decref(root);
+	return rc;
+}
+
+static void report_text(const struct bench *b)
+{
+	char dn[300], a[32], c[32];
+	double ratio = b->s.stored_bytes ? (double)b->s.raw_bytes / b->s.stored_bytes : 0;
+	printf("pack    %s: %u layers, %s raw, %s stored (ratio %.3f)\n", b->pack, b->s.n_layers,
+	       wt_size(b->s.raw_bytes, a, sizeof(a)), wt_size(b->s.stored_bytes, c, sizeof(c)), ratio);
+	printf("device  %s\n\nceilings (GB/s = 1e9 bytes/s)\n", wt_device_name(b->device, dn, sizeof(dn)));
+	if (b->h2d_pinned >= 0) {
+		printf("  host->GPU, pinned, 64 MiB copies     %8.2f GB/s\n", b->h2d_pinned);
+		printf("  host->GPU, pageable, 64 MiB copies   %8.2f GB/s\n", b->h2d_pageable);
+	} else {
+		printf("  host->GPU                            skipped (no GPU)\n");
+	}
+	if (b->dc.threads)
+		snprintf(c, sizeof(c), "%u x %" PRIu64 " MiB", b->dc.threads, b->dc.req_bytes >> 20);
+	else
+		snprintf(c, sizeof(c), "pager I/O");
+	printf("  disk read, %-8s, %-15s %8.2f GB/s of stored bytes%s\n", b->direct ? "O_DIRECT" : "buffered",
+	       c, b->disk, b->dropped ? " (page cache dropped)" : "");
+	printf("  decode, all threads                  %8.2f GB/s of raw bytes%s\n", b->decode,
+	       b->decode_warm ? " (page cache warm)" : " (includes disk reads)");
+	printf("  disk side: min(disk x ratio, decode) %8.2f GB/s of weights\n\n", b->disk_side);
+	printf("%-32s %9s %12s %9s %12s\n", "loader", "GB/s", "of ceiling", "speed-up", "copied");
+	for (int r = 0; r < R_N; r++) {
+		if (b->row[r].skip[0]) {
+			printf("%-32s %s\n", row_label[r], b->row[r].skip);
+			continue;
+		}
+		double ceil = ceiling_of(b, r);
+		printf("%-32s %9.2f %11.1f%%", row_label[r], b->row[r].gbps,
+		       ceil > 0 ? 100 * b->row[r].gbps / ceil : 0.0);
+		if (!b->row[R_NAIVE].skip[0] && b->row[R_NAIVE].gbps > 0)
+			printf(" %8.2fx", b->row[r].gbps / b->row[R_NAIVE].gbps);
+		else
+			printf(" %9s", "-");
+		printf(" %12s\n", wt_size(b->row[r].bytes_h2d, a, sizeof(a)));
+	}
+	printf("\nGB/s: raw weight bytes used per second; ceiling: disk side for (1)-(3), pinned\n"
+	       "host->GPU for (4); copied: bytes moved host->GPU in the timed pass.  The pager\n"
+	       "can beat a ceiling when layers stay in GPU slots between passes.\n");
+	if (!b->dropped)
+		printf("page cache not dropped (needs root; WSPAGER_NO_DROP_CACHES unset): the naive loaders\n"
+		       "may read from it, the pager reads with O_DIRECT where the file system allows.\n");
+}
+
+int wt_cmd_bench(int argc, char **argv)
+{
+	enum { O_DEVICE = 256, O_HOST_CACHE, O_JSON, O_HELP };
+	static const struct option lo[] = {{"device", required_argument, NULL, O_DEVICE},
+					   {"host-cache", required_argument, NULL, O_HOST_CACHE},
+					   {"json", no_argument, NULL, O_JSON}, {"help", no_argument, NULL, O_HELP},
+					   {NULL, 0, NULL, 0}};
+	struct bench b;
+	memset(&b, 0, sizeof(b));
+	int o, rc = 0, dev_req = 0;
+	bool dev_set = false, failed = false;
+	opterr = 0;
+	optind = 1;
+	while (!rc && (o = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
+		switch (o) {
+		case O_DEVICE: rc = wt_opt_device("--device", optarg, &dev_req); dev_set = true; break;
+		case O_HOST_CACHE:
+			rc = wt_opt_size("--host-cache", optarg, &b.host_cache);
+			if (!rc && !b.host_cache)
+				rc = wt_usage("--host-cache: must be more than 0");
+			b.host_cache_set = true;
+			break;
+		case O_JSON: b.json = true; break;
+		case 'h': case O_HELP: wt_help(stdout); return WT_EXIT_OK;
+		default: return wt_bad_option("bench", argc, argv);
+		}
+	}
+	if (rc)
+		return rc;
+	if (optind >= argc)
+		return wt_usage("bench: missing PACK");
+	if (optind + 1 < argc)
+		return wt_usage("bench: unexpected argument '%s'", argv[optind + 1]);
+	b.pack = argv[optind];
+	if ((rc = wt_pick_device(dev_req, dev_set, &b.device)))
+		return rc;
+	if ((rc = wt_pack_open(b.pack, &b.pk)))
+		return rc;
+	rc = WT_EXIT_FAIL;
+	if (wsp_pack_summary(b.pk, &b.s) < 0)
+		goto out;
+	b.h2d_pinned = b.h2d_pageable = -1;
+
+#ifdef WSP_HAVE_CUDA
+	if (b.device != WSP_DEVICE_HOST && wt_ceil_h2d(b.device, &b.h2d_pinned, &b.h2d_pageable))
+		goto out;
+#endif
+	if (wt_ceil_disk(b.pack, b.pk, b.s.n_shards, &b.dc))
+		goto out;
+	b.disk = b.dc.gbps;
+	b.direct = b.dc.direct;
+	b.dropped = b.dc.dropped;
+	b.decode_warm = b.s.stored_bytes * 2 < mem_available();
+	if (wt_ceil_decode(b.pk, b.s.raw_bytes, b.decode_warm, &b.decode))
+		goto out;
+	double ratio = b.s.stored_bytes ? (double)b.s.raw_bytes / b.s.stored_bytes : 1;
+	b.disk_side = b.disk * ratio < b.decode ? b.disk * ratio : b.decode;
+
+	if (b.device == WSP_DEVICE_HOST) {
+		for (int r = 0; r < R_N; r++)
+			skip_row(&b, r, "skipped (no GPU)");
+	} else {
+		/* A loader that fails is reported and the others still run:
+		 * the ceilings and the other rows remain useful. */
+#ifdef WSP_HAVE_CUDA
+		if (naive(&b, false, R_NAIVE))
+			failed = true, skip_row(&b, R_NAIVE, "failed (see the error above)");
+		if (naive(&b, true, R_PINNED))
+			failed = true, skip_row(&b, R_PINNED, "failed (see the error above)");
+#endif
+		if (pager(&b, b.host_cache, b.host_cache_set, 1, R_COLD))
+			failed = true, skip_row(&b, R_COLD, "failed (see the error above)");
+		/* Room for every layer, rounded to the cache's pages. */
+		uint64_t warm = b.s.raw_bytes + (uint64_t)b.s.n_layers * (4u << 20) + (64u << 20);
+		uint64_t avail = mem_available();
+		if (avail && warm > avail / 10 * 9) {
+			char a[32], c[32];
+			snprintf(b.row[R_WARM].skip, sizeof(b.row[R_WARM].skip),
+				 "skipped (model needs %s of host cache, %s available)", wt_size(warm, a, sizeof(a)),
+				 wt_size(avail, c, sizeof(c)));
+		} else if (pager(&b, warm, true, 2, R_WARM)) {
+			failed = true;
+			skip_row(&b, R_WARM, "failed (see the error above)");
+		}
+	}
+	if (b.device != WSP_DEVICE_HOST) {
+		/* Once more after the loaders, keeping the better: a ceiling is
+		 * the best the machine showed, and disks (virtual ones above
+		 * all) vary from one read to the next. */
+		struct wt_disk_ceiling again;
+		if (wt_ceil_disk(b.pack, b.pk, b.s.n_shards, &again))
+			goto out;
+		if (again.gbps > b.dc.gbps) {
+			b.dc = again;
+			b.disk = again.gbps;
+			b.direct = again.direct;
+			b.dropped = again.dropped;
+			b.disk_side = b.disk * ratio < b.decode ? b.disk * ratio : b.decode;
+		}
+	}
+	if (b.json) {
+		rc = report_json(&b);
+	} else {
+		report_text(&b);
+		rc = fflush(stdout) == EOF ? WT_EXIT_FAIL : 0;
+	}
+	if (failed)
+		rc = WT_EXIT_FAIL;
+out:
+	wsp_pack_close(b.pk);
+	return rc;
+}

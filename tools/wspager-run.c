@@ -1,0 +1,501 @@
+/*
+ * wspager run: stream a pack through the pager for a number of passes,
+ * running the workload (wspager-work.c) on every layer, and report
+ * throughput, compute and wait time, hit rates, disk bytes and CPU time.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <jansson.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "wspager-tool.h"
+
+struct run_cfg {
+	const char *pack, *order_file, *trace_file;
+	unsigned passes, batch, gpu_slots, lookahead, threads;
+	uint64_t host_cache;
+	bool host_cache_set, gpu_slots_set, lookahead_set, json, no_prefetch, device_set;
+	int device;
+	enum wsp_io_backend io;
+	enum wsp_policy policy;
+};
+
+/* One row of the report: a pass, or the total. */
+struct run_row {
+	unsigned pass;
+	uint64_t wall_ns, bytes, compute_ns, wait_ns;
+	struct wsp_stats st;          /* counters of this pass (difference) */
+	struct wt_cpu cpu;
+	uint64_t gemms, checksums, flops, steps;
+};
+
+static void log_cb(void *ctx, const char *message)
+{
+	(void)ctx;
+	fprintf(stderr, "wspager: %s\n", message);
+}
+
+/* Layer names, one per line; '#' starts a comment; blank lines are skipped. */
+int wt_read_order(const char *path, const wsp_pack *pk, uint32_t **out, size_t *n_out)
+{
+	FILE *f = fopen(path, "r");
+	if (!f) {
+		wt_error("%s: %s", path, strerror(errno));
+		return WT_EXIT_FAIL;
+	}
+	char *line = NULL;
+	size_t cap = 0, n = 0, alloc = 0;
+	uint32_t *order = NULL;
+	unsigned lineno = 0;
+	int rc = 0;
+	ssize_t len;
+	while ((len = getline(&line, &cap, f)) >= 0) {
+		lineno++;
+		char *hash = strchr(line, '#');
+		if (hash)
+			*hash = '\0';
+		char *s = line, *e;
+		while (*s == ' ' || *s == '\t')
+			s++;
+		e = s + strlen(s);
+		while (e > s && (e[-1] == '\n' || e[-1] == '\r' || e[-1] == ' ' || e[-1] == '\t'))
+			*--e = '\0';
+		if (!*s)
+			continue;
+		const struct wsp_layer *L = wsp_pack_find_layer(pk, s);
+		if (!L) {
+			wt_error("%s:%u: no layer named '%s' in the pack", path, lineno, s);
+			rc = WT_EXIT_FAIL;
+			break;
+		}
+		if (n == alloc) {
+			size_t na = alloc ? alloc * 2 : 64;
+			uint32_t *no = realloc(order, na * sizeof(*no));
+			if (!no) {
+				wt_error("out of memory");
+				rc = WT_EXIT_FAIL;
+				break;
+			}
+			order = no;
+			alloc = na;
+		}
+		order[n++] = L->index;
+	}
+	if (!rc && ferror(f)) {
+		wt_error("%s: read error", path);
+		rc = WT_EXIT_FAIL;
+	}
+	if (!rc && n == 0) {
+		wt_error("%s: no layer names in the order file", path);
+		rc = WT_EXIT_FAIL;
+	}
+	free(line);
+	fclose(f);
+	if (rc) {
+		free(order);
+		return rc;
+	}
+	*out = order;
+	*n_out = n;
+	return 0;
+}
+
+static void stats_diff(const struct wsp_stats *a, const struct wsp_stats *b, struct wsp_stats *d)
+{
+	*d = *b;
+#define D(f) d->f = b->f - a->f
+	D(acquires); D(gpu_hits); D(host_hits); D(misses); D(predicted); D(prefetches);
+	D(prefetch_wasted); D(host_evictions); D(gpu_evictions); D(bytes_read); D(bytes_decoded);
+	D(bytes_h2d); D(read_ns); D(decode_ns); D(h2d_ns); D(acquire_block_ns);
+#undef D
+}
+
+static void row_add(struct run_row *t, const struct run_row *r)
+{
+	t->wall_ns += r->wall_ns;
+	t->bytes += r->bytes;
+	t->compute_ns += r->compute_ns;
+	t->wait_ns += r->wait_ns;
+	t->cpu.user_ns += r->cpu.user_ns;
+	t->cpu.sys_ns += r->cpu.sys_ns;
+	t->gemms += r->gemms;
+	t->checksums += r->checksums;
+	t->flops += r->flops;
+	t->steps += r->steps;
+#define A(f) t->st.f += r->st.f
+	A(acquires); A(gpu_hits); A(host_hits); A(misses); A(predicted); A(prefetches);
+	A(prefetch_wasted); A(host_evictions); A(gpu_evictions); A(bytes_read); A(bytes_decoded);
+	A(bytes_h2d); A(read_ns); A(decode_ns); A(h2d_ns); A(acquire_block_ns);
+#undef A
+}
+
+static double ratio(uint64_t a, uint64_t b)
+{
+	return b ? (double)a / (double)b : 0.0;
+}
+
+/* Host hit: the layer was at least in the host tier when acquired. */
+static double host_hit_rate(const struct wsp_stats *s)
+{
+	return s->acquires ? ratio(s->acquires - (s->misses < s->acquires ? s->misses : s->acquires), s->acquires) : 0;
+}
+
+static json_t *row_json(const struct run_row *r, bool total)
+{
+	json_t *o = json_object();
+	if (!o)
+		return NULL;
+	if (!total)
+		json_object_set_new(o, "pass", json_integer(r->pass));
+	json_object_set_new(o, "layers", json_integer((json_int_t)r->steps));
+	json_object_set_new(o, "wall_s", json_real(r->wall_ns / 1e9));
+	json_object_set_new(o, "weights_bytes", json_integer((json_int_t)r->bytes));
+	json_object_set_new(o, "weights_gbps", json_real(wt_gbps(r->bytes, r->wall_ns)));
+	json_object_set_new(o, "compute_s", json_real(r->compute_ns / 1e9));
+	json_object_set_new(o, "wait_s", json_real(r->wait_ns / 1e9));
+	json_object_set_new(o, "acquire_block_s", json_real(r->st.acquire_block_ns / 1e9));
+	json_object_set_new(o, "acquires", json_integer((json_int_t)r->st.acquires));
+	json_object_set_new(o, "gpu_hits", json_integer((json_int_t)r->st.gpu_hits));
+	json_object_set_new(o, "host_hits", json_integer((json_int_t)r->st.host_hits));
+	json_object_set_new(o, "misses", json_integer((json_int_t)r->st.misses));
+	json_object_set_new(o, "gpu_hit_rate", json_real(ratio(r->st.gpu_hits, r->st.acquires)));
+	json_object_set_new(o, "host_hit_rate", json_real(host_hit_rate(&r->st)));
+	json_object_set_new(o, "predicted", json_integer((json_int_t)r->st.predicted));
+	json_object_set_new(o, "prefetches", json_integer((json_int_t)r->st.prefetches));
+	json_object_set_new(o, "prefetch_wasted", json_integer((json_int_t)r->st.prefetch_wasted));
+	json_object_set_new(o, "host_evictions", json_integer((json_int_t)r->st.host_evictions));
+	json_object_set_new(o, "gpu_evictions", json_integer((json_int_t)r->st.gpu_evictions));
+	json_object_set_new(o, "bytes_read", json_integer((json_int_t)r->st.bytes_read));
+	json_object_set_new(o, "bytes_decoded", json_integer((json_int_t)r->st.bytes_decoded));
+	json_object_set_new(o, "bytes_h2d", json_integer((json_int_t)r->st.bytes_h2d));
+	json_object_set_new(o, "cpu_user_s", json_real(r->cpu.user_ns / 1e9));
+	json_object_set_new(o, "cpu_sys_s", json_real(r->cpu.sys_ns / 1e9));
+	json_object_set_new(o, "gemms", json_integer((json_int_t)r->gemms));
+	json_object_set_new(o, "gemm_tflops", json_real(r->compute_ns ? (double)r->flops / r->compute_ns / 1e3 : 0));
+	json_object_set_new(o, "checksums", json_integer((json_int_t)r->checksums));
+	return o;
+}
+
+static const char *policy_name(enum wsp_policy p)
+{
+	return p == WSP_POLICY_LRU ? "lru" : "predict";
+}
+
+static int print_json(const struct run_cfg *c, int device, const struct wsp_pack_summary *s, size_t steps,
+		      const struct wsp_stats *fin, const struct run_row *rows, const struct run_row *tot)
+{
+	char dn[300];
+	json_t *cfg = json_pack("{s:i,s:i,s:I,s:I,s:i,s:I,s:s,s:b,s:s,s:i,s:i,s:b}", "passes", c->passes, "batch",
+				c->batch, "host_cache_bytes", (json_int_t)fin->host_cache_bytes, "pinned_bytes",
+				(json_int_t)fin->pinned_bytes, "gpu_slots", fin->gpu_slots, "slot_bytes",
+				(json_int_t)fin->slot_bytes, "io_backend", fin->io_backend, "direct_io",
+				fin->direct_io != 0, "policy", policy_name(c->policy), "lookahead", c->lookahead,
+				"threads", c->threads, "prefetch", !c->no_prefetch);
+	json_t *model = json_pack("{s:i,s:i,s:i,s:I,s:I,s:I,s:i}", "layers", s->n_layers, "tensors", s->n_tensors,
+				  "shards", s->n_shards, "raw_bytes", (json_int_t)s->raw_bytes, "stored_bytes",
+				  (json_int_t)s->stored_bytes, "max_layer_bytes", (json_int_t)s->max_layer_raw_bytes,
+				  "layers_per_pass", (int)steps);
+	json_t *passes = json_array();
+	for (unsigned p = 0; passes && p < c->passes; p++)
+		json_array_append_new(passes, row_json(&rows[p], false));
+	json_t *root = json_pack("{s:s,s:s,s:s,s:o,s:o,s:o,s:o}", "version", wsp_version_string(), "pack", c->pack,
+				 "device", wt_device_name(device, dn, sizeof(dn)), "config", cfg, "model", model,
+				 "passes", passes, "total", row_json(tot, true));
+	if (!root) {
+		wt_error("out of memory building JSON");
+		return WT_EXIT_FAIL;
+	}
+	int rc = wt_json_print(root);
+	json_decref(root);
+	return rc;
+}
+
+static void print_row(const char *label, const struct run_row *r)
+{
+	char rd[32];
+	printf("%-6s %8.3f %9.2f %9.3f %9.3f %8.1f%% %8.1f%% %11s %8.2f\n", label, r->wall_ns / 1e9,
+	       wt_gbps(r->bytes, r->wall_ns), r->compute_ns / 1e9, r->wait_ns / 1e9, 100 * host_hit_rate(&r->st),
+	       100 * ratio(r->st.gpu_hits, r->st.acquires), wt_size(r->st.bytes_read, rd, sizeof(rd)),
+	       (r->cpu.user_ns + r->cpu.sys_ns) / 1e9);
+}
+
+static void print_table(const struct run_cfg *c, int device, const struct wsp_pack_summary *s, size_t steps,
+			const struct wsp_stats *fin, const struct run_row *rows, const struct run_row *tot)
+{
+	char dn[300], a[32], b[32], d[32];
+	printf("pack      %s: %u layers, %s raw, %s stored\n", c->pack, s->n_layers,
+	       wt_size(s->raw_bytes, a, sizeof(a)), wt_size(s->stored_bytes, b, sizeof(b)));
+	printf("device    %s\n", wt_device_name(device, dn, sizeof(dn)));
+	printf("tiers     host cache %s (%s pinned), %u GPU slots of %s\n",
+	       wt_size(fin->host_cache_bytes, a, sizeof(a)), wt_size(fin->pinned_bytes, b, sizeof(b)),
+	       fin->gpu_slots, wt_size(fin->slot_bytes, d, sizeof(d)));
+	printf("io        %s%s, policy %s, %zu layers per pass, batch %u\n\n", fin->io_backend,
+	       fin->direct_io ? " (O_DIRECT)" : " (buffered)", policy_name(c->policy), steps, c->batch);
+	printf("%-6s %8s %9s %9s %9s %9s %9s %11s %8s\n", "pass", "time(s)", "GB/s", "compute", "wait(s)",
+	       "host hit", "GPU hit", "disk read", "CPU(s)");
+	for (unsigned p = 0; p < c->passes; p++) {
+		char lab[16];
+		snprintf(lab, sizeof(lab), "%u", rows[p].pass);
+		print_row(lab, &rows[p]);
+	}
+	print_row("total", tot);
+	printf("\nGB/s: raw weight bytes acquired per second of wall time (1 GB = 1e9 bytes).\n"
+	       "wait: time the %s waited for weights between layers.\n",
+	       device == WSP_DEVICE_HOST ? "workload (host backend: blocked in acquire)" : "GPU");
+}
+
+static int parse(int argc, char **argv, struct run_cfg *c)
+{
+	enum { O_PASSES = 256, O_ORDER, O_BATCH, O_HOST_CACHE, O_GPU_SLOTS, O_DEVICE, O_IO, O_POLICY,
+	       O_LOOKAHEAD, O_THREADS, O_JSON, O_TRACE, O_NO_PREFETCH, O_HELP };
+	static const struct option lo[] = {
+		{"passes", required_argument, NULL, O_PASSES}, {"order", required_argument, NULL, O_ORDER},
+		{"batch", required_argument, NULL, O_BATCH}, {"host-cache", required_argument, NULL, O_HOST_CACHE},
+		{"gpu-slots", required_argument, NULL, O_GPU_SLOTS}, {"device", required_argument, NULL, O_DEVICE},
+		{"io", required_argument, NULL, O_IO}, {"policy", required_argument, NULL, O_POLICY},
+		{"lookahead", required_argument, NULL, O_LOOKAHEAD}, {"threads", required_argument, NULL, O_THREADS},
+		{"json", no_argument, NULL, O_JSON}, {"trace-json", required_argument, NULL, O_TRACE},
+		{"no-prefetch", no_argument, NULL, O_NO_PREFETCH}, {"help", no_argument, NULL, O_HELP},
+		{NULL, 0, NULL, 0}};
+	int o, rc = 0;
+	memset(c, 0, sizeof(*c));
+	c->passes = 3;
+	c->batch = 16;
+	c->device = 0;
+	c->policy = WSP_POLICY_PREDICT;
+	opterr = 0;
+	optind = 1;
+	while (!rc && (o = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
+		switch (o) {
+		case O_PASSES: rc = wt_opt_uint("--passes", optarg, 1, 1000000, &c->passes); break;
+		case O_ORDER: c->order_file = optarg; break;
+		case O_BATCH: rc = wt_opt_uint("--batch", optarg, 1, 65536, &c->batch); break;
+		case O_HOST_CACHE:
+			rc = wt_opt_size("--host-cache", optarg, &c->host_cache);
+			if (!rc && c->host_cache == 0)
+				rc = wt_usage("--host-cache: must be more than 0");
+			c->host_cache_set = true;
+			break;
+		case O_GPU_SLOTS:
+			rc = wt_opt_uint("--gpu-slots", optarg, 1, 4096, &c->gpu_slots);
+			c->gpu_slots_set = true;
+			break;
+		case O_DEVICE: rc = wt_opt_device("--device", optarg, &c->device); c->device_set = true; break;
+		case O_IO:
+			if (!strcmp(optarg, "auto")) c->io = WSP_IO_AUTO;
+			else if (!strcmp(optarg, "uring")) c->io = WSP_IO_URING;
+			else if (!strcmp(optarg, "pread")) c->io = WSP_IO_PREAD;
+			else if (!strcmp(optarg, "mmap")) c->io = WSP_IO_MMAP;
+			else rc = wt_usage("--io: invalid backend '%s' (auto, uring, pread or mmap)", optarg);
+			break;
+		case O_POLICY:
+			if (!strcmp(optarg, "lru")) c->policy = WSP_POLICY_LRU;
+			else if (!strcmp(optarg, "predict")) c->policy = WSP_POLICY_PREDICT;
+			else rc = wt_usage("--policy: invalid policy '%s' (lru or predict)", optarg);
+			break;
+		case O_LOOKAHEAD:
+			rc = wt_opt_uint("--lookahead", optarg, 0, 1000000, &c->lookahead);
+			c->lookahead_set = true;
+			break;
+		case O_THREADS: rc = wt_opt_uint("--threads", optarg, 0, 4096, &c->threads); break;
+		case O_JSON: c->json = true; break;
+		case O_TRACE: c->trace_file = optarg; break;
+		case O_NO_PREFETCH: c->no_prefetch = true; break;
+		case 'h': case O_HELP: wt_help(stdout); return -1;
+		default: return wt_bad_option("run", argc, argv);
+		}
+	}
+	if (rc)
+		return rc;
+	if (optind >= argc)
+		return wt_usage("run: missing PACK");
+	if (optind + 1 < argc)
+		return wt_usage("run: unexpected argument '%s'", argv[optind + 1]);
+	c->pack = argv[optind];
+	return 0;
+}
+
+static int run_passes(const struct run_cfg *c, wsp_pager *pg, struct wt_work *w, const uint32_t *order,
+		      size_t steps, struct wt_trace *tr, struct run_row *rows)
+{
+	const wsp_pack *pk = wsp_pager_pack(pg);
+	void *stream = wt_work_stream(w);
+	struct wt_progress prog;
+	uint64_t per_pass = 0, done = 0;
+	for (size_t i = 0; i < steps; i++)
+		per_pass += wsp_pack_layer(pk, order[i])->raw_bytes;
+	wt_progress_init(&prog, "run");
+	for (unsigned p = 0; p < c->passes; p++) {
+		struct run_row *r = &rows[p];
+		struct wsp_stats s0, s1;
+		struct wt_cpu c0, c1;
+		struct wt_pass_result res;
+		int rc;
+		r->pass = p + 1;
+		/* Pass 1 counts from the open: prefetching starts there. */
+		if (p == 0)
+			memset(&s0, 0, sizeof(s0));
+		else
+			wsp_get_stats(pg, &s0);
+		wt_cpu_now(&c0);
+		uint64_t t0 = wt_now_ns();
+		if (wt_work_pass_begin(w))
+			return WT_EXIT_FAIL;
+		for (size_t i = 0; i < steps; i++) {
+			const struct wsp_layer *v;
+			rc = wsp_acquire(pg, order[i], stream, &v);
+			if (rc < 0) {
+				wt_progress_done(&prog);
+				wt_acquire_error(pg, wsp_pack_layer(pk, order[i])->name);
+				return WT_EXIT_FAIL;
+			}
+			rc = wt_work_layer(w, v);
+			int rr = wsp_release(pg, order[i], stream);
+			if (rc) {
+				wt_progress_done(&prog);
+				return rc;
+			}
+			if (rr < 0) {
+				wt_progress_done(&prog);
+				wt_error("release of layer %s: %s", v->name, wsp_errmsg(pg));
+				return WT_EXIT_FAIL;
+			}
+			r->bytes += v->raw_bytes;
+			done += v->raw_bytes;
+			wt_progress_update(&prog, done, per_pass * c->passes);
+		}
+		rc = wt_work_pass_end(w, &res);
+		uint64_t t1 = wt_now_ns();
+		if (rc) {
+			wt_progress_done(&prog);
+			return rc;
+		}
+		wt_cpu_now(&c1);
+		wsp_get_stats(pg, &s1);
+		stats_diff(&s0, &s1, &r->st);
+		r->wall_ns = t1 - t0;
+		r->compute_ns = res.compute_ns;
+		r->wait_ns = res.wait_ns;
+		r->cpu.user_ns = c1.user_ns - c0.user_ns;
+		r->cpu.sys_ns = c1.sys_ns - c0.sys_ns;
+		r->gemms = res.gemms;
+		r->checksums = res.checksums;
+		r->flops = res.flops;
+		r->steps = res.steps;
+		if (tr)
+			wt_trace_compute(tr, &res, p + 1);
+	}
+	wt_progress_done(&prog);
+	return 0;
+}
+
+int wt_cmd_run(int argc, char **argv)
+{
+	struct run_cfg c;
+	int rc = parse(argc, argv, &c);
+	if (rc)
+		return rc < 0 ? WT_EXIT_OK : rc;
+
+	int device;
+	if ((rc = wt_pick_device(c.device, c.device_set, &device)))
+		return rc;
+
+	struct wt_trace *tr = NULL;
+	if (c.trace_file && (rc = wt_trace_new(c.trace_file, &tr)))
+		return rc;
+
+	struct wsp_options opt;
+	wsp_options_init(&opt);
+	if (c.host_cache_set)
+		opt.host_cache_bytes = c.host_cache;
+	if (c.gpu_slots_set)
+		opt.gpu_slots = c.gpu_slots;
+	if (c.lookahead_set)
+		opt.lookahead = c.lookahead;
+	opt.device = device;
+	opt.io = c.io;
+	opt.policy = c.policy;
+	opt.decode_threads = c.threads;
+	if (c.no_prefetch)
+		opt.flags |= WSP_OPEN_NO_PREFETCH;
+	opt.log = log_cb;
+	if (tr) {
+		opt.trace = wt_trace_cb;
+		opt.trace_ctx = tr;
+	}
+
+	wsp_pager *pg = NULL;
+	struct wt_work *w = NULL;
+	uint32_t *order = NULL;
+	struct run_row *rows = NULL;
+	size_t steps = 0;
+	char err[512] = "";
+	rc = wsp_open(c.pack, &opt, &pg, err, sizeof(err));
+	if (rc < 0) {
+		wt_open_error(c.pack, err, rc);
+		wt_trace_free(tr);
+		return WT_EXIT_FAIL;
+	}
+	const wsp_pack *pk = wsp_pager_pack(pg);
+	struct wsp_pack_summary s;
+	rc = WT_EXIT_FAIL;
+	if (wsp_pack_summary(pk, &s) < 0) {
+		wt_error("%s: cannot read the pack summary", c.pack);
+		goto out;
+	}
+	if (c.order_file) {
+		if (wt_read_order(c.order_file, pk, &order, &steps))
+			goto out;
+	} else {
+		steps = s.n_layers;
+		order = malloc((steps ? steps : 1) * sizeof(*order));
+		if (!order) {
+			wt_error("out of memory");
+			goto out;
+		}
+		for (uint32_t i = 0; i < s.n_layers; i++)
+			order[i] = i;
+	}
+	if (steps == 0) {
+		wt_error("%s: the pack has no layers", c.pack);
+		goto out;
+	}
+	struct wt_work_cfg wc = {.device = device, .batch = c.batch, .max_steps = steps};
+	if (wt_work_open(&wc, pk, &w))
+		goto out;
+	rows = calloc(c.passes, sizeof(*rows));
+	if (!rows) {
+		wt_error("out of memory");
+		goto out;
+	}
+	if (run_passes(&c, pg, w, order, steps, tr, rows))
+		goto out;
+
+	struct run_row tot;
+	memset(&tot, 0, sizeof(tot));
+	for (unsigned p = 0; p < c.passes; p++)
+		row_add(&tot, &rows[p]);
+	struct wsp_stats fin;
+	wsp_get_stats(pg, &fin);
+	if (c.json)
+		rc = print_json(&c, device, &s, steps, &fin, rows, &tot);
+	else {
+		print_table(&c, device, &s, steps, &fin, rows, &tot);
+		rc = fflush(stdout) == EOF ? WT_EXIT_FAIL : 0;
+	}
+out:
+	wt_work_close(w);
+	/* Close the pager before writing the trace: its workers report until
+	 * they stop. */
+	wsp_close(pg);
+	if (!rc && tr)
+		rc = wt_trace_write(tr);
+	wt_trace_free(tr);
+	free(rows);
+	free(order);
+	return rc;
+}

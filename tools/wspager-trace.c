@@ -1,0 +1,234 @@
+/*
+ * wspager(1) --trace-json: a timeline in Chrome's trace-event format, which
+ * Perfetto and chrome://tracing open.  The pager's workers report their stage
+ * events through wsp_options.trace from several threads at once, so events
+ * are appended to one locked, growing array; the tool adds its own compute
+ * events after each pass.
+ *
+ * Rows ("tid"): 1xx disk reads, 2xx decode (one per worker), 3xx H2D copies,
+ * 4xx acquire waits, 500 compute; named by "thread_name" metadata events.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <jansson.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "wspager-tool.h"
+
+#define WT_STAGE_COMPUTE 100   /* ours, after the library's enum wsp_stage */
+
+struct wt_ev {
+	uint64_t begin_ns, end_ns, bytes;
+	uint32_t layer;
+	int stage, thread;
+	unsigned pass;
+};
+
+struct wt_trace {
+	pthread_mutex_t lock;
+	struct wt_ev *ev;
+	size_t n, cap;
+	bool oom;                 /* an event was dropped: say so when writing */
+	char *path, *tmp;
+	FILE *f;                  /* the temporary file, until renamed */
+};
+
+int wt_trace_new(const char *path, struct wt_trace **out)
+{
+	struct wt_trace *t = calloc(1, sizeof(*t));
+	if (!t || !(t->path = strdup(path)) || asprintf(&t->tmp, "%s.tmp%ld", path, (long)getpid()) < 0) {
+		if (t)
+			free(t->path);
+		free(t);
+		wt_error("out of memory");
+		return WT_EXIT_FAIL;
+	}
+	/* Create the file now, so that a bad path fails before the run, under
+	 * a temporary name so that a failed run leaves no truncated JSON. */
+	t->f = fopen(t->tmp, "w");
+	if (!t->f) {
+		wt_error("%s: %s", t->tmp, strerror(errno));
+		free(t->tmp);
+		free(t->path);
+		free(t);
+		return WT_EXIT_FAIL;
+	}
+	pthread_mutex_init(&t->lock, NULL);
+	*out = t;
+	return 0;
+}
+
+void wt_trace_free(struct wt_trace *t)
+{
+	if (!t)
+		return;
+	if (t->f) {
+		fclose(t->f);
+		unlink(t->tmp);
+	}
+	pthread_mutex_destroy(&t->lock);
+	free(t->ev);
+	free(t->tmp);
+	free(t->path);
+	free(t);
+}
+
+static void push(struct wt_trace *t, const struct wt_ev *e)
+{
+	pthread_mutex_lock(&t->lock);
+	if (t->n == t->cap) {
+		size_t cap = t->cap ? t->cap * 2 : 4096;
+		struct wt_ev *n = realloc(t->ev, cap * sizeof(*n));
+		if (!n) {
+			t->oom = true;
+			pthread_mutex_unlock(&t->lock);
+			return;
+		}
+		t->ev = n;
+		t->cap = cap;
+	}
+	t->ev[t->n++] = *e;
+	pthread_mutex_unlock(&t->lock);
+}
+
+void wt_trace_cb(void *ctx, const struct wsp_trace_event *ev)
+{
+	struct wt_ev e = {
+		.begin_ns = ev->begin_ns, .end_ns = ev->end_ns, .bytes = ev->bytes,
+		.layer = ev->layer, .stage = (int)ev->stage, .thread = ev->thread,
+	};
+	push(ctx, &e);
+}
+
+void wt_trace_compute(struct wt_trace *t, const struct wt_pass_result *res, unsigned pass)
+{
+	for (size_t i = 0; i < res->steps; i++) {
+		struct wt_ev e = {
+			.begin_ns = res->times[i].begin_ns, .end_ns = res->times[i].end_ns,
+			.layer = res->times[i].layer, .stage = WT_STAGE_COMPUTE, .pass = pass,
+		};
+		push(t, &e);
+	}
+}
+
+static const char *stage_name(int stage)
+{
+	switch (stage) {
+	case WSP_STAGE_READ: return "read";
+	case WSP_STAGE_DECODE: return "decode";
+	case WSP_STAGE_H2D: return "h2d";
+	case WSP_STAGE_WAIT: return "wait";
+	case WT_STAGE_COMPUTE: return "compute";
+	default: return "other";
+	}
+}
+
+static int stage_tid(int stage, int thread)
+{
+	int w = thread < 0 ? 0 : thread % 100;
+	switch (stage) {
+	case WSP_STAGE_READ: return 100 + w;
+	case WSP_STAGE_DECODE: return 200 + w;
+	case WSP_STAGE_H2D: return 300 + w;
+	case WSP_STAGE_WAIT: return 400 + w;
+	case WT_STAGE_COMPUTE: return 500;
+	default: return 900;
+	}
+}
+
+static const char *row_name(int tid, char *buf, size_t len)
+{
+	static const char *const rows[] = {"disk read", "decode", "H2D copy", "acquire wait", "compute"};
+	int k = tid / 100 - 1;
+	if (k < 0 || k > 4) {
+		snprintf(buf, len, "other");
+		return buf;
+	}
+	if (k == 4)
+		snprintf(buf, len, "%s", rows[k]);
+	else
+		snprintf(buf, len, "%s %d", rows[k], tid % 100);
+	return buf;
+}
+
+static int add(json_t *arr, json_t *obj)
+{
+	return obj ? json_array_append_new(arr, obj) : -1;
+}
+
+static json_t *build(struct wt_trace *t)
+{
+	json_t *root = json_object(), *evs = json_array();
+	bool seen[1000] = {false};
+	uint64_t t0 = UINT64_MAX;
+	char name[64];
+	int bad = !root || !evs;
+
+	for (size_t i = 0; i < t->n; i++)
+		if (t->ev[i].begin_ns < t0)
+			t0 = t->ev[i].begin_ns;
+	for (size_t i = 0; i < t->n && !bad; i++) {
+		const struct wt_ev *e = &t->ev[i];
+		int tid = stage_tid(e->stage, e->thread);
+		uint64_t dur = e->end_ns > e->begin_ns ? e->end_ns - e->begin_ns : 0;
+		seen[tid] = true;
+		json_t *args = json_pack("{s:i}", "layer", (json_int_t)e->layer);
+		if (args && e->bytes)
+			json_object_set_new(args, "bytes", json_integer((json_int_t)e->bytes));
+		if (args && e->stage == WT_STAGE_COMPUTE)
+			json_object_set_new(args, "pass", json_integer(e->pass));
+		/* Microseconds, as the format wants; fractions keep sub-us events. */
+		bad |= add(evs, json_pack("{s:s,s:s,s:s,s:f,s:f,s:i,s:i,s:o}", "name", stage_name(e->stage), "cat",
+					  stage_name(e->stage), "ph", "X", "ts", (double)(e->begin_ns - t0) / 1e3,
+					  "dur", (double)dur / 1e3, "pid", 1, "tid", tid, "args", args));
+	}
+	bad |= add(evs, json_pack("{s:s,s:s,s:i,s:i,s:{s:s}}", "name", "process_name", "ph", "M", "pid", 1, "tid", 0,
+				  "args", "name", "wspager"));
+	for (int tid = 0; tid < 1000 && !bad; tid++) {
+		if (!seen[tid])
+			continue;
+		bad |= add(evs, json_pack("{s:s,s:s,s:i,s:i,s:{s:s}}", "name", "thread_name", "ph", "M", "pid", 1,
+					  "tid", tid, "args", "name", row_name(tid, name, sizeof(name))));
+		bad |= add(evs, json_pack("{s:s,s:s,s:i,s:i,s:{s:i}}", "name", "thread_sort_index", "ph", "M", "pid",
+					  1, "tid", tid, "args", "sort_index", tid));
+	}
+	if (bad || json_object_set_new(root, "traceEvents", evs)) {
+		json_decref(root);
+		if (bad)
+			json_decref(evs);
+		return NULL;
+	}
+	json_object_set_new(root, "displayTimeUnit", json_string("ms"));
+	return root;
+}
+
+int wt_trace_write(struct wt_trace *t)
+{
+	pthread_mutex_lock(&t->lock);
+	json_t *root = build(t);
+	bool oom = t->oom;
+	pthread_mutex_unlock(&t->lock);
+	if (!root) {
+		wt_error("%s: out of memory building the trace", t->path);
+		return WT_EXIT_FAIL;
+	}
+	if (oom)
+		wt_error("%s: warning: some trace events were dropped (out of memory)", t->path);
+	FILE *f = t->f;
+	t->f = NULL;
+	int bad = json_dumpf(root, f, JSON_COMPACT) < 0 || fputc('\n', f) == EOF;
+	bad |= fflush(f) == EOF || fsync(fileno(f)) < 0;
+	int e = errno;
+	bad |= fclose(f) == EOF;
+	json_decref(root);
+	if (bad || rename(t->tmp, t->path) < 0) {
+		wt_error("%s: %s", bad ? t->tmp : t->path, strerror(bad ? e : errno));
+		unlink(t->tmp);
+		return WT_EXIT_FAIL;
+	}
+	return 0;
+}
