@@ -2,6 +2,7 @@
  * tools/ and tests/ computes the same function on the device. */
 #include <string.h>
 
+#include "common/util.h"
 #include "wspager.h"
 
 #define WSP_CK_K 0x9E3779B97F4A7C15ull
@@ -13,19 +14,24 @@ static inline uint64_t mix64(uint64_t z)
 	return z ^ (z >> 31);
 }
 
-uint64_t wsp_checksum64(const void *data, uint64_t bytes)
+uint64_t wsp_checksum64_part(const void *data, uint64_t bytes, uint64_t first_word)
 {
 	const unsigned char *p = data;
 	uint64_t words = bytes / 8, sum = 0, i;
 	for (i = 0; i < words; i++) {
 		uint64_t w;
 		memcpy(&w, p + i * 8, 8);   /* little-endian hosts only */
-		sum += mix64(w ^ (i * WSP_CK_K));
+		sum += mix64(w ^ ((first_word + i) * WSP_CK_K));
 	}
 	if (bytes % 8) {
 		uint64_t w = 0;
 		memcpy(&w, p + words * 8, bytes % 8);
-		sum += mix64(w ^ (words * WSP_CK_K));
+		sum += mix64(w ^ ((first_word + words) * WSP_CK_K));
 	}
 	return sum;
+}
+
+uint64_t wsp_checksum64(const void *data, uint64_t bytes)
+{
+	return wsp_checksum64_part(data, bytes, 0);
 }

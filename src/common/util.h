@@ -49,4 +49,10 @@ uint64_t wsp_memory_available(const char **why);
  * WSP_EFORMAT when sub-byte elements do not fill whole bytes. */
 int wsp_tensor_bytes(int dtype, unsigned rank, const uint64_t *shape, uint64_t *bytes);
 
+/* The part of wsp_checksum64 contributed by `bytes` bytes starting at word
+ * `first_word` of the checksummed buffer.  The checksum is a sum of terms
+ * that each depend on one word and its index, so pieces (chunks) add their
+ * parts in any order, as long as each piece but the last is whole words. */
+uint64_t wsp_checksum64_part(const void *data, uint64_t bytes, uint64_t first_word);
+
 #endif

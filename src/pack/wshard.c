@@ -32,26 +32,6 @@ struct pipe {
 	size_t bound;
 };
 
-/* The part of wsp_checksum64 (see wspager.h) contributed by `bytes` bytes
- * that start at word `base` of a tensor.  The checksum is a sum of terms
- * that each depend on one word and its index, so chunks add their parts in
- * any order; chunk boundaries are multiples of 256 bytes, hence of words. */
-static uint64_t checksum_part(const unsigned char *p, uint64_t bytes, uint64_t base)
-{
-	const uint64_t K = 0x9E3779B97F4A7C15ull;
-	uint64_t sum = 0, words = bytes / 8, i, w;
-
-	for (i = 0; i < words + (bytes % 8 != 0); i++) {
-		w = 0;
-		memcpy(&w, p + i * 8, i < words ? 8 : bytes % 8);
-		uint64_t z = w ^ ((base + i) * K);
-		z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-		z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-		sum += z ^ (z >> 31);
-	}
-	return sum;
-}
-
 /* The raw bytes of chunk k of tensor t: in memory, or read from its source
  * file into `rbuf` (a short read means the input changed: an error). */
 static int chunk_raw(struct pack_writer *pw, const struct pw_tensor *t, uint64_t k, uint32_t len,
@@ -89,7 +69,7 @@ static int encode_one(struct pipe *p, struct chunk_encoder *enc, uint64_t i, voi
 
 	WSP_TRY(chunk_raw(pw, t, k, c->raw_bytes, rbuf, &raw));
 	__atomic_fetch_add(&t->checksum,
-			   checksum_part(raw, c->raw_bytes, k * pw->opt.chunk_bytes / 8),
+			   wsp_checksum64_part(raw, c->raw_bytes, k * pw->opt.chunk_bytes / 8),
 			   __ATOMIC_RELAXED);
 	rc = chunk_encode(enc, raw, c->raw_bytes, t->dtype, pw->opt.codec, pw->opt.transform, buf, c,
 			  pw->err);

@@ -51,6 +51,15 @@ static void test_checksum(void)
 	 * one zero word at index 0 -> mix64(0) == 0 */
 	uint64_t z = 0;
 	CHECK(wsp_checksum64(&z, 8) == 0);
+	/* pieces of whole words, summed in any order, give the whole */
+	unsigned char big[1000];
+	for (int i = 0; i < 1000; i++)
+		big[i] = (unsigned char)(i * 131 + 7);
+	uint64_t whole = wsp_checksum64(big, 997);
+	uint64_t parts = wsp_checksum64_part(big + 512, 485, 64) + wsp_checksum64_part(big, 256, 0) +
+			 wsp_checksum64_part(big + 256, 256, 32);
+	CHECK(parts == whole);
+	CHECK(wsp_checksum64_part(big + 256, 256, 31) != wsp_checksum64_part(big + 256, 256, 32));
 }
 
 static void test_dtypes(void)
