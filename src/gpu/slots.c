@@ -73,8 +73,17 @@ int slots_init(struct slot_pool *sp, struct dev *d, unsigned n, uint64_t slot_by
 		return WSP_ERR(err, WSP_ETOOBIG, "%u slots of %llu bytes overflow", n,
 			       (unsigned long long)slot_bytes);
 	sp->slots = calloc(n, sizeof(*sp->slots));
-	if (!sp->slots)
+	sp->cand = calloc(n, sizeof(*sp->cand));
+	sp->cand_slot = calloc(n, sizeof(*sp->cand_slot));
+	if (!sp->slots || !sp->cand || !sp->cand_slot) {
+		free(sp->slots);
+		free(sp->cand);
+		free(sp->cand_slot);
+		sp->slots = NULL;
+		sp->cand = NULL;
+		sp->cand_slot = NULL;
 		return WSP_ERR(err, -ENOMEM, "out of memory for %u slots", n);
+	}
 	sp->n = n;
 	sp->slot_bytes = slot_bytes;
 	rc = d->ops->alloc(d, total, &sp->mem, err);
@@ -137,6 +146,8 @@ void slots_destroy(struct slot_pool *sp)
 	if (sp->mem)
 		d->ops->free(d, sp->mem);
 	free(sp->pend);
+	free(sp->cand);
+	free(sp->cand_slot);
 	free(sp->spare_ev);
 	free(sp->spare_tev);
 	free(sp->slots);

@@ -19,6 +19,7 @@
 
 #include <stdint.h>
 #include "cache/hcache.h"
+#include "predict/predict.h"
 #include "common/error.h"
 #include "gpu/device.h"
 #include "pack/pack.h"
@@ -76,6 +77,9 @@ struct slot_pool {
 	unsigned n_spare_t, cap_spare_t;
 	struct pending_put *pend;
 	unsigned n_pend, cap_pend;
+	/* eviction scratch, n entries, used under the pager's lock */
+	struct evict_cand *cand;
+	struct slot **cand_slot;
 	/* counters (the pager reads them under its lock) */
 	uint64_t bytes_h2d, h2d_ns, fills, gpu_evictions, prefetch_fills, prefetch_wasted;
 };

@@ -53,41 +53,24 @@ static unsigned pager_pending(struct wsp_pager_s *pg)
 }
 
 /* A slot for a demanded layer: a free one, else the policy's victim among
- * those no stream uses.  NULL when every slot is acquired. */
+ * those no stream uses.  NULL when every slot is acquired.  Under pg->lock. */
 static struct slot *demand_victim(struct wsp_pager_s *pg)
 {
-	struct evict_cand cand[64];
-	struct slot *map[64];
+	struct slot_pool *sp = &pg->sp;
 	unsigned n = 0;
-	struct slot *best = NULL;
-	uint64_t best_d = 0;
-
-	for (unsigned i = 0; i < pg->sp.n; i++) {
-		struct slot *s = &pg->sp.slots[i];
+	for (unsigned i = 0; i < sp->n; i++) {
+		struct slot *s = &sp->slots[i];
 		if (s->refs)
 			continue;
 		if (s->state == SLOT_FREE)
 			return s;
-		if (n < WSP_ARRAY_SIZE(cand)) {
-			cand[n].layer = s->layer;
-			cand[n].last_use = s->last_use;
-			cand[n].distance = predictor_distance(pg->pred, s->layer);
-			map[n++] = s;
-		} else if (!best || predictor_distance(pg->pred, s->layer) > best_d) {
-			/* Pools beyond 64 slots: plain furthest-distance choice
-			 * among the rest, compared with evict_choose's pick below. */
-			best = s;
-			best_d = predictor_distance(pg->pred, s->layer);
-		}
+		sp->cand[n].layer = s->layer;
+		sp->cand[n].last_use = s->last_use;
+		sp->cand[n].distance = predictor_distance(pg->pred, s->layer);
+		sp->cand_slot[n++] = s;
 	}
-	if (n == 0)
-		return best;
-	int k = evict_choose(pg->opt.policy, cand, n);
-	if (k < 0 || (unsigned)k >= n)
-		k = 0;
-	if (best && best_d > cand[k].distance)
-		return best;
-	return map[k];
+	int k = evict_choose(pg->opt.policy, sp->cand, n);
+	return k < 0 ? NULL : sp->cand_slot[k];
 }
 
 /* Admission for an early fill (the host cache's rule): a free slot, or the
