@@ -92,12 +92,15 @@ int slots_init(struct slot_pool *sp, struct dev *d, unsigned n, uint64_t slot_by
 			       (unsigned long long)slot_bytes);
 		goto fail;
 	}
-	/* The epoch: device event times become host times relative to it. */
+	/* The epoch: device event times become host times relative to it.
+	 * The host clock is read before the record: the event completes no
+	 * earlier, so mapped times are never later than the real ones (a
+	 * trace event never ends in the future). */
+	sp->epoch_ns = wsp_now_ns();
 	if ((rc = d->ops->event_create(d, 1, &sp->epoch, err)) < 0 ||
 	    (rc = d->ops->record(d, sp->epoch, 1, NULL, err)) < 0 ||
 	    (rc = d->ops->event_sync(d, sp->epoch, err)) < 0)
 		goto fail;
-	sp->epoch_ns = wsp_now_ns();
 	for (unsigned i = 0; i < n; i++) {
 		struct slot *s = &sp->slots[i];
 		s->index = i;
