@@ -182,6 +182,19 @@ typedef int (*wsp_progress_fn)(void *ctx, uint64_t done, uint64_t total);
  * chunk in the pack's message. */
 int wsp_pack_verify(wsp_pack *pk, unsigned threads, wsp_progress_fn progress, void *ctx);
 
+/* The decode-side ceiling, measured from memory: read the stored bytes of
+ * whole layers in pack order (up to `limit` stored bytes, 0: all; in either
+ * case at most a quarter of the memory this process may use, and at least
+ * the first layer) into memory first, untimed; then decode every chunk with
+ * `threads` workers (0: all cores), each with its own decoder and
+ * destination, exactly as the host cache decodes (zstd, the transform, the
+ * chunk checksums), timing only that.  *raw_bytes receives the tensor bytes
+ * produced (padding excluded) and *ns the time.  Errors: those of reading,
+ * WSP_ECHECKSUM, WSP_EZSTD, WSP_EFORMAT, with the shard, layer, tensor and
+ * chunk in the pack's message (then *raw_bytes and *ns are 0). */
+int wsp_pack_measure_decode(wsp_pack *pk, unsigned threads, uint64_t limit,
+			    uint64_t *raw_bytes, uint64_t *ns);
+
 /* Read and decode `layer` into `dst` (its raw_bytes, host memory) on the
  * calling thread with plain buffered reads: the simple synchronous path that
  * naive loaders take (tools use it for comparisons).  Checks every checksum.
@@ -348,6 +361,11 @@ struct wsp_convert_options {
 	const char *group_regex;   /* extended regex whose first group names the layer; NULL: built-in */
 	unsigned flags;            /* WSP_CONVERT_FORCE */
 	wsp_progress_fn progress; void *progress_ctx;
+	/* Notices about the inputs that do not stop the conversion: tensors a
+	 * shard holds but the index does not name (kept), *.safetensors files
+	 * of the directory that are not used (ignored).  Called on the calling
+	 * thread; NULL (the default): not reported. */
+	wsp_log_fn log; void *log_ctx;
 };
 #define WSP_CONVERT_FORCE 1u   /* replace an existing output */
 

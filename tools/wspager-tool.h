@@ -125,7 +125,8 @@ struct wt_disk_ceiling {
 /* The best of the patterns and of the pager's own read path
  * (wsp_pack_measure_read; reported as threads = 0). */
 int wt_ceil_disk(const char *pack, wsp_pack *pk, unsigned n_shards, struct wt_disk_ceiling *out);
-/* wsp_pack_verify with all threads, timed: GB/s of raw bytes. */
+/* wsp_pack_measure_decode with all threads (stored bytes read into memory
+ * first, untimed): GB/s of raw bytes.  raw_bytes and warm_first are unused. */
 int wt_ceil_decode(wsp_pack *pk, uint64_t raw_bytes, bool warm_first, double *gbps);
 
 /* ---- subcommands ---- */

@@ -12,6 +12,7 @@ c = d["ceilings"]
 assert c["h2d_pinned_gbps"] is None and c["h2d_pageable_gbps"] is None
 assert c["disk_gbps"] > 0 and c["decode_gbps"] > 0 and c["disk_side_gbps"] > 0
 assert c["page_cache_dropped"] is False   # the tests never drop caches
+assert c["decode_from_memory"] is True
 names = [r["name"] for r in d["loaders"]]
 assert names == ["naive_pageable", "naive_pinned", "pager_cold", "pager_warm"], names
 for r in d["loaders"]:
