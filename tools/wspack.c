@@ -134,6 +134,21 @@ static void progress_end(struct progress *p)
 	pthread_mutex_destroy(&p->lock);
 }
 
+/* Notices of the converter (files or tensors the index does not name): on
+ * a line of their own, also while the progress line is shown. */
+static void note_cb(void *ctx, const char *message)
+{
+	struct progress *p = ctx;
+	pthread_mutex_lock(&p->lock);
+	if (p->shown) {
+		fputc('\n', stderr);
+		p->shown = 0;
+		p->last = -1;   /* redraw the progress line on the next report */
+	}
+	fprintf(stderr, "wspack: note: %s\n", message);
+	pthread_mutex_unlock(&p->lock);
+}
+
 static double ratio(uint64_t raw, uint64_t stored)
 {
 	return stored ? (double)raw / (double)stored : 0.0;
@@ -197,6 +212,8 @@ static int cmd_convert(int argc, char **argv)
 	struct progress p;
 	opt.progress = progress_init(&p, "converting");
 	opt.progress_ctx = &p;
+	opt.log = note_cb;
+	opt.log_ctx = &p;
 	char err[1024] = "";
 	int rc = wsp_convert((const char *const *)argv + optind, (size_t)(argc - optind), out, &opt,
 			     err, sizeof(err));

@@ -17,7 +17,7 @@
 
 void wsp_convert_options_init(struct wsp_convert_options *opt)
 {
-	memset(opt, 0, sizeof(*opt));
+	memset(opt, 0, sizeof(*opt));   /* progress and log: NULL, none */
 	opt->level = 1;
 	opt->chunk_bytes = 4ull << 20;
 	opt->shard_bytes = 4ull << 30;
@@ -93,7 +93,7 @@ int wsp_convert(const char *const *inputs, size_t n_inputs, const char *out,
 		wsp_convert_options_init(&defaults);
 		opt = &defaults;
 	}
-	rc = st_set_open(inputs, n_inputs, &set, NULL, NULL, &err);
+	rc = st_set_open(inputs, n_inputs, &set, opt->log, opt->log_ctx, &err);
 	if (rc < 0)
 		goto out;
 	rc = pack_writer_create(out, opt, &pw, &err);

@@ -22,6 +22,11 @@ printf '\377' | dd of="$T/bad.safetensors" bs=1 seek=20 conv=notrunc 2>/dev/null
 cp "$T/good.safetensors" "$T/huge.safetensors"
 printf '\377\377\377\377\377\377\377\177' | dd of="$T/huge.safetensors" bs=1 conv=notrunc 2>/dev/null
 mkdir "$T/exists.wsp"
+# A sharded checkpoint directory with a stray *.safetensors file that its
+# index does not name: converted with a note (cases convert-stray*).
+"$WSPACK" generate "$T/stray" --layers 1 --hidden 64 --intermediate 128 --vocab 64 \
+	--shard-size 32K 2>"$T/gen.err" || { echo "generate failed"; cat "$T/gen.err"; exit 1; }
+cp "$T/stray/model-00001-of-"*.safetensors "$T/stray/extra.safetensors"
 
 for args in "$CASES"/*.args; do
 	name=$(basename "$args" .args)
@@ -70,6 +75,18 @@ ok "$WSPACK" convert "$T/good.safetensors" -o "$T/good.wsp" --force --codec raw
 ok "$WSPACK" generate "$T/good.safetensors" --force --seed 9 --layers 1 --hidden 64 \
 	--intermediate 128 --vocab 64 --dtype f16
 echo "ok success path"
+
+# A tensor in a shard that the index does not name is kept, with a note, as
+# is the stray file; the pack holds every tensor and verifies.
+cp -r "$T/stray" "$T/orphan"
+sed -i '/"model.layers.0.input_layernorm.weight"/d' "$T/orphan/model.safetensors.index.json"
+"$WSPACK" convert "$T/orphan" -o "$T/orphan.wsp" >"$T/out" 2>"$T/err" || { echo "FAIL orphan convert"; cat "$T/err"; fail=1; }
+grep -q "^wspack: note: .*: tensor 'model.layers.0.input_layernorm.weight' is not in the index (kept)$" "$T/err" &&
+	grep -q '^wspack: note: .*/orphan/extra.safetensors: not named in the index (ignored)$' "$T/err" &&
+	[ "$(wc -l <"$T/err")" -eq 2 ] || { echo "FAIL orphan notes"; cat "$T/err"; fail=1; }
+ok "$WSPACK" verify "$T/orphan.wsp"
+grep -q ': OK: 4 layers, 12 tensors' "$T/out" || { echo "FAIL orphan verify"; cat "$T/out"; fail=1; }
+echo "ok orphan tensor notes"
 
 # --help and --version succeed on stdout.
 "$WSPACK" --help | grep -q '^Usage: wspack' || { echo "FAIL --help"; fail=1; }
