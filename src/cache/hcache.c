@@ -15,6 +15,8 @@
 
 #define HC_DEFAULT_PAGE (2ull << 20)
 #define HC_DEFAULT_BUDGET_MAX (8ull << 30)
+/* A zstd decompression context with its window and buffers, per worker. */
+#define HC_DECODER_OVERHEAD (1ull << 20)
 
 void hc_notice(struct hcache *hc, const char *fmt, ...)
 {
@@ -47,7 +49,13 @@ const char *hc_layer_name(const struct hcache *hc, uint32_t layer)
 
 /* The budget actually used: the default, or the request clamped to 90% of
  * the memory the process may use (RELIABILITY item 26), said once. */
-static uint64_t choose_budget(struct hcache *hc, uint64_t want)
+/*
+ * The budget actually used: `want`, clamped so that the cache plus `reserve`
+ * (staging, decoder buffers, the caller's own) stay within 90% of the memory
+ * the process may use (MemAvailable or the cgroup limit), so that a run
+ * inside a memory limit is not killed for what the clamp forgot.
+ */
+static uint64_t choose_budget(struct hcache *hc, uint64_t want, uint64_t reserve)
 {
 	const char *why = NULL;
 	uint64_t avail = wsp_memory_available(&why);
@@ -55,12 +63,15 @@ static uint64_t choose_budget(struct hcache *hc, uint64_t want)
 		want = avail ? avail / 4 : HC_DEFAULT_BUDGET_MAX;
 		return WSP_MIN(want, HC_DEFAULT_BUDGET_MAX);
 	}
-	uint64_t limit = avail / 10 * 9;
+	uint64_t usable = avail / 10 * 9;
+	uint64_t limit = usable > reserve ? usable - reserve : 0;
 	if (avail && want > limit) {
-		char a[32], b[32], c[32];
-		hc_notice(hc, "host cache budget %s is above the memory available (%s, %s): using %s (90%%)",
+		char a[32], b[32], c[32], d[32];
+		hc_notice(hc, "host cache budget %s is above the memory available for it (%s, %s, of "
+			      "which 90%% less %s for staging, decode buffers and slots): using %s",
 			  wsp_format_size(want, a, sizeof(a)), wsp_format_size(avail, b, sizeof(b)),
-			  why ? why : "MemAvailable", wsp_format_size(limit, c, sizeof(c)));
+			  why ? why : "MemAvailable", wsp_format_size(reserve, d, sizeof(d)),
+			  wsp_format_size(limit, c, sizeof(c)));
 		want = limit;
 	}
 	return want;
@@ -109,8 +120,16 @@ int hcache_create(const struct hcache_config *cfg, struct wsp_pack_s *pk, struct
 	pthread_cond_init(&hc->pool_cond, NULL);
 	pthread_mutex_init(&hc->rd_lock, NULL);
 
-	uint64_t budget = choose_budget(hc, cfg->budget_bytes);
-	int rc = check_fits(hc, budget, cfg->budget_bytes, err);
+	/* The chunk table first: staging and decoder sizes depend on it, and
+	 * the budget is clamped net of them. */
+	int rc = hc_entries_init(hc, err);
+	if (rc < 0)
+		goto fail;
+	unsigned workers = cfg->decode_threads ? cfg->decode_threads : wsp_cpu_count();
+	uint64_t reserve = cfg->reserve_bytes + hc_staging_plan(hc) +
+			   (uint64_t)workers * (hc->max_chunk_raw + HC_DECODER_OVERHEAD);
+	uint64_t budget = choose_budget(hc, cfg->budget_bytes, reserve);
+	rc = check_fits(hc, budget, cfg->budget_bytes, err);
 	if (rc < 0)
 		goto fail;
 	uint32_t n_shards = hc->m->hdr->n_shards;
@@ -127,7 +146,7 @@ int hcache_create(const struct hcache_config *cfg, struct wsp_pack_s *pk, struct
 			goto fail;
 		}
 	}
-	if ((rc = hc_entries_init(hc, err)) < 0 || (rc = hc_pages_init(hc, budget, err)) < 0 ||
+	if ((rc = hc_pages_init(hc, budget, err)) < 0 ||
 	    (rc = hc_pool_start(hc, err)) < 0 || (rc = hc_loader_start(hc, err)) < 0 ||
 	    (rc = hc_pin_start(hc, err)) < 0)
 		goto fail;

@@ -29,6 +29,10 @@ struct hcache_config {
 	                               least two, each holding the largest chunk);
 	                               0: 2 x the largest layer's stored bytes,
 	                               within [32 MiB, 256 MiB] */
+	uint64_t reserve_bytes;     /* memory the caller takes besides the cache
+	                               (host-memory GPU slots): kept out of the
+	                               clamp to available memory, as are staging
+	                               and the decoders' buffers */
 	enum wsp_policy policy;
 	struct io_config io;
 	struct predictor *predictor;   /* may be NULL (then LRU order) */

@@ -170,6 +170,9 @@ void hc_deferred_run(struct hcache *hc);
 void hc_load_finished(struct hcache *hc, struct hc_entry *e);
 
 /* loader.c */
+/* Size the staging arena (slot size and count) from the pack; no memory is
+ * taken yet.  Returns its bytes.  hc_loader_start maps what was planned. */
+uint64_t hc_staging_plan(struct hcache *hc);
 int hc_loader_start(struct hcache *hc, struct wsp_err *err);
 void hc_loader_stop(struct hcache *hc);
 void hc_loader_fini(struct hcache *hc);

@@ -246,7 +246,7 @@ static void *loader_main(void *arg)
 	return NULL;
 }
 
-int hc_loader_start(struct hcache *hc, struct wsp_err *err)
+uint64_t hc_staging_plan(struct hcache *hc)
 {
 	uint64_t max_span = 0;
 	for (uint32_t l = 0; l < hc->n_layers; l++)
@@ -267,6 +267,14 @@ int hc_loader_start(struct hcache *hc, struct wsp_err *err)
 		n = 4096;
 	hc->n_slots = (unsigned)n;
 	hc->staging_bytes = n * hc->slot_bytes;
+	return hc->staging_bytes;
+}
+
+int hc_loader_start(struct hcache *hc, struct wsp_err *err)
+{
+	if (!hc->staging_bytes)
+		hc_staging_plan(hc);
+	unsigned n = hc->n_slots;
 	void *p = mmap(NULL, hc->staging_bytes, PROT_READ | PROT_WRITE,
 		       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	if (p == MAP_FAILED) {

@@ -122,6 +122,9 @@ static int open_tiers(struct wsp_pager_s *pg, const char *path)
 	cfg.budget_bytes = pg->opt.host_cache_bytes ? pg->opt.host_cache_bytes
 						    : pager_default_host_bytes();
 	cfg.page_bytes = pg->opt.page_bytes;
+	/* Host-memory slots share the process's memory with the cache. */
+	if (dev_is_host(pg->dev))
+		cfg.reserve_bytes = (uint64_t)pg->sp.n * pg->sp.slot_bytes;
 	cfg.decode_threads = pg->opt.decode_threads;
 	cfg.policy = pg->opt.policy;
 	io_config_init(&cfg.io);
