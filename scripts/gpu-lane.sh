@@ -88,6 +88,7 @@ run() {
 	rm -rf "$work/model"
 	step info 60 wspack info "$work/model.wsp"
 	# 3. Benchmarks: each prints its ceilings and ratios.
+	mkdir -p "$work/gpu"
 	step bench-gpu 400 "$lane/bench/gpu_bench" --dir "$work/gpu"
 	step bench-codec 300 "$lane/bench/codec_bench" --levels 1 --reps 3
 	step bench-cache 400 "$lane/bench/cache_bench" --pack "$work/model.wsp" --rounds 3
