@@ -54,6 +54,9 @@ static int check_options(const struct wsp_options *o, struct wsp_err *err)
 
 /* How far ahead each tier looks: the host tier as many layers as its budget
  * holds (the layer in use aside), the slots all but the one being used. */
+/* Bytes of host-tier prefetch window when the model does not fit. */
+#define PAGER_WINDOW_BYTES (1ull << 30)
+
 static void plan_lookahead(struct wsp_pager_s *pg, uint64_t budget)
 {
 	const struct wsp_pack_s *pk = pg->pk;
@@ -62,8 +65,18 @@ static void plan_lookahead(struct wsp_pager_s *pg, uint64_t budget)
 	for (uint32_t i = 0; i < n; i++)
 		total += pk->layers[i].raw_bytes;
 	uint64_t avg = n ? total / n : 1;
-	uint64_t fit = avg ? budget / avg : n;
+	/* When the model fits, prefetch as far as the tier holds.  When it
+	 * does not, a deep window would fill the whole cache with layers about
+	 * to be used and every prefetch would evict a layer kept for the next
+	 * pass: nothing would survive a pass.  The window only needs enough
+	 * bytes in flight to keep the disk and decoders busy; the rest of the
+	 * cache keeps a set of layers across passes (eviction then takes the
+	 * layer used furthest ahead, as Belady's rule does). */
+	uint64_t window = total <= budget ? budget : WSP_MIN(budget / 4, PAGER_WINDOW_BYTES);
+	uint64_t fit = avg ? window / avg : n;
 	unsigned host = fit > 1 ? (unsigned)WSP_MIN(fit - 1, (uint64_t)UINT32_MAX) : 1;
+	if (total > budget)
+		host = WSP_MAX(host, 2u);
 	unsigned gpu = pg->opt.gpu_slots > 1 ? pg->opt.gpu_slots - 1 : 1;
 	if (pg->opt.lookahead) {
 		host = pg->opt.lookahead;

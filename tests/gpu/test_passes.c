@@ -10,11 +10,16 @@
 
 #define PASSES 4
 
-/* Bounded wait for the host tier to hold `layer` (loads run on workers). */
+/* Bounded wait for `layer` to be in a tier above the disk: the host tier,
+ * or a GPU slot (the host tier may already have let go of a layer whose copy
+ * into a slot is done; its acquire is then a GPU hit).  Loads run on workers. */
 static int wait_host(wsp_pager *pg, uint32_t layer)
 {
 	for (int i = 0; i < 20000; i++) {
-		if (hcache_contains(pg->hc, layer))
+		pthread_mutex_lock(&pg->lock);
+		int in_slot = slots_find(&pg->sp, layer) != NULL;
+		pthread_mutex_unlock(&pg->lock);
+		if (in_slot || hcache_contains(pg->hc, layer))
 			return 1;
 		usleep(500);
 	}
@@ -42,7 +47,7 @@ static void run(const struct t_model *m, enum wsp_policy policy, int strict)
 		for (uint32_t l = 0; l < n; l++) {
 			const struct wsp_layer *L;
 			if (strict && pass > 0 && !wait_host(pg, l)) {
-				fprintf(stderr, "pass %d: layer %u never reached the host tier\n",
+				fprintf(stderr, "pass %d: layer %u never reached the host tier or a slot\n",
 					pass, l);
 				exit(1);
 			}
@@ -61,11 +66,17 @@ static void run(const struct t_model *m, enum wsp_policy policy, int strict)
 		st.prefetches, st.bytes_h2d, st.host_evictions, st.gpu_evictions);
 	CHECK(st.acquires == (uint64_t)(PASSES - 1) * n);
 	CHECK(st.gpu_hits + st.host_hits + st.misses == st.acquires);
+	fprintf(stderr, "read %" PRIu64 " bytes in %d passes of a %" PRIu64 "-byte pack\n",
+		st.bytes_read, PASSES - 1, m->sum.stored_bytes);
 	if (strict) {
 		CHECK(st.misses == 0);
 		CHECK(st.gpu_hits > 0);
 		CHECK(st.predicted == st.acquires);   /* a cyclic scan is learned */
 		CHECK(st.prefetches > 0);
+		/* Layers are kept across passes: not every pass re-reads the whole
+		 * pack (measured 0.76-0.86 of it here; a prefetch window as deep as
+		 * the cache kept nothing and read all of it every pass). */
+		CHECK(st.bytes_read * 100 <= (uint64_t)(PASSES - 1) * m->sum.stored_bytes * 95);
 	}
 	CHECK(st.host_evictions > 0);       /* the model does not fit */
 	CHECK(st.gpu_slots == 3);
