@@ -1,11 +1,16 @@
 /* File-system helpers of the pack area (see fsutil.h). */
 #include <errno.h>
 #include <fcntl.h>
+#include <ctype.h>
+#include <dirent.h>
 #include <ftw.h>
 #include <libgen.h>
+#include <limits.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -160,4 +165,202 @@ int pack_commit_dir(const char *tmp, const char *out, int force, struct wsp_err 
 		free(old);
 	}
 	return 0;
+}
+
+int pack_make_locked_tmpdir(const char *out, char **tmp, int *lock_fd, struct wsp_err *err)
+{
+	int dfd, fd = -1, rc = 0;
+
+	*lock_fd = -1;
+	WSP_TRY(pack_make_tmpdir(out, tmp, err));
+	/* Made and locked under another name, then renamed: a lock file that
+	 * can be found is one whose lock was taken, so a cleanup never takes
+	 * the lock of a writer that has not locked it yet. */
+	dfd = open(*tmp, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (dfd < 0)
+		rc = -errno;
+	if (rc == 0 && (fd = openat(dfd, PACK_TMP_LOCK "-new",
+				    O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600)) < 0)
+		rc = -errno;
+	if (rc == 0 && (flock(fd, LOCK_EX | LOCK_NB) < 0 ||
+			renameat(dfd, PACK_TMP_LOCK "-new", dfd, PACK_TMP_LOCK) < 0))
+		rc = -errno;
+	if (dfd >= 0)
+		close(dfd);
+	if (rc < 0) {
+		WSP_ERR(err, rc, "%s: cannot lock the temporary directory: %s", *tmp, strerror(-rc));
+		if (fd >= 0)
+			close(fd);
+		pack_rmtree(*tmp);
+		free(*tmp);
+		*tmp = NULL;
+		return rc;
+	}
+	*lock_fd = fd;
+	return 0;
+}
+
+int pack_commit_locked_dir(const char *tmp, const char *out, int force, struct wsp_err *err)
+{
+	char path[PATH_MAX];
+
+	WSP_TRY(pack_commit_dir(tmp, out, force, err));
+	/* Removed after the rename, not before: a kill in between leaves an
+	 * empty stray file in a complete output rather than a temporary that
+	 * no cleanup would recognize.  The lock stays held by the open fd. */
+	if (snprintf(path, sizeof(path), "%s/%s", out, PACK_TMP_LOCK) < (int)sizeof(path) &&
+	    unlink(path) == 0)
+		pack_fsync_dir(out);
+	return 0;
+}
+
+static void note(wsp_log_fn log, void *ctx, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+static void note(wsp_log_fn log, void *ctx, const char *fmt, ...)
+{
+	char msg[PATH_MAX + 256];
+	va_list ap;
+
+	if (!log)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	log(ctx, msg);
+}
+
+/* "<base>.tmp-" and six characters of mkdtemp's alphabet. */
+static int is_tmp_name(const char *name, const char *base, size_t blen)
+{
+	if (strncmp(name, base, blen) || strncmp(name + blen, ".tmp-", 5))
+		return 0;
+	name += blen + 5;
+	for (int i = 0; i < 6; i++)
+		if (!isalnum((unsigned char)name[i]))
+			return 0;
+	return name[6] == '\0';
+}
+
+/* Empty the temporary `dfd` and report what prevents it: 0, or -ENOTEMPTY
+ * naming in *what an entry that is not a regular file (nothing is removed
+ * then), or -errno. */
+static int empty_tmp(int dfd, char *what, size_t wlen)
+{
+	int fd = dup(dfd), rc = 0;
+	struct dirent *e;
+	struct stat st;
+	DIR *d;
+
+	if (fd < 0)
+		return -errno;
+	d = fdopendir(fd);
+	if (!d) {
+		rc = -errno;
+		close(fd);
+		return rc;
+	}
+	/* Checked first, so that a temporary holding anything unexpected is
+	 * left whole for a person to look at. */
+	for (int pass = 0; pass < 2 && rc == 0; pass++) {
+		rewinddir(d);
+		while (rc == 0 && (e = readdir(d))) {
+			if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
+				continue;
+			if (fstatat(dfd, e->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0) {
+				rc = -errno;
+			} else if (!S_ISREG(st.st_mode)) {
+				snprintf(what, wlen, "%s", e->d_name);
+				rc = -ENOTEMPTY;
+			} else if (pass == 1 && unlinkat(dfd, e->d_name, 0) < 0) {
+				rc = -errno;
+			}
+		}
+	}
+	closedir(d);
+	return rc;
+}
+
+/* One candidate `name` in the directory `pfd`: 1 removed, 0 left. */
+static int clean_one(int pfd, const char *name, const char *shown, size_t shown_len,
+		     wsp_log_fn log, void *ctx)
+{
+	char what[NAME_MAX + 1] = "";
+	int dfd, lfd, rc;
+
+	/* O_NOFOLLOW | O_DIRECTORY: a symlink or anything but a directory is
+	 * not ours to look into. */
+	dfd = openat(pfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (dfd < 0)
+		return 0;
+	/* No lock file: a writer without one, not a dead run of ours. */
+	lfd = openat(dfd, PACK_TMP_LOCK, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+	if (lfd < 0) {
+		close(dfd);
+		return 0;
+	}
+	if (flock(lfd, LOCK_EX | LOCK_NB) < 0) {
+		rc = -errno;
+		if (rc != -EWOULDBLOCK)   /* EWOULDBLOCK: a live writer holds it */
+			note(log, ctx, "cannot lock %.*s%s/%s: %s", (int)shown_len, shown, name,
+			     PACK_TMP_LOCK, strerror(-rc));
+		close(lfd);
+		close(dfd);
+		return 0;
+	}
+	rc = empty_tmp(dfd, what, sizeof(what));
+	if (rc == 0 && unlinkat(pfd, name, AT_REMOVEDIR) < 0)
+		rc = -errno;
+	close(lfd);
+	close(dfd);
+	if (rc == -ENOTEMPTY && *what)
+		note(log, ctx, "kept the temporary %.*s%s left by an interrupted run: it holds %s, "
+		     "which is not a regular file", (int)shown_len, shown, name, what);
+	else if (rc < 0)
+		note(log, ctx, "cannot remove the temporary %.*s%s left by an interrupted run: %s",
+		     (int)shown_len, shown, name, strerror(-rc));
+	else
+		note(log, ctx, "removed the temporary %.*s%s left by an interrupted run",
+		     (int)shown_len, shown, name);
+	return rc == 0;
+}
+
+int pack_clean_stale_tmp(const char *out, wsp_log_fn log, void *log_ctx)
+{
+	size_t n = strlen(out), b;
+	char parent[PATH_MAX];
+	struct dirent *e;
+	int pfd, removed = 0;
+	DIR *d;
+
+	while (n > 1 && out[n - 1] == '/')
+		n--;
+	for (b = n; b > 0 && out[b - 1] != '/'; b--)
+		;
+	if (b == n || n >= sizeof(parent))
+		return 0;   /* no base name ("/"), or a path no temporary can have */
+	if (b == 0)
+		strcpy(parent, ".");
+	else
+		snprintf(parent, sizeof(parent), "%.*s", b > 1 ? (int)b - 1 : 1, out);
+	pfd = open(parent, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (pfd < 0) {
+		/* a missing parent fails the output's own creation, with its message */
+		if (errno != ENOENT)
+			note(log, log_ctx, "cannot look for stale temporaries in %s: %s", parent,
+			     strerror(errno));
+		return 0;
+	}
+	d = fdopendir(pfd);
+	if (!d) {
+		note(log, log_ctx, "cannot look for stale temporaries in %s: %s", parent,
+		     strerror(errno));
+		close(pfd);
+		return 0;
+	}
+	while ((e = readdir(d)))
+		if (is_tmp_name(e->d_name, out + b, n - b))
+			removed += clean_one(pfd, e->d_name, out, b, log, log_ctx);
+	closedir(d);
+	return removed;
 }

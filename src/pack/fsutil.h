@@ -5,6 +5,7 @@
 
 #include <stdint.h>
 #include "common/error.h"
+#include "wspager.h"
 
 /* pwrite all `len` bytes at `off`; returns 0 or -errno. */
 int pack_pwrite_full(int fd, const void *buf, uint64_t len, uint64_t off);
@@ -17,6 +18,23 @@ int pack_fsync_dir(const char *path);
 int pack_rmtree(const char *path);
 /* Make "<out>.tmp-XXXXXX" next to out; returns 0 or a code with message. */
 int pack_make_tmpdir(const char *out, char **tmp, struct wsp_err *err);
+/*
+ * Stale temporaries.  A writer's temporary directory holds PACK_TMP_LOCK,
+ * exclusively flock()ed by the writer for its whole life; the kernel drops
+ * the lock when the process dies, however it dies.  So a temporary whose
+ * lock can be taken was left by a run that no longer exists.
+ */
+#define PACK_TMP_LOCK ".lock"
+/* pack_make_tmpdir, plus the lock file, locked through *lock_fd (O_CLOEXEC;
+ * the caller closes it after the commit or the removal of *tmp). */
+int pack_make_locked_tmpdir(const char *out, char **tmp, int *lock_fd, struct wsp_err *err);
+/* pack_commit_dir, then removes PACK_TMP_LOCK from the committed `out`. */
+int pack_commit_locked_dir(const char *tmp, const char *out, int force, struct wsp_err *err);
+/* Remove the directories "<basename(out)>.tmp-XXXXXX" beside `out` whose
+ * lock file exists and is not held, if they hold only regular files.  Each
+ * removal and each problem is a note through `log` (may be NULL); never
+ * fails.  Returns the number removed. */
+int pack_clean_stale_tmp(const char *out, wsp_log_fn log, void *log_ctx);
 /* Rename the finished temporary directory `tmp` to `out`.  With `force`, an
  * existing `out` is moved aside first and removed only once the new one is in
  * place, so that a failure leaves either the old or the new output.  Without

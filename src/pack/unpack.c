@@ -105,7 +105,7 @@ int wsp_pack_unpack(wsp_pack *pk, const char *out_dir, unsigned flags, wsp_progr
 	const struct wsp_manifest *m;
 	uint64_t max_raw = 0;
 	char *tmp = NULL, *out = NULL;
-	int *fds = NULL, rc;
+	int *fds = NULL, lock = -1, rc;
 	void *buf = NULL;
 	struct stat st;
 
@@ -148,7 +148,9 @@ int wsp_pack_unpack(wsp_pack *pk, const char *out_dir, unsigned flags, wsp_progr
 	}
 	for (uint32_t i = 0; i < m->hdr->n_sources; i++)
 		fds[i] = -1;
-	rc = pack_make_tmpdir(out, &tmp, &pk->err);
+	/* The API has no log callback for unpack: removals go unreported. */
+	pack_clean_stale_tmp(out, NULL, NULL);
+	rc = pack_make_locked_tmpdir(out, &tmp, &lock, &pk->err);
 	if (rc < 0)
 		goto done;
 	rc = create_sources(pk, tmp, fds);
@@ -165,9 +167,11 @@ int wsp_pack_unpack(wsp_pack *pk, const char *out_dir, unsigned flags, wsp_progr
 	if (rc == 0 && (m->hdr->flags & WSPM_F_HAS_INDEX))
 		rc = write_whole(pk, tmp, INDEX_FILE, m->blobs + m->hdr->index_off, m->hdr->index_len);
 	if (rc == 0)
-		rc = pack_commit_dir(tmp, out, !!(flags & WSP_UNPACK_FORCE), &pk->err);
+		rc = pack_commit_locked_dir(tmp, out, !!(flags & WSP_UNPACK_FORCE), &pk->err);
 	if (rc < 0)
 		pack_rmtree(tmp);
+	if (lock >= 0)
+		close(lock);   /* after the removal, which it protects */
 done:
 	free(tmp);
 	free(out);

@@ -60,6 +60,7 @@ int pack_writer_create(const char *out_dir, const struct wsp_convert_options *op
 		free(pw);
 		return WSP_ERR(err, -ENOMEM, "out of memory");
 	}
+	pw->tmp_lock = -1;
 	pw->err = err;
 	pw->opt = *opt;
 	pw->opt.group_regex = NULL;
@@ -84,9 +85,11 @@ int pack_writer_create(const char *out_dir, const struct wsp_convert_options *op
 		pack_writer_free(pw);
 		return rc;
 	}
+	/* Temporaries of killed runs would otherwise stay forever. */
+	pack_clean_stale_tmp(pw->out, opt->log, opt->log_ctx);
 	/* The temporary directory is made now so that an unwritable output
 	 * location fails before any work is done. */
-	rc = pack_make_tmpdir(pw->out, &pw->tmp, err);
+	rc = pack_make_locked_tmpdir(pw->out, &pw->tmp, &pw->tmp_lock, err);
 	if (rc < 0) {
 		pack_writer_free(pw);
 		return rc;
@@ -249,6 +252,8 @@ void pack_writer_free(struct pack_writer *pw)
 		return;
 	if (pw->tmp)
 		pack_rmtree(pw->tmp);   /* nothing half-written stays behind */
+	if (pw->tmp_lock >= 0)
+		close(pw->tmp_lock);    /* after the removal, which it protects */
 	for (uint32_t i = 0; i < pw->n_sources; i++) {
 		free(pw->sources[i].name);
 		free(pw->sources[i].header);
@@ -286,7 +291,8 @@ int pack_writer_finish(struct pack_writer *pw)
 	if (rc == 0)
 		rc = pw_write_manifest(pw);
 	if (rc == 0)
-		rc = pack_commit_dir(pw->tmp, pw->out, !!(pw->opt.flags & WSP_CONVERT_FORCE), pw->err);
+		rc = pack_commit_locked_dir(pw->tmp, pw->out, !!(pw->opt.flags & WSP_CONVERT_FORCE),
+					    pw->err);
 	if (rc < 0)
 		return rc;   /* pack_writer_free removes the temporary directory */
 	free(pw->tmp);

@@ -46,6 +46,7 @@ struct pw_layer {
 
 struct pack_writer {
 	char *out, *tmp;
+	int tmp_lock;              /* holds tmp's lock file's flock (fsutil.h); -1 */
 	struct wsp_convert_options opt;
 	regex_t re;
 	int has_re;
