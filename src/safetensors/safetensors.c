@@ -187,12 +187,71 @@ static int check_layout(const char *path, struct st_file *f, uint64_t data_size,
 	return 0;
 }
 
+/*
+ * The number of members of the top-level object, counted without parsing:
+ * commas at depth 1 outside strings, plus one when it has any member.  For
+ * valid JSON this is exactly the key count, so refusing above the cap never
+ * refuses a header that jansson would accept under it; for invalid JSON the
+ * count is meaningless but the header is refused either way.  It lets the
+ * tensor-count cap act before jansson builds a tree of about 20 bytes per
+ * header byte (a 56 MB header of 2^20+2 tensors took 1.1 GB of RSS).
+ * *escapes is set when a string holds a backslash escape.
+ */
+static size_t count_members(const char *s, size_t n, int *escapes)
+{
+	size_t depth = 0, commas = 0;
+	int in_str = 0, any = 0;
+
+	*escapes = 0;
+	for (size_t i = 0; i < n; i++) {
+		char c = s[i];
+		if (in_str) {
+			if (c == '\\') {
+				*escapes = 1;
+				i++;    /* the escaped character cannot end the string */
+			} else if (c == '"')
+				in_str = 0;
+			continue;
+		}
+		switch (c) {
+		case '"':
+			in_str = 1;
+			any |= depth == 1;
+			break;
+		case '{':
+		case '[':
+			depth++;
+			break;
+		case '}':
+		case ']':
+			if (depth)
+				depth--;
+			break;
+		case ',':
+			commas += depth == 1;
+			break;
+		}
+	}
+	return any ? commas + 1 : 0;
+}
+
 static int parse_json(const char *path, struct st_file *out, uint64_t data_size,
 		      struct wsp_err *err)
 {
 	/* The reference (0.4+) requires '{' first; leading whitespace is not a header. */
 	if (out->header_len == 0 || out->header[0] != '{')
 		return WSP_ERR(err, WSP_EFORMAT, "%s: header does not start with '{'", path);
+	/* The checks made after parsing below, made first.  One member may be
+	 * __metadata__, unless the text shows it is not there: without escapes
+	 * that key can only be written as "__metadata__". */
+	int escapes;
+	size_t n_members = count_members(out->header, out->header_len, &escapes);
+	size_t limit = (size_t)ST_MAX_TENSORS + 1;
+	if (!escapes && !memmem(out->header, out->header_len, "\"__metadata__\"", 14))
+		limit = ST_MAX_TENSORS;
+	if (n_members > limit)
+		return WSP_ERR(err, WSP_ETOOBIG, "%s: %zu tensors, above the limit %u", path,
+			       n_members, ST_MAX_TENSORS);
 	json_error_t jerr;
 	json_t *root = json_loadb(out->header, out->header_len,
 				  JSON_REJECT_DUPLICATES | JSON_PRESERVE_ORDER, &jerr);
