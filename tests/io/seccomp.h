@@ -24,16 +24,23 @@ static inline int t_seccomp_install(struct sock_filter *f, unsigned short n)
 	return 0;
 }
 
-/* io_uring_setup fails with EPERM; everything else is allowed. */
-static inline int t_seccomp_refuse_uring(void)
+/* io_uring_setup fails with errno `e` (EPERM: seccomp, io_uring_disabled;
+ * ENOSYS: a kernel without io_uring); everything else is allowed. */
+static inline int t_seccomp_refuse_uring_with(int e)
 {
 	struct sock_filter f[] = {
 		BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
 		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_io_uring_setup, 0, 1),
-		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | (EPERM & SECCOMP_RET_DATA)),
+		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | ((unsigned)e & SECCOMP_RET_DATA)),
 		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
 	};
 	return t_seccomp_install(f, sizeof(f) / sizeof(f[0]));
+}
+
+/* io_uring_setup fails with EPERM; everything else is allowed. */
+static inline int t_seccomp_refuse_uring(void)
+{
+	return t_seccomp_refuse_uring_with(EPERM);
 }
 
 /* openat(..., flags with O_DIRECT) fails with EINVAL. */
