@@ -150,26 +150,14 @@ static int load_stored(struct wsp_pack_s *pk, uint32_t n, uint8_t *buf, struct m
 		       uint64_t *raw)
 {
 	const struct wsp_manifest *m = &pk->m;
-	char path[PATH_MAX + 32];
 	uint64_t at = 0, nj = 0;
 
 	*raw = 0;
 	for (uint32_t li = 0; li < n; li++) {
 		const struct wspm_layer *l = &m->layers[li];
-		uint64_t got = 0;
-		int fd, rc;
-
-		pack_shard_path(pk, l->shard, path, sizeof(path));
-		fd = pack_shard_fd(pk, l->shard, &pk->err);
-		if (fd < 0)
-			return fd;
-		rc = pack_pread_full(fd, buf + at, l->stored_bytes, l->offset, &got);
+		int rc = pack_read_stored(pk, li, buf + at, &pk->err);
 		if (rc < 0)
-			return WSP_ERR(&pk->err, rc, "%s: layer %u (%s): %s reading [%llu, +%llu): %s",
-				       path, li, wspm_str(m, l->name_off),
-				       rc == WSP_EFORMAT ? "short read" : "error",
-				       (unsigned long long)l->offset, (unsigned long long)l->stored_bytes,
-				       rc == WSP_EFORMAT ? "file truncated" : strerror(-rc));
+			return rc;
 		for (uint32_t k = 0; k < l->n_tensors; k++) {
 			uint32_t ti = l->first_tensor + k;
 			const struct wspm_tensor *t = &m->tensors[ti];

@@ -37,6 +37,10 @@ void pack_shard_path(const struct wsp_pack_s *pk, uint32_t shard, char *buf, siz
 /* The read-only descriptor of shard i, opened on first use (thread-safe). */
 int pack_shard_fd(struct wsp_pack_s *pk, uint32_t shard, struct wsp_err *err);
 
+/* Read layer `li`'s stored region (stored_bytes) into `stored`; a short read
+ * is WSP_EFORMAT naming the shard, layer and byte range. */
+int pack_read_stored(struct wsp_pack_s *pk, uint32_t li, void *stored, struct wsp_err *err);
+
 /* Read layer `li`'s stored region into `stored` (layer stored_bytes) and
  * decode it into `dst` (layer raw_bytes): tensors at their offsets, padding
  * zeroed, every chunk and tensor checksum checked.  Errors name the shard,

@@ -12,6 +12,28 @@
 #include "pack/fsutil.h"
 #include "pack/pack.h"
 
+int pack_read_stored(struct wsp_pack_s *pk, uint32_t li, void *stored, struct wsp_err *err)
+{
+	const struct wsp_manifest *m = &pk->m;
+	const struct wspm_layer *l = &m->layers[li];
+	char path[PATH_MAX + 32];
+	uint64_t got = 0;
+	int fd, rc;
+
+	fd = pack_shard_fd(pk, l->shard, err);
+	if (fd < 0)
+		return fd;
+	rc = pack_pread_full(fd, stored, l->stored_bytes, l->offset, &got);
+	if (rc < 0) {
+		pack_shard_path(pk, l->shard, path, sizeof(path));
+		return WSP_ERR(err, rc, "%s: layer %u (%s): %s reading [%llu, +%llu): %s", path, li,
+			       wspm_str(m, l->name_off), rc == WSP_EFORMAT ? "short read" : "error",
+			       (unsigned long long)l->offset, (unsigned long long)l->stored_bytes,
+			       rc == WSP_EFORMAT ? "file truncated" : strerror(-rc));
+	}
+	return 0;
+}
+
 int pack_load_layer(struct wsp_pack_s *pk, uint32_t li, struct chunk_decoder *dec, void *stored,
 		    void *dst, struct wsp_err *err)
 {
@@ -19,19 +41,13 @@ int pack_load_layer(struct wsp_pack_s *pk, uint32_t li, struct chunk_decoder *de
 	const struct wspm_layer *l = &m->layers[li];
 	const char *lname = wspm_str(m, l->name_off);
 	char path[PATH_MAX + 32];
-	uint64_t got = 0, pos = 0;
-	int fd, rc;
+	uint64_t pos = 0;
+	int rc;
 
 	pack_shard_path(pk, l->shard, path, sizeof(path));
-	fd = pack_shard_fd(pk, l->shard, err);
-	if (fd < 0)
-		return fd;
-	rc = pack_pread_full(fd, stored, l->stored_bytes, l->offset, &got);
+	rc = pack_read_stored(pk, li, stored, err);
 	if (rc < 0)
-		return WSP_ERR(err, rc, "%s: layer %u (%s): %s reading [%llu, +%llu): %s", path, li,
-			       lname, rc == WSP_EFORMAT ? "short read" : "error",
-			       (unsigned long long)l->offset, (unsigned long long)l->stored_bytes,
-			       rc == WSP_EFORMAT ? "file truncated" : strerror(-rc));
+		return rc;
 	for (uint32_t k = 0; k < l->n_tensors; k++) {
 		const struct wspm_tensor *t = &m->tensors[l->first_tensor + k];
 		char *out = (char *)dst + t->layer_offset;
