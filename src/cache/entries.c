@@ -32,9 +32,10 @@ int hc_entries_init(struct hcache *hc, struct wsp_err *err)
 	hc->layer_zero_all = calloc(hc->n_layers ? hc->n_layers : 1, 1);
 	hc->jobs = malloc(bytes ? bytes : 1);
 	hc->cand = calloc(hc->n_layers ? hc->n_layers : 1, sizeof(*hc->cand));
+	hc->cand_pages = calloc(hc->n_layers ? hc->n_layers : 1, sizeof(*hc->cand_pages));
 	hc->deferred = calloc(hc->n_layers ? hc->n_layers : 1, sizeof(*hc->deferred));
 	hc->started = calloc(hc->n_layers ? hc->n_layers : 1, sizeof(*hc->started));
-	if (!hc->entries || !hc->cand || !hc->deferred || !hc->started || !hc->layer_job0 || !hc->layer_zero_all || !hc->jobs)
+	if (!hc->entries || !hc->cand || !hc->cand_pages || !hc->deferred || !hc->started || !hc->layer_job0 || !hc->layer_zero_all || !hc->jobs)
 		return WSP_ERR(err, -ENOMEM, "host cache: out of memory for the chunk table");
 
 	uint64_t j = 0;
@@ -94,6 +95,7 @@ void hc_entries_fini(struct hcache *hc)
 		}
 	free(hc->entries);
 	free(hc->cand);
+	free(hc->cand_pages);
 	free(hc->deferred);
 	free(hc->started);
 	free(hc->jobs);
@@ -130,45 +132,28 @@ static int make_room(struct hcache *hc, uint32_t layer, uint32_t need, int is_pr
 	if (hc->n_free >= need)
 		return 0;
 	int predictive = hc->cfg.policy == WSP_POLICY_PREDICT && hc->cfg.predictor;
-	uint64_t want = predictive ? predictor_distance(hc->cfg.predictor, layer) : 0;
 	unsigned n = 0;
-	struct evict_cand *cand = hc->cand;   /* preallocated, used under the lock */
 	for (uint32_t l = 0; l < hc->n_layers; l++) {
 		const struct hc_entry *e = &hc->entries[l];
 		if (e->state != HC_VALID || e->refs || e->waiters || !e->n_pages)
 			continue;
-		cand[n++] = (struct evict_cand){
+		hc->cand[n] = (struct evict_cand){
 			.layer = l, .last_use = e->last_use,
 			.distance = predictive ? predictor_distance(hc->cfg.predictor, l)
 					       : PREDICT_NEVER,
 		};
+		hc->cand_pages[n++] = e->n_pages;
 	}
-	uint64_t got = hc->n_free;
-	unsigned chosen = 0;   /* victims are moved to the end of cand */
-	int rc = 0;
-	while (got < need) {
-		int i = evict_choose(hc->cfg.policy, cand, n - chosen);
-		if (i < 0) {
-			rc = (!is_prefetch && (hc->n_loading || hc->n_unavailable)) ? -EAGAIN
-										   : -ENOSPC;
-			break;
-		}
-		/* The admission rule that makes prefetching reach Belady on
-		 * cyclic scans: never push out what is needed before `layer`. */
-		if (is_prefetch && predictive && cand[i].distance < want) {
-			rc = -ENOSPC;
-			break;
-		}
-		got += hc->entries[cand[i].layer].n_pages;
-		struct evict_cand t = cand[i];
-		cand[i] = cand[n - chosen - 1];
-		cand[n - chosen - 1] = t;
-		chosen++;
-	}
-	if (rc == 0)
-		for (unsigned k = 0; k < chosen; k++)
-			evict(hc, cand[n - 1 - k].layer);
-	return rc;
+	/* The simulator's own plan, admission rule included: a prefetch never
+	 * pushes out what is needed before `layer` (a demand load passes 0). */
+	uint64_t incoming = is_prefetch && predictive ? predictor_distance(hc->cfg.predictor, layer) : 0;
+	int victims = evict_plan(hc->cfg.policy, hc->cand, hc->cand_pages, n, need - hc->n_free,
+				 incoming);
+	if (victims < 0)
+		return (!is_prefetch && (hc->n_loading || hc->n_unavailable)) ? -EAGAIN : -ENOSPC;
+	for (int k = 0; k < victims; k++)
+		evict(hc, hc->cand[k].layer);
+	return 0;
 }
 
 /* Start a load of an ABSENT entry (lock held): 1, -ENOSPC or -EAGAIN. */

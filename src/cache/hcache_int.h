@@ -107,6 +107,7 @@ struct hcache {
 	uint64_t *layer_job0;      /* n_layers + 1 */
 	uint8_t *layer_zero_all;   /* tensors not in layer_offset order: memset all */
 	struct evict_cand *cand;   /* n_layers, scratch of make_room */
+	uint64_t *cand_pages;      /* n_layers, pages of each candidate */
 	uint32_t *deferred;        /* prefetches waiting for pinned pages, in order */
 	uint32_t n_deferred;
 	uint32_t *started;         /* scratch of hc_deferred_run (pin thread only) */
