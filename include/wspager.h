@@ -432,6 +432,13 @@ uint64_t wsp_checksum64(const void *data, uint64_t bytes);
 int wsp_parse_size(const char *text, uint64_t *out);
 /* Format bytes as "1.46 GiB" into buf; returns buf. */
 char *wsp_format_size(uint64_t bytes, char *buf, size_t len);
+/* Copy untrusted text (tensor, layer and file names, lines of input files)
+ * into buf, safe to print on a terminal: control bytes, DEL, invalid UTF-8,
+ * C1 controls and invisible format characters (bidi overrides, zero-width
+ * characters) become \xNN per byte; other text, non-ASCII too, is kept.
+ * Truncated to fit `len` (never inside an escape); returns buf.  Every
+ * message of this library is passed through it already. */
+char *wsp_escape_text(const char *text, char *buf, size_t len);
 
 #ifdef __cplusplus
 }

@@ -365,7 +365,9 @@ static int info_text(const char *path, wsp_pack *pk, const struct wsp_pack_summa
 		const struct wsp_layer *l = wsp_pack_layer(pk, i);
 		if (!l)
 			continue;
-		printf("%6u  %-40s %8u %14s %14s %7.3f\n", l->index, l->name, l->n_tensors,
+		char name[4 * 1024 + 1];   /* names are data: escaped for the terminal */
+		printf("%6u  %-40s %8u %14s %14s %7.3f\n", l->index,
+		       wsp_escape_text(l->name, name, sizeof(name)), l->n_tensors,
 		       wsp_format_size(l->raw_bytes, a, sizeof(a)),
 		       wsp_format_size(l->stored_bytes, b, sizeof(b)),
 		       ratio(l->raw_bytes, l->stored_bytes));

@@ -86,7 +86,7 @@ static void info_text(const char *path, const wsp_pack *pk, const struct wsp_pac
 	printf("raw            %s (%" PRIu64 " bytes)\n", wt_size(s->raw_bytes, a, sizeof(a)), s->raw_bytes);
 	printf("stored         %s (%" PRIu64 " bytes)\n", wt_size(s->stored_bytes, a, sizeof(a)), s->stored_bytes);
 	printf("ratio          %.3f\n", ratio(s->raw_bytes, s->stored_bytes));
-	printf("largest layer  %s, %s: the minimum GPU slot size\n", big ? big->name : "-",
+	printf("largest layer  %s, %s: the minimum GPU slot size\n", big ? wt_text(big->name) : "-",
 	       wt_size(s->max_layer_raw_bytes, a, sizeof(a)));
 	for (int dt = 0; dt < WSP_DTYPE_COUNT; dt++) {
 		uint64_t raw = 0, stored = 0;
@@ -101,7 +101,7 @@ static void info_text(const char *path, const wsp_pack *pk, const struct wsp_pac
 	printf("\n%-6s %-40s %7s %12s %12s\n", "index", "layer", "tensors", "raw", "stored");
 	for (uint32_t i = 0; i < s->n_layers; i++) {
 		const struct wsp_layer *L = wsp_pack_layer(pk, i);
-		printf("%-6u %-40s %7u %12s %12s\n", i, L->name, L->n_tensors, wt_size(L->raw_bytes, a, sizeof(a)),
+		printf("%-6u %-40s %7u %12s %12s\n", i, wt_text(L->name), L->n_tensors, wt_size(L->raw_bytes, a, sizeof(a)),
 		       wt_size(L->stored_bytes, b, sizeof(b)));
 	}
 }

@@ -12,10 +12,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <sys/stat.h>
+
 #include "wspager-tool.h"
 
 struct run_cfg {
 	const char *pack, *order_file, *trace_file;
+	bool force;           /* --force: replace an existing trace file */
 	unsigned passes, batch, gpu_slots, lookahead, threads;
 	uint64_t host_cache;
 	bool host_cache_set, gpu_slots_set, lookahead_set, json, no_prefetch, device_set;
@@ -42,11 +45,9 @@ static void log_cb(void *ctx, const char *message)
 /* Layer names, one per line; '#' starts a comment; blank lines are skipped. */
 int wt_read_order(const char *path, const wsp_pack *pk, uint32_t **out, size_t *n_out)
 {
-	FILE *f = fopen(path, "r");
-	if (!f) {
-		wt_error("%s: %s", path, strerror(errno));
+	FILE *f = wt_fopen_regular(path);
+	if (!f)
 		return WT_EXIT_FAIL;
-	}
 	char *line = NULL;
 	size_t cap = 0, n = 0, alloc = 0;
 	uint32_t *order = NULL;
@@ -251,7 +252,7 @@ static void print_table(const struct run_cfg *c, int device, const struct wsp_pa
 static int parse(int argc, char **argv, struct run_cfg *c)
 {
 	enum { O_PASSES = 256, O_ORDER, O_BATCH, O_HOST_CACHE, O_GPU_SLOTS, O_DEVICE, O_IO, O_POLICY,
-	       O_LOOKAHEAD, O_THREADS, O_JSON, O_TRACE, O_NO_PREFETCH, O_HELP };
+	       O_LOOKAHEAD, O_THREADS, O_JSON, O_TRACE, O_FORCE, O_NO_PREFETCH, O_HELP };
 	static const struct option lo[] = {
 		{"passes", required_argument, NULL, O_PASSES}, {"order", required_argument, NULL, O_ORDER},
 		{"batch", required_argument, NULL, O_BATCH}, {"host-cache", required_argument, NULL, O_HOST_CACHE},
@@ -259,6 +260,7 @@ static int parse(int argc, char **argv, struct run_cfg *c)
 		{"io", required_argument, NULL, O_IO}, {"policy", required_argument, NULL, O_POLICY},
 		{"lookahead", required_argument, NULL, O_LOOKAHEAD}, {"threads", required_argument, NULL, O_THREADS},
 		{"json", no_argument, NULL, O_JSON}, {"trace-json", required_argument, NULL, O_TRACE},
+		{"force", no_argument, NULL, O_FORCE},
 		{"no-prefetch", no_argument, NULL, O_NO_PREFETCH}, {"help", no_argument, NULL, O_HELP},
 		{NULL, 0, NULL, 0}};
 	int o, rc = 0;
@@ -304,6 +306,7 @@ static int parse(int argc, char **argv, struct run_cfg *c)
 		case O_THREADS: rc = wt_opt_uint("--threads", optarg, 0, 4096, &c->threads); break;
 		case O_JSON: c->json = true; break;
 		case O_TRACE: c->trace_file = optarg; break;
+		case O_FORCE: c->force = true; break;
 		case O_NO_PREFETCH: c->no_prefetch = true; break;
 		case 'h': case O_HELP: wt_help(stdout); return -1;
 		default: return wt_bad_option("run", argc, argv);
@@ -405,7 +408,13 @@ int wt_cmd_run(int argc, char **argv)
 		return rc;
 
 	struct wt_trace *tr = NULL;
-	if (c.trace_file && (rc = wt_trace_new(c.trace_file, &tr)))
+	struct stat ts, os;
+	if (c.trace_file && c.order_file && stat(c.trace_file, &ts) == 0 &&
+	    stat(c.order_file, &os) == 0 && ts.st_dev == os.st_dev && ts.st_ino == os.st_ino) {
+		wt_error("--trace-json %s: is the order file", c.trace_file);
+		return WT_EXIT_USAGE;
+	}
+	if (c.trace_file && (rc = wt_trace_new(c.trace_file, c.pack, c.force, &tr)))
 		return rc;
 
 	struct wsp_options opt;

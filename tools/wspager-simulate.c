@@ -73,11 +73,9 @@ static int grow(void **p, size_t *cap, size_t need, size_t elem)
 
 static int read_trace(const struct sim_cfg *c, const wsp_pack *pk, struct sim_trace *t)
 {
-	FILE *f = fopen(c->trace, "r");
-	if (!f) {
-		wt_error("%s: %s", c->trace, strerror(errno));
+	FILE *f = wt_fopen_regular(c->trace);
+	if (!f)
 		return WT_EXIT_FAIL;
-	}
 	/* Names to layers without a pack: glibc's hash table, sized for the
 	 * worst case of one new name per line (counted first). */
 	size_t lines = 0, cap_acc = 0, cap_l = 0, cap_names = 0;

@@ -98,8 +98,10 @@ int wt_work_pass_end(struct wt_work *w, struct wt_pass_result *res);
 
 /* ---- trace collection (wspager-trace.c) ---- */
 struct wt_trace;
-/* Creates PATH's temporary file at once (a bad path fails before the run). */
-int wt_trace_new(const char *path, struct wt_trace **out);
+/* Creates PATH's temporary file at once (a bad path fails before the run).
+ * Refuses a PATH inside the pack being read, and an existing one unless
+ * `force`. */
+int wt_trace_new(const char *path, const char *pack, bool force, struct wt_trace **out);
 void wt_trace_free(struct wt_trace *t);
 /* The wsp_trace_fn to put in wsp_options.trace, ctx = the wt_trace. */
 void wt_trace_cb(void *ctx, const struct wsp_trace_event *ev);
@@ -146,6 +148,13 @@ void wt_open_error(const char *path, const char *err, int rc);
 int wt_pack_open(const char *path, wsp_pack **out);
 /* "wspager: <why acquire failed>" naming the layer once. */
 void wt_acquire_error(wsp_pager *pg, const char *layer);
+/* A name from a file, safe to print (wsp_escape_text into a per-thread
+ * buffer, valid until the next call on this thread). */
+const char *wt_text(const char *untrusted);
+/* fopen(path, "r") of a regular file, opened without blocking so that a
+ * FIFO in its place never hangs; prints "wspager: PATH: why" and returns
+ * NULL on failure. */
+FILE *wt_fopen_regular(const char *path);
 /* False when WSPAGER_NO_DROP_CACHES is set (tests, shared machines). */
 bool wt_drop_caches_allowed(void);
 /* Print a jansson value to stdout (indented) with a newline; 0 or WT_EXIT_FAIL. */

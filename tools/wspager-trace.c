@@ -11,10 +11,13 @@
 #include "config.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <libgen.h>
 #include <jansson.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "wspager-tool.h"
@@ -37,8 +40,67 @@ struct wt_trace {
 	FILE *f;                  /* the temporary file, until renamed */
 };
 
-int wt_trace_new(const char *path, struct wt_trace **out)
+/* 1 when (dev, ino) is the directory `fd` or one of its ancestors; takes fd. */
+static int dir_within(int fd, dev_t dev, ino_t ino)
 {
+	struct stat st, up;
+
+	for (int depth = 0; depth < 4096 && fstat(fd, &st) == 0; depth++) {
+		if (st.st_dev == dev && st.st_ino == ino)
+			break;
+		int parent = openat(fd, "..", O_PATH | O_DIRECTORY | O_CLOEXEC);
+		if (parent < 0 || fstat(parent, &up) < 0 ||
+		    (up.st_dev == st.st_dev && up.st_ino == st.st_ino)) {
+			if (parent >= 0)
+				close(parent);
+			close(fd);
+			return 0;
+		}
+		close(fd);
+		fd = parent;
+	}
+	close(fd);
+	return 1;
+}
+
+/* The trace is written over PATH by a rename: never over something the run
+ * reads (the pack, or any file inside it), a directory or a special file,
+ * and over a file only with --force. */
+static int check_output(const char *path, const char *pack, bool force)
+{
+	char *copy = strdup(path);
+	struct stat st, pst;
+	int fd;
+
+	if (!copy) {
+		wt_error("out of memory");
+		return WT_EXIT_FAIL;
+	}
+	fd = open(dirname(copy), O_PATH | O_DIRECTORY | O_CLOEXEC);
+	free(copy);
+	if (fd >= 0 && stat(pack, &pst) == 0 && dir_within(fd, pst.st_dev, pst.st_ino)) {
+		wt_error("--trace-json %s: lies inside the pack %s; write the trace elsewhere", path,
+			 pack);
+		return WT_EXIT_USAGE;
+	}
+	if (lstat(path, &st) < 0)
+		return 0;
+	if (!S_ISREG(st.st_mode)) {
+		wt_error("--trace-json %s: exists and is not a regular file", path);
+		return WT_EXIT_USAGE;
+	}
+	if (!force) {
+		wt_error("--trace-json %s: exists (use --force to replace it)", path);
+		return WT_EXIT_USAGE;
+	}
+	return 0;
+}
+
+int wt_trace_new(const char *path, const char *pack, bool force, struct wt_trace **out)
+{
+	int rc = check_output(path, pack, force);
+	if (rc)
+		return rc;
 	struct wt_trace *t = calloc(1, sizeof(*t));
 	if (!t || !(t->path = strdup(path)) || asprintf(&t->tmp, "%s.tmp%ld", path, (long)getpid()) < 0) {
 		if (t)

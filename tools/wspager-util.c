@@ -2,11 +2,13 @@
 #include "config.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <jansson.h>
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -16,27 +18,37 @@
 
 #include "wspager-tool.h"
 
+/* Messages quote names, paths and lines from input files: escaped, so
+ * that an input can never write control sequences to the terminal. */
+static void say(const char *fmt, va_list ap, const char *tail)
+{
+	char raw[2048], safe[4 * sizeof(raw)];
+	vsnprintf(raw, sizeof(raw), fmt, ap);
+	fflush(stdout);
+	fprintf(stderr, "wspager: %s%s\n", wsp_escape_text(raw, safe, sizeof(safe)), tail);
+}
+
 void wt_error(const char *fmt, ...)
 {
 	va_list ap;
-	fflush(stdout);
-	fputs("wspager: ", stderr);
 	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
+	say(fmt, ap, "");
 	va_end(ap);
-	fputc('\n', stderr);
 }
 
 int wt_usage(const char *fmt, ...)
 {
 	va_list ap;
-	fflush(stdout);
-	fputs("wspager: ", stderr);
 	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
+	say(fmt, ap, " (try 'wspager --help')");
 	va_end(ap);
-	fputs(" (try 'wspager --help')\n", stderr);
 	return WT_EXIT_USAGE;
+}
+
+const char *wt_text(const char *untrusted)
+{
+	static __thread char buf[4 * 1024 + 1];
+	return wsp_escape_text(untrusted, buf, sizeof(buf));
 }
 
 int wt_bad_option(const char *cmd, int argc, char **argv)
@@ -254,4 +266,28 @@ bool wt_drop_caches_allowed(void)
 {
 	const char *e = getenv("WSPAGER_NO_DROP_CACHES");
 	return !(e && *e && strcmp(e, "0"));
+}
+
+FILE *wt_fopen_regular(const char *path)
+{
+	struct stat st;
+	FILE *f;
+	int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+
+	if (fd < 0) {
+		wt_error("%s: %s", path, strerror(errno));
+		return NULL;
+	}
+	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+		wt_error("%s: not a regular file", path);
+		close(fd);
+		return NULL;
+	}
+	fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+	f = fdopen(fd, "r");
+	if (!f) {
+		wt_error("%s: %s", path, strerror(errno));
+		close(fd);
+	}
+	return f;
 }

@@ -28,6 +28,7 @@ void wt_help(FILE *f)
 	      "      --no-prefetch     load only what is acquired\n"
 	      "      --json            print one JSON object instead of the table\n"
 	      "      --trace-json FILE write a Chrome/Perfetto trace of the run\n"
+	      "      --force           replace an existing trace file\n"
 	      "  bench PACK      measure the machine's ceilings, naive loaders and the pager\n"
 	      "      --device N|host, --host-cache SIZE, --json\n"
 	      "  simulate        replay an access trace against LRU, PREDICT and BELADY\n"

@@ -20,14 +20,10 @@
 
 void hc_notice(struct hcache *hc, const char *fmt, ...)
 {
-	if (!hc->cfg.notice)
-		return;
-	char msg[WSP_ERRMSG_MAX];
 	va_list ap;
 	va_start(ap, fmt);
-	vsnprintf(msg, sizeof(msg), fmt, ap);
+	wsp_vnotice(hc->cfg.notice, hc->cfg.notice_ctx, fmt, ap);
 	va_end(ap);
-	hc->cfg.notice(hc->cfg.notice_ctx, msg);
 }
 
 void hc_trace(struct hcache *hc, enum wsp_stage st, uint32_t layer, uint64_t b, uint64_t e,

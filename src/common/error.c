@@ -53,8 +53,11 @@ static int err_vset(struct wsp_err *e, int keep_first, int code, const char *fmt
 		return code;
 	pthread_mutex_lock(&e->lock);
 	if (!(keep_first && e->code < 0)) {
+		char raw[WSP_ERRMSG_MAX];
 		e->code = code;
-		vsnprintf(e->msg, sizeof(e->msg), fmt, ap);
+		vsnprintf(raw, sizeof(raw), fmt, ap);
+		/* Messages quote names read from files: never raw to a terminal. */
+		wsp_escape_text(raw, e->msg, sizeof(e->msg));
 	}
 	pthread_mutex_unlock(&e->lock);
 	return code;
@@ -85,8 +88,9 @@ void wsp_err_prefix(struct wsp_err *e, const char *fmt, ...)
 	char prefix[WSP_ERRMSG_MAX], old[WSP_ERRMSG_MAX];
 	va_list ap;
 	va_start(ap, fmt);
-	vsnprintf(prefix, sizeof(prefix), fmt, ap);
+	vsnprintf(old, sizeof(old), fmt, ap);
 	va_end(ap);
+	wsp_escape_text(old, prefix, sizeof(prefix));
 	/* "prefix: old", truncated to fit; built by hand because the
 	 * truncation is intended. */
 	pthread_mutex_lock(&e->lock);
@@ -118,4 +122,22 @@ void wsp_err_copy(struct wsp_err *e, char *buf, size_t len)
 	pthread_mutex_lock(&e->lock);
 	snprintf(buf, len, "%s", e->msg);
 	pthread_mutex_unlock(&e->lock);
+}
+
+void wsp_vnotice(wsp_log_fn log, void *ctx, const char *fmt, va_list ap)
+{
+	char raw[WSP_ERRMSG_MAX], msg[WSP_ERRMSG_MAX];
+
+	if (!log)
+		return;
+	vsnprintf(raw, sizeof(raw), fmt, ap);
+	log(ctx, wsp_escape_text(raw, msg, sizeof(msg)));
+}
+
+void wsp_notice(wsp_log_fn log, void *ctx, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	wsp_vnotice(log, ctx, fmt, ap);
+	va_end(ap);
 }

@@ -11,6 +11,7 @@
 #define WSP_COMMON_ERROR_H
 
 #include <pthread.h>
+#include <stdarg.h>
 #include <stddef.h>
 #include "wspager.h"
 
@@ -39,6 +40,13 @@ void wsp_err_prefix(struct wsp_err *e, const char *fmt, ...)
 void wsp_err_clear(struct wsp_err *e);
 /* Copy the message out under the lock. */
 void wsp_err_copy(struct wsp_err *e, char *buf, size_t len);
+
+/* Format a notice, escape what it quotes (wsp_escape_text) and hand it to
+ * `log` (nothing when NULL): the one way the library says things that do
+ * not stop it. */
+void wsp_notice(wsp_log_fn log, void *ctx, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+void wsp_vnotice(wsp_log_fn log, void *ctx, const char *fmt, va_list ap);
 
 #define WSP_ERR(e, code, ...) wsp_err_set((e), (code), __VA_ARGS__)
 /* Return early on a negative result, keeping the callee's message. */

@@ -1,4 +1,6 @@
 #include <errno.h>
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -159,4 +161,24 @@ int wsp_tensor_bytes(int dtype, unsigned rank, const uint64_t *shape, uint64_t *
 		return WSP_EFORMAT;
 	*bytes = total_bits / 8;
 	return 0;
+}
+
+int wsp_open_regular(const char *path, int flags, struct wsp_err *err)
+{
+	struct stat st;
+	int fd = open(path, flags | O_NONBLOCK | O_CLOEXEC), rc;
+
+	if (fd < 0)
+		return WSP_ERR(err, -errno, "%s: %s", path, strerror(errno));
+	if (fstat(fd, &st) < 0) {
+		rc = WSP_ERR(err, -errno, "%s: %s", path, strerror(errno));
+	} else if (!S_ISREG(st.st_mode)) {
+		rc = WSP_ERR(err, -EINVAL, "%s: not a regular file", path);
+	} else if (fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK) < 0) {
+		rc = WSP_ERR(err, -errno, "%s: %s", path, strerror(errno));
+	} else {
+		return fd;
+	}
+	close(fd);
+	return rc;
 }

@@ -55,4 +55,11 @@ int wsp_tensor_bytes(int dtype, unsigned rank, const uint64_t *shape, uint64_t *
  * parts in any order, as long as each piece but the last is whole words. */
 uint64_t wsp_checksum64_part(const void *data, uint64_t bytes, uint64_t first_word);
 
+/* open(path, flags) for reading a file that must be regular: opened
+ * non-blocking, so that a FIFO or device in its place never hangs the
+ * caller, then checked with fstat.  Returns the descriptor (blocking again),
+ * or -errno / -EINVAL ("not a regular file") with "PATH: why" in `err`. */
+struct wsp_err;
+int wsp_open_regular(const char *path, int flags, struct wsp_err *err);
+
 #endif

@@ -31,7 +31,6 @@ void io_config_init(struct io_config *c)
 
 void io_notice_once(struct io_engine *io, unsigned kind, const char *fmt, ...)
 {
-	char msg[WSP_ERRMSG_MAX];
 	va_list ap;
 
 	/* Atomic so that it may be said from any thread, with or without the
@@ -41,9 +40,8 @@ void io_notice_once(struct io_engine *io, unsigned kind, const char *fmt, ...)
 	if (!io->cfg.notice)
 		return;
 	va_start(ap, fmt);
-	vsnprintf(msg, sizeof(msg), fmt, ap);
+	wsp_vnotice(io->cfg.notice, io->cfg.notice_ctx, fmt, ap);
 	va_end(ap);
-	io->cfg.notice(io->cfg.notice_ctx, msg);
 }
 
 static const char *errno_name(int e)
@@ -66,18 +64,24 @@ static int open_file(struct io_engine *io, struct io_file *f, int direct, struct
 	int fd = -1;
 
 	if (direct) {
-		fd = open(f->path, O_RDONLY | O_CLOEXEC | O_DIRECT);
+		fd = open(f->path, O_RDONLY | O_CLOEXEC | O_DIRECT | O_NONBLOCK);
 		if (fd < 0 && errno == EINVAL)
 			io_notice_once(io, NOTICE_DIRECT, "O_DIRECT refused on %s (EINVAL): buffered reads",
 				       f->path);
 		else if (fd < 0)
 			return WSP_ERR(err, -errno, "%s: open: %s", f->path, strerror(errno));
+		if (fd >= 0) {   /* opened only to learn whether O_DIRECT works */
+			close(fd);
+			fd = wsp_open_regular(f->path, O_RDONLY | O_DIRECT, err);
+			if (fd < 0)
+				return fd;
+		}
 	}
 	f->direct = fd >= 0;
 	if (fd < 0) {
-		fd = open(f->path, O_RDONLY | O_CLOEXEC);
+		fd = wsp_open_regular(f->path, O_RDONLY, err);
 		if (fd < 0)
-			return WSP_ERR(err, -errno, "%s: open: %s", f->path, strerror(errno));
+			return fd;
 	}
 	f->fd = fd;
 	return 0;
@@ -116,9 +120,9 @@ static int direct_fallback(struct io_engine *io, unsigned i, struct wsp_err *why
 
 	pthread_mutex_lock(&io->lock);
 	if (f->direct) {
-		int fd = open(f->path, O_RDONLY | O_CLOEXEC);
+		int fd = wsp_open_regular(f->path, O_RDONLY, why);
 		if (fd < 0) {
-			rc = WSP_ERR(why, -errno, "%s: open: %s", f->path, strerror(errno));
+			rc = fd;
 		} else {
 			f->old_fd = f->fd;
 			f->fd = fd;

@@ -12,6 +12,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/outguard.h"
+#include "common/util.h"
 #include "pack/writer.h"
 #include "safetensors/safetensors.h"
 
@@ -35,9 +37,9 @@ static int open_input(const struct st_file *f, int *fd, struct wsp_err *err)
 {
 	struct stat st;
 
-	*fd = open(f->path, O_RDONLY | O_CLOEXEC);
+	*fd = wsp_open_regular(f->path, O_RDONLY, err);
 	if (*fd < 0)
-		return WSP_ERR(err, -errno, "%s: %s", f->path, strerror(errno));
+		return *fd;
 	if (fstat(*fd, &st) < 0 || (uint64_t)st.st_size != f->file_size)
 		return WSP_ERR(err, WSP_EFORMAT, "%s: changed size while converting", f->path);
 	posix_fadvise(*fd, 0, 0, POSIX_FADV_SEQUENTIAL);
@@ -93,6 +95,18 @@ int wsp_convert(const char *const *inputs, size_t n_inputs, const char *out,
 		wsp_convert_options_init(&defaults);
 		opt = &defaults;
 	}
+	if (!inputs || !out) {
+		rc = WSP_ERR(&err, -EINVAL, "convert: no %s given", out ? "inputs" : "output");
+		goto out;
+	}
+	for (size_t i = 0; i < n_inputs; i++)
+		if (!inputs[i]) {
+			rc = WSP_ERR(&err, -EINVAL, "convert: input %zu is NULL", i);
+			goto out;
+		}
+	rc = out_check_inputs(out, inputs, n_inputs, &err);
+	if (rc < 0)
+		goto out;
 	rc = st_set_open(inputs, n_inputs, &set, opt->log, opt->log_ctx, &err);
 	if (rc < 0)
 		goto out;

@@ -14,7 +14,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/outguard.h"
 #include "pack/fsutil.h"
+#include "pack/manifest.h"
 
 int pack_pwrite_full(int fd, const void *buf, uint64_t len, uint64_t off)
 {
@@ -108,6 +110,8 @@ int pack_make_tmpdir(const char *out, char **tmp, struct wsp_err *err)
 		return WSP_ERR(err, rc, "%.*s: cannot create a temporary directory beside it: %s",
 			       (int)n, out, strerror(-rc));
 	}
+	/* mkdtemp makes it private; the output gets the modes the umask gives. */
+	chmod(t, 0777 & ~out_umask());
 	*tmp = t;
 	return 0;
 }
@@ -219,15 +223,11 @@ static void note(wsp_log_fn log, void *ctx, const char *fmt, ...)
 
 static void note(wsp_log_fn log, void *ctx, const char *fmt, ...)
 {
-	char msg[PATH_MAX + 256];
 	va_list ap;
 
-	if (!log)
-		return;
 	va_start(ap, fmt);
-	vsnprintf(msg, sizeof(msg), fmt, ap);
+	wsp_vnotice(log, ctx, fmt, ap);
 	va_end(ap);
-	log(ctx, msg);
 }
 
 /* "<base>.tmp-" and six characters of mkdtemp's alphabet. */
@@ -363,4 +363,53 @@ int pack_clean_stale_tmp(const char *out, wsp_log_fn log, void *log_ctx)
 			removed += clean_one(pfd, e->d_name, out, b, log, log_ctx);
 	closedir(d);
 	return removed;
+}
+
+/* Entries of a pack directory: the manifest, shard files, and the empty lock
+ * file that a kill between the commit and its removal can leave. */
+static int pack_entry(void *ctx, const char *name, const struct stat *st)
+{
+	unsigned n;
+	char tail;
+
+	(void)ctx;
+	if (!S_ISREG(st->st_mode))
+		return 0;
+	if (!strcmp(name, WSPM_FILE) || !strcmp(name, PACK_TMP_LOCK))
+		return 1;
+	return sscanf(name, "shard-%5u.wsd%c", &n, &tail) == 1 && strlen(name) == 15;
+}
+
+int pack_check_output(const char *out, int force, struct wsp_err *err)
+{
+	struct wsp_manifest m;
+	struct stat st;
+	int rc;
+
+	WSP_TRY(out_check_replaceable(out, force, 0, pack_entry, NULL, "a pack", err));
+	if (!force || lstat(out, &st) < 0 || !S_ISDIR(st.st_mode))
+		return 0;
+	/* Only shard-like names are there; unless it is empty, its manifest must
+	 * also be valid, or the directory is something else that looks alike. */
+	char probe[PATH_MAX];
+	snprintf(probe, sizeof(probe), "%s/%s", out, WSPM_FILE);
+	if (lstat(probe, &st) < 0) {
+		DIR *d = opendir(out);
+		struct dirent *e;
+		int empty = 1;
+		while (d && (e = readdir(d)))
+			if (strcmp(e->d_name, ".") && strcmp(e->d_name, ".."))
+				empty = 0;
+		if (d)
+			closedir(d);
+		if (empty)
+			return 0;
+	}
+	rc = wspm_map(out, &m, err);
+	if (rc < 0) {
+		wsp_err_prefix(err, "%s is not a pack that force may replace", out);
+		return WSP_EEXIST;
+	}
+	wspm_unmap(&m);
+	return 0;
 }

@@ -41,4 +41,9 @@ int pack_clean_stale_tmp(const char *out, wsp_log_fn log, void *log_ctx);
  * it an existing `out` fails with WSP_EEXIST.  fsyncs the parent directory. */
 int pack_commit_dir(const char *tmp, const char *out, int force, struct wsp_err *err);
 
+/* Before any work: may `out` be written (out_check_replaceable for a pack:
+ * with force, only an empty directory or a valid pack of shard files is
+ * replaced)?  0, or WSP_EEXIST / -errno with the detail. */
+int pack_check_output(const char *out, int force, struct wsp_err *err);
+
 #endif

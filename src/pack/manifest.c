@@ -392,6 +392,7 @@ int wspm_parse(const void *data, uint64_t len, struct wsp_manifest *out, struct 
 	WSP_TRY(check_header(data, len, &m, err));
 	WSP_TRY(check_shards_sources(&m, err));
 	WSP_TRY(check_layers(&m, err));
+	WSP_TRY(wspm_check_names_and_sources(&m, err));
 	*out = m;
 	return 0;
 }
@@ -401,10 +402,10 @@ int wspm_parse(const void *data, uint64_t len, struct wsp_manifest *out, struct 
 static int read_manifest(const char *path, void **map, uint64_t *size, struct wsp_err *err)
 {
 	struct stat st;
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	int fd = wsp_open_regular(path, O_RDONLY, err);
 
 	if (fd < 0)
-		return WSP_ERR(err, -errno, "%s: %s", path, strerror(errno));
+		return fd;
 	if (fstat(fd, &st) < 0) {
 		int rc = -errno;
 		close(fd);

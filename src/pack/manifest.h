@@ -127,6 +127,11 @@ struct wsp_manifest {
 /* Validate `len` bytes at `data` as a manifest (the fuzz target's entry).
  * Does not touch shard files. */
 int wspm_parse(const void *data, uint64_t len, struct wsp_manifest *out, struct wsp_err *err);
+/* The second part of wspm_parse (msources.c), on a manifest whose tables
+ * already passed the first: reserved fields zero, short names unique in a
+ * layer, source names unique, each source's stored safetensors header
+ * describing exactly the tensors that point at it, the stored index valid. */
+int wspm_check_names_and_sources(const struct wsp_manifest *m, struct wsp_err *err);
 /* mmap PACK/manifest.wspm, parse, and check that every shard exists with the
  * recorded size.  wspm_unmap releases. */
 int wspm_map(const char *pack_dir, struct wsp_manifest *out, struct wsp_err *err);

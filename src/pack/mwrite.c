@@ -122,7 +122,7 @@ static int write_file(struct pack_writer *pw, const char *img, uint64_t size)
 	int fd, rc;
 
 	snprintf(path, sizeof(path), "%s/%s", pw->tmp, WSPM_FILE);
-	fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+	fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
 	if (fd < 0)
 		return WSP_ERR(pw->err, -errno, "%s: %s", path, strerror(errno));
 	rc = pack_pwrite_full(fd, img, size, 0);

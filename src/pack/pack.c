@@ -148,9 +148,9 @@ int pack_shard_fd(struct wsp_pack_s *pk, uint32_t shard, struct wsp_err *err)
 	if (fd < 0) {
 		char path[PATH_MAX + 32];
 		pack_shard_path(pk, shard, path, sizeof(path));
-		fd = open(path, O_RDONLY | O_CLOEXEC);
+		fd = wsp_open_regular(path, O_RDONLY, err);
 		if (fd < 0)
-			rc = WSP_ERR(err, -errno, "%s: %s", path, strerror(errno));
+			rc = fd;
 		else
 			pk->shard_fds[shard] = fd;
 	}

@@ -13,6 +13,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/outguard.h"
 #include "common/util.h"
 #include "pack/fsutil.h"
 #include "pack/pack.h"
@@ -26,7 +27,7 @@ static int write_whole(struct wsp_pack_s *pk, const char *dir, const char *name,
 	int fd, rc;
 
 	snprintf(path, sizeof(path), "%s/%s", dir, name);
-	fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+	fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
 	if (fd < 0)
 		return WSP_ERR(&pk->err, -errno, "%s: %s", path, strerror(errno));
 	rc = pack_pwrite_full(fd, buf, len, 0);
@@ -51,7 +52,7 @@ static int create_sources(struct wsp_pack_s *pk, const char *tmp, int *fds)
 		int rc;
 
 		snprintf(path, sizeof(path), "%s/%s", tmp, name);
-		fds[i] = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+		fds[i] = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
 		if (fds[i] < 0)
 			return WSP_ERR(&pk->err, -errno, "%s: %s", path, strerror(errno));
 		if (ckd_add(&size, 8 + len, s->data_bytes) || size > (uint64_t)INT64_MAX)
@@ -107,7 +108,6 @@ int wsp_pack_unpack(wsp_pack *pk, const char *out_dir, unsigned flags, wsp_progr
 	char *tmp = NULL, *out = NULL;
 	int *fds = NULL, lock = -1, rc;
 	void *buf = NULL;
-	struct stat st;
 
 	if (!pk || !out_dir || !*out_dir)
 		return -EINVAL;
@@ -124,9 +124,15 @@ int wsp_pack_unpack(wsp_pack *pk, const char *out_dir, unsigned flags, wsp_progr
 		return WSP_ERR(&pk->err, -ENOMEM, "out of memory");
 	for (size_t n = strlen(out); n > 1 && out[n - 1] == '/'; n--)
 		out[n - 1] = '\0';
-	if (lstat(out, &st) == 0 && !(flags & WSP_UNPACK_FORCE)) {
-		rc = WSP_ERR(&pk->err, WSP_EEXIST, "%s exists (use force to replace it)", out);
-		goto done;
+	{
+		const char *in = pk->dir;
+		rc = out_check_inputs(out, &in, 1, &pk->err);
+		if (rc == 0)
+			rc = out_check_replaceable(out, !!(flags & WSP_UNPACK_FORCE), 0,
+						   out_checkpoint_entry, NULL,
+						   "a directory of safetensors files", &pk->err);
+		if (rc < 0)
+			goto done;
 	}
 	for (uint32_t i = 0; i < m->hdr->n_layers; i++)
 		max_raw = WSP_MAX(max_raw, m->layers[i].raw_bytes);

@@ -80,8 +80,8 @@ int pack_writer_create(const char *out_dir, const struct wsp_convert_options *op
 		}
 		pw->has_re = 1;
 	}
-	if (access(pw->out, F_OK) == 0 && !(opt->flags & WSP_CONVERT_FORCE)) {
-		rc = WSP_ERR(err, WSP_EEXIST, "%s exists (use force to replace it)", pw->out);
+	rc = pack_check_output(pw->out, !!(opt->flags & WSP_CONVERT_FORCE), err);
+	if (rc < 0) {
 		pack_writer_free(pw);
 		return rc;
 	}

@@ -125,7 +125,7 @@ static int open_shard(struct pack_writer *pw, uint32_t shard, int *fd)
 	sizes[shard] = 0;
 	pw->n_shards = shard + 1;
 	snprintf(path, sizeof(path), "%s/" WSPM_SHARD_FMT, pw->tmp, shard);
-	*fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+	*fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
 	if (*fd < 0)
 		return WSP_ERR(pw->err, -errno, "%s: %s", path, strerror(errno));
 	return 0;

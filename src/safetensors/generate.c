@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "common/error.h"
+#include "common/outguard.h"
 #include "common/util.h"
 #include "safetensors/safetensors.h"
 
@@ -472,6 +473,30 @@ static int install(const char *tmp, const char *out, int is_dir, struct wsp_err 
 	return 0;
 }
 
+/* A forced run replaces only a previous checkpoint: a directory of
+ * safetensors files and an index, or a .safetensors file that parses. */
+static int check_output(const char *out, const struct wsp_generate_options *opt,
+			struct wsp_err *err)
+{
+	int force = !!(opt->flags & WSP_CONVERT_FORCE);
+	struct st_file f;
+	struct stat st;
+
+	WSP_TRY(out_check_inputs(out, NULL, 0, err));
+	WSP_TRY(out_check_replaceable(out, force, 1, out_checkpoint_entry, NULL,
+				      "a safetensors checkpoint", err));
+	if (!force || lstat(out, &st) < 0 || S_ISDIR(st.st_mode))
+		return 0;
+	memset(&f, 0, sizeof(f));
+	int rc = st_open(out, &f, err);
+	st_file_free(&f);
+	if (rc < 0) {
+		wsp_err_prefix(err, "%s is not a safetensors file that force may replace", out);
+		return WSP_EEXIST;
+	}
+	return 0;
+}
+
 static int generate(const char *out, const struct wsp_generate_options *opt, struct wsp_err *err)
 {
 	struct gen g = {.opt = opt, .err = err};
@@ -488,11 +513,9 @@ static int generate(const char *out, const struct wsp_generate_options *opt, str
 		rc = plan_shards(&g, err);
 	if (rc < 0)
 		goto out;
-	struct stat st;
-	if (lstat(out, &st) == 0 && !(opt->flags & WSP_CONVERT_FORCE)) {
-		rc = WSP_ERR(err, WSP_EEXIST, "%s: exists (use force to replace it)", out);
+	rc = check_output(out, opt, err);
+	if (rc < 0)
 		goto out;
-	}
 	if (asprintf(&tmp, "%s.tmp.XXXXXX", out) < 0) {
 		tmp = NULL;
 		rc = WSP_ERR(err, -ENOMEM, "out of memory");

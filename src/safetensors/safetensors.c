@@ -375,9 +375,9 @@ static int read_full(int fd, const char *path, void *buf, uint64_t len, uint64_t
 int st_open(const char *path, struct st_file *out, struct wsp_err *err)
 {
 	memset(out, 0, sizeof(*out));
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	int fd = wsp_open_regular(path, O_RDONLY, err);
 	if (fd < 0)
-		return WSP_ERR(err, -errno, "%s: %s", path, strerror(errno));
+		return fd;
 	struct stat st;
 	unsigned char prefix[8], *buf = NULL;
 	int rc;

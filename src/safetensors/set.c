@@ -47,14 +47,10 @@ static void say(void (*notice)(void *, const char *), void *ctx, const char *fmt
 	__attribute__((format(printf, 3, 4)));
 static void say(void (*notice)(void *, const char *), void *ctx, const char *fmt, ...)
 {
-	if (!notice)
-		return;
-	char msg[WSP_ERRMSG_MAX];
 	va_list ap;
 	va_start(ap, fmt);
-	vsnprintf(msg, sizeof(msg), fmt, ap);
+	wsp_vnotice(notice, ctx, fmt, ap);
 	va_end(ap);
-	notice(ctx, msg);
 }
 
 static char *join(const char *dir, const char *name)
@@ -164,9 +160,9 @@ static int cmp_str(const void *a, const void *b)
 /* Reads the whole index (bounded) and keeps it verbatim. */
 static int read_index(struct st_set *s, const char *path, struct wsp_err *err)
 {
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	int fd = wsp_open_regular(path, O_RDONLY, err);
 	if (fd < 0)
-		return WSP_ERR(err, -errno, "%s: %s", path, strerror(errno));
+		return fd;
 	struct stat st;
 	int rc = 0;
 	if (fstat(fd, &st) != 0) {

@@ -55,8 +55,17 @@ static void make_valid(const char *dir)
 	struct wsp_err err;
 	static uint16_t data[4][300];
 	uint64_t shape = 300;
-	static const char header[] = "{\"__metadata__\":{\"format\":\"pt\"}}";
-	static const char index[] = "{\"weight_map\":{}}";
+	/* The source's header describes exactly the four tensors, and the
+	 * index names the source, as a converted checkpoint's do. */
+	static const char header[] =
+		"{\"__metadata__\":{\"format\":\"pt\"},"
+		"\"h.0.a\":{\"dtype\":\"BF16\",\"shape\":[300],\"data_offsets\":[0,600]},"
+		"\"h.0.b\":{\"dtype\":\"BF16\",\"shape\":[300],\"data_offsets\":[600,1200]},"
+		"\"h.1.a\":{\"dtype\":\"BF16\",\"shape\":[300],\"data_offsets\":[1200,1800]},"
+		"\"h.1.b\":{\"dtype\":\"BF16\",\"shape\":[300],\"data_offsets\":[1800,2400]}}";
+	static const char index[] =
+		"{\"weight_map\":{\"h.0.a\":\"model.safetensors\",\"h.0.b\":\"model.safetensors\","
+		"\"h.1.a\":\"model.safetensors\",\"h.1.b\":\"model.safetensors\"}}";
 
 	for (int t = 0; t < 4; t++)
 		for (int i = 0; i < 300; i++)
@@ -174,5 +183,33 @@ int main(int argc, char **argv)
 	CASE("chunk-stored-zero", TBL(m, wspm_chunk, chunks_off)[0].stored_bytes = 0);
 	CASE("chunk-raw-above-nominal", TBL(m, wspm_chunk, chunks_off)[0].raw_bytes = 512);
 	CASE("chunk-stored-past-layer", TBL(m, wspm_chunk, chunks_off)[0].stored_bytes += 100000);
+	/* Forged: every table consistent, checksum recomputed, but the pack no
+	 * longer describes what its source header says (unpack would write a
+	 * different checkpoint), or names are ambiguous. */
+	CASE("forged-tensor-dtype", TBL(m, wspm_tensor, tensors_off)[0].dtype = WSP_DTYPE_F16);
+	CASE("forged-source-offsets-swapped",
+	     TBL(m, wspm_tensor, tensors_off)[0].source_offset = 600;
+	     TBL(m, wspm_tensor, tensors_off)[1].source_offset = 0);
+	CASE("forged-source-order", TBL(m, wspm_tensor, tensors_off)[0].source_order = 1);
+	CASE("forged-source-data-bytes", TBL(m, wspm_source, sources_off)[0].data_bytes += 600);
+	CASE("forged-short-name-duplicate", TBL(m, wspm_tensor, tensors_off)[1].short_name_off =
+	     TBL(m, wspm_tensor, tensors_off)[0].short_name_off);
+	CASE("forged-header-text", {
+		char *b = (char *)m + HDR(m)->blobs_off + TBL(m, wspm_source, sources_off)[0].header_off;
+		char *at = memmem(b, TBL(m, wspm_source, sources_off)[0].header_len, "[300]", 5);
+		CHECK(at);
+		at[3] = '1';
+	});
+	CASE("forged-index-json", m[HDR(m)->blobs_off + HDR(m)->index_off] = 'x');
+	CASE("forged-index-source", {
+		char *b = (char *)m + HDR(m)->blobs_off + HDR(m)->index_off;
+		char *at = memmem(b, HDR(m)->index_len, "model.safetensors", 17);
+		CHECK(at);
+		at[0] = 'n';
+	});
+	CASE("reserved-header", HDR(m)->reserved0 = 1);
+	CASE("reserved-layer", TBL(m, wspm_layer, layers_off)[0].reserved = 1);
+	CASE("reserved-tensor", TBL(m, wspm_tensor, tensors_off)[2].reserved2 = 1);
+	CASE("reserved-chunk", TBL(m, wspm_chunk, chunks_off)[1].reserved[5] = 1);
 	return 0;
 }

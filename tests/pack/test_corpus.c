@@ -42,6 +42,8 @@ int main(void)
 		} else if (rc < 0 && !err.msg[0]) {
 			fprintf(stderr, "%s: rejected without a message\n", name);
 			bad++;
+		} else if (rc < 0) {
+			printf("%s: %s\n", name, err.msg);   /* for the log: why */
 		}
 		count++;
 		wsp_err_destroy(&err);

@@ -116,14 +116,17 @@ int main(void)
 	CHECK(count_entries(top) == 1);
 	CHECK(count_entries(out) == 2);   /* manifest + one shard */
 
-	/* forced over a plain file */
+	/* forced over a plain file: not a previous output, refused and kept */
 	char file[620];
 	snprintf(file, sizeof(file), "%s/afile", top);
 	int fd = open(file, O_CREAT | O_WRONLY, 0644);
 	CHECK(fd >= 0);
+	CHECK(write(fd, "keep", 4) == 4);
 	close(fd);
-	CHECK_RC(build(file, &opt, &err, 400), 0);
-	CHECK(first_word(file) == 400);
+	CHECK_RC(build(file, &opt, &err, 400), WSP_EEXIST);
+	CHECK(strstr(err.msg, "not a pack"));
+	struct stat fst;
+	CHECK(stat(file, &fst) == 0 && S_ISREG(fst.st_mode) && fst.st_size == 4);
 	CHECK(count_entries(top) == 2);
 	t_rmrf(file);
 
