@@ -20,12 +20,23 @@
  * Conventions (as in liburing): every function that can fail returns 0, or a
  * non-negative count, on success and a negative code on failure: -errno for
  * operating-system errors, WSP_E* codes (all below -4095) for everything else.
- * errno is never the error channel.  wsp_strerror() names a code; handles keep
- * a detailed message (file, layer, tensor, chunk, the CUDA error string) that
- * wsp_errmsg() / wsp_pack_errmsg() return.  Functions that take no handle take
- * a caller buffer `errbuf` (may be NULL) for that detail.
+ * errno is never the error channel.  wsp_strerror() names a code; the detail
+ * (file, layer, tensor, chunk, the CUDA error string) of a pager call's
+ * failure is kept per thread (wsp_errmsg), of a pack's per handle
+ * (wsp_pack_errmsg).  Functions that take no handle take a caller buffer
+ * `errbuf` (may be NULL) for that detail.
  *
- * Handles are opaque.  Free/close functions accept NULL.
+ * NULL: a NULL handle or a NULL pointer a call needs is -EINVAL; free/close
+ * functions accept NULL; lookups on NULL return NULL.  Handles are opaque.
+ *
+ * Structures that grow: every public struct ends in `reserved` space that
+ * later versions turn into new fields without moving the old ones, so its
+ * size and layout stay those of WSPAGER_0.2.  Structs the caller fills
+ * (options) must be filled by their *_init() function, or zeroed: the
+ * library refuses non-zero reserved fields with -EINVAL, so that a value a
+ * later version gives meaning to is never silently ignored.  Structs the
+ * library fills (stats, summary, views) have their reserved space zeroed.
+ * Views handed out are read-only: their data pointers are const.
  */
 #ifndef WSPAGER_H
 #define WSPAGER_H
@@ -42,7 +53,7 @@ extern "C" {
 /* ====================================================================== */
 
 #define WSP_VERSION_MAJOR 0
-#define WSP_VERSION_MINOR 1
+#define WSP_VERSION_MINOR 2
 #define WSP_VERSION_PATCH 0
 #define WSP_VERSION_NUMBER (WSP_VERSION_MAJOR * 10000 + WSP_VERSION_MINOR * 100 + WSP_VERSION_PATCH)
 
@@ -123,8 +134,11 @@ struct wsp_tensor {
 	uint64_t checksum;      /* wsp_checksum64() of the raw bytes */
 	uint32_t layer;         /* index of its layer */
 	/* Where the bytes are: inside wsp_acquire()'s view, a device pointer
-	 * (host pointer for WSP_DEVICE_HOST); NULL in wsp_pack_tensor(). */
-	void *data;
+	 * (host pointer for WSP_DEVICE_HOST); NULL in the pack's own tensors
+	 * (wsp_pack_layer, wsp_pack_find_tensor).  Read-only: the pager's
+	 * tiers hold the only copy, and a write would reach the next acquire. */
+	const void *data;
+	uint64_t reserved[4];
 };
 
 /* A layer: the unit of paging, a group of tensors used together. */
@@ -135,7 +149,8 @@ struct wsp_layer {
 	const struct wsp_tensor *tensors;  /* n_tensors entries */
 	uint64_t raw_bytes;     /* size once decoded, tensors aligned inside */
 	uint64_t stored_bytes;  /* size on disk */
-	void *data;             /* start of the layer's slot (wsp_acquire only) */
+	const void *data;       /* start of the layer's slot (wsp_acquire only), read-only */
+	uint64_t reserved[4];
 };
 
 /* ====================================================================== */
@@ -162,6 +177,7 @@ struct wsp_pack_summary {
 	uint64_t chunk_bytes;        /* nominal raw chunk size */
 	unsigned format_version;
 	const char *metadata_json;   /* the first source's __metadata__ as JSON, or NULL */
+	uint64_t reserved[8];
 };
 int wsp_pack_summary(const wsp_pack *pk, struct wsp_pack_summary *out);
 
@@ -258,6 +274,7 @@ struct wsp_options {
 	unsigned flags;             /* WSP_OPEN_* */
 	wsp_log_fn log;  void *log_ctx;
 	wsp_trace_fn trace; void *trace_ctx;
+	uint64_t reserved[16];      /* zero (wsp_options_init) */
 };
 #define WSP_OPEN_NO_DIRECT  1u   /* buffered reads even where O_DIRECT works */
 #define WSP_OPEN_NO_PIN     2u   /* do not page-lock the host cache (slower H2D; says so) */
@@ -281,8 +298,9 @@ int wsp_open(const char *path, const struct wsp_options *opt, wsp_pager **out,
  * acquired are released.  Not concurrently with any other call on `pg`. */
 void wsp_close(wsp_pager *pg);
 
-/* The detailed message of the last error on this handle (a per-thread copy,
- * valid until this thread's next call to wsp_errmsg). Thread-safe. */
+/* The detailed message of the calling thread's last failed call on `pg`
+ * ("" if it has had none): per thread, so concurrent acquires never see each
+ * other's errors.  Valid until this thread's next failed call.  Thread-safe. */
 const char *wsp_errmsg(wsp_pager *pg);
 
 /* The pack behind the pager (for lookups); owned by the pager. */
@@ -339,8 +357,11 @@ struct wsp_stats {
 	char io_backend[16];        /* "uring", "pread", "mmap" */
 	int direct_io;              /* 1 when reads bypass the page cache */
 	uint64_t staging_bytes;     /* read staging arena, outside the host budget */
+	uint64_t acquire_failures;  /* acquires that failed (not counted above) */
+	uint64_t reserved[15];
 };
-/* A consistent snapshot of the counters.  Thread-safe. */
+/* The counters, each read at one moment (not all under one lock: see
+ * wsp_get_stats(3)).  Thread-safe. */
 int wsp_get_stats(wsp_pager *pg, struct wsp_stats *out);
 /* Zero the counters (not the configuration fields). */
 void wsp_reset_stats(wsp_pager *pg);
@@ -366,6 +387,7 @@ struct wsp_convert_options {
 	 * of the directory that are not used (ignored).  Called on the calling
 	 * thread; NULL (the default): not reported. */
 	wsp_log_fn log; void *log_ctx;
+	uint64_t reserved[16];     /* zero (wsp_convert_options_init) */
 };
 #define WSP_CONVERT_FORCE 1u   /* replace an existing output */
 
@@ -394,6 +416,7 @@ struct wsp_generate_options {
 	uint64_t seed;             /* default 1 */
 	unsigned flags;            /* WSP_CONVERT_FORCE */
 	wsp_progress_fn progress; void *progress_ctx;
+	uint64_t reserved[8];      /* zero (wsp_generate_options_init) */
 };
 void wsp_generate_options_init(struct wsp_generate_options *opt);
 /* Write the checkpoint: `out` is a .safetensors file when shard_bytes is 0,

@@ -10,7 +10,7 @@
 
 int wsp_parse_size(const char *text, uint64_t *out)
 {
-	if (!text || !*text || isspace((unsigned char)*text) || *text == '-')
+	if (!text || !out || !*text || isspace((unsigned char)*text) || *text == '-')
 		return -EINVAL;
 	errno = 0;
 	char *end;
@@ -43,6 +43,8 @@ int wsp_parse_size(const char *text, uint64_t *out)
 char *wsp_format_size(uint64_t bytes, char *buf, size_t len)
 {
 	static const char *const units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
+	if (!buf || !len)
+		return buf;
 	double v = (double)bytes;
 	unsigned u = 0;
 	while (v >= 1024 && u + 1 < sizeof(units) / sizeof(units[0])) {

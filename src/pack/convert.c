@@ -19,6 +19,8 @@
 
 void wsp_convert_options_init(struct wsp_convert_options *opt)
 {
+	if (!opt)
+		return;
 	memset(opt, 0, sizeof(*opt));   /* progress and log: NULL, none */
 	opt->level = 1;
 	opt->chunk_bytes = 4ull << 20;
@@ -102,6 +104,12 @@ int wsp_convert(const char *const *inputs, size_t n_inputs, const char *out,
 	for (size_t i = 0; i < n_inputs; i++)
 		if (!inputs[i]) {
 			rc = WSP_ERR(&err, -EINVAL, "convert: input %zu is NULL", i);
+			goto out;
+		}
+	for (size_t i = 0; i < WSP_ARRAY_SIZE(opt->reserved); i++)
+		if (opt->reserved[i]) {
+			rc = WSP_ERR(&err, -EINVAL, "wsp_convert_options: reserved fields are not "
+				     "zero (fill the struct with wsp_convert_options_init)");
 			goto out;
 		}
 	rc = out_check_inputs(out, inputs, n_inputs, &err);

@@ -164,7 +164,12 @@ int wsp_pack_open(const char *path, wsp_pack **out, char *errbuf, size_t errlen)
 	int rc;
 
 	wsp_err_init(&err);
-	rc = pack_open(path, out, &err);
+	if (out)
+		*out = NULL;
+	if (!path || !out)
+		rc = WSP_ERR(&err, -EINVAL, "wsp_pack_open: no %s", path ? "output handle" : "pack path");
+	else
+		rc = pack_open(path, out, &err);
 	if (errbuf && errlen)
 		wsp_err_copy(&err, errbuf, errlen);
 	wsp_err_destroy(&err);

@@ -157,6 +157,7 @@ void pager_on_ready(void *ctx, uint32_t layer, int status)
 	}
 	int hinted = pg->hinted[layer];
 	pg->cb_active++;
+	pg->holder_seq++;
 	pthread_mutex_unlock(&pg->lock);
 
 	uint64_t dist = predictor_distance(pg->pred, layer);
@@ -166,94 +167,131 @@ void pager_on_ready(void *ctx, uint32_t layer, int status)
 	pthread_mutex_lock(&pg->lock);
 	if (--pg->cb_active == 0)
 		pthread_cond_broadcast(&pg->idle);
+	pthread_cond_broadcast(&pg->progress);   /* its host reference may be free */
 	pthread_mutex_unlock(&pg->lock);
 }
 
-static int bad_layer(struct wsp_pager_s *pg, uint32_t layer)
+static int bad_layer(struct wsp_pager_s *pg, uint32_t layer, struct wsp_err *err)
 {
-	return WSP_ERR(&pg->err, WSP_ENOTFOUND, "%s: no layer %u (the pack has %u)", pg->pk->dir,
-		       layer, pg->pk->m.hdr->n_layers);
+	return WSP_ERR(err, WSP_ENOTFOUND, "%s: no layer %u (the pack has %u)", pg->pk->dir, layer,
+		       pg->pk->m.hdr->n_layers);
 }
 
-int wsp_acquire(wsp_pager *pg, uint32_t layer, void *stream, const struct wsp_layer **view)
+/* Bounds the waits of get_host on other holders (each at most 20 ms). */
+#define HOLDER_WAITS 5000
+
+/* Whether any other holder of host pages may be at work: an acquire of
+ * another thread, an early fill, or a copy not yet reaped.  *seq says which
+ * holders have started, so that a change between two looks is seen. */
+static int holders_busy(struct wsp_pager_s *pg, uint64_t *seq)
+{
+	pthread_mutex_lock(&pg->lock);
+	int busy = pg->acquiring > 1 || pg->cb_active || pg->sp.n_pend;
+	*seq = pg->holder_seq;
+	pthread_mutex_unlock(&pg->lock);
+	return busy;
+}
+
+static void wait_holders(struct wsp_pager_s *pg)
+{
+	struct timespec until;
+
+	if (pager_pending(pg)) {
+		pager_reap(pg, 1);
+		return;
+	}
+	clock_gettime(CLOCK_REALTIME, &until);
+	until.tv_nsec += 20 * 1000 * 1000;
+	if (until.tv_nsec >= 1000000000) {
+		until.tv_sec++;
+		until.tv_nsec -= 1000000000;
+	}
+	pthread_mutex_lock(&pg->lock);
+	if (pg->acquiring > 1 || pg->cb_active)
+		pthread_cond_timedwait(&pg->progress, &pg->lock, &until);
+	pthread_mutex_unlock(&pg->lock);
+}
+
+/*
+ * The host tier's reference for a demand.  -ENOSPC from the host tier means
+ * that every page is held; a page held by a copy in flight, an early fill,
+ * or another thread's acquire between its get and its copy is held only for
+ * a moment, so a demand waits for those holders and tries again.  It fails
+ * only when no such holder was at work before and after a failed get.
+ */
+static int get_host(struct wsp_pager_s *pg, uint32_t layer, struct hcache_ref *ref,
+		    struct wsp_err *err)
+{
+	uint64_t seq0, seq1;
+	int rc = -ENOSPC;
+
+	for (int tries = 0; rc == -ENOSPC && tries < HOLDER_WAITS; tries++) {
+		int busy = holders_busy(pg, &seq0);
+		rc = hcache_get(pg->hc, layer, ref, err);
+		if (rc != -ENOSPC)
+			break;
+		if (!busy && !holders_busy(pg, &seq1) && seq0 == seq1)
+			break;   /* nothing but acquired layers holds the pages */
+		wait_holders(pg);
+	}
+	return rc;
+}
+
+enum outcome { GPU_HIT, HOST_HIT, MISS };
+
+/* The body of wsp_acquire; the caller counts the outcome. */
+static int acquire(struct wsp_pager_s *pg, uint32_t layer, void *stream,
+		   const struct wsp_layer **view, enum outcome *how, uint64_t *blocked,
+		   struct wsp_err *err)
 {
 	struct hcache_ref ref;
 	struct slot *s;
-	uint32_t first;
-	int rc, from_host;
-	uint64_t blocked = 0;
+	int rc;
 
-	if (!pg || !view)
-		return -EINVAL;
-	*view = NULL;
-	if (layer >= pg->pk->m.hdr->n_layers)
-		return bad_layer(pg, layer);
-
-	int was_predicted = predictor_next(pg->pred, &first, 1) == 1 && first == layer;
-	predictor_observe(pg->pred, layer);
 	pager_reap(pg, 0);
-
 	pthread_mutex_lock(&pg->lock);
-	pg->acquires++;
-	pg->predicted += was_predicted;
 	pg->hinted[layer] = 0;
 	s = slots_find(&pg->sp, layer);
 	if (s) {
-		rc = slots_use(&pg->sp, s, stream, &pg->err);
-		if (rc == 0)
-			pg->gpu_hits++;
+		*how = GPU_HIT;
+		rc = slots_use(&pg->sp, s, stream, err);
 		pthread_mutex_unlock(&pg->lock);
 		goto done;
 	}
 	pthread_mutex_unlock(&pg->lock);
 
-	from_host = hcache_try_get(pg->hc, layer, &ref) == 1;
-	if (!from_host) {
+	*how = hcache_try_get(pg->hc, layer, &ref) == 1 ? HOST_HIT : MISS;
+	if (*how == MISS) {
 		/* The one place the host blocks (on the load, not the GPU). */
 		uint64_t t0 = wsp_now_ns();
-		rc = hcache_get(pg->hc, layer, &ref, &pg->err);
-		if (rc == -ENOSPC && pager_pending(pg)) {
-			/* The host tier is full of pages our copies still read:
-			 * only now wait for those copies, then try again. */
-			pager_reap(pg, 1);
-			rc = hcache_get(pg->hc, layer, &ref, &pg->err);
-		}
-		blocked = wsp_now_ns() - t0;
+		rc = get_host(pg, layer, &ref, err);
+		*blocked = wsp_now_ns() - t0;
 		if (pg->opt.trace) {
 			struct wsp_trace_event ev = {
 				.stage = WSP_STAGE_WAIT, .layer = layer, .begin_ns = t0,
-				.end_ns = t0 + blocked, .bytes = pg->pk->layers[layer].raw_bytes,
+				.end_ns = t0 + *blocked, .bytes = pg->pk->layers[layer].raw_bytes,
 			};
 			pg->opt.trace(pg->opt.trace_ctx, &ev);
 		}
 		if (rc < 0) {
-			wsp_err_prefix(&pg->err, "acquire of layer %u (%s)", layer,
+			wsp_err_prefix(err, "acquire of layer %u (%s)", layer,
 				       pg->pk->layers[layer].name);
-			pthread_mutex_lock(&pg->lock);
-			pg->acquire_block_ns += blocked;
-			pg->misses++;
-			pthread_mutex_unlock(&pg->lock);
 			return rc;
 		}
 	}
 
 	pthread_mutex_lock(&pg->lock);
-	pg->acquire_block_ns += blocked;
-	if (from_host)
-		pg->host_hits++;
-	else
-		pg->misses++;
 	/* Another thread (or an early fill) may have brought it meanwhile. */
 	s = slots_find(&pg->sp, layer);
 	if (s) {
-		rc = slots_use(&pg->sp, s, stream, &pg->err);
+		rc = slots_use(&pg->sp, s, stream, err);
 		pthread_mutex_unlock(&pg->lock);
 		hcache_put(pg->hc, &ref);
 		goto done;
 	}
 	s = demand_victim(pg);
 	if (!s) {
-		rc = WSP_ERR(&pg->err, WSP_ESTATE,
+		rc = WSP_ERR(err, WSP_ESTATE,
 			     "acquire of layer %u (%s): all %u slots hold acquired layers; "
 			     "release one first or open with more gpu_slots",
 			     layer, pg->pk->layers[layer].name, pg->sp.n);
@@ -261,37 +299,83 @@ int wsp_acquire(wsp_pager *pg, uint32_t layer, void *stream, const struct wsp_la
 		hcache_put(pg->hc, &ref);
 		return rc;
 	}
-	rc = slots_fill(&pg->sp, s, pg->pk, layer, &ref, 0, &pg->err);
+	rc = slots_fill(&pg->sp, s, pg->pk, layer, &ref, 0, err);
 	if (rc < 0) {
-		wsp_err_prefix(&pg->err, "acquire of layer %u (%s)", layer,
-			       pg->pk->layers[layer].name);
+		wsp_err_prefix(err, "acquire of layer %u (%s)", layer, pg->pk->layers[layer].name);
 		pthread_mutex_unlock(&pg->lock);
 		hcache_put(pg->hc, &ref);
 		return rc;
 	}
-	rc = slots_use(&pg->sp, s, stream, &pg->err);
+	rc = slots_use(&pg->sp, s, stream, err);
 	pthread_mutex_unlock(&pg->lock);
 done:
-	if (rc < 0)
-		return rc;
-	*view = &s->view;
-	if (!(pg->opt.flags & WSP_OPEN_NO_PREFETCH))
-		pager_prefetch_ahead(pg);
-	pager_reap(pg, 0);
-	return 0;
+	if (rc == 0)
+		*view = &s->view;
+	return rc;
+}
+
+int wsp_acquire(wsp_pager *pg, uint32_t layer, void *stream, const struct wsp_layer **view)
+{
+	struct wsp_err err;
+	enum outcome how = MISS;
+	uint64_t blocked = 0;
+	uint32_t first;
+	int rc;
+
+	if (!pg || !view)
+		return -EINVAL;
+	*view = NULL;
+	wsp_err_init(&err);
+	if (layer >= pg->pk->m.hdr->n_layers)
+		return pager_result(pg, &err, bad_layer(pg, layer, &err));
+
+	int was_predicted = predictor_next(pg->pred, &first, 1) == 1 && first == layer;
+	predictor_observe(pg->pred, layer);
+	pthread_mutex_lock(&pg->lock);
+	pg->acquiring++;
+	pg->holder_seq++;
+	pthread_mutex_unlock(&pg->lock);
+
+	rc = acquire(pg, layer, stream, view, &how, &blocked, &err);
+
+	/* Counted once the outcome is known: a failed acquire is neither a
+	 * hit nor a miss, so contention cannot distort the hit rates. */
+	pthread_mutex_lock(&pg->lock);
+	pg->acquiring--;
+	pg->acquire_block_ns += blocked;
+	if (rc == 0) {
+		pg->acquires++;
+		pg->predicted += was_predicted;
+		pg->gpu_hits += how == GPU_HIT;
+		pg->host_hits += how == HOST_HIT;
+		pg->misses += how == MISS;
+	} else {
+		pg->acquire_failures++;
+	}
+	pthread_cond_broadcast(&pg->progress);
+	pthread_mutex_unlock(&pg->lock);
+	if (rc == 0) {
+		if (!(pg->opt.flags & WSP_OPEN_NO_PREFETCH))
+			pager_prefetch_ahead(pg);
+		pager_reap(pg, 0);
+	}
+	return pager_result(pg, &err, rc);
 }
 
 int wsp_acquire_by_name(wsp_pager *pg, const char *name, void *stream,
 			const struct wsp_layer **view)
 {
+	struct wsp_err err;
+
 	if (!pg || !name || !view)
 		return -EINVAL;
 	*view = NULL;
 	const struct wsp_layer *l = wsp_pack_find_layer(pg->pk, name);
-	if (!l)
-		return WSP_ERR(&pg->err, WSP_ENOTFOUND, "%s: no layer named \"%s\"", pg->pk->dir,
-			       name);
-	return wsp_acquire(pg, l->index, stream, view);
+	if (l)
+		return wsp_acquire(pg, l->index, stream, view);
+	wsp_err_init(&err);
+	return pager_result(pg, &err, WSP_ERR(&err, WSP_ENOTFOUND, "%s: no layer named \"%s\"",
+					      pg->pk->dir, name));
 }
 
 const struct wsp_tensor *wsp_layer_tensor(const struct wsp_layer *view, const char *name)
@@ -309,30 +393,36 @@ const struct wsp_tensor *wsp_layer_tensor(const struct wsp_layer *view, const ch
 
 int wsp_release(wsp_pager *pg, uint32_t layer, void *stream)
 {
+	struct wsp_err err;
 	int rc;
 	if (!pg)
 		return -EINVAL;
+	wsp_err_init(&err);
 	if (layer >= pg->pk->m.hdr->n_layers)
-		return bad_layer(pg, layer);
+		return pager_result(pg, &err, bad_layer(pg, layer, &err));
 	pthread_mutex_lock(&pg->lock);
 	struct slot *s = slots_find(&pg->sp, layer);
 	if (!s || s->refs == 0)
-		rc = WSP_ERR(&pg->err, WSP_ESTATE, "release of layer %u (%s): it is not acquired",
+		rc = WSP_ERR(&err, WSP_ESTATE, "release of layer %u (%s): it is not acquired",
 			     layer, pg->pk->layers[layer].name);
 	else
-		rc = slots_unuse(&pg->sp, s, stream, &pg->err);
+		rc = slots_unuse(&pg->sp, s, stream, &err);
+	pthread_cond_broadcast(&pg->progress);
 	pthread_mutex_unlock(&pg->lock);
 	if (rc == 0)
 		pager_reap(pg, 0);
-	return rc;
+	return pager_result(pg, &err, rc);
 }
 
 int wsp_prefetch(wsp_pager *pg, uint32_t layer)
 {
+	struct wsp_err err;
 	if (!pg)
 		return -EINVAL;
-	if (layer >= pg->pk->m.hdr->n_layers)
-		return bad_layer(pg, layer);
+	if (layer >= pg->pk->m.hdr->n_layers) {
+		wsp_err_init(&err);
+		return pager_result(pg, &err, bad_layer(pg, layer, &err));
+	}
 	uint64_t dist = predictor_distance(pg->pred, layer);
 	if (early_fill(pg, layer, dist))
 		return 0;

@@ -14,6 +14,13 @@
 #include "common/util.h"
 #include "pager/pager.h"
 
+/* The detail of the calling thread's last failed call, and on which pager:
+ * per thread, so that concurrent acquires never see each other's errors. */
+static __thread struct {
+	const struct wsp_pager_s *pg;
+	char msg[WSP_ERRMSG_MAX];
+} last_error;
+
 void pager_notice(void *ctx, const char *msg)
 {
 	struct wsp_pager_s *pg = ctx;
@@ -37,8 +44,15 @@ void pager_notice(void *ctx, const char *msg)
 
 static int check_options(const struct wsp_options *o, struct wsp_err *err)
 {
+	for (size_t i = 0; i < WSP_ARRAY_SIZE(o->reserved); i++)
+		if (o->reserved[i])
+			return WSP_ERR(err, -EINVAL, "wsp_options: reserved fields are not zero "
+				       "(fill the struct with wsp_options_init)");
 	if (o->gpu_slots == 0)
 		return WSP_ERR(err, -EINVAL, "gpu_slots is 0: at least one slot is needed");
+	if (o->gpu_slots > WSP_MAX_GPU_SLOTS)
+		return WSP_ERR(err, -EINVAL, "gpu_slots is %u: at most %u", o->gpu_slots,
+			       WSP_MAX_GPU_SLOTS);
 	if (o->page_bytes == 0 || o->page_bytes % 4096)
 		return WSP_ERR(err, -EINVAL, "page_bytes %llu is not a positive multiple of 4096",
 			       (unsigned long long)o->page_bytes);
@@ -100,6 +114,7 @@ static void pager_free(struct wsp_pager_s *pg)
 		free(pg->notices[i]);
 	pthread_mutex_destroy(&pg->log_lock);
 	pthread_cond_destroy(&pg->idle);
+	pthread_cond_destroy(&pg->progress);
 	pthread_mutex_destroy(&pg->lock);
 	wsp_err_destroy(&pg->err);
 	free(pg);
@@ -197,6 +212,7 @@ int wsp_open(const char *path, const struct wsp_options *opt, wsp_pager **out, c
 	wsp_err_init(&pg->err);
 	pthread_mutex_init(&pg->lock, NULL);
 	pthread_cond_init(&pg->idle, NULL);
+	pthread_cond_init(&pg->progress, NULL);
 	pthread_mutex_init(&pg->log_lock, NULL);
 	if (opt)
 		pg->opt = *opt;
@@ -239,16 +255,28 @@ void wsp_close(wsp_pager *pg)
 	/* Wait for the copies, hand their host pages back, then stop the host
 	 * tier (it unpins through the device, which goes last). */
 	pager_reap(pg, 1);
+	if (last_error.pg == pg)
+		last_error.pg = NULL;   /* a later pager may get the same address */
 	pager_free(pg);
+}
+
+int pager_result(struct wsp_pager_s *pg, struct wsp_err *err, int rc)
+{
+	if (rc < 0) {
+		last_error.pg = pg;
+		wsp_err_copy(err, last_error.msg, sizeof(last_error.msg));
+		if (!last_error.msg[0])
+			snprintf(last_error.msg, sizeof(last_error.msg), "%s", wsp_strerror(rc));
+	}
+	wsp_err_destroy(err);
+	return rc;
 }
 
 const char *wsp_errmsg(wsp_pager *pg)
 {
-	static __thread char buf[WSP_ERRMSG_MAX];
 	if (!pg)
 		return "no pager handle";
-	wsp_err_copy(&pg->err, buf, sizeof(buf));
-	return buf;
+	return last_error.pg == pg ? last_error.msg : "";
 }
 
 const wsp_pack *wsp_pager_pack(const wsp_pager *pg)

@@ -30,6 +30,9 @@ struct wsp_pager_s {
 	 * (on_ready), so the only lock order is pager -> predictor/device. */
 	pthread_mutex_t lock;
 	pthread_cond_t idle;         /* signalled when callbacks drain */
+	pthread_cond_t progress;     /* an acquire ended or a layer was released */
+	unsigned acquiring;          /* wsp_acquire calls in progress */
+	uint64_t holder_seq;         /* acquires and early fills started: host page holders */
 	struct slot_pool sp;
 	unsigned cb_active;          /* on_ready callbacks running */
 	int closing;
@@ -37,13 +40,20 @@ struct wsp_pager_s {
 	unsigned gpu_ahead;          /* predicted layers copied into slots early */
 	uint8_t *hinted;             /* wsp_prefetch() hints not yet served */
 	uint64_t acquires, gpu_hits, host_hits, misses, predicted, acquire_block_ns;
+	uint64_t acquire_failures;
 
 	pthread_mutex_t log_lock;
 	char *notices[PAGER_MAX_NOTICES];   /* given once each */
 	unsigned n_notices;
 };
 
+/* wsp_options.gpu_slots above this is refused (a typo, not a plan). */
+#define WSP_MAX_GPU_SLOTS 4096u
+
 void pager_notice(void *ctx, const char *msg);
+/* End of a public call that used the local `err`: on failure its message
+ * becomes this thread's wsp_errmsg() for `pg`.  Destroys err; returns rc. */
+int pager_result(struct wsp_pager_s *pg, struct wsp_err *err, int rc);
 /* min(8 GiB, RAM / 4). */
 uint64_t pager_default_host_bytes(void);
 /* hcache on_ready hook: copies a predicted layer into a slot early. */

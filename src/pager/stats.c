@@ -23,6 +23,7 @@ int wsp_get_stats(wsp_pager *pg, struct wsp_stats *out)
 	out->misses = pg->misses;
 	out->predicted = pg->predicted;
 	out->acquire_block_ns = pg->acquire_block_ns;
+	out->acquire_failures = pg->acquire_failures;
 	out->bytes_h2d = pg->sp.bytes_h2d;
 	out->h2d_ns = pg->sp.h2d_ns;
 	out->gpu_evictions = pg->sp.gpu_evictions;
@@ -57,7 +58,7 @@ void wsp_reset_stats(wsp_pager *pg)
 	hcache_reset_stats(pg->hc);
 	pthread_mutex_lock(&pg->lock);
 	pg->acquires = pg->gpu_hits = pg->host_hits = pg->misses = 0;
-	pg->predicted = pg->acquire_block_ns = 0;
+	pg->predicted = pg->acquire_block_ns = pg->acquire_failures = 0;
 	pg->sp.bytes_h2d = pg->sp.h2d_ns = pg->sp.fills = 0;
 	pg->sp.gpu_evictions = pg->sp.prefetch_fills = pg->sp.prefetch_wasted = 0;
 	pthread_mutex_unlock(&pg->lock);

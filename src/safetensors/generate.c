@@ -66,6 +66,8 @@ struct gen {
 
 void wsp_generate_options_init(struct wsp_generate_options *opt)
 {
+	if (!opt)
+		return;
 	memset(opt, 0, sizeof(*opt));
 	opt->layers = 8;
 	opt->hidden = 1024;
@@ -578,7 +580,13 @@ int wsp_generate(const char *out, const struct wsp_generate_options *opt, char *
 		wsp_generate_options_init(&def);
 		opt = &def;
 	}
-	int rc = out ? generate(out, opt, &err) : WSP_ERR(&err, -EINVAL, "generate: no output path");
+	int rc = 0;
+	for (size_t i = 0; i < WSP_ARRAY_SIZE(opt->reserved); i++)
+		if (opt->reserved[i])
+			rc = WSP_ERR(&err, -EINVAL, "wsp_generate_options: reserved fields are not "
+				     "zero (fill the struct with wsp_generate_options_init)");
+	if (rc == 0)
+		rc = out ? generate(out, opt, &err) : WSP_ERR(&err, -EINVAL, "generate: no output path");
 	if (errbuf && errlen)
 		wsp_err_copy(&err, errbuf, errlen);
 	wsp_err_destroy(&err);
