@@ -180,6 +180,10 @@ static int cmd_convert(int argc, char **argv)
 		case 'c':
 			if (parse_size_opt("--chunk-size", optarg, &opt.chunk_bytes))
 				return EXIT_USAGE;
+			/* the library's rule, checked here so that it is a usage error */
+			if (opt.chunk_bytes % 256 || opt.chunk_bytes > (1ull << 30))
+				return usage_error("--chunk-size: %s is not a multiple of 256 up to 1 GiB",
+						   optarg);
 			break;
 		case 's':
 			if (parse_size_opt("--shard-size", optarg, &opt.shard_bytes))

@@ -15,6 +15,8 @@
 
 #define HC_DEFAULT_PAGE (2ull << 20)
 #define HC_DEFAULT_BUDGET_MAX (8ull << 30)
+/* Pages a budget smaller than one page is carved into instead. */
+#define HC_MIN_PAGES 16u
 /* A zstd decompression context with its window and buffers, per worker. */
 #define HC_DECODER_OVERHEAD (1ull << 20)
 
@@ -75,19 +77,26 @@ static uint64_t choose_budget(struct hcache *hc, uint64_t want, uint64_t reserve
 
 static int check_fits(struct hcache *hc, uint64_t budget, uint64_t asked, struct wsp_err *err)
 {
-	uint64_t pages = budget / hc->page_bytes;
+	uint64_t pages = budget / hc->page_bytes, most = 0;
+	uint32_t big = 0;
 	for (uint32_t l = 0; l < hc->n_layers; l++) {
-		uint64_t raw = hc->m->layers[l].raw_bytes;
-		uint64_t need = (raw + hc->page_bytes - 1) / hc->page_bytes;
-		if (need > pages) {
-			char a[32], b[32], c[32];
-			return WSP_ERR(err, WSP_ETOOBIG,
-				       "host cache: layer %s needs %s (%" PRIu64 " pages of %s) but the budget holds %" PRIu64 " pages (%s%s)",
-				       hc_layer_name(hc, l), wsp_format_size(raw, a, sizeof(a)), need,
-				       wsp_format_size(hc->page_bytes, b, sizeof(b)), pages,
-				       wsp_format_size(pages * hc->page_bytes, c, sizeof(c)),
-				       budget < asked ? ", after clamping to the memory available" : "");
+		uint64_t need = (hc->m->layers[l].raw_bytes + hc->page_bytes - 1) / hc->page_bytes;
+		if (need > most) {
+			most = need;
+			big = l;
 		}
+	}
+	if (most > pages) {
+		char a[32], b[32], c[32], d[32];
+		return WSP_ERR(err, WSP_ETOOBIG,
+			       "host cache: layer %s needs %s (%" PRIu64 " pages of %s) but the budget "
+			       "holds %" PRIu64 " pages (%s%s); the host cache needs at least %s",
+			       hc_layer_name(hc, big),
+			       wsp_format_size(hc->m->layers[big].raw_bytes, a, sizeof(a)), most,
+			       wsp_format_size(hc->page_bytes, b, sizeof(b)), pages,
+			       wsp_format_size(pages * hc->page_bytes, c, sizeof(c)),
+			       budget < asked ? ", after clamping to the memory available" : "",
+			       wsp_format_size(most * hc->page_bytes, d, sizeof(d)));
 	}
 	return 0;
 }
@@ -107,6 +116,17 @@ int hcache_create(const struct hcache_config *cfg, struct wsp_pack_s *pk, struct
 	hc->pk = pk;
 	hc->m = &pk->m;
 	hc->n_layers = pk->m.hdr->n_layers;
+	/* A budget smaller than one page would hold nothing: it is carved into
+	 * HC_MIN_PAGES smaller pages instead. */
+	if (cfg->budget_bytes && cfg->budget_bytes < page) {
+		uint64_t fit = WSP_MAX(wsp_align_down(cfg->budget_bytes / HC_MIN_PAGES,
+						      WSP_ALIGN_DIRECT), (uint64_t)WSP_ALIGN_DIRECT);
+		char a[32], b[32], c[32];
+		hc_notice(hc, "host cache budget %s is smaller than a page of %s: using %s pages",
+			  wsp_format_size(cfg->budget_bytes, a, sizeof(a)),
+			  wsp_format_size(page, b, sizeof(b)), wsp_format_size(fit, c, sizeof(c)));
+		page = fit;
+	}
 	hc->page_bytes = page;
 	pthread_mutex_init(&hc->lock, NULL);
 	pthread_cond_init(&hc->cond, NULL);

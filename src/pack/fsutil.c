@@ -187,6 +187,7 @@ int pack_make_locked_tmpdir(const char *out, char **tmp, int *lock_fd, struct ws
 				    O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600)) < 0)
 		rc = -errno;
 	if (rc == 0 && (flock(fd, LOCK_EX | LOCK_NB) < 0 ||
+			pack_pwrite_full(fd, PACK_TMP_SIGNATURE, strlen(PACK_TMP_SIGNATURE), 0) < 0 ||
 			renameat(dfd, PACK_TMP_LOCK "-new", dfd, PACK_TMP_LOCK) < 0))
 		rc = -errno;
 	if (dfd >= 0)
@@ -281,6 +282,19 @@ static int empty_tmp(int dfd, char *what, size_t wlen)
 	return rc;
 }
 
+static int is_our_lock(int fd)
+{
+	char buf[64];
+	struct stat st;
+	size_t n = strlen(PACK_TMP_SIGNATURE);
+	ssize_t r;
+
+	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || (size_t)st.st_size != n)
+		return 0;
+	r = pread(fd, buf, n, 0);
+	return r == (ssize_t)n && !memcmp(buf, PACK_TMP_SIGNATURE, n);
+}
+
 /* One candidate `name` in the directory `pfd`: 1 removed, 0 left. */
 static int clean_one(int pfd, const char *name, const char *shown, size_t shown_len,
 		     wsp_log_fn log, void *ctx)
@@ -293,9 +307,12 @@ static int clean_one(int pfd, const char *name, const char *shown, size_t shown_
 	dfd = openat(pfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (dfd < 0)
 		return 0;
-	/* No lock file: a writer without one, not a dead run of ours. */
+	/* No lock file, or one that is not ours (a regular file holding our
+	 * signature): some other program's directory, not a dead run of ours. */
 	lfd = openat(dfd, PACK_TMP_LOCK, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
-	if (lfd < 0) {
+	if (lfd < 0 || !is_our_lock(lfd)) {
+		if (lfd >= 0)
+			close(lfd);
 		close(dfd);
 		return 0;
 	}

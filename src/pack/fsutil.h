@@ -25,6 +25,9 @@ int pack_make_tmpdir(const char *out, char **tmp, struct wsp_err *err);
  * lock can be taken was left by a run that no longer exists.
  */
 #define PACK_TMP_LOCK ".lock"
+/* What the lock file holds: a directory whose lock file holds anything else
+ * is not a temporary of ours and is never removed. */
+#define PACK_TMP_SIGNATURE "wspager temporary output\n"
 /* pack_make_tmpdir, plus the lock file, locked through *lock_fd (O_CLOEXEC;
  * the caller closes it after the commit or the removal of *tmp). */
 int pack_make_locked_tmpdir(const char *out, char **tmp, int *lock_fd, struct wsp_err *err);

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "common/util.h"
+#include "pack/fsutil.h"
 #include "pack/pack.h"
 
 struct vstate {
@@ -84,6 +85,65 @@ out:
 	return NULL;
 }
 
+/* The bytes of shard `si` in [from, to) are zero (wspack(5): the padding
+ * between layers and after the last one).  `after` names what precedes. */
+static int check_gap(struct wsp_pack_s *pk, uint32_t si, uint64_t from, uint64_t to,
+		     const char *after, char *buf, size_t len)
+{
+	char path[4200];
+	int fd = pack_shard_fd(pk, si, &pk->err);
+
+	if (fd < 0)
+		return fd;
+	while (from < to) {
+		uint64_t n = WSP_MIN((uint64_t)len, to - from), got = 0;
+		int rc = pack_pread_full(fd, buf, n, from, &got);
+		pack_shard_path(pk, si, path, sizeof(path));
+		if (rc < 0)
+			return WSP_ERR(&pk->err, rc, "%s: reading the padding at %llu: %s", path,
+				       (unsigned long long)from, wsp_strerror(rc));
+		for (uint64_t i = 0; i < n; i++)
+			if (buf[i])
+				return WSP_ERR(&pk->err, WSP_EFORMAT, "%s: byte %llu of the padding "
+					       "after %s is 0x%02x, not zero", path,
+					       (unsigned long long)(from + i), after,
+					       (unsigned char)buf[i]);
+		from += n;
+	}
+	return 0;
+}
+
+/* Every byte of every shard outside the layers' stored regions is zero:
+ * nothing can hide in a pack that verifies. */
+static int check_padding(struct wsp_pack_s *pk)
+{
+	const struct wsp_manifest *m = &pk->m;
+	size_t len = 1 << 20;
+	char *buf = malloc(len);
+	int rc = 0;
+
+	if (!buf)
+		return WSP_ERR(&pk->err, -ENOMEM, "out of memory");
+	for (uint32_t si = 0; si < m->hdr->n_shards && rc == 0; si++) {
+		uint64_t end = 0;
+		const char *after = "the start of the shard";
+		/* manifest.c checked: a shard's layers come in increasing offset
+		 * order and do not overlap */
+		for (uint32_t li = 0; li < m->hdr->n_layers && rc == 0; li++) {
+			const struct wspm_layer *l = &m->layers[li];
+			if (l->shard != si)
+				continue;
+			rc = check_gap(pk, si, end, l->offset, after, buf, len);
+			end = l->offset + l->stored_bytes;
+			after = pk->layers[li].name;
+		}
+		if (rc == 0)
+			rc = check_gap(pk, si, end, m->shards[si].size, after, buf, len);
+	}
+	free(buf);
+	return rc;
+}
+
 int wsp_pack_verify(wsp_pack *pk, unsigned threads, wsp_progress_fn progress, void *ctx)
 {
 	struct vstate v;
@@ -134,5 +194,5 @@ int wsp_pack_verify(wsp_pack *pk, unsigned threads, wsp_progress_fn progress, vo
 		return v.rc;
 	if (v.cancelled)
 		return WSP_ERR(&pk->err, -ECANCELED, "%s: verify cancelled", pk->dir);
-	return 0;
+	return check_padding(pk);
 }

@@ -128,6 +128,9 @@ static int open_tiers(struct wsp_pager_s *pg, const char *path)
 	if ((rc = pack_open(path, &pg->pk, err)) < 0)
 		return rc;
 	uint32_t n = pg->pk->m.hdr->n_layers;
+	if (n == 0)
+		return WSP_ERR(err, WSP_ESTATE, "%s holds no layers (its checkpoint had no "
+			       "tensors): there is nothing to page", pg->pk->dir);
 	uint64_t max_raw = 0;
 	uint32_t max_tensors = 0;
 	for (uint32_t i = 0; i < n; i++) {

@@ -1,5 +1,6 @@
 /* pack_clean_stale_tmp removes the temporaries of dead writers and nothing
  * else: not one whose lock a live writer holds, not one without a lock file,
+ * not one whose lock file lacks our signature (another program's),
  * not one holding anything but regular files, not what a symlink points to,
  * not names outside "<out>.tmp-XXXXXX".  And a committed output holds no
  * lock file. */
@@ -60,9 +61,9 @@ static void fake_tmp(const char *name, int with_lock)
 	CHECK(mkdir(at(name), 0700) == 0);
 	snprintf(path, sizeof(path), "%s/shard-00000.wsd", name);
 	put_file(path, "partial shard");
-	if (with_lock) {
+	if (with_lock) {   /* 1: ours, 2: another program's file of that name */
 		snprintf(path, sizeof(path), "%s/%s", name, PACK_TMP_LOCK);
-		put_file(path, "");
+		put_file(path, with_lock == 1 ? PACK_TMP_SIGNATURE : "");
 	}
 }
 
@@ -74,6 +75,7 @@ static void fakes_and_symlinks(const char *out)
 	fake_tmp("out.wsp.tmp-AAAAAA", 1);   /* dead owner: removed */
 	fake_tmp("out.wsp.tmp-BBBBBB", 1);   /* live owner: kept */
 	fake_tmp("out.wsp.tmp-CCCCCC", 0);   /* no lock file: kept */
+	fake_tmp("out.wsp.tmp-MMMMMM", 2);   /* a lock file not ours: kept */
 	fake_tmp("out.wsp.tmp-EEEEEE", 1);   /* holds a directory: kept whole */
 	snprintf(path, sizeof(path), "%s/sub", "out.wsp.tmp-EEEEEE");
 	CHECK(mkdir(at(path), 0700) == 0);
@@ -99,6 +101,8 @@ static void fakes_and_symlinks(const char *out)
 	CHECK(strstr(notes, "removed the temporary") && strstr(notes, "out.wsp.tmp-AAAAAA"));
 	CHECK(exists("out.wsp.tmp-BBBBBB/shard-00000.wsd"));
 	CHECK(exists("out.wsp.tmp-CCCCCC/shard-00000.wsd"));
+	CHECK(exists("out.wsp.tmp-MMMMMM/shard-00000.wsd"));
+	CHECK(!strstr(notes, "MMMMMM"));
 	CHECK(exists("out.wsp.tmp-EEEEEE/shard-00000.wsd"));
 	CHECK(exists("out.wsp.tmp-EEEEEE/" PACK_TMP_LOCK));
 	CHECK(strstr(notes, "kept the temporary") && strstr(notes, "out.wsp.tmp-EEEEEE") &&
