@@ -6,10 +6,18 @@
 #                               build with liburing, zstd, jansson, xxHash and
 #                               the CUDA runtime linked statically; copies the
 #                               tools, GPU tests and benchmarks to .gpu-lane/
-#   scripts/gpu-lane.sh run     on the GPU machine, from the repository root
-#                               with .gpu-lane/ beside it: runs the GPU tests,
-#                               the benchmarks and `wspager bench`, writes logs
-#                               to $OUT (or .gpu-lane/out) and prints a table.
+#                               Also a shared libwspager.so (CUDA runtime
+#                               static) with the .so files it needs, for the
+#                               Python package on that machine's own torch.
+#   scripts/gpu-lane.sh run [PART...]
+#                               on the GPU machine, from the repository root
+#                               with .gpu-lane/ beside it; PART is tests (the
+#                               C GPU tests), python (the Python tests on CUDA
+#                               and on the host backend), bench (the C
+#                               benchmarks and `wspager bench`), torch-bench
+#                               (bench/torch_offload.py); all of them when
+#                               none is named.  Logs go to $OUT (or
+#                               .gpu-lane/out); a table is printed last.
 set -u
 top=$(cd "$(dirname "$0")/.." && pwd)
 lane=$top/.gpu-lane
@@ -43,8 +51,29 @@ build() {
 		echo "gpu-lane: a dependency is still linked dynamically" >&2
 		exit 1
 	fi
+	# The shared library for Python.  Debian's static jansson is not
+	# position-independent, so the dependencies travel as .so files.
+	local s=$top/build-gpu-lane-so
+	mkdir -p "$s" "$lane/lib" "$lane/py/tests/python"
+	(cd "$s" && { [ -f Makefile ] || "$top/configure" -q --enable-static-cudart; } &&
+		make -j"$(nproc)" libwspager.la tests/python/struct_layout >/dev/null)
+	cp -L "$s/.libs/libwspager.so" "$lane/lib/libwspager.so"
+	cp "$s/tests/python/struct_layout" "$lane/py/tests/python/"
+	for dep in $(ldd "$lane/lib/libwspager.so" | awk '/liburing|libzstd|jansson|xxhash/ { print $3 }'); do
+		cp -L "$dep" "$lane/lib/"
+	done
+	if ldd "$lane/lib/libwspager.so" | grep -q cudart; then
+		echo "gpu-lane: libwspager.so needs libcudart" >&2
+		exit 1
+	fi
 	du -sh "$lane"
 }
+
+# The Python tests and the torch bench run on the machine's own python3
+# (its torch and transformers), with this environment: "${py_env[@]}" CMD.
+py_env=(env WSP_PYTHON=python3 "WSPAGER_LIBRARY=$lane/lib/libwspager.so"
+	"LD_LIBRARY_PATH=$lane/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+	"PYTHONPATH=$top/python" PYTHONUNBUFFERED=1 "top_srcdir=$top" "top_builddir=$lane/py")
 
 # step NAME TIMEOUT CMD...: run CMD with its output in $out/NAME.log and one
 # summary line: PASS (0), SKIP (77) or FAIL(rc), and its wall time.
@@ -73,7 +102,21 @@ run() {
 	} | tee "$out/machine.txt"
 	summary=$out/summary.txt
 	: >"$summary"
-	# 1. Tests: the CUDA ones and the pager tests, then the CLI's GPU test.
+	local parts=" ${*:-tests python bench torch-bench} "
+	case $parts in *" tests "*) lane_tests ;; esac
+	case $parts in *" python "*) lane_python ;; esac
+	case $parts in *" bench "*) lane_bench ;; esac
+	case $parts in *" torch-bench "*)
+		step bench-torch 540 "${py_env[@]}" python3 "$top/bench/torch_offload.py" --dir "$work/torch" \
+			--json "$out/torch_offload.json"
+		echo "== bench-torch"; tail -n 16 "$out/bench-torch.log" ;;
+	esac
+	echo "== summary"
+	cat "$summary"
+}
+
+lane_tests() {
+	# The CUDA tests and the pager tests, then the CLI's GPU test.
 	for t in "$lane"/tests/*; do
 		local name=$(basename "$t")
 		[ "$name" = stream ] && continue
@@ -81,7 +124,21 @@ run() {
 	done
 	(cd "$work" && step test-example-stream-gpu 300 "$lane/tests/stream" --gpu 0)
 	step test-cli-gpu-run 300 env top_srcdir="$top" top_builddir="$lane" sh "$top/tests/cli/gpu-run.sh"
-	# 2. A model larger than the host budget used below (~6.5 GB of bf16).
+}
+
+lane_python() {
+	step py-api 300 "${py_env[@]}" sh "$top/tests/python/api.sh"
+	step py-offload-cuda 300 "${py_env[@]}" sh -c '. "$top_srcdir/tests/python/lib.sh"; "$PY" "$HERE/test_offload.py" cuda'
+	step py-offload-cpu 300 "${py_env[@]}" sh "$top/tests/python/torch_offload.sh"
+	step py-mismatch 300 "${py_env[@]}" sh "$top/tests/python/torch_mismatch.sh"
+	step py-from-pretrained-cuda 300 "${py_env[@]}" sh -c '. "$top_srcdir/tests/python/lib.sh"; "$PY" "$HERE/test_from_pretrained.py" cuda'
+	for f in py-offload-cuda py-offload-cpu; do
+		echo "== $f"; grep -E 'torch|diff|failures' "$out/$f.log"
+	done
+}
+
+lane_bench() {
+	# A model larger than the host budget used below (~6.5 GB of bf16).
 	step generate 300 wspack generate "$work/model" --layers "${WSP_LANE_LAYERS:-32}" --hidden 4096 \
 		--intermediate 11008 --vocab 32000 --shard-size 2G --force
 	step convert 300 wspack convert "$work/model" -o "$work/model.wsp" --force
@@ -99,12 +156,10 @@ run() {
 	for f in bench-gpu bench-codec bench-cache bench-wspager run-trace; do
 		[ -f "$out/$f.log" ] && { echo "== $f"; tail -n 22 "$out/$f.log"; }
 	done
-	echo "== summary"
-	cat "$summary"
 }
 
 case "${1:-}" in
 build) build ;;
-run) run ;;
+run) shift; run "$@" ;;
 *) echo "usage: $0 build|run" >&2; exit 2 ;;
 esac

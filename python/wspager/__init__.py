@@ -1,0 +1,506 @@
+"""wspager: a disk-to-GPU tiered weight pager, from Python.
+
+A thin layer over the C library's public API (``include/wspager.h``): a
+pack read-only (:class:`Pack`), the pager (:class:`Pager`), conversion of
+safetensors checkpoints (:func:`convert`).  Only numpy is imported here;
+:mod:`wspager.torch` pages PyTorch modules.
+
+>>> import wspager
+>>> pack = wspager.Pack("model.wsp")
+>>> with wspager.Pager("model.wsp", device="host", host_cache="256M") as pg:
+...     with pg.acquire("model.layers.2") as layer:
+...         w = layer["mlp.up_proj.weight"]        # read-only numpy view
+
+Tensors are views, never copies: on the host backend a read-only numpy array
+over the pager's memory, on a GPU a :class:`DeviceTensor` describing slot
+memory (``__cuda_array_interface__``).  A view is valid until its layer is
+released; reading it later reads whatever the slot holds by then.
+"""
+from __future__ import annotations
+
+import ctypes
+import errno
+import os
+from dataclasses import dataclass
+from typing import Callable, Dict, Iterable, List, Optional, Sequence, Tuple, Union
+
+import numpy as np
+
+from . import _lib as _c
+
+__all__ = ["WspError", "Pack", "Pager", "AcquiredLayer", "DeviceTensor", "TensorInfo",
+           "LayerInfo", "convert", "parse_size", "version", "DTYPES"]
+
+#: C enum wsp_dtype -> (name, numpy dtype used for views).  Types numpy
+#: lacks are viewed as unsigned integers of the same width.
+DTYPES: Dict[int, Tuple[str, str]] = {
+    0: ("BOOL", "bool"), 1: ("U8", "uint8"), 2: ("I8", "int8"), 3: ("F8_E5M2", "uint8"),
+    4: ("F8_E4M3", "uint8"), 5: ("I16", "int16"), 6: ("U16", "uint16"), 7: ("F16", "float16"),
+    8: ("BF16", "uint16"), 9: ("I32", "int32"), 10: ("U32", "uint32"), 11: ("F32", "float32"),
+    12: ("F64", "float64"), 13: ("I64", "int64"), 14: ("U64", "uint64"), 15: ("F8_E8M0", "uint8"),
+    16: ("C64", "complex64"), 17: ("F4", "uint8"), 18: ("F6_E2M3", "uint8"),
+    19: ("F6_E3M2", "uint8"),
+}
+_SUB_BYTE = {"F4", "F6_E2M3", "F6_E3M2"}
+
+SizeLike = Union[int, str]
+
+
+class WspError(Exception):
+    """A failed call of the library: ``code`` is its negative return value
+    (``-errno`` or a ``WSP_E*`` code), ``message`` the library's detail."""
+
+    def __init__(self, code: int, message: str):
+        self.code = code
+        self.message = message
+        name = _c.lib().wsp_strerror(code).decode()
+        super().__init__(name if not message else message if message.endswith(name)
+                         else f"{message} ({name})")
+
+
+def _check(rc: int, message: Callable[[], str]) -> int:
+    if rc < 0:
+        raise WspError(rc, message())
+    return rc
+
+
+def version() -> str:
+    """The version of the loaded library, "MAJOR.MINOR.PATCH"."""
+    return _c.lib().wsp_version_string().decode()
+
+
+def parse_size(size: SizeLike) -> int:
+    """Bytes from an int or a text such as "512M", "8G", "1.5GiB"."""
+    if isinstance(size, int):
+        if size < 0:
+            raise ValueError(f"size {size} is negative")
+        return size
+    out = _c.c_u64()
+    rc = _c.lib().wsp_parse_size(str(size).encode(), ctypes.byref(out))
+    if rc < 0:
+        raise ValueError(f"invalid size {size!r} (give bytes or e.g. '512M', '8G')")
+    return out.value
+
+
+@dataclass(frozen=True)
+class TensorInfo:
+    """A tensor of a pack: ``dtype`` is the safetensors name ("BF16")."""
+    name: str
+    short_name: str
+    dtype: str
+    shape: Tuple[int, ...]
+    nbytes: int
+    layer: int
+
+
+@dataclass(frozen=True)
+class LayerInfo:
+    """A layer (the unit of paging) and its tensors."""
+    index: int
+    name: str
+    tensors: Tuple[TensorInfo, ...]
+    raw_bytes: int
+    stored_bytes: int
+
+
+def _tensor_info(t: _c.Tensor) -> TensorInfo:
+    return TensorInfo(t.name.decode(), t.short_name.decode(), DTYPES[t.dtype][0],
+                      tuple(int(t.shape[i]) for i in range(t.rank)), int(t.bytes), int(t.layer))
+
+
+def _layer_info(L: _c.Layer) -> LayerInfo:
+    return LayerInfo(int(L.index), L.name.decode(),
+                     tuple(_tensor_info(L.tensors[i]) for i in range(L.n_tensors)),
+                     int(L.raw_bytes), int(L.stored_bytes))
+
+
+def _progress_fn(progress: Optional[Callable[[int, int], object]]):
+    """A C progress callback around `progress(done, total)`; a true return
+    value cancels.  The caller keeps the returned object alive."""
+    if progress is None:
+        return _c.PROGRESS_FN()
+    return _c.PROGRESS_FN(lambda _ctx, done, total: 1 if progress(done, total) else 0)
+
+
+class Pack:
+    """A pack opened read-only.
+
+    Parameters
+    ----------
+    path : str
+        The pack directory (``manifest.wspm`` and its shards).
+
+    Attributes
+    ----------
+    layers : list of LayerInfo
+        In pack order; ``pack.layers[i].tensors`` lists each layer's tensors.
+    summary : dict
+        Counts and sizes (``n_layers``, ``raw_bytes``, ``stored_bytes``, ...).
+    """
+
+    def __init__(self, path: Union[str, os.PathLike], *, _handle: Optional[int] = None):
+        self.path = os.fspath(path)
+        self._owned = _handle is None
+        if _handle is None:
+            h = ctypes.c_void_p()
+            buf = ctypes.create_string_buffer(1024)
+            rc = _c.lib().wsp_pack_open(self.path.encode(), ctypes.byref(h), buf, len(buf))
+            _check(rc, lambda: buf.value.decode(errors="replace"))
+            _handle = h.value
+        self._h = _handle
+        s = _c.PackSummary()
+        _check(_c.lib().wsp_pack_summary(self._h, ctypes.byref(s)), self._errmsg)
+        self.summary = {name: getattr(s, name) for name, _ in _c.PackSummary._fields_
+                        if name not in ("reserved", "metadata_json")}
+        self.metadata = s.metadata_json.decode() if s.metadata_json else None
+        self.layers: List[LayerInfo] = [
+            _layer_info(_c.lib().wsp_pack_layer(self._h, i).contents) for i in range(s.n_layers)]
+        self._by_name = {L.name: L for L in self.layers}
+
+    def _errmsg(self) -> str:
+        return _c.lib().wsp_pack_errmsg(self._h).decode(errors="replace")
+
+    def layer(self, key: Union[int, str]) -> LayerInfo:
+        """A layer by index or name (KeyError / IndexError if absent)."""
+        if isinstance(key, str):
+            if key not in self._by_name:
+                raise KeyError(f"{self.path}: no layer named {key!r}")
+            return self._by_name[key]
+        return self.layers[key]
+
+    def tensors(self) -> Iterable[TensorInfo]:
+        """Every tensor, in pack order."""
+        for L in self.layers:
+            yield from L.tensors
+
+    def verify(self, threads: int = 0, progress=None) -> None:
+        """Decode every chunk and check every checksum and the padding;
+        raises WspError naming the shard, layer, tensor and chunk."""
+        cb = _progress_fn(progress)
+        _check(_c.lib().wsp_pack_verify(self._h, threads, cb, None), self._errmsg)
+
+    def unpack(self, out: Union[str, os.PathLike], *, force: bool = False, progress=None) -> None:
+        """Write the original safetensors files back, byte for byte."""
+        cb = _progress_fn(progress)
+        _check(_c.lib().wsp_pack_unpack(self._h, os.fspath(out).encode(), 1 if force else 0, cb,
+                                        None), self._errmsg)
+
+    def close(self) -> None:
+        """Close the pack (a pager's own pack is closed with the pager)."""
+        if self._h and self._owned:
+            _c.lib().wsp_pack_close(self._h)
+        self._h = None
+
+    def __enter__(self) -> "Pack":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:
+            pass
+
+
+class DeviceTensor:
+    """A tensor in GPU memory (a slot): its address, dtype and shape, and
+    ``__cuda_array_interface__`` (version 3, read-only) for CuPy, Numba or
+    ``torch.as_tensor``.  Types numpy lacks have ``typestr`` of an unsigned
+    integer of the same width; ``dtype`` keeps the real name."""
+
+    def __init__(self, ptr: int, dtype: str, shape: Tuple[int, ...], nbytes: int):
+        self.ptr, self.dtype, self.shape, self.nbytes = ptr, dtype, shape, nbytes
+
+    @property
+    def __cuda_array_interface__(self) -> dict:
+        np_dtype = np.dtype(_view_dtype(self.dtype))
+        return {"shape": self.shape, "typestr": np_dtype.str, "data": (self.ptr, True),
+                "version": 3, "strides": None, "stream": None}
+
+    def __repr__(self) -> str:
+        return f"DeviceTensor({self.dtype}, shape={self.shape}, ptr=0x{self.ptr:x})"
+
+
+def _view_dtype(name: str) -> str:
+    for _, (n, v) in DTYPES.items():
+        if n == name:
+            return v
+    raise ValueError(f"unknown dtype {name}")
+
+
+class AcquiredLayer:
+    """A layer acquired from a :class:`Pager`, until :meth:`release`.
+
+    ``layer["mlp.up_proj.weight"]`` (short or full name) gives the tensor:
+    a read-only numpy view on the host backend, a :class:`DeviceTensor` on a
+    GPU.  ``layer.dtypes[name]`` is the real dtype ("BF16") of each view.
+    Used as a context manager it is released on exit.
+    """
+
+    def __init__(self, pager: "Pager", view: _c.Layer, stream: int):
+        self._pager = pager
+        self._view = view
+        self._stream = stream
+        self.index = int(view.index)
+        self.name = view.name.decode()
+        self.released = False
+        self._tensors = {}
+        for i in range(view.n_tensors):
+            t = view.tensors[i]
+            info = _tensor_info(t)
+            self._tensors[info.short_name] = (info, t.data or 0)
+            self._tensors.setdefault(info.name, (info, t.data or 0))
+        self.dtypes = {k: v[0].dtype for k, v in self._tensors.items()}
+
+    def names(self) -> List[str]:
+        """The tensors' short names, in pack order."""
+        return [k for k, (info, _) in self._tensors.items() if k == info.short_name]
+
+    def info(self, name: str) -> TensorInfo:
+        return self._lookup(name)[0]
+
+    def address(self, name: str) -> int:
+        """The tensor's address (device pointer on a GPU)."""
+        return self._lookup(name)[1]
+
+    def _lookup(self, name: str):
+        if self.released:
+            raise WspError(-errno.EINVAL, f"layer {self.name} was released: its views are no longer valid")
+        if name not in self._tensors:
+            raise KeyError(f"layer {self.name} has no tensor {name!r}; it has: "
+                           + ", ".join(self.names()))
+        return self._tensors[name]
+
+    def __getitem__(self, name: str):
+        info, ptr = self._lookup(name)
+        if not self._pager.on_host:
+            return DeviceTensor(ptr, info.dtype, info.shape, info.nbytes)
+        dt = np.dtype(_view_dtype(info.dtype))
+        if info.dtype in _SUB_BYTE:   # packed: bytes, not elements
+            shape, count = (info.nbytes,), info.nbytes
+        else:
+            shape, count = info.shape, info.nbytes // dt.itemsize
+        if count == 0 or not ptr:
+            a = np.zeros(shape, dtype=dt)
+        else:
+            buf = (ctypes.c_char * info.nbytes).from_address(ptr)
+            a = np.frombuffer(buf, dtype=dt, count=count).reshape(shape)
+        a.flags.writeable = False
+        return a
+
+    def __contains__(self, name: str) -> bool:
+        return name in self._tensors
+
+    def release(self, stream: Optional[int] = None) -> None:
+        """End this use: the slot is reusable once `stream` (default: the
+        acquire's) passes this point.  Views become invalid."""
+        if self.released:
+            return
+        self.released = True
+        s = self._stream if stream is None else stream
+        self._pager._release(self.index, s)
+
+    def __enter__(self) -> "AcquiredLayer":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.release()
+
+
+_IO = {"auto": 0, "uring": 1, "pread": 2, "mmap": 3}
+_POLICY = {"predict": 0, "lru": 1}
+OPEN_NO_DIRECT, OPEN_NO_PIN, OPEN_NO_PREFETCH = 1, 2, 4
+
+
+class Pager:
+    """The pager over a pack: layers move disk -> pinned host cache -> GPU.
+
+    Parameters
+    ----------
+    path : str
+        The pack directory.
+    device : {"host", "cuda", "cuda:N"} or int
+        The third tier: a CUDA device, or host memory ("host").
+    host_cache : int or str, optional
+        Host tier budget ("8G"); default: a quarter of RAM, at most 8 GiB.
+    gpu_slots : int
+        Slots of the largest layer in the third tier (default 3).
+    io : {"auto", "uring", "pread", "mmap"}
+    policy : {"predict", "lru"}
+    lookahead, queue_depth, io_threads, decode_threads, page_bytes : int
+        As in wsp_open(3); 0 or None keeps the library's default.
+    prefetch, direct, pin : bool
+        False sets WSP_OPEN_NO_PREFETCH / NO_DIRECT / NO_PIN.
+    log : callable(str), optional
+        Receives notices ("io_uring refused ...").
+    """
+
+    def __init__(self, path: Union[str, os.PathLike], *, device: Union[str, int] = "host",
+                 host_cache: Optional[SizeLike] = None, gpu_slots: int = 3, io: str = "auto",
+                 policy: str = "predict", lookahead: int = 0, queue_depth: Optional[int] = None,
+                 io_threads: Optional[int] = None, decode_threads: int = 0,
+                 page_bytes: Optional[SizeLike] = None, prefetch: bool = True,
+                 direct: bool = True, pin: bool = True,
+                 log: Optional[Callable[[str], object]] = None):
+        L = _c.lib()
+        o = _c.Options()
+        L.wsp_options_init(ctypes.byref(o))
+        self.device = _device_ordinal(device)
+        o.device = self.device
+        if host_cache is not None:
+            o.host_cache_bytes = parse_size(host_cache)
+        o.gpu_slots = gpu_slots
+        if io not in _IO:
+            raise ValueError(f"io must be one of {sorted(_IO)}, not {io!r}")
+        if policy not in _POLICY:
+            raise ValueError(f"policy must be one of {sorted(_POLICY)}, not {policy!r}")
+        o.io, o.policy, o.lookahead, o.decode_threads = _IO[io], _POLICY[policy], lookahead, \
+            decode_threads
+        if queue_depth:
+            o.queue_depth = queue_depth
+        if io_threads:
+            o.io_threads = io_threads
+        if page_bytes is not None:
+            o.page_bytes = parse_size(page_bytes)
+        o.flags = (0 if prefetch else OPEN_NO_PREFETCH) | (0 if direct else OPEN_NO_DIRECT) | \
+            (0 if pin else OPEN_NO_PIN)
+        # The callback is called from library threads: kept alive with self.
+        self._log = _c.LOG_FN(lambda _ctx, msg: log(msg.decode(errors="replace"))) if log \
+            else _c.LOG_FN()
+        o.log = self._log
+        h = ctypes.c_void_p()
+        buf = ctypes.create_string_buffer(1024)
+        self.path = os.fspath(path)
+        rc = L.wsp_open(self.path.encode(), ctypes.byref(o), ctypes.byref(h), buf, len(buf))
+        _check(rc, lambda: buf.value.decode(errors="replace"))
+        self._h = h.value
+        self.pack = Pack(self.path, _handle=L.wsp_pager_pack(self._h))
+        self.on_host = self.device == _c.DEVICE_HOST
+
+    def _errmsg(self) -> str:
+        return _c.lib().wsp_errmsg(self._h).decode(errors="replace")
+
+    def _handle(self) -> int:
+        if not self._h:
+            raise WspError(-errno.EINVAL, f"{self.path}: the pager is closed")
+        return self._h
+
+    def _index(self, layer: Union[int, str]) -> int:
+        if isinstance(layer, str):
+            return self.pack.layer(layer).index
+        return int(layer)
+
+    def acquire(self, layer: Union[int, str], stream: Optional[int] = None) -> AcquiredLayer:
+        """Make `layer` (index or name) usable on `stream` (a cudaStream_t as
+        an int; None: the legacy default stream).  The stream waits for the
+        copy; the host blocks only for a layer not yet in the host tier."""
+        h = self._handle()
+        idx = self._index(layer)
+        view = ctypes.POINTER(_c.Layer)()
+        s = stream or 0
+        _check(_c.lib().wsp_acquire(h, idx, ctypes.c_void_p(s), ctypes.byref(view)),
+               self._errmsg)
+        return AcquiredLayer(self, view.contents, s)
+
+    def _release(self, index: int, stream: int) -> None:
+        _check(_c.lib().wsp_release(self._handle(), index, ctypes.c_void_p(stream or 0)),
+               self._errmsg)
+
+    def prefetch(self, layer: Union[int, str]) -> None:
+        """Hint that `layer` is needed soon; never blocks."""
+        _check(_c.lib().wsp_prefetch(self._handle(), self._index(layer)), self._errmsg)
+
+    def reset_prediction(self) -> None:
+        """Forget the learned execution order."""
+        _c.lib().wsp_reset_prediction(self._handle())
+
+    def stats(self) -> Dict[str, Union[int, str]]:
+        """The counters of wsp_get_stats(3), as a dict."""
+        st = _c.Stats()
+        _check(_c.lib().wsp_get_stats(self._handle(), ctypes.byref(st)), self._errmsg)
+        out = {name: getattr(st, name) for name, _ in _c.Stats._fields_ if name != "reserved"}
+        out["io_backend"] = st.io_backend.decode()
+        return out
+
+    def reset_stats(self) -> None:
+        _c.lib().wsp_reset_stats(self._handle())
+
+    def close(self) -> None:
+        """Wait for copies in flight and free everything.  Views of layers
+        still acquired become invalid."""
+        if getattr(self, "_h", None):
+            _c.lib().wsp_close(self._h)
+            self._h = None
+
+    def __enter__(self) -> "Pager":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:
+            pass
+
+
+def _device_ordinal(device: Union[str, int]) -> int:
+    if isinstance(device, int):
+        return device
+    d = str(device)
+    if d in ("host", "cpu"):
+        return _c.DEVICE_HOST
+    if d == "cuda":
+        return 0
+    if d.startswith("cuda:") and d[5:].isdigit():
+        return int(d[5:])
+    raise ValueError(f"device must be 'host', 'cpu', 'cuda', 'cuda:N' or an ordinal, not {device!r}")
+
+
+_CODECS = {"zstd": 0, "raw": 1}
+
+
+def convert(inputs: Union[str, os.PathLike, Sequence[Union[str, os.PathLike]]],
+            out: Union[str, os.PathLike], *, level: int = 1,
+            chunk_size: Optional[SizeLike] = None, shard_size: Optional[SizeLike] = None,
+            codec: str = "zstd", transform: bool = True, threads: int = 0,
+            group: Optional[str] = None, force: bool = False,
+            progress: Optional[Callable[[int, int], object]] = None,
+            log: Optional[Callable[[str], object]] = None) -> Pack:
+    """Convert safetensors checkpoints into the pack `out`, and open it.
+
+    `inputs` is a checkpoint directory (with model.safetensors.index.json or
+    one model.safetensors) or .safetensors files.  `progress(done, total)` is
+    called with raw bytes (a true return value cancels); `log(message)`
+    receives notes about the inputs (orphan tensors, stray files).
+    """
+    if isinstance(inputs, (str, os.PathLike)):
+        inputs = [inputs]
+    paths = [os.fspath(p).encode() for p in inputs]
+    L = _c.lib()
+    o = _c.ConvertOptions()
+    L.wsp_convert_options_init(ctypes.byref(o))
+    o.level = level
+    if chunk_size is not None:
+        o.chunk_bytes = parse_size(chunk_size)
+    if shard_size is not None:
+        o.shard_bytes = parse_size(shard_size)
+    if codec not in _CODECS:
+        raise ValueError(f"codec must be one of {sorted(_CODECS)}, not {codec!r}")
+    o.codec = _CODECS[codec]
+    o.transform = 1 if transform else 0
+    o.threads = threads
+    group_b = group.encode() if group else None
+    o.group_regex = group_b
+    o.flags = 1 if force else 0
+    pcb = _progress_fn(progress)
+    lcb = _c.LOG_FN(lambda _ctx, msg: log(msg.decode(errors="replace"))) if log else _c.LOG_FN()
+    o.progress, o.log = pcb, lcb
+    arr = (ctypes.c_char_p * len(paths))(*paths)
+    buf = ctypes.create_string_buffer(1024)
+    rc = L.wsp_convert(arr, len(paths), os.fspath(out).encode(), ctypes.byref(o), buf, len(buf))
+    _check(rc, lambda: buf.value.decode(errors="replace"))
+    return Pack(out)

@@ -1,0 +1,439 @@
+"""Page a PyTorch model's weights through wspager.
+
+:func:`offload` hooks an existing ``torch.nn.Module``: the module of each
+pack layer (``model.layers.7``) gets a forward pre-hook that acquires the
+layer on the current CUDA stream and binds the module's parameters to
+zero-copy tensors over the slot memory, and a forward hook that releases it
+on the same stream.  No host synchronisation in the steady state, no copy
+beyond the pager's own.  :func:`from_pretrained` builds a transformers model
+with no weights in memory and offloads it.
+
+>>> import wspager.torch as wt
+>>> model = wt.from_pretrained("llama-dir", device="cuda", host_cache="16G")
+>>> out = model.generate(ids, max_new_tokens=32)
+
+What a bound parameter may and may not do: between a module's pre-hook and
+its forward hook, its parameters are tensors over slot memory, read-only
+(the pager holds the only copy, and the next user of the slot sees any
+write).  Outside its forward a paged parameter holds a placeholder of the
+right shape, dtype and device whose elements are NaN (zeros for integer
+types): it costs no memory and makes any use outside a hooked forward
+visible.  Autograd must not keep weights beyond the forward: offloaded
+parameters have ``requires_grad=False`` (training goes through the pager's
+write-back path, not here).
+"""
+from __future__ import annotations
+
+import ctypes
+import json
+import os
+from contextlib import contextmanager
+from typing import Dict, Iterable, List, Optional, Sequence, Set, Tuple, Union
+
+import torch
+
+from . import Pager, Pack, WspError, convert as _convert
+
+__all__ = ["offload", "remove", "from_pretrained", "init_empty", "MismatchError", "TORCH_DTYPES"]
+
+TORCH_DTYPES = {
+    "BOOL": torch.bool, "U8": torch.uint8, "I8": torch.int8, "I16": torch.int16,
+    "I32": torch.int32, "I64": torch.int64, "F16": torch.float16, "BF16": torch.bfloat16,
+    "F32": torch.float32, "F64": torch.float64, "C64": torch.complex64,
+    "U16": getattr(torch, "uint16", None), "U32": getattr(torch, "uint32", None),
+    "U64": getattr(torch, "uint64", None),
+    "F8_E4M3": getattr(torch, "float8_e4m3fn", None),
+    "F8_E5M2": getattr(torch, "float8_e5m2", None),
+}
+
+
+class MismatchError(ValueError):
+    """The pack and the model disagree; the message lists every difference."""
+
+
+def _placeholder(shape, dtype, device) -> torch.Tensor:
+    """Shape, dtype and device of a weight, one element of storage: NaN, so
+    that a use outside a hooked forward cannot pass unnoticed."""
+    fill = float("nan") if dtype.is_floating_point or dtype.is_complex else 0
+    return torch.full((), fill, dtype=dtype, device=device).expand(shape)
+
+
+class _Group:
+    """One pack layer: its parameters and the views over its slot."""
+
+    def __init__(self, index: int, name: str):
+        self.index, self.name = index, name
+        self.params: List[Tuple[torch.nn.Parameter, str, torch.dtype, Tuple[int, ...]]] = []
+        self.depth = 0            # hooks holding it now (nested uses)
+        self.layer = None         # the AcquiredLayer while held
+        self.views: Dict[Tuple[int, str], torch.Tensor] = {}   # (slot address, name) -> view
+        self.placeholders: List[torch.Tensor] = []
+
+
+class Offload:
+    """What :func:`offload` attached to a model (``model._wspager``)."""
+
+    def __init__(self, model: torch.nn.Module, pager: Pager, device: torch.device):
+        self.model, self.pager, self.device = model, pager, device
+        self.groups: List[_Group] = []
+        self.handles = []
+
+    def _stream(self) -> int:
+        if self.device.type == "cuda":
+            return torch.cuda.current_stream(self.device).cuda_stream
+        return 0
+
+    def _view(self, g: _Group, layer, name: str, dtype: torch.dtype, shape) -> torch.Tensor:
+        ptr = layer.address(name)
+        key = (ptr, name)
+        t = g.views.get(key)
+        if t is not None:
+            return t
+        nbytes = layer.info(name).nbytes
+        if nbytes == 0:
+            t = torch.empty(shape, dtype=dtype, device=self.device)
+        elif self.device.type == "cuda":
+            raw = torch.as_tensor(_CudaBytes(ptr, nbytes), device=self.device)
+            t = raw.view(dtype).view(shape)
+        else:
+            buf = (ctypes.c_uint8 * nbytes).from_address(ptr)
+            t = torch.frombuffer(buf, dtype=torch.uint8).view(dtype).view(shape)
+        # Slots never move: the same layer in the same slot reuses its views.
+        g.views[key] = t
+        return t
+
+    def acquire(self, g: _Group) -> None:
+        g.depth += 1
+        if g.depth > 1:
+            return
+        layer = self.pager.acquire(g.index, self._stream())
+        g.layer = layer
+        for p, name, dtype, shape in g.params:
+            p.data = self._view(g, layer, name, dtype, shape)
+
+    def release(self, g: _Group) -> None:
+        g.depth -= 1
+        if g.depth > 0:
+            return
+        for (p, _, _, _), ph in zip(g.params, g.placeholders):
+            p.data = ph
+        layer, g.layer = g.layer, None
+        layer.release(self._stream())
+
+
+class _CudaBytes:
+    """`nbytes` bytes of device memory for torch.as_tensor (no copy)."""
+
+    def __init__(self, ptr: int, nbytes: int):
+        self.__cuda_array_interface__ = {"shape": (nbytes,), "typestr": "|u1",
+                                         "data": (ptr, False), "version": 3, "strides": None,
+                                         "stream": None}
+
+
+def _module_names(model: torch.nn.Module) -> Dict[str, torch.nn.Module]:
+    return dict(model.named_modules(remove_duplicate=False))
+
+
+def _owners(model: torch.nn.Module) -> Dict[int, List[Tuple[str, torch.nn.Module, str]]]:
+    """id(parameter) -> every (module path, module, attribute) holding it
+    directly: tied weights appear under several modules."""
+    out: Dict[int, List[Tuple[str, torch.nn.Module, str]]] = {}
+    for mname, m in model.named_modules(remove_duplicate=False):
+        for pname, p in m.named_parameters(recurse=False):
+            out.setdefault(id(p), []).append((mname, m, pname))
+    return out
+
+
+def _inside(path: str, root: str) -> bool:
+    return root == "" or path == root or path.startswith(root + ".")
+
+
+def _resolve_device(device) -> torch.device:
+    d = torch.device(device)
+    if d.type == "cuda" and d.index is None:
+        d = torch.device("cuda", torch.cuda.current_device())
+    if d.type not in ("cuda", "cpu"):
+        raise ValueError(f"device must be cuda[:N] or cpu, not {device}")
+    return d
+
+
+def offload(model: torch.nn.Module, pack: Union[str, os.PathLike], device="cuda", *,
+            host_cache=None, gpu_slots: int = 3, resident: Sequence[str] = (),
+            **pager_options) -> torch.nn.Module:
+    """Page `model`'s weights from the pack through the pager.
+
+    Parameters
+    ----------
+    model : torch.nn.Module
+        Its parameters may be real or on the meta device; the pack provides
+        every parameter it holds.  Parameter names must equal the pack's
+        tensor names (a transformers model and its own checkpoint do).
+    pack : path
+        A pack made by ``wspack convert`` or :func:`wspager.convert`.
+    device : "cuda", "cuda:N" or "cpu"
+        Where the weights are used; "cpu" runs the host backend.
+    host_cache, gpu_slots, **pager_options
+        As :class:`wspager.Pager` takes them.
+    resident : names
+        Pack layers (or module paths) loaded once into ordinary tensors on
+        `device` instead of being paged, e.g. ``["model.embed_tokens"]``.
+        Parameters the pack lacks are an error unless named here; then they
+        keep the values they have.
+
+    Returns the model, hooked.  Every disagreement between pack and model
+    (missing tensors, shapes, dtypes, layers without a module) is found
+    before anything is bound and raised as one :class:`MismatchError`.
+    """
+    if getattr(model, "_wspager", None) is not None:
+        raise ValueError("this model is already offloaded (wspager.torch.remove first)")
+    dev = _resolve_device(device)
+    pager = Pager(pack, device="host" if dev.type == "cpu" else dev.index,
+                  host_cache=host_cache, gpu_slots=gpu_slots, **pager_options)
+    try:
+        plan = _plan(model, pager.pack, set(resident))
+    except BaseException:
+        pager.close()
+        raise
+    off = Offload(model, pager, dev)
+    try:
+        _bind(model, off, plan, dev)
+    except BaseException:
+        pager.close()
+        raise
+    model._wspager = off
+    return model
+
+
+def _plan(model: torch.nn.Module, pack: Pack, resident: Set[str]):
+    """Match pack layers and tensors with the model; every problem at once."""
+    params = dict(model.named_parameters(remove_duplicate=False))
+    buffers = dict(model.named_buffers(remove_duplicate=False))
+    modules = _module_names(model)
+    owners = _owners(model)
+    problems: List[str] = []
+    paged, kept = [], []          # (layer, [(tensor, target)]) ; target: parameter or buffer name
+    covered: Set[int] = set()     # ids of parameters the pack provides
+    reported: Set[str] = set()    # names already in a problem
+    known_res = set()
+    for L in pack.layers:
+        is_res = L.name in resident
+        if is_res:
+            known_res.add(L.name)
+        if not is_res and L.name not in modules:
+            problems.append(f"pack layer {L.name} matches no module of the model")
+        entries = []
+        for t in L.tensors:
+            target = params.get(t.name)
+            if target is None and t.name in buffers:
+                target = buffers[t.name]
+                is_buffer = True
+            else:
+                is_buffer = False
+            if target is None:
+                problems.append(f"pack tensor {t.name} ({t.dtype} {list(t.shape)}) matches no "
+                                "parameter or buffer of the model")
+                continue
+            want = TORCH_DTYPES.get(t.dtype)
+            if want is None:
+                problems.append(f"pack tensor {t.name}: dtype {t.dtype} has no torch dtype here")
+                continue
+            if tuple(target.shape) != tuple(t.shape) or target.dtype != want:
+                problems.append(f"tensor {t.name}: pack has {t.dtype} {list(t.shape)}, model has "
+                                f"{str(target.dtype).replace('torch.', '')} "
+                                f"{list(target.shape)}")
+                reported.add(t.name)
+                continue
+            if not is_buffer:
+                covered.add(id(target))
+            entries.append((t, t.name, is_buffer))
+        (kept if (is_res or any(e[2] for e in entries)) else paged).append((L, entries))
+    for name, p in params.items():
+        if id(p) in covered or name in reported:
+            continue
+        mod = name.rsplit(".", 1)[0] if "." in name else ""
+        if any(_inside(name, r) or _inside(mod, r) for r in resident):
+            if p.device.type == "meta":
+                problems.append(f"model parameter {name} is kept resident but has no value "
+                                "(meta device) and is not in the pack")
+            continue
+        problems.append(f"model parameter {name} ({str(p.dtype).replace('torch.', '')} "
+                        f"{list(p.shape)}) is not in the pack")
+    for r in resident:
+        if r not in known_res and r not in modules:
+            problems.append(f"resident={r!r} names no pack layer and no module")
+    if problems:
+        raise MismatchError(f"{pack.path} does not fit the model ({len(problems)} problems):\n  "
+                            + "\n  ".join(problems))
+    return paged, kept, owners
+
+
+def _replace(owners, p: torch.nn.Parameter, data: torch.Tensor) -> torch.nn.Parameter:
+    """A new Parameter over `data` in place of `p` in every module holding
+    it (tied weights stay tied).  Assigning .data cannot take a meta
+    parameter to another device; a new Parameter can."""
+    new = torch.nn.Parameter(data, requires_grad=False)
+    for _, m, attr in owners.get(id(p), []):
+        m._parameters[attr] = new
+    return new
+
+
+def _bind(model: torch.nn.Module, off: Offload, plan, dev: torch.device) -> None:
+    paged, kept, owners = plan
+    params = dict(model.named_parameters(remove_duplicate=False))
+    buffers = dict(model.named_buffers(remove_duplicate=False))
+    modules = _module_names(model)
+    # Resident layers, and layers holding buffers: loaded once, copied.
+    for L, entries in kept:
+        with off.pager.acquire(L.index, off._stream()) as layer:
+            g = _Group(L.index, L.name)
+            for t, name, is_buffer in entries:
+                view = off._view(g, layer, name, TORCH_DTYPES[t.dtype], t.shape).clone()
+                if is_buffer:
+                    owner, attr = name.rsplit(".", 1) if "." in name else ("", name)
+                    modules[owner]._buffers[attr] = view
+                else:
+                    _replace(owners, params[name], view)
+        if dev.type == "cuda":
+            torch.cuda.current_stream(dev).synchronize()   # before the slot is reused
+    # Everything not paged goes to the device as it is (buffers such as
+    # rotary inv_freq, parameters kept resident).
+    params = dict(model.named_parameters(remove_duplicate=False))
+    paged_ids = {id(params[name]) for _, entries in paged for _, name, _ in entries}
+    for name, p in params.items():
+        if id(p) not in paged_ids and p.device != dev:
+            _replace(owners, p, p.data.to(dev))
+    for mname, m in modules.items():
+        for bname, b in list(m._buffers.items()):
+            if b is not None and b.device != dev and b.device.type != "meta":
+                m._buffers[bname] = b.to(dev)
+    # Paged layers: a group each, hooked on its module and on every module
+    # outside it that holds one of its parameters (tied weights).
+    hooks: Dict[int, Tuple[torch.nn.Module, List[_Group]]] = {}
+    for L, entries in paged:
+        g = _Group(L.index, L.name)
+        users = {L.name}
+        for t, name, _ in entries:
+            old = params[name]
+            for mpath, _, _ in owners.get(id(old), []):
+                if not _inside(mpath, L.name):
+                    users.add(mpath)
+            dtype = TORCH_DTYPES[t.dtype]
+            ph = _placeholder(tuple(t.shape), dtype, dev)
+            p = _replace(owners, old, ph)
+            g.params.append((p, name, dtype, tuple(t.shape)))
+            g.placeholders.append(ph)
+        off.groups.append(g)
+        for mpath in sorted(users):
+            m = modules[mpath]
+            hooks.setdefault(id(m), (m, []))[1].append(g)
+    for m, groups in hooks.values():
+        def pre(_mod, _args, _kwargs=None, groups=groups):
+            for g in groups:
+                off.acquire(g)
+
+        def post(_mod, _args, _out, groups=groups):
+            for g in reversed(groups):
+                off.release(g)
+        off.handles.append(m.register_forward_pre_hook(pre))
+        off.handles.append(m.register_forward_hook(post, always_call=True))
+
+
+def remove(model: torch.nn.Module) -> None:
+    """Take the hooks off and close the pager.  Paged parameters keep their
+    placeholders: the model has no weights of its own afterwards."""
+    off = getattr(model, "_wspager", None)
+    if off is None:
+        return
+    for h in off.handles:
+        h.remove()
+    for g in off.groups:
+        g.views.clear()
+    off.pager.close()
+    model._wspager = None
+
+
+@contextmanager
+def init_empty():
+    """Build modules with their parameters on the meta device (no memory)
+    and their buffers as usual (so computed buffers such as rotary
+    ``inv_freq`` are real)."""
+    orig = torch.nn.Module.register_parameter
+
+    def register(self, name, param):
+        if param is not None and param.device.type != "meta":
+            param = torch.nn.Parameter(param.to("meta"), requires_grad=param.requires_grad)
+        return orig(self, name, param)
+    torch.nn.Module.register_parameter = register
+    try:
+        yield
+    finally:
+        torch.nn.Module.register_parameter = orig
+
+
+def _is_pack(path: str) -> bool:
+    return os.path.isfile(os.path.join(path, "manifest.wspm"))
+
+
+def _pack_for(checkpoint: str, log) -> str:
+    """The pack cached beside a safetensors checkpoint directory
+    (``DIR.wsp``), converted again when any input is newer than it."""
+    out = checkpoint.rstrip("/") + ".wsp"
+    inputs = [os.path.join(checkpoint, f) for f in os.listdir(checkpoint)
+              if f.endswith(".safetensors") or f == "model.safetensors.index.json"]
+    if not inputs:
+        raise FileNotFoundError(f"{checkpoint}: no .safetensors files (is it a checkpoint "
+                                "directory?)")
+    manifest = os.path.join(out, "manifest.wspm")
+    if os.path.exists(manifest):
+        newest = max(os.path.getmtime(p) for p in inputs)
+        if os.path.getmtime(manifest) >= newest:
+            return out
+    _convert(checkpoint, out, force=os.path.exists(out), log=log)
+    return out
+
+
+def from_pretrained(path: Union[str, os.PathLike], device="cuda", *, config=None,
+                    host_cache=None, gpu_slots: int = 3, resident: Sequence[str] = (),
+                    model_class=None, log=None, **pager_options) -> torch.nn.Module:
+    """A transformers model whose weights are paged, never loaded whole.
+
+    Parameters
+    ----------
+    path : path
+        A checkpoint directory (``config.json`` and safetensors files; the
+        pack is made beside it as ``DIR.wsp`` and reused while up to date),
+        or a pack (then give `config`: a directory, file or PretrainedConfig).
+    model_class : optional
+        The transformers class (default: ``AutoModelForCausalLM``).
+    Other parameters as :func:`offload`.
+    """
+    import transformers
+
+    path = os.fspath(path)
+    if _is_pack(path):
+        if config is None:
+            raise ValueError(f"{path} is a pack: give config= (the checkpoint's config.json or "
+                             "its directory)")
+        pack = path
+    else:
+        pack = _pack_for(path, log)
+        if config is None:
+            config = path
+    if not isinstance(config, transformers.PretrainedConfig):
+        config = transformers.AutoConfig.from_pretrained(os.fspath(config))
+    cls = model_class or transformers.AutoModelForCausalLM
+    with init_empty():
+        model = cls.from_config(config)
+    # The pack decides the dtypes: meta parameters take them at no cost.
+    p = Pack(pack)
+    try:
+        dtypes = {t.name: TORCH_DTYPES.get(t.dtype) for t in p.tensors()}
+    finally:
+        p.close()
+    for name, prm in model.named_parameters():
+        want = dtypes.get(name)
+        if want is not None and prm.dtype != want and prm.device.type == "meta":
+            prm.data = prm.data.to(want)
+    model.eval()
+    return offload(model, pack, device, host_cache=host_cache, gpu_slots=gpu_slots,
+                   resident=resident, **pager_options)

@@ -1,0 +1,130 @@
+"""The numpy-level package over the C API: convert with progress and notes,
+Pack listings, Pager acquire by index and name, zero-copy read-only views
+holding exactly the checkpoint's bytes, stats, errors with codes and
+messages, and ctypes structs laid out as the compiler lays out the C ones."""
+import ctypes
+import errno
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import torch
+from safetensors.torch import save_file
+
+import wspager
+from wspager import _lib
+
+T = os.environ["WSP_TEST_TMP"]
+failures = []
+
+
+def check(cond, what):
+    if not cond:
+        failures.append(what)
+        print("FAIL:", what)
+
+
+def raises(fn, code=None, text=None):
+    try:
+        fn()
+    except wspager.WspError as e:
+        return (code is None or e.code == code) and (text is None or text in str(e)), e
+    except (KeyError, ValueError) as e:
+        return code is None and (text is None or text in str(e)), e
+    return False, None
+
+
+# 1. layout: every field of the ctypes mirror where the compiler puts it
+layout = json.loads(subprocess.check_output([sys.argv[1]]))
+for cname, cls in _lib.STRUCTS.items():
+    c = layout[cname]
+    check(ctypes.sizeof(cls) == c["size"], f"{cname}: ctypes size {ctypes.sizeof(cls)} != C {c['size']}")
+    for name, off, size in c["fields"]:
+        f = getattr(cls, name)
+        check((f.offset, f.size) == (off, size), f"{cname}.{name}: ctypes ({f.offset}, {f.size}) != C ({off}, {size})")
+
+# 2. a checkpoint written by the reference safetensors package
+torch.manual_seed(1)
+src = {
+    "model.embed_tokens.weight": torch.randn(100, 32, dtype=torch.float16),
+    "model.layers.0.mlp.up_proj.weight": torch.randn(64, 32, dtype=torch.bfloat16),
+    "model.layers.0.input_layernorm.weight": torch.randn(32),
+    "model.layers.1.ids": torch.arange(5, dtype=torch.int64),
+    "model.layers.1.scale": torch.tensor(3.5),
+    "model.layers.1.q": torch.randn(16).to(torch.float8_e4m3fn),
+}
+ckpt = os.path.join(T, "ckpt")
+os.makedirs(ckpt)
+save_file(src, os.path.join(ckpt, "model.safetensors"), metadata={"format": "pt"})
+seen, notes = [], []
+pack = wspager.convert(ckpt, os.path.join(T, "m.wsp"), chunk_size="64K",
+                       progress=lambda d, t: seen.append((d, t)), log=notes.append)
+check(seen and seen[-1][0] == seen[-1][1] and seen == sorted(seen), f"progress calls {seen[:3]}...{seen[-1:]}")
+check(pack.summary["n_tensors"] == len(src), f"summary {pack.summary}")
+names = [L.name for L in pack.layers]
+check(names[:3] == ["model.embed_tokens", "model.layers.0", "model.layers.1"], f"layers {names}")
+info = {t.name: t for t in pack.tensors()}
+check(info["model.layers.0.mlp.up_proj.weight"].dtype == "BF16", "dtype name")
+check(info["model.layers.1.scale"].shape == (), "rank-0 shape")
+check(json.loads(pack.metadata) == {"format": "pt"}, f"metadata {pack.metadata}")
+pack.verify()
+
+# 3. the pager on the host backend: views hold the checkpoint's bytes
+with wspager.Pager(os.path.join(T, "m.wsp"), device="host", host_cache="16M", gpu_slots=2) as pg:
+    for L in pack.layers:
+        with pg.acquire(L.index) as layer:
+            for t in L.tensors:
+                a = layer[t.short_name]
+                check(a is not None and not a.flags.writeable, f"{t.name}: not read-only")
+                want = src[t.name]
+                if want.dtype in (torch.bfloat16, torch.float8_e4m3fn):
+                    want = want.view(torch.uint16 if want.dtype == torch.bfloat16 else torch.uint8)
+                check(a.shape == tuple(want.shape), f"{t.name}: shape {a.shape}")
+                check(np.array_equal(a, want.numpy()), f"{t.name}: values differ")
+                check(layer.dtypes[t.short_name] == t.dtype, f"{t.name}: dtype name")
+                try:
+                    a[...] = 0
+                    check(False, f"{t.name}: a write went through")
+                except ValueError:
+                    pass
+    with pg.acquire("model.layers.0") as layer:
+        a = layer["model.layers.0.mlp.up_proj.weight"]   # full name too
+        check(layer.index == 1, "acquire by name")
+        check(sorted(layer.names()) == ["input_layernorm.weight", "mlp.up_proj.weight"], f"names {layer.names()}")
+    ok, e = raises(lambda: layer["mlp.up_proj.weight"], -errno.EINVAL, "released")
+    check(ok, f"a released layer's view: {e}")
+    ok, e = raises(lambda: pg.acquire(99), -4104, "no layer 99")
+    check(ok, f"bad layer: {e}")
+    ok, e = raises(lambda: pg.acquire("nope"), None, "no layer named 'nope'")
+    check(ok, f"bad name: {e}")
+    st = pg.stats()
+    check(st["acquires"] == len(pack.layers) + 1 and st["acquire_failures"] == 1, f"stats {st}")
+    check(st["io_backend"] in ("uring", "pread", "mmap"), "io_backend")
+
+# 4. errors carry the code and the library's message
+ok, e = raises(lambda: wspager.Pager(os.path.join(T, "missing.wsp")), -errno.ENOENT, "missing.wsp")
+check(ok, f"missing pack: {e}")
+ok, e = raises(lambda: wspager.convert(ckpt, ckpt, force=True), -errno.EINVAL, "is the input")
+check(ok, f"convert onto its input: {e}")
+check(raises(lambda: wspager.parse_size("12Q"))[0], "parse_size('12Q')")
+check(wspager.parse_size("1.5K") == 1536, "parse_size('1.5K')")
+ok, e = raises(lambda: wspager.Pager(os.path.join(T, "m.wsp"), device="gpu"), None, "device must be")
+check(ok, f"bad device: {e}")
+
+# 5. the loader says where it looked, in order
+order = _lib._candidates()
+check(order[0] == os.environ["WSPAGER_LIBRARY"], f"WSPAGER_LIBRARY first: {order}")
+saved = _lib._candidates
+_lib._candidates = lambda: [os.path.join(T, "nope.so"), "libwspager-absent.so.9"]
+try:
+    _lib.load()
+    check(False, "loading from bogus paths succeeded")
+except OSError as e:
+    check("nope.so" in str(e) and "libwspager-absent.so.9" in str(e) and "WSPAGER_LIBRARY" in str(e),
+          f"loader message: {e}")
+_lib._candidates = saved
+
+print(f"{len(failures)} failures")
+sys.exit(1 if failures else 0)

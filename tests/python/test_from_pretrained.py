@@ -1,0 +1,79 @@
+"""wspager.torch.from_pretrained: the model is built from config.json with
+no weights in memory, the checkpoint is converted to DIR.wsp beside it once
+and reused while up to date, and the result computes exactly what the
+resident model computes.  argv[1]: "cpu" or "cuda"."""
+import os
+import sys
+import time
+
+import torch
+import transformers
+
+import wspager.torch as wt
+
+T = os.environ["WSP_TEST_TMP"]
+device = sys.argv[1] if len(sys.argv) > 1 else "cpu"
+if device == "cuda" and not torch.cuda.is_available():
+    print("SKIP: no CUDA device for torch")
+    sys.exit(77)
+failures = []
+
+
+def check(cond, what):
+    if not cond:
+        failures.append(what)
+        print("FAIL:", what)
+
+
+cfg = transformers.LlamaConfig(vocab_size=512, hidden_size=128, intermediate_size=256, num_hidden_layers=4,
+                               num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=128)
+torch.manual_seed(0)
+d = os.path.join(T, "llama")
+transformers.LlamaForCausalLM(cfg).to(torch.bfloat16).save_pretrained(d)
+# the resident reference: transformers' own loader (rotary buffers in fp32)
+ref = transformers.AutoModelForCausalLM.from_pretrained(d, dtype=torch.bfloat16).to(device).eval()
+ids = torch.randint(0, 512, (2, 16), device=device)
+with torch.no_grad():
+    want = ref(ids).logits
+    want_gen = ref.generate(ids[:1], max_new_tokens=16, do_sample=False, min_new_tokens=16)
+
+notes = []
+model = wt.from_pretrained(d, device=device, host_cache="32M", log=notes.append)
+pack = d + ".wsp"
+check(os.path.isfile(os.path.join(pack, "manifest.wspm")), "no pack beside the checkpoint")
+stamp = os.path.getmtime(os.path.join(pack, "manifest.wspm"))
+# no weight was ever materialised: every parameter is a one-element placeholder
+for name, p in model.named_parameters():
+    check(p.untyped_storage().nbytes() <= p.element_size(), f"{name} holds {p.untyped_storage().nbytes()} bytes")
+    check(p.device.type == device, f"{name} on {p.device}")
+check(model.dtype == torch.bfloat16, f"model dtype {model.dtype}")
+with torch.no_grad():
+    got = model(ids).logits
+    got_gen = model.generate(ids[:1], max_new_tokens=16, do_sample=False, min_new_tokens=16)
+check(torch.equal(got, want), f"logits differ: max {(got.float() - want.float()).abs().max().item()}")
+check(torch.equal(got_gen, want_gen), "generate differs")
+wt.remove(model)
+
+# reused while up to date ...
+time.sleep(1.1)
+model = wt.from_pretrained(d, device=device, host_cache="32M")
+check(os.path.getmtime(os.path.join(pack, "manifest.wspm")) == stamp, "pack converted again")
+wt.remove(model)
+# ... converted again when the checkpoint is newer
+os.utime(os.path.join(d, "model.safetensors"))
+model = wt.from_pretrained(d, device=device, host_cache="32M")
+check(os.path.getmtime(os.path.join(pack, "manifest.wspm")) > stamp, "stale pack not converted again")
+with torch.no_grad():
+    check(torch.equal(model(ids).logits, want), "logits differ after reconversion")
+wt.remove(model)
+# a pack needs its config
+try:
+    wt.from_pretrained(pack, device=device)
+    check(False, "a pack without config= accepted")
+except ValueError as e:
+    check("config=" in str(e), f"message: {e}")
+model = wt.from_pretrained(pack, device=device, config=d)
+with torch.no_grad():
+    check(torch.equal(model(ids).logits, want), "from a pack: logits differ")
+print(f"{len(failures)} failures")
+sys.exit(1 if failures else 0)
