@@ -97,7 +97,26 @@ static struct slot *prefetch_victim(struct wsp_pager_s *pg, uint64_t dist)
 /* Copy `layer` into a slot ahead of need if the host tier holds it and the
  * admission rule allows.  Returns 1 when the layer is (now) in a slot, 0
  * when the host tier does not have it yet or no slot may be taken. */
-static int early_fill(struct wsp_pager_s *pg, uint32_t layer, uint64_t dist)
+/* Sections that may hold a host reference for a moment (an acquire, an
+ * early fill) say so, so that a demand short of pages knows whom to wait for
+ * (get_host).  They nest. */
+static void holder_enter(struct wsp_pager_s *pg)
+{
+	pthread_mutex_lock(&pg->lock);
+	pg->holders++;
+	pg->holder_seq++;
+	pthread_mutex_unlock(&pg->lock);
+}
+
+static void holder_leave(struct wsp_pager_s *pg)
+{
+	pthread_mutex_lock(&pg->lock);
+	pg->holders--;
+	pthread_cond_broadcast(&pg->progress);
+	pthread_mutex_unlock(&pg->lock);
+}
+
+static int fill_early(struct wsp_pager_s *pg, uint32_t layer, uint64_t dist)
 {
 	struct hcache_ref ref;
 	int used = 0, in_slot = 0;
@@ -124,6 +143,14 @@ static int early_fill(struct wsp_pager_s *pg, uint32_t layer, uint64_t dist)
 	pthread_mutex_unlock(&pg->lock);
 	if (!used)
 		hcache_put(pg->hc, &ref);
+	return in_slot;
+}
+
+static int early_fill(struct wsp_pager_s *pg, uint32_t layer, uint64_t dist)
+{
+	holder_enter(pg);
+	int in_slot = fill_early(pg, layer, dist);
+	holder_leave(pg);
 	return in_slot;
 }
 
@@ -157,7 +184,6 @@ void pager_on_ready(void *ctx, uint32_t layer, int status)
 	}
 	int hinted = pg->hinted[layer];
 	pg->cb_active++;
-	pg->holder_seq++;
 	pthread_mutex_unlock(&pg->lock);
 
 	uint64_t dist = predictor_distance(pg->pred, layer);
@@ -167,7 +193,6 @@ void pager_on_ready(void *ctx, uint32_t layer, int status)
 	pthread_mutex_lock(&pg->lock);
 	if (--pg->cb_active == 0)
 		pthread_cond_broadcast(&pg->idle);
-	pthread_cond_broadcast(&pg->progress);   /* its host reference may be free */
 	pthread_mutex_unlock(&pg->lock);
 }
 
@@ -180,13 +205,14 @@ static int bad_layer(struct wsp_pager_s *pg, uint32_t layer, struct wsp_err *err
 /* Bounds the waits of get_host on other holders (each at most 20 ms). */
 #define HOLDER_WAITS 5000
 
-/* Whether any other holder of host pages may be at work: an acquire of
- * another thread, an early fill, or a copy not yet reaped.  *seq says which
- * holders have started, so that a change between two looks is seen. */
+/* Whether any other holder of host pages may be at work: an acquire or an
+ * early fill (besides the caller's own acquire), or a copy not yet reaped.
+ * *seq says which holders have started, so that a change between two looks
+ * is seen. */
 static int holders_busy(struct wsp_pager_s *pg, uint64_t *seq)
 {
 	pthread_mutex_lock(&pg->lock);
-	int busy = pg->acquiring > 1 || pg->cb_active || pg->sp.n_pend;
+	int busy = pg->holders > 1 || pg->sp.n_pend;
 	*seq = pg->holder_seq;
 	pthread_mutex_unlock(&pg->lock);
 	return busy;
@@ -207,7 +233,7 @@ static void wait_holders(struct wsp_pager_s *pg)
 		until.tv_nsec -= 1000000000;
 	}
 	pthread_mutex_lock(&pg->lock);
-	if (pg->acquiring > 1 || pg->cb_active)
+	if (pg->holders > 1)
 		pthread_cond_timedwait(&pg->progress, &pg->lock, &until);
 	pthread_mutex_unlock(&pg->lock);
 }
@@ -326,22 +352,21 @@ int wsp_acquire(wsp_pager *pg, uint32_t layer, void *stream, const struct wsp_la
 		return -EINVAL;
 	*view = NULL;
 	wsp_err_init(&err);
-	if (layer >= pg->pk->m.hdr->n_layers)
+	if (layer >= pg->pk->m.hdr->n_layers) {
+		pthread_mutex_lock(&pg->lock);
+		pg->acquire_failures++;
+		pthread_mutex_unlock(&pg->lock);
 		return pager_result(pg, &err, bad_layer(pg, layer, &err));
+	}
 
 	int was_predicted = predictor_next(pg->pred, &first, 1) == 1 && first == layer;
 	predictor_observe(pg->pred, layer);
-	pthread_mutex_lock(&pg->lock);
-	pg->acquiring++;
-	pg->holder_seq++;
-	pthread_mutex_unlock(&pg->lock);
-
+	holder_enter(pg);
 	rc = acquire(pg, layer, stream, view, &how, &blocked, &err);
 
 	/* Counted once the outcome is known: a failed acquire is neither a
 	 * hit nor a miss, so contention cannot distort the hit rates. */
 	pthread_mutex_lock(&pg->lock);
-	pg->acquiring--;
 	pg->acquire_block_ns += blocked;
 	if (rc == 0) {
 		pg->acquires++;
@@ -352,13 +377,13 @@ int wsp_acquire(wsp_pager *pg, uint32_t layer, void *stream, const struct wsp_la
 	} else {
 		pg->acquire_failures++;
 	}
-	pthread_cond_broadcast(&pg->progress);
 	pthread_mutex_unlock(&pg->lock);
 	if (rc == 0) {
 		if (!(pg->opt.flags & WSP_OPEN_NO_PREFETCH))
 			pager_prefetch_ahead(pg);
 		pager_reap(pg, 0);
 	}
+	holder_leave(pg);
 	return pager_result(pg, &err, rc);
 }
 

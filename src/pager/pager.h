@@ -30,9 +30,10 @@ struct wsp_pager_s {
 	 * (on_ready), so the only lock order is pager -> predictor/device. */
 	pthread_mutex_t lock;
 	pthread_cond_t idle;         /* signalled when callbacks drain */
-	pthread_cond_t progress;     /* an acquire ended or a layer was released */
-	unsigned acquiring;          /* wsp_acquire calls in progress */
-	uint64_t holder_seq;         /* acquires and early fills started: host page holders */
+	pthread_cond_t progress;     /* a holder section ended or a layer was released */
+	unsigned holders;            /* acquires and early fills in progress (they may
+	                                hold host references for a moment) */
+	uint64_t holder_seq;         /* such sections started so far */
 	struct slot_pool sp;
 	unsigned cb_active;          /* on_ready callbacks running */
 	int closing;
