@@ -1,7 +1,9 @@
 /* CUDA errors surface with their detail: a device ordinal out of range is
- * WSP_ENODEVICE; slots that cannot be allocated are WSP_ECUDA with the
- * bytes asked and the bytes free.  Skips (77) without a GPU. */
+ * WSP_ENODEVICE; more slots than the API allows are -EINVAL before any
+ * allocation; slots that cannot be allocated are WSP_ECUDA with the bytes
+ * asked and the bytes free.  Skips (77) without a GPU. */
 #include <cuda_runtime_api.h>
+#include <errno.h>
 
 #include "pager_util.h"
 
@@ -24,14 +26,24 @@ int main(void)
 	CHECK(pg == NULL);
 	CHECK(strstr(err, "does not exist") != NULL);
 
-	/* 100000 slots of the largest layer: far beyond any GPU's memory. */
+	/* Above the API's bound: refused before any allocation. */
 	t_host_options(&o, &m, 100, 100000);
 	o.device = 0;
-	CHECK_RC(wsp_open(m.pack, &o, &pg, err, sizeof(err)), WSP_ECUDA);
+	CHECK_RC(wsp_open(m.pack, &o, &pg, err, sizeof(err)), -EINVAL);
+	CHECK(strstr(err, "gpu_slots") != NULL);
+
+	/* 4096 slots (the most allowed) of an 80 MiB block, 320 GiB: beyond any
+	 * GPU's memory, so cudaMalloc fails and says how much is free. */
+	struct t_model big;
+	t_model_make(&big, "cuda-errors-big", 1, 2048, 4096);
+	t_host_options(&o, &big, 100, 4096);
+	o.device = 0;
+	CHECK_RC(wsp_open(big.pack, &o, &pg, err, sizeof(err)), WSP_ECUDA);
 	CHECK(pg == NULL);
 	fprintf(stderr, "message: %s\n", err);
 	CHECK(strstr(err, "cudaMalloc of") != NULL);
 	CHECK(strstr(err, "free") != NULL);
+	t_model_remove(&big);
 
 	/* The device still works afterwards: a normal open succeeds. */
 	t_host_options(&o, &m, 100, 3);
