@@ -138,7 +138,7 @@ class PinnedPrefetch:
             for p in ps:
                 nb = p.numel() * p.element_size()
                 buf[off:off + nb].copy_(p.data.reshape(-1).view(torch.uint8))
-                lay.append((p, off, nb))
+                lay.append((p, off, nb, tuple(p.shape)))
                 off += nb
             self.host.append(buf)
             self.layout.append(lay)
@@ -166,8 +166,8 @@ class PinnedPrefetch:
         cur = torch.cuda.current_stream()
         cur.wait_event(self.ready[i])
         buf = self.gpu[i % 2]
-        for p, off, nb in self.layout[i]:
-            p.data = buf[off:off + nb].view(p.dtype).view(p.shape)
+        for p, off, nb, shape in self.layout[i]:
+            p.data = buf[off:off + nb].view(p.dtype).view(shape)
         if i + 1 < len(self.mods):
             self.start(i + 1)
 
