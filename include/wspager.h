@@ -387,7 +387,14 @@ struct wsp_convert_options {
 	 * of the directory that are not used (ignored).  Called on the calling
 	 * thread; NULL (the default): not reported. */
 	wsp_log_fn log; void *log_ctx;
-	uint64_t reserved[16];     /* zero (wsp_convert_options_init) */
+	/* Explicit grouping (added in 0.2, out of the reserved space): NULL, or
+	 * pairs of strings {tensor, layer, tensor, layer, ..., NULL}.  A tensor
+	 * named here goes to that layer, whatever group_regex or the built-in
+	 * rule says; layers named here come first in the pack, in the order of
+	 * their first pair (give the execution order).  A tensor named twice is
+	 * -EINVAL.  The strings need only live during wsp_convert(). */
+	const char *const *group_map;
+	uint64_t reserved[15];     /* zero (wsp_convert_options_init) */
 };
 #define WSP_CONVERT_FORCE 1u   /* replace an existing output */
 

@@ -2,9 +2,12 @@
  * The pack layout: which tensors form which layer, the order of layers, the
  * position of each tensor in its layer's decoded image, and the chunk plan.
  *
- * Layer order: groups whose name contains "embed" first (they are used
- * first), then numbered blocks in numeric order (2 before 10) with blocks of
- * one prefix together, then the other groups in order of first appearance.
+ * Layer order: the layers that group_map names first, in the order of their
+ * first pair there (the caller knows the execution order); then groups whose
+ * name contains "embed" (they are used first), then numbered blocks in
+ * numeric order (2 before 10) with blocks of one prefix together, each
+ * followed by its routed experts in expert order, then the other groups in
+ * order of first appearance.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -15,9 +18,11 @@
 
 struct layer_key {
 	uint32_t layer;            /* index into the unsorted layer array */
+	uint32_t rank;             /* position in group_map, UINT32_MAX if not there */
 	int cls;                   /* 0 embed, 1 numbered block, 2 other */
 	size_t prefix_len;         /* numbered: length of the name before ".N" */
 	uint64_t num;
+	uint64_t expert;           /* "<block>.experts.E": E + 1; the block itself: 0 */
 	uint32_t first;            /* first appearance (declaration index) */
 	uint32_t prefix_first;     /* numbered: first appearance of the prefix */
 	const char *name;
@@ -56,6 +61,8 @@ static int cmp_prefix(const void *a, const void *b)
 static int cmp_order(const void *a, const void *b)
 {
 	const struct layer_key *x = a, *y = b;
+	if (x->rank != y->rank)
+		return x->rank < y->rank ? -1 : 1;
 	if (x->cls != y->cls)
 		return x->cls - y->cls;
 	if (x->cls == 1) {
@@ -63,23 +70,38 @@ static int cmp_order(const void *a, const void *b)
 			return x->prefix_first < y->prefix_first ? -1 : 1;
 		if (x->num != y->num)
 			return x->num < y->num ? -1 : 1;
+		if (x->expert != y->expert)
+			return x->expert < y->expert ? -1 : 1;
 	}
 	return (x->first > y->first) - (x->first < y->first);
 }
 
-/* Classify a group name: numbered when its last component is a number. */
+/* Classify a group name: numbered when its last component is a number; a
+ * routed expert's group by its block, after it. */
 static void classify(struct layer_key *k)
 {
-	const char *dot = strrchr(k->name, '.');
-	const char *num = dot ? dot + 1 : k->name;
-	size_t n = strlen(num);
+	size_t block = pack_group_block(k->name), n;
+	const char *dot = NULL, *num;
+
+	if (block < strlen(k->name)) {
+		k->expert = strtoull(strrchr(k->name, '.') + 1, NULL, 10) + 1;
+		for (size_t i = block; i > 0 && !dot; i--)
+			if (k->name[i - 1] == '.')
+				dot = k->name + i - 1;
+		num = dot ? dot + 1 : k->name;
+		n = (size_t)(k->name + block - num);
+	} else {
+		dot = strrchr(k->name, '.');
+		num = dot ? dot + 1 : k->name;
+		n = strlen(num);
+	}
 
 	k->cls = 2;
 	if (strstr(k->name, "embed")) {
 		k->cls = 0;
 		return;
 	}
-	if (n == 0 || n > 18 || strspn(num, "0123456789") != n)
+	if (n == 0 || n > 18 || strspn(num, "0123456789") < n)
 		return;
 	k->cls = 1;
 	k->num = strtoull(num, NULL, 10);
@@ -97,6 +119,10 @@ static int order_layers(struct pack_writer *pw, struct pw_layer *layers, uint32_
 		keys[i].layer = i;
 		keys[i].name = layers[i].name;
 		keys[i].first = pw->order[layers[i].first_tensor];
+		keys[i].rank = UINT32_MAX;
+		for (uint32_t k = 0; k < layers[i].n_tensors; k++)
+			keys[i].rank = WSP_MIN(keys[i].rank,
+					       pw->tensors[pw->order[layers[i].first_tensor + k]].map_rank);
 		classify(&keys[i]);
 	}
 	/* Numbered blocks sharing a prefix ("encoder.layers") go together,

@@ -71,11 +71,16 @@ int pack_writer_create(const char *out_dir, const struct wsp_convert_options *op
 		pw->opt.shard_bytes = DEFAULT_SHARD;
 	if (!pw->opt.threads)
 		pw->opt.threads = wsp_cpu_count();
+	pw->opt.group_map = NULL;   /* the caller's strings: only through pw->map */
+	if (opt->group_map && (rc = pack_group_map_build(opt->group_map, &pw->map, &pw->n_map,
+							  err)) < 0) {
+		pack_writer_free(pw);
+		return rc;
+	}
 	if (opt->group_regex) {
 		rc = pack_group_compile(opt->group_regex, &pw->re, err);
 		if (rc < 0) {
-			free(pw->out);
-			free(pw);
+			pack_writer_free(pw);
 			return rc;
 		}
 		pw->has_re = 1;
@@ -201,6 +206,14 @@ int pack_writer_add_tensor(struct pack_writer *pw, const char *name, const char 
 	if (!data && bytes && (source == WSPM_NO_SOURCE || pw->sources[source].fd < 0))
 		return WSP_ERR(pw->err, -EINVAL, "tensor %s: no data and no source file to read it from",
 			       name);
+	uint32_t map_rank = UINT32_MAX;
+	if (!layer && pw->map) {
+		const struct group_map_entry *e = pack_group_map_find(pw->map, pw->n_map, name);
+		if (e) {
+			layer = e->layer;
+			map_rank = e->rank;
+		}
+	}
 	if (layer) {
 		if (strlen(layer) > WSPM_MAX_NAME)
 			return WSP_ERR(pw->err, WSP_ETOOBIG, "tensor %s: layer name too long", name);
@@ -233,6 +246,7 @@ int pack_writer_add_tensor(struct pack_writer *pw, const char *name, const char 
 		return WSP_ERR(pw->err, -ENOMEM, "out of memory");
 	}
 	t->short_off = (uint32_t)short_off;
+	t->map_rank = map_rank;
 	t->dtype = dtype;
 	t->rank = rank;
 	for (unsigned i = 0; i < rank; i++)
@@ -265,6 +279,7 @@ void pack_writer_free(struct pack_writer *pw)
 	}
 	if (pw->has_re)
 		regfree(&pw->re);
+	free(pw->map);
 	free(pw->sources);
 	free(pw->tensors);
 	free(pw->index_json);

@@ -51,7 +51,9 @@ void pack_writer_free(struct pack_writer *pw);
 /* The layer rule.  With `regex` (POSIX extended), its first capture group
  * names the layer when it matches.  Otherwise the built-in rule:
  * "<prefix>.(layers|h|blocks).N.<rest>" belongs to group "<prefix>.<word>.N"
- * (the prefix may be empty: "h.3.attn.w" -> "h.3"); any other name to the name
+ * (the prefix may be empty: "h.3.attn.w" -> "h.3"), except that a routed
+ * expert inside it, "<prefix>.<word>.N.<...>.experts.E.<rest>", is a group of
+ * its own ("<prefix>.<word>.N.<...>.experts.E"); any other name to the name
  * without its last dot component; a name without dots is its own group.
  * Writes the group name into buf.  Returns the offset of the short name in
  * `name`: strlen(group) + 1 when name starts with "GROUP.", else 0 (the short
@@ -62,5 +64,23 @@ int pack_group_name(const char *name, const char *regex, char *buf, size_t len);
 int pack_group_name_re(const char *name, const regex_t *re, char *buf, size_t len);
 /* Compile a --group regex (REG_EXTENDED, at least one capture group). */
 int pack_group_compile(const char *regex, regex_t *re, struct wsp_err *err);
+/* For a group "<block>.<...>.experts.<E>" of the built-in rule, the length
+ * of "<block>" ("<prefix>.<word>.N": the expert orders after that block);
+ * else strlen(group). */
+size_t pack_group_block(const char *group);
+
+/* wsp_convert_options.group_map, sorted by tensor name for lookups; rank is
+ * the position of the layer's first pair (layers are ordered by it). */
+struct group_map_entry {
+	const char *tensor, *layer;
+	uint32_t rank;
+};
+/* Validate and index the NULL-terminated pairs (strings stay the caller's):
+ * -EINVAL for a tensor without a layer, an empty name or a tensor mapped
+ * twice. */
+int pack_group_map_build(const char *const *pairs, struct group_map_entry **out, uint32_t *n,
+			 struct wsp_err *err);
+const struct group_map_entry *pack_group_map_find(const struct group_map_entry *m, uint32_t n,
+						  const char *tensor);
 
 #endif

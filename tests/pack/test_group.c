@@ -3,6 +3,7 @@
  * (embeddings first, numbered blocks numerically, others by appearance). */
 #include <errno.h>
 #include <stdlib.h>
+#include <unistd.h>
 #include <string.h>
 
 #include "common/util.h"
@@ -131,8 +132,119 @@ static void check_pack_order(void)
 	t_rmrf(dir);
 }
 
+/* Writes `n` U8 tensors named `tn` with the options given and checks the
+ * resulting layer names, in pack order. */
+static void check_layers(const char *tag, const char *const *tn, size_t n,
+			 const struct wsp_convert_options *opt, const char *const *want, size_t n_want)
+{
+	static const unsigned char data[3] = { 1, 2, 3 };
+	uint64_t shape = 3;
+	struct pack_writer *pw;
+	struct wsp_err err;
+	struct wsp_pack_summary s;
+	char dir[600], msg[512];
+	wsp_pack *pk;
+
+	wsp_err_init(&err);
+	snprintf(dir, sizeof(dir), "%s/p", t_scratch(tag));
+	CHECK_RC(pack_writer_create(dir, opt, &pw, &err), 0);
+	for (size_t i = 0; i < n; i++)
+		CHECK_RC(pack_writer_add_tensor(pw, tn[i], NULL, WSP_DTYPE_U8, 1, &shape, data, 3, 0,
+						0, 0), 0);
+	CHECK_RC(pack_writer_finish(pw), 0);
+	pack_writer_free(pw);
+	CHECK_RC(wsp_pack_open(dir, &pk, msg, sizeof(msg)), 0);
+	CHECK_RC(wsp_pack_summary(pk, &s), 0);
+	for (uint32_t i = 0; i < s.n_layers || i < n_want; i++) {
+		const struct wsp_layer *L = wsp_pack_layer(pk, i);
+		if (i >= s.n_layers || i >= n_want || strcmp(L->name, want[i])) {
+			fprintf(stderr, "%s: layer %u is %s, want %s\n", tag, i, L ? L->name : "-",
+				i < n_want ? want[i] : "-");
+			exit(1);
+		}
+	}
+	wsp_pack_close(pk);
+	wsp_err_destroy(&err);
+	*strrchr(dir, '/') = '\0';
+	t_rmrf(dir);
+}
+
+/* Mixture-of-experts names (Mixtral's block_sparse_moe, Qwen/DeepSeek's
+ * mlp.experts, shared experts): each routed expert is a layer of its own,
+ * placed right after its block; router, attention and shared experts stay
+ * with the block. */
+static void check_experts(void)
+{
+	static const char *const tn[] = {
+		"lm_head.weight",
+		"model.layers.1.block_sparse_moe.experts.1.w1.weight",
+		"model.layers.1.block_sparse_moe.experts.0.w1.weight",
+		"model.layers.1.block_sparse_moe.gate.weight",
+		"model.layers.0.mlp.experts.10.down_proj.weight",
+		"model.layers.0.mlp.experts.2.down_proj.weight",
+		"model.layers.0.mlp.shared_experts.up_proj.weight",
+		"model.layers.0.self_attn.q_proj.weight",
+		"model.embed_tokens.weight",
+	};
+	static const char *const want[] = {
+		"model.embed_tokens", "model.layers.0", "model.layers.0.mlp.experts.2",
+		"model.layers.0.mlp.experts.10", "model.layers.1",
+		"model.layers.1.block_sparse_moe.experts.0", "model.layers.1.block_sparse_moe.experts.1",
+		"lm_head",
+	};
+	struct wsp_convert_options opt;
+	wsp_convert_options_init(&opt);
+	check_layers("experts", tn, WSP_ARRAY_SIZE(tn), &opt, want, WSP_ARRAY_SIZE(want));
+}
+
+/* wsp_convert_options.group_map: explicit layers first, in the map's order;
+ * the rest by the rule; bad maps refused before anything is written. */
+static void check_group_map(void)
+{
+	static const char *const tn[] = { "a.w", "b.w", "c.w", "model.layers.0.x", "trunk.w" };
+	static const char *const map[] = {
+		"trunk.w", "trunk", "c.w", "head.c", "a.w", "head.a", "b.w", "head.c", NULL,
+	};
+	static const char *const want[] = { "trunk", "head.c", "head.a", "model.layers.0" };
+	struct wsp_convert_options opt;
+	struct pack_writer *pw;
+	struct wsp_err err;
+	char dir[600];
+
+	wsp_convert_options_init(&opt);
+	opt.group_map = map;
+	check_layers("group-map", tn, WSP_ARRAY_SIZE(tn), &opt, want, WSP_ARRAY_SIZE(want));
+
+	wsp_err_init(&err);
+	snprintf(dir, sizeof(dir), "%s/p", t_scratch("group-map-bad"));
+	static const char *const twice[] = { "a.w", "x", "a.w", "y", NULL };
+	opt.group_map = twice;
+	CHECK_RC(pack_writer_create(dir, &opt, &pw, &err), -EINVAL);
+	CHECK(strstr(err.msg, "a.w is mapped twice"));
+	static const char *const odd[] = { "a.w", "x", "b.w", NULL };
+	opt.group_map = odd;
+	CHECK_RC(pack_writer_create(dir, &opt, &pw, &err), -EINVAL);
+	CHECK(strstr(err.msg, "b.w has no layer"));
+	static const char *const empty[] = { "a.w", "", NULL };
+	opt.group_map = empty;
+	CHECK_RC(pack_writer_create(dir, &opt, &pw, &err), -EINVAL);
+	CHECK(access(dir, F_OK) != 0);
+	wsp_err_destroy(&err);
+	*strrchr(dir, '/') = '\0';
+	t_rmrf(dir);
+}
+
 int main(void)
 {
+	group_is("model.layers.3.block_sparse_moe.experts.7.w1.weight", NULL,
+		 "model.layers.3.block_sparse_moe.experts.7", "w1.weight");
+	group_is("model.layers.3.mlp.experts.12.gate_proj.weight", NULL,
+		 "model.layers.3.mlp.experts.12", "gate_proj.weight");
+	group_is("model.layers.3.mlp.shared_experts.gate_proj.weight", NULL, "model.layers.3",
+		 "mlp.shared_experts.gate_proj.weight");
+	group_is("model.layers.3.block_sparse_moe.gate.weight", NULL, "model.layers.3",
+		 "block_sparse_moe.gate.weight");
+	group_is("experts.3.w", NULL, "experts.3", "w");   /* outside a block: the plain rule */
 	group_is("model.layers.7.mlp.up_proj.weight", NULL, "model.layers.7", "mlp.up_proj.weight");
 	group_is("transformer.h.10.attn.c_attn.weight", NULL, "transformer.h.10", "attn.c_attn.weight");
 	group_is("h.3.attn.w", NULL, "h.3", "attn.w");
@@ -151,5 +263,7 @@ int main(void)
 	CHECK_RC(pack_group_name("model.layers.1.w", NULL, small, sizeof(small)), WSP_ETOOBIG);
 	CHECK_RC(pack_group_name("x", "(", small, sizeof(small)), -EINVAL);
 	check_pack_order();
+	check_experts();
+	check_group_map();
 	return 0;
 }
