@@ -467,14 +467,19 @@ def convert(inputs: Union[str, os.PathLike, Sequence[Union[str, os.PathLike]]],
             out: Union[str, os.PathLike], *, level: int = 1,
             chunk_size: Optional[SizeLike] = None, shard_size: Optional[SizeLike] = None,
             codec: str = "zstd", transform: bool = True, threads: int = 0,
-            group: Optional[str] = None, force: bool = False,
+            group: Optional[str] = None,
+            groups: Optional[Union[Dict[str, str], Sequence[Tuple[str, str]]]] = None,
+            force: bool = False,
             progress: Optional[Callable[[int, int], object]] = None,
             log: Optional[Callable[[str], object]] = None) -> Pack:
     """Convert safetensors checkpoints into the pack `out`, and open it.
 
     `inputs` is a checkpoint directory (with model.safetensors.index.json or
-    one model.safetensors) or .safetensors files.  `progress(done, total)` is
-    called with raw bytes (a true return value cancels); `log(message)`
+    one model.safetensors) or .safetensors files.  `group` is a regex whose
+    first capture names a tensor's layer; `groups` maps tensor names to
+    layers explicitly (a dict or (tensor, layer) pairs; the layers it names
+    come first in the pack, in their order here).  `progress(done, total)`
+    is called with raw bytes (a true return value cancels); `log(message)`
     receives notes about the inputs (orphan tensors, stray files).
     """
     if isinstance(inputs, (str, os.PathLike)):
@@ -496,6 +501,11 @@ def convert(inputs: Union[str, os.PathLike, Sequence[Union[str, os.PathLike]]],
     group_b = group.encode() if group else None
     o.group_regex = group_b
     o.flags = 1 if force else 0
+    if groups is not None:
+        pairs = list(groups.items()) if isinstance(groups, dict) else list(groups)
+        flat = [s.encode() for pair in pairs for s in pair] + [None]
+        group_map = (ctypes.c_char_p * len(flat))(*flat)   # alive until the call returns
+        o.group_map = ctypes.cast(group_map, ctypes.POINTER(ctypes.c_char_p))
     pcb = _progress_fn(progress)
     lcb = _c.LOG_FN(lambda _ctx, msg: log(msg.decode(errors="replace"))) if log else _c.LOG_FN()
     o.progress, o.log = pcb, lcb

@@ -123,7 +123,8 @@ class ConvertOptions(ctypes.Structure):
         ("progress_ctx", c_void_p),
         ("log", LOG_FN),
         ("log_ctx", c_void_p),
-        ("reserved", c_u64 * 16),
+        ("group_map", ctypes.POINTER(c_char_p)),
+        ("reserved", c_u64 * 15),
     ]
 
 

@@ -27,6 +27,8 @@ from __future__ import annotations
 import ctypes
 import json
 import os
+import re
+import warnings
 from contextlib import contextmanager
 from typing import Dict, Iterable, List, Optional, Sequence, Set, Tuple, Union
 
@@ -34,7 +36,8 @@ import torch
 
 from . import Pager, Pack, WspError, convert as _convert
 
-__all__ = ["offload", "remove", "from_pretrained", "init_empty", "MismatchError", "TORCH_DTYPES"]
+__all__ = ["offload", "remove", "from_pretrained", "convert", "init_empty", "MismatchError",
+           "TORCH_DTYPES"]
 
 TORCH_DTYPES = {
     "BOOL": torch.bool, "U8": torch.uint8, "I8": torch.int8, "I16": torch.int16,
@@ -77,6 +80,7 @@ class Offload:
         self.model, self.pager, self.device = model, pager, device
         self.groups: List[_Group] = []
         self.handles = []
+        self.restore = []          # (module, attribute) set on the instance
 
     def _stream(self) -> int:
         if self.device.type == "cuda":
@@ -204,6 +208,91 @@ def offload(model: torch.nn.Module, pack: Union[str, os.PathLike], device="cuda"
     return model
 
 
+# Mixture of experts.  transformers 5 computes a layer's experts with one
+# module holding stacked parameters (gate_up_proj [E, 2I, H], down_proj
+# [E, H, I]) while checkpoints keep each expert's matrices apart; packs keep
+# each routed expert as a layer of its own.  Such a module gets a forward
+# that acquires only the experts its tokens are routed to, and computes what
+# transformers' eager experts forward computes, with the gate and up halves
+# as two products (the same values as the halves of one product).
+_EXPERT_ROLES = {"w1.weight": "gate", "w3.weight": "up", "w2.weight": "down",
+                 "gate_proj.weight": "gate", "up_proj.weight": "up", "down_proj.weight": "down"}
+# Checkpoint names that transformers renames when it loads (Mixtral keeps
+# its router as block_sparse_moe.gate in checkpoints, mlp.gate in the model).
+_RENAMES = ((".block_sparse_moe.", ".mlp."),)
+
+
+def _model_name(name: str, params) -> str:
+    """The model's name for a pack tensor `name` (itself, or renamed)."""
+    if name in params:
+        return name
+    for old, new in _RENAMES:
+        if old in name and name.replace(old, new) in params:
+            return name.replace(old, new)
+    return name
+
+
+_BLOCK = re.compile(r"^(.*?\b(?:layers|h|blocks)\.\d+)\.")
+
+
+def _experts_modules(model: torch.nn.Module):
+    """(path, module) of every module holding stacked expert parameters."""
+    for path, m in model.named_modules():
+        gu, dp = m._parameters.get("gate_up_proj"), m._parameters.get("down_proj")
+        if gu is not None and dp is not None and gu.dim() == 3 and dp.dim() == 3:
+            yield path, m
+
+
+def _plan_experts(model, pack: Pack, problems: List[str]):
+    """For each stacked-experts module: its pack layers, one per expert, with
+    the names of their gate, up and down matrices."""
+    plans, claimed = [], set()
+    layers = {L.name: L for L in pack.layers}
+    for path, m in _experts_modules(model):
+        gu, dp = m.gate_up_proj, m.down_proj
+        E, I2, H = gu.shape
+        b = _BLOCK.match(path + ".")
+        if not b:
+            problems.append(f"experts module {path}: not inside a numbered block")
+            continue
+        pat = re.compile(r"^" + re.escape(b.group(1)) + r"\.(?:[\w.]+\.)?experts\.(\d+)$")
+        found = {}
+        for name in layers:
+            mt = pat.match(name)
+            if mt:
+                found.setdefault(int(mt.group(1)), []).append(name)
+        want_dtype = gu.dtype
+        per = []
+        for e in range(E):
+            names = found.get(e, [])
+            if len(names) != 1:
+                problems.append(f"experts module {path}: expert {e} has {len(names)} pack layers "
+                                f"({', '.join(names) or 'none'}); want one")
+                continue
+            L = layers[names[0]]
+            roles = {}
+            for t in L.tensors:
+                role = _EXPERT_ROLES.get(t.short_name)
+                want = {"gate": (I2 // 2, H), "up": (I2 // 2, H), "down": tuple(dp.shape[1:])}.get(role)
+                if role is None or role in roles:
+                    problems.append(f"pack tensor {t.name}: not a gate, up or down matrix of "
+                                    f"expert {e} of {path}")
+                elif tuple(t.shape) != want or TORCH_DTYPES.get(t.dtype) != want_dtype:
+                    problems.append(f"tensor {t.name}: pack has {t.dtype} {list(t.shape)}, "
+                                    f"{path} wants {str(want_dtype).replace('torch.', '')} "
+                                    f"{list(want)}")
+                else:
+                    roles[role] = t
+            if set(roles) != {"gate", "up", "down"}:
+                problems.append(f"pack layer {L.name}: lacks "
+                                + ", ".join(sorted({'gate', 'up', 'down'} - set(roles))))
+                continue
+            per.append((L, roles))
+            claimed.add(L.name)
+        plans.append((path, m, per))
+    return plans, claimed
+
+
 def _plan(model: torch.nn.Module, pack: Pack, resident: Set[str]):
     """Match pack layers and tensors with the model; every problem at once."""
     params = dict(model.named_parameters(remove_duplicate=False))
@@ -215,7 +304,12 @@ def _plan(model: torch.nn.Module, pack: Pack, resident: Set[str]):
     covered: Set[int] = set()     # ids of parameters the pack provides
     reported: Set[str] = set()    # names already in a problem
     known_res = set()
+    experts, claimed = _plan_experts(model, pack, problems)
+    for _, m, _ in experts:
+        covered.update({id(m.gate_up_proj), id(m.down_proj)})
     for L in pack.layers:
+        if L.name in claimed:
+            continue
         is_res = L.name in resident
         if is_res:
             known_res.add(L.name)
@@ -223,10 +317,11 @@ def _plan(model: torch.nn.Module, pack: Pack, resident: Set[str]):
             problems.append(f"pack layer {L.name} matches no module of the model")
         entries = []
         for t in L.tensors:
-            target = params.get(t.name)
+            pname = _model_name(t.name, params)
+            target = params.get(pname)
             if target is None and t.name in buffers:
                 target = buffers[t.name]
-                is_buffer = True
+                pname, is_buffer = t.name, True
             else:
                 is_buffer = False
             if target is None:
@@ -241,11 +336,11 @@ def _plan(model: torch.nn.Module, pack: Pack, resident: Set[str]):
                 problems.append(f"tensor {t.name}: pack has {t.dtype} {list(t.shape)}, model has "
                                 f"{str(target.dtype).replace('torch.', '')} "
                                 f"{list(target.shape)}")
-                reported.add(t.name)
+                reported.add(pname)
                 continue
             if not is_buffer:
                 covered.add(id(target))
-            entries.append((t, t.name, is_buffer))
+            entries.append((t, pname, is_buffer))
         (kept if (is_res or any(e[2] for e in entries)) else paged).append((L, entries))
     for name, p in params.items():
         if id(p) in covered or name in reported:
@@ -264,7 +359,7 @@ def _plan(model: torch.nn.Module, pack: Pack, resident: Set[str]):
     if problems:
         raise MismatchError(f"{pack.path} does not fit the model ({len(problems)} problems):\n  "
                             + "\n  ".join(problems))
-    return paged, kept, owners
+    return paged, kept, owners, experts
 
 
 def _replace(owners, p: torch.nn.Parameter, data: torch.Tensor) -> torch.nn.Parameter:
@@ -278,7 +373,7 @@ def _replace(owners, p: torch.nn.Parameter, data: torch.Tensor) -> torch.nn.Para
 
 
 def _bind(model: torch.nn.Module, off: Offload, plan, dev: torch.device) -> None:
-    paged, kept, owners = plan
+    paged, kept, owners, experts = plan
     params = dict(model.named_parameters(remove_duplicate=False))
     buffers = dict(model.named_buffers(remove_duplicate=False))
     modules = _module_names(model)
@@ -287,7 +382,7 @@ def _bind(model: torch.nn.Module, off: Offload, plan, dev: torch.device) -> None
         with off.pager.acquire(L.index, off._stream()) as layer:
             g = _Group(L.index, L.name)
             for t, name, is_buffer in entries:
-                view = off._view(g, layer, name, TORCH_DTYPES[t.dtype], t.shape).clone()
+                view = off._view(g, layer, t.name, TORCH_DTYPES[t.dtype], t.shape).clone()
                 if is_buffer:
                     owner, attr = name.rsplit(".", 1) if "." in name else ("", name)
                     modules[owner]._buffers[attr] = view
@@ -297,6 +392,8 @@ def _bind(model: torch.nn.Module, off: Offload, plan, dev: torch.device) -> None
             torch.cuda.current_stream(dev).synchronize()   # before the slot is reused
     # Everything not paged goes to the device as it is (buffers such as
     # rotary inv_freq, parameters kept resident).
+    for path, m, per in experts:
+        _bind_experts(off, m, per, owners, dev)
     params = dict(model.named_parameters(remove_duplicate=False))
     paged_ids = {id(params[name]) for _, entries in paged for _, name, _ in entries}
     for name, p in params.items():
@@ -320,7 +417,7 @@ def _bind(model: torch.nn.Module, off: Offload, plan, dev: torch.device) -> None
             dtype = TORCH_DTYPES[t.dtype]
             ph = _placeholder(tuple(t.shape), dtype, dev)
             p = _replace(owners, old, ph)
-            g.params.append((p, name, dtype, tuple(t.shape)))
+            g.params.append((p, t.name, dtype, tuple(t.shape)))
             g.placeholders.append(ph)
         off.groups.append(g)
         for mpath in sorted(users):
@@ -338,6 +435,101 @@ def _bind(model: torch.nn.Module, off: Offload, plan, dev: torch.device) -> None
         off.handles.append(m.register_forward_hook(post, always_call=True))
 
 
+def _bind_experts(off: "Offload", m: torch.nn.Module, per, owners, dev: torch.device) -> None:
+    """Stacked expert parameters become placeholders; the module's forward
+    acquires each routed expert's layer around its products."""
+    E = m.gate_up_proj.shape[0]
+    impl = getattr(getattr(m, "config", None), "_experts_implementation", None)
+    if impl not in (None, "eager"):
+        warnings.warn(f"{type(m).__name__}: the model computes experts with {impl!r}; paged "
+                      "experts compute as the 'eager' implementation does (logits equal a "
+                      "resident model with config._experts_implementation = 'eager')")
+    for attr in ("gate_up_proj", "down_proj"):
+        p = m._parameters[attr]
+        _replace(owners, p, _placeholder(tuple(p.shape), p.dtype, dev))
+    groups = []
+    for L, roles in per:
+        g = _Group(L.index, L.name)
+        g.roles = {r: (t.name, TORCH_DTYPES[t.dtype], tuple(t.shape)) for r, t in roles.items()}
+        groups.append(g)
+        off.groups.append(g)
+    F = torch.nn.functional
+
+    def routed_forward(hidden_states, top_k_index, top_k_weights):
+        final = torch.zeros_like(hidden_states)
+        with torch.no_grad():
+            mask = F.one_hot(top_k_index, num_classes=E + 1).permute(2, 1, 0)
+            hit = torch.greater(mask.sum(dim=(-1, -2)), 0).nonzero()
+        for e in hit[:, 0].tolist():
+            if e >= E:
+                continue
+            top_k_pos, token_idx = torch.where(mask[e])
+            x = hidden_states[token_idx]
+            g = groups[e]
+            layer = off.pager.acquire(g.index, off._stream())
+            try:
+                w = {r: off._view(g, layer, n, dt, shape) for r, (n, dt, shape) in g.roles.items()}
+                h = m.act_fn(F.linear(x, w["gate"])) * F.linear(x, w["up"])
+                h = F.linear(h, w["down"])
+                h = h * top_k_weights[token_idx, top_k_pos, None]
+                final.index_add_(0, token_idx, h.to(final.dtype))
+            finally:
+                layer.release(off._stream())
+        return final
+    m.forward = routed_forward
+    off.restore.append((m, "forward"))
+
+
+def _unit_of(path: str, units: Sequence[str]) -> Optional[str]:
+    for u in units:
+        if _inside(path, u):
+            return u
+    return None
+
+
+def convert(model: torch.nn.Module, checkpoint, out, *, force: bool = False,
+            progress=None, log=None) -> Pack:
+    """Convert `checkpoint` into the pack `out`, grouped by the modules the
+    hooks of :func:`offload` sit on: each module whose class the model names
+    in ``_no_split_modules`` (transformers' decoder layers and the like), each
+    routed expert of a mixture-of-experts block, and for every other
+    parameter the module that holds it; layers in the model's module order.
+    The grouping goes to the C converter as an explicit tensor->layer map."""
+    names = set(getattr(model, "_no_split_modules", None) or [])
+    units = [p for p, m in model.named_modules() if type(m).__name__ in names]
+    units.sort(key=len, reverse=True)          # the innermost unit wins
+    order = {p: i for i, (p, _) in enumerate(model.named_modules())}
+    pairs = []
+    for k in _checkpoint_keys(os.fspath(checkpoint)):
+        owner = k.rsplit(".", 1)[0] if "." in k else k
+        expert = re.match(r"^(.*\b(?:layers|h|blocks)\.\d+\..*?experts\.\d+)\.", k)
+        pairs.append((k, expert.group(1) if expert else (_unit_of(owner, units) or owner)))
+
+    def rank(layer):   # the pack's layer order: the model's module order,
+        p = layer      # a block's routed experts after it, in expert order
+        while p and p not in order:
+            p = p.rsplit(".", 1)[0] if "." in p else ""
+        e = re.search(r"\bexperts\.(\d+)$", layer)
+        return order.get(p, len(order)), int(e.group(1)) + 1 if e else 0
+    pairs.sort(key=lambda kl: rank(kl[1]))
+    return _convert(checkpoint, out, groups=pairs, force=force, progress=progress, log=log)
+
+
+def _checkpoint_keys(checkpoint: str) -> List[str]:
+    """The tensor names of a checkpoint directory or .safetensors file."""
+    import struct
+    files = [checkpoint] if os.path.isfile(checkpoint) else sorted(
+        os.path.join(checkpoint, f) for f in os.listdir(checkpoint) if f.endswith(".safetensors"))
+    keys: List[str] = []
+    for f in files:
+        with open(f, "rb") as fh:
+            n = struct.unpack("<Q", fh.read(8))[0]
+            if n > 100 << 20:
+                raise ValueError(f"{f}: header of {n} bytes above 100 MB: not a safetensors file")
+            keys += [k for k in json.loads(fh.read(n)) if k != "__metadata__"]
+    return keys
+
+
 def remove(model: torch.nn.Module) -> None:
     """Take the hooks off and close the pager.  Paged parameters keep their
     placeholders: the model has no weights of its own afterwards."""
@@ -346,6 +538,8 @@ def remove(model: torch.nn.Module) -> None:
         return
     for h in off.handles:
         h.remove()
+    for m, attr in off.restore:
+        m.__dict__.pop(attr, None)
     for g in off.groups:
         g.views.clear()
     off.pager.close()
@@ -374,7 +568,7 @@ def _is_pack(path: str) -> bool:
     return os.path.isfile(os.path.join(path, "manifest.wspm"))
 
 
-def _pack_for(checkpoint: str, log) -> str:
+def _pack_for(checkpoint: str, log, model=None) -> str:
     """The pack cached beside a safetensors checkpoint directory
     (``DIR.wsp``), converted again when any input is newer than it."""
     out = checkpoint.rstrip("/") + ".wsp"
@@ -388,7 +582,10 @@ def _pack_for(checkpoint: str, log) -> str:
         newest = max(os.path.getmtime(p) for p in inputs)
         if os.path.getmtime(manifest) >= newest:
             return out
-    _convert(checkpoint, out, force=os.path.exists(out), log=log)
+    if model is not None:   # grouped by the modules the hooks sit on
+        convert(model, checkpoint, out, force=os.path.exists(out), log=log)
+    else:
+        _convert(checkpoint, out, force=os.path.exists(out), log=log)
     return out
 
 
@@ -410,20 +607,18 @@ def from_pretrained(path: Union[str, os.PathLike], device="cuda", *, config=None
     import transformers
 
     path = os.fspath(path)
-    if _is_pack(path):
-        if config is None:
-            raise ValueError(f"{path} is a pack: give config= (the checkpoint's config.json or "
-                             "its directory)")
-        pack = path
-    else:
-        pack = _pack_for(path, log)
-        if config is None:
-            config = path
+    is_pack = _is_pack(path)
+    if is_pack and config is None:
+        raise ValueError(f"{path} is a pack: give config= (the checkpoint's config.json or its "
+                         "directory)")
+    if config is None:
+        config = path
     if not isinstance(config, transformers.PretrainedConfig):
         config = transformers.AutoConfig.from_pretrained(os.fspath(config))
     cls = model_class or transformers.AutoModelForCausalLM
     with init_empty():
         model = cls.from_config(config)
+    pack = path if is_pack else _pack_for(path, log, model)
     # The pack decides the dtypes: meta parameters take them at no cost.
     p = Pack(pack)
     try:

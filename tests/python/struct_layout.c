@@ -112,6 +112,7 @@ int main(void)
 	F(wsp_convert_options, progress_ctx);
 	F(wsp_convert_options, log);
 	F(wsp_convert_options, log_ctx);
+	F(wsp_convert_options, group_map);
 	F(wsp_convert_options, reserved);
 	printf("]}");
 	printf("}\n");
