@@ -391,8 +391,11 @@ struct wsp_convert_options {
 	 * pairs of strings {tensor, layer, tensor, layer, ..., NULL}.  A tensor
 	 * named here goes to that layer, whatever group_regex or the built-in
 	 * rule says; layers named here come first in the pack, in the order of
-	 * their first pair (give the execution order).  A tensor named twice is
-	 * -EINVAL.  The strings need only live during wsp_convert(). */
+	 * their first pair (give the execution order), and inside a layer the
+	 * tensors named here come first, in their order (consecutive tensors
+	 * whose sizes are multiples of 256 are then adjacent in the layer).  A
+	 * tensor named twice is -EINVAL.  The strings need only live during
+	 * wsp_convert(). */
 	const char *const *group_map;
 	uint64_t reserved[15];     /* zero (wsp_convert_options_init) */
 };

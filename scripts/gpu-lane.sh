@@ -109,7 +109,8 @@ run() {
 	case $parts in *" torch-bench "*)
 		step bench-torch 540 "${py_env[@]}" python3 "$top/bench/torch_offload.py" --dir "$work/torch" \
 			--json "$out/torch_offload.json"
-		echo "== bench-torch"; tail -n 16 "$out/bench-torch.log" ;;
+		step bench-torch-rss 300 "${py_env[@]}" python3 "$top/bench/torch_rss.py" --dir "$work/torch"
+		echo "== bench-torch"; tail -n 16 "$out/bench-torch.log"; tail -n 2 "$out/bench-torch-rss.log" ;;
 	esac
 	echo "== summary"
 	cat "$summary"
@@ -132,6 +133,8 @@ lane_python() {
 	step py-offload-cpu 300 "${py_env[@]}" sh "$top/tests/python/torch_offload.sh"
 	step py-mismatch 300 "${py_env[@]}" sh "$top/tests/python/torch_mismatch.sh"
 	step py-from-pretrained-cuda 300 "${py_env[@]}" sh -c '. "$top_srcdir/tests/python/lib.sh"; "$PY" "$HERE/test_from_pretrained.py" cuda'
+	step py-multitask 300 "${py_env[@]}" sh "$top/tests/python/multitask.sh"
+	step py-example 300 "${py_env[@]}" sh "$top/tests/python/example.sh"
 	for f in py-offload-cuda py-offload-cpu; do
 		echo "== $f"; grep -E 'torch|diff|failures' "$out/$f.log"
 	done

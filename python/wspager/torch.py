@@ -88,12 +88,14 @@ class Offload:
         return 0
 
     def _view(self, g: _Group, layer, name: str, dtype: torch.dtype, shape) -> torch.Tensor:
-        ptr = layer.address(name)
-        key = (ptr, name)
+        return self._span(g, layer.address(name), layer.info(name).nbytes, dtype, shape)
+
+    def _span(self, g: _Group, ptr: int, nbytes: int, dtype: torch.dtype, shape) -> torch.Tensor:
+        """A tensor over `nbytes` of slot memory at `ptr` (no copy)."""
+        key = (ptr, nbytes, dtype, tuple(shape))
         t = g.views.get(key)
         if t is not None:
             return t
-        nbytes = layer.info(name).nbytes
         if nbytes == 0:
             t = torch.empty(shape, dtype=dtype, device=self.device)
         elif self.device.type == "cuda":
@@ -468,9 +470,19 @@ def _bind_experts(off: "Offload", m: torch.nn.Module, per, owners, dev: torch.de
             g = groups[e]
             layer = off.pager.acquire(g.index, off._stream())
             try:
-                w = {r: off._view(g, layer, n, dt, shape) for r, (n, dt, shape) in g.roles.items()}
-                h = m.act_fn(F.linear(x, w["gate"])) * F.linear(x, w["up"])
-                h = F.linear(h, w["down"])
+                (gn, dt, gs), (un, _, us) = g.roles["gate"], g.roles["up"]
+                ga, gb = layer.address(gn), layer.info(gn).nbytes
+                if layer.address(un) == ga + gb:
+                    # gate and up adjacent (wspager.torch.convert lays them
+                    # so): one [2I, H] matrix, as transformers stacks them
+                    gate_up = off._span(g, ga, 2 * gb, dt, (gs[0] + us[0], gs[1]))
+                else:
+                    gate_up = torch.cat([off._view(g, layer, gn, dt, gs),
+                                         off._view(g, layer, un, dt, us)])
+                gate, up = F.linear(x, gate_up).chunk(2, dim=-1)
+                h = m.act_fn(gate) * up
+                dn, ddt, ds = g.roles["down"]
+                h = F.linear(h, off._view(g, layer, dn, ddt, ds))
                 h = h * top_k_weights[token_idx, top_k_pos, None]
                 final.index_add_(0, token_idx, h.to(final.dtype))
             finally:
@@ -504,6 +516,13 @@ def convert(model: torch.nn.Module, checkpoint, out, *, force: bool = False,
         owner = k.rsplit(".", 1)[0] if "." in k else k
         expert = re.match(r"^(.*\b(?:layers|h|blocks)\.\d+\..*?experts\.\d+)\.", k)
         pairs.append((k, expert.group(1) if expert else (_unit_of(owner, units) or owner)))
+    # an expert's gate and up matrices adjacent, in that order: the experts
+    # forward then uses them as one stacked matrix, as transformers does
+    role_order = {"gate": 0, "up": 1, "down": 2}
+
+    def role(kl):
+        short = kl[0][len(kl[1]) + 1:] if kl[0].startswith(kl[1] + ".") else ""
+        return role_order.get(_EXPERT_ROLES.get(short), 3)
 
     def rank(layer):   # the pack's layer order: the model's module order,
         p = layer      # a block's routed experts after it, in expert order
@@ -511,7 +530,7 @@ def convert(model: torch.nn.Module, checkpoint, out, *, force: bool = False,
             p = p.rsplit(".", 1)[0] if "." in p else ""
         e = re.search(r"\bexperts\.(\d+)$", layer)
         return order.get(p, len(order)), int(e.group(1)) + 1 if e else 0
-    pairs.sort(key=lambda kl: rank(kl[1]))
+    pairs.sort(key=lambda kl: (rank(kl[1]), role(kl)))
     return _convert(checkpoint, out, groups=pairs, force=force, progress=progress, log=log)
 
 

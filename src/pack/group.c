@@ -128,7 +128,7 @@ int pack_group_map_build(const char *const *pairs, struct group_map_entry **out,
 	if (!m)
 		return WSP_ERR(err, -ENOMEM, "out of memory");
 	for (uint32_t i = 0; i < n; i++) {
-		m[i] = (struct group_map_entry){ pairs[2 * i], pairs[2 * i + 1], i };
+		m[i] = (struct group_map_entry){ pairs[2 * i], pairs[2 * i + 1], i, i };
 		if (!*m[i].tensor || !*m[i].layer) {
 			free(m);
 			return WSP_ERR(err, -EINVAL, "group_map: pair %u has an empty name", i);
@@ -155,7 +155,7 @@ int pack_group_map_build(const char *const *pairs, struct group_map_entry **out,
 const struct group_map_entry *pack_group_map_find(const struct group_map_entry *m, uint32_t n,
 						  const char *tensor)
 {
-	struct group_map_entry key = { tensor, NULL, 0 };
+	struct group_map_entry key = { tensor, NULL, 0, 0 };
 	return n ? bsearch(&key, m, n, sizeof(*m), cmp_map_tensor) : NULL;
 }
 

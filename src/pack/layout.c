@@ -36,12 +36,18 @@ static int cmp_name(const void *a, const void *b, void *ctx)
 	return c ? c : (x > y) - (x < y);
 }
 
+/* By group; inside a group, the tensors group_map names in its order (a
+ * caller may need two tensors adjacent), then the others as declared. */
 static int cmp_group(const void *a, const void *b, void *ctx)
 {
 	const struct pw_tensor *t = ctx;
 	uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
 	int c = strcmp(t[x].group, t[y].group);
-	return c ? c : (x > y) - (x < y);
+	if (c)
+		return c;
+	if (t[x].map_pos != t[y].map_pos)
+		return t[x].map_pos < t[y].map_pos ? -1 : 1;
+	return (x > y) - (x < y);
 }
 
 static int cmp_prefix(const void *a, const void *b)
@@ -175,7 +181,7 @@ int pw_layout(struct pack_writer *pw)
 			return WSP_EFORMAT;
 		}
 
-	/* Groups: sorted by name, members in declaration order. */
+	/* Groups: sorted by name, members in map then declaration order. */
 	qsort_r(by, n, sizeof(*by), cmp_group, pw->tensors);
 	for (i = 0; i < n; i = j) {
 		for (j = i + 1; j < n && !strcmp(pw->tensors[by[j]].group, pw->tensors[by[i]].group); j++)

@@ -206,12 +206,13 @@ int pack_writer_add_tensor(struct pack_writer *pw, const char *name, const char 
 	if (!data && bytes && (source == WSPM_NO_SOURCE || pw->sources[source].fd < 0))
 		return WSP_ERR(pw->err, -EINVAL, "tensor %s: no data and no source file to read it from",
 			       name);
-	uint32_t map_rank = UINT32_MAX;
+	uint32_t map_rank = UINT32_MAX, map_pos = UINT32_MAX;
 	if (!layer && pw->map) {
 		const struct group_map_entry *e = pack_group_map_find(pw->map, pw->n_map, name);
 		if (e) {
 			layer = e->layer;
 			map_rank = e->rank;
+			map_pos = e->pos;
 		}
 	}
 	if (layer) {
@@ -247,6 +248,7 @@ int pack_writer_add_tensor(struct pack_writer *pw, const char *name, const char 
 	}
 	t->short_off = (uint32_t)short_off;
 	t->map_rank = map_rank;
+	t->map_pos = map_pos;
 	t->dtype = dtype;
 	t->rank = rank;
 	for (unsigned i = 0; i < rank; i++)

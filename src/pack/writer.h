@@ -69,11 +69,12 @@ int pack_group_compile(const char *regex, regex_t *re, struct wsp_err *err);
  * else strlen(group). */
 size_t pack_group_block(const char *group);
 
-/* wsp_convert_options.group_map, sorted by tensor name for lookups; rank is
- * the position of the layer's first pair (layers are ordered by it). */
+/* wsp_convert_options.group_map, sorted by tensor name for lookups: layers
+ * are ordered by rank, the tensors of a layer by pos. */
 struct group_map_entry {
 	const char *tensor, *layer;
-	uint32_t rank;
+	uint32_t rank;             /* position of the layer's first pair */
+	uint32_t pos;              /* position of this pair: order inside the layer */
 };
 /* Validate and index the NULL-terminated pairs (strings stay the caller's):
  * -EINVAL for a tensor without a layer, an empty name or a tensor mapped

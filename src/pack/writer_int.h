@@ -30,6 +30,7 @@ struct pw_tensor {
 	uint32_t source, source_order;
 	uint64_t source_offset;
 	uint32_t map_rank;         /* its layer's rank in group_map, or UINT32_MAX */
+	uint32_t map_pos;          /* its pair's position there, or UINT32_MAX */
 	/* filled by the layout */
 	uint32_t layer;
 	uint64_t layer_offset, first_chunk, n_chunks;

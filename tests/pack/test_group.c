@@ -214,6 +214,29 @@ static void check_group_map(void)
 	wsp_convert_options_init(&opt);
 	opt.group_map = map;
 	check_layers("group-map", tn, WSP_ARRAY_SIZE(tn), &opt, want, WSP_ARRAY_SIZE(want));
+	/* inside a layer: the map's order (c.w before b.w), not the declaration's */
+	{
+		static const unsigned char data[3] = { 1, 2, 3 };
+		uint64_t shape = 3;
+		char d2[600], msg[512];
+		wsp_pack *pk;
+		wsp_err_init(&err);
+		snprintf(d2, sizeof(d2), "%s/p", t_scratch("group-map-order"));
+		CHECK_RC(pack_writer_create(d2, &opt, &pw, &err), 0);
+		for (size_t i = 0; i < WSP_ARRAY_SIZE(tn); i++)
+			CHECK_RC(pack_writer_add_tensor(pw, tn[i], NULL, WSP_DTYPE_U8, 1, &shape, data, 3,
+							0, 0, 0), 0);
+		CHECK_RC(pack_writer_finish(pw), 0);
+		pack_writer_free(pw);
+		CHECK_RC(wsp_pack_open(d2, &pk, msg, sizeof(msg)), 0);
+		const struct wsp_layer *hc = wsp_pack_find_layer(pk, "head.c");
+		CHECK(hc && hc->n_tensors == 2);
+		CHECK(!strcmp(hc->tensors[0].name, "c.w") && !strcmp(hc->tensors[1].name, "b.w"));
+		wsp_pack_close(pk);
+		wsp_err_destroy(&err);
+		*strrchr(d2, '/') = '\0';
+		t_rmrf(d2);
+	}
 
 	wsp_err_init(&err);
 	snprintf(dir, sizeof(dir), "%s/p", t_scratch("group-map-bad"));
