@@ -286,7 +286,7 @@ int slots_unuse(struct slot_pool *sp, struct slot *s, void *stream, struct wsp_e
 {
 	struct dev *d = sp->dev;
 	struct slot_release *r = NULL;
-	int rc;
+	int rc, fresh = 0;
 	/* A later point on the same stream covers an earlier one. */
 	for (unsigned i = 0; i < s->n_rel; i++)
 		if (s->rel[i].stream == stream)
@@ -300,9 +300,18 @@ int slots_unuse(struct slot_pool *sp, struct slot *s, void *stream, struct wsp_e
 		r = &s->rel[s->n_rel++];
 		r->stream = stream;
 		r->ev = ev;
+		fresh = 1;
 	}
-	if ((rc = d->ops->record(d, r->ev, 0, stream, err)) < 0)
+	/* Unrecorded, the release is not done: the use stays counted (the slot
+	 * is never reused under a stream nothing orders it after), and an
+	 * event that was never recorded is not kept to be waited on. */
+	if ((rc = d->ops->record(d, r->ev, 0, stream, err)) < 0) {
+		if (fresh) {
+			put_event(sp, 0, r->ev);
+			s->n_rel--;
+		}
 		return rc;
+	}
 	s->refs--;
 	return 0;
 }

@@ -1,7 +1,8 @@
 # Shared by the wspager(1) tests: paths, a scratch directory, a tiny pack,
 # and `expect NAME CMD...`, which runs CMD and compares its stdout, stderr
 # and exit status with NAME.stdout, NAME.stderr and NAME.exit beside the
-# tests (each only if present; the scratch path reads as @TMP@).
+# tests (each one present is compared, and at least one must be; the
+# scratch path reads as @TMP@).
 # Exit codes: 0 pass, 1 fail, 77 skip.
 set -u
 : "${top_srcdir:=$(cd "$(dirname "$0")/../.." && pwd)}"
@@ -35,10 +36,13 @@ make_pack() {
 		{ cat "$TMP/conv.err" >&2; fail "wspack convert"; }
 }
 
-# expect NAME CMD...: run and compare with the expected files.
+# expect NAME CMD...: run and compare with the expected files; a case with
+# none of them is a mistake in the test, not a pass.
 expect() {
 	name=$1
 	shift
+	[ -f "$EXP/$name.stdout" ] || [ -f "$EXP/$name.stderr" ] || [ -f "$EXP/$name.exit" ] ||
+		fail "$name: no expected stdout, stderr or exit file in $EXP"
 	rc=0
 	"$@" >"$TMP/$name.out" 2>"$TMP/$name.err" || rc=$?
 	for kind in stdout stderr; do

@@ -4,7 +4,8 @@
  * sizes, and a host cache of 25%..90% of the model, the predictive policy
  * hits at least 95% as often as Belady's offline rule.  Everything is
  * deterministic, so this is a test; it also prints the table that
- * docs/PERFORMANCE-predict.md quotes (run tests/predict/test_table).
+ * the "Prediction, eviction and cache simulation" section of
+ * docs/PERFORMANCE.md quotes (run tests/predict/test_table).
  */
 #include <stdio.h>
 
@@ -14,11 +15,17 @@
 #include "traces.h"
 
 #define TARGET 0.95
+/* Every row: PREDICT never hits more often than Belady (a check of the
+ * simulator).  For the families where no online policy can reach TARGET:
+ * PREDICT hits at least as often as LRU, and at least this fraction of
+ * Belady's hits (a floor against regressions; the lowest row measured was
+ * 0.825). */
+#define INFO_FLOOR 0.80
 
 struct family {
 	const char *name;
 	void (*make)(struct trace *t);
-	int asserted;    /* 0: printed for information only */
+	int asserted;    /* 1: TARGET; 0: the weaker INFO_FLOOR checks */
 };
 
 static void make_passes(struct trace *t)
@@ -45,14 +52,15 @@ static void make_branches_skewed(struct trace *t)
 
 /* Most of the model in branches chosen uniformly at random: Belady knows
  * each batch's choice in advance, which no online policy can (see
- * docs/PERFORMANCE-predict.md); shown, not asserted. */
+ * docs/PERFORMANCE.md, "Where Belady stays ahead"): the 95% target is not
+ * asserted, only the weaker INFO_FLOOR below. */
 static void make_branch_heavy(struct trace *t)
 {
 	trace_branches(t, 4, 4, 6, 4, 100, NULL, 1);
 }
 
 /* Passes where each access is skipped with probability 10%: which layers a
- * pass skips is random, so again only Belady knows it; shown, not asserted. */
+ * pass skips is random, so again only Belady knows it; only INFO_FLOOR. */
 static void make_noisy_passes(struct trace *t)
 {
 	uint64_t seed = 5;
@@ -115,6 +123,13 @@ int main(void)
 					       (double)r[WSP_SIM_BELADY].bytes_read);
 				if (ratio < TARGET && families[f].asserted)
 					failed = 1;
+				if (r[WSP_SIM_PREDICT].hits > r[WSP_SIM_BELADY].hits ||
+				    (!families[f].asserted &&
+				     (r[WSP_SIM_PREDICT].hits < r[WSP_SIM_LRU].hits || ratio < INFO_FLOOR))) {
+					printf("   ^ fails: PREDICT <= BELADY%s\n", families[f].asserted ? ""
+					       : ", LRU <= PREDICT and ratio >= 0.80");
+					failed = 1;
+				}
 			}
 			free(bytes);
 			trace_free(&tr);
