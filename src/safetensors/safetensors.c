@@ -400,7 +400,12 @@ int st_open(const char *path, struct st_file *out, struct wsp_err *err)
 	/* Bound the length before allocating: st_parse repeats the checks. */
 	uint64_t n = get_le64(prefix);
 	if (n > ST_MAX_HEADER || n > size - 8) {
-		rc = st_parse_named(path, prefix, 8, size, out, err);
+		const char *kind = st_foreign_file(path);
+		if (kind)
+			rc = WSP_ERR(err, WSP_EFORMAT, "%s: not a safetensors file: this is %s", path,
+				     kind);
+		else
+			rc = st_parse_named(path, prefix, 8, size, out, err);
 		goto out;
 	}
 	buf = malloc(n + 8);

@@ -47,6 +47,12 @@ int st_parse(const void *buf, uint64_t len, uint64_t file_size, struct st_file *
 /* st_parse, with `path` (may be NULL) named in messages and kept in out->path. */
 int st_parse_named(const char *path, const void *buf, uint64_t len, uint64_t file_size,
 		   struct st_file *out, struct wsp_err *err);
+/* What a file that is not safetensors is, from its first bytes `head` (or
+ * its name): PyTorch zip or pickle, NumPy .npy/.npz, GGUF, ONNX, JSON; with
+ * how to get safetensors from it.  NULL when it looks like none of them. */
+const char *st_foreign_kind(const char *path, const unsigned char *head, size_t n);
+/* The same, reading the file's first bytes (NULL when unreadable). */
+const char *st_foreign_file(const char *path);
 /* Open a .safetensors file, read and parse its header. */
 int st_open(const char *path, struct st_file *out, struct wsp_err *err);
 void st_file_free(struct st_file *f);

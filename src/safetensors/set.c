@@ -13,6 +13,7 @@
 #include <fcntl.h>
 #include <jansson.h>
 #include <libgen.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -340,6 +341,31 @@ out:
 	return rc;
 }
 
+/* A directory without safetensors: say what it holds instead, if it holds a
+ * checkpoint of another format. */
+static int no_safetensors(const char *dir, struct wsp_err *err)
+{
+	DIR *d = opendir(dir);
+	struct dirent *e;
+	char path[PATH_MAX];
+
+	while (d && (e = readdir(d))) {
+		if (e->d_name[0] == '.' || snprintf(path, sizeof(path), "%s/%s", dir, e->d_name) >=
+						   (int)sizeof(path) || !is_regular(path))
+			continue;
+		const char *kind = st_foreign_file(path);
+		if (kind && strstr(e->d_name, ".json") == NULL) {
+			int rc = WSP_ERR(err, -ENOENT, "%s: no %s and no .safetensors files; %s is %s",
+					 dir, INDEX_NAME, e->d_name, kind);
+			closedir(d);
+			return rc;
+		}
+	}
+	if (d)
+		closedir(d);
+	return WSP_ERR(err, -ENOENT, "%s: no %s and no .safetensors files", dir, INDEX_NAME);
+}
+
 static int open_dir(struct st_set *s, const char *dir, void (*notice)(void *, const char *),
 		    void *ctx, struct wsp_err *err)
 {
@@ -372,7 +398,7 @@ static int open_dir(struct st_set *s, const char *dir, void (*notice)(void *, co
 		goto out;
 	}
 	if (n_names == 0) {
-		rc = WSP_ERR(err, -ENOENT, "%s: no %s and no .safetensors files", dir, INDEX_NAME);
+		rc = no_safetensors(dir, err);
 		goto out;
 	}
 	char **list = calloc((size_t)n_names, sizeof(*list));
