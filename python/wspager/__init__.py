@@ -122,7 +122,26 @@ def _progress_fn(progress: Optional[Callable[[int, int], object]]):
     return _c.PROGRESS_FN(lambda _ctx, done, total: 1 if progress(done, total) else 0)
 
 
-class Pack:
+class _Closing:
+    """Context manager and finaliser around ``close()``."""
+
+    def close(self) -> None:  # pragma: no cover - each handle defines it
+        raise NotImplementedError
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:
+            pass
+
+
+class Pack(_Closing):
     """A pack opened read-only.
 
     Parameters
@@ -187,21 +206,9 @@ class Pack:
 
     def close(self) -> None:
         """Close the pack (a pager's own pack is closed with the pager)."""
-        if self._h and self._owned:
+        if getattr(self, "_h", None) and self._owned:
             _c.lib().wsp_pack_close(self._h)
         self._h = None
-
-    def __enter__(self) -> "Pack":
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
-
-    def __del__(self):
-        try:
-            self.close()
-        except Exception:
-            pass
 
 
 class DeviceTensor:
@@ -314,7 +321,7 @@ _POLICY = {"predict": 0, "lru": 1}
 OPEN_NO_DIRECT, OPEN_NO_PIN, OPEN_NO_PREFETCH = 1, 2, 4
 
 
-class Pager:
+class Pager(_Closing):
     """The pager over a pack: layers move disk -> pinned host cache -> GPU.
 
     Parameters
@@ -433,18 +440,6 @@ class Pager:
         if getattr(self, "_h", None):
             _c.lib().wsp_close(self._h)
             self._h = None
-
-    def __enter__(self) -> "Pager":
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
-
-    def __del__(self):
-        try:
-            self.close()
-        except Exception:
-            pass
 
 
 def _device_ordinal(device: Union[str, int]) -> int:
