@@ -94,9 +94,6 @@ static struct slot *prefetch_victim(struct wsp_pager_s *pg, uint64_t dist)
 	return best;
 }
 
-/* Copy `layer` into a slot ahead of need if the host tier holds it and the
- * admission rule allows.  Returns 1 when the layer is (now) in a slot, 0
- * when the host tier does not have it yet or no slot may be taken. */
 /* Sections that may hold a host reference for a moment (an acquire, an
  * early fill) say so, so that a demand short of pages knows whom to wait for
  * (get_host).  They nest. */
@@ -146,6 +143,9 @@ static int fill_early(struct wsp_pager_s *pg, uint32_t layer, uint64_t dist)
 	return in_slot;
 }
 
+/* Copy `layer` into a slot ahead of need if the host tier holds it and the
+ * admission rule allows.  Returns 1 when the layer is (now) in a slot, 0
+ * when the host tier does not have it yet or no slot may be taken. */
 static int early_fill(struct wsp_pager_s *pg, uint32_t layer, uint64_t dist)
 {
 	holder_enter(pg);
