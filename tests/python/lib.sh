@@ -10,6 +10,13 @@ HERE=$top_srcdir/tests/python
 skip() { echo "SKIP: $*" >&2; exit 77; }
 fail() { echo "FAIL: $*" >&2; exit 1; }
 
+# A sanitizer build's library cannot be loaded into a Python that was not
+# started with the sanitizer's runtime; these tests run in the plain build.
+if [ -z "${WSPAGER_LIBRARY:-}" ] && [ -f "$top_builddir/.libs/libwspager.so" ] &&
+	ldd "$top_builddir/.libs/libwspager.so" 2>/dev/null | grep -qE 'lib(a|t|ub)san'; then
+	skip "the library is built with sanitizers; the Python tests run in the plain build"
+fi
+
 if [ -n "${WSP_PYTHON:-}" ]; then
 	PY=$WSP_PYTHON
 else
