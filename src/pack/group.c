@@ -18,10 +18,13 @@ static int is_number(const char *s, size_t n)
 	return 1;
 }
 
+/* "layers" (Llama, Mistral, Qwen, Whisper), "h" (GPT-2, NeoX's "layers"),
+ * "blocks" (ViT-like), "block" (T5), "layer" (BERT, ViT). */
 static int is_block_word(const char *s, size_t n)
 {
 	return (n == 6 && !memcmp(s, "layers", 6)) || (n == 1 && s[0] == 'h') ||
-	       (n == 6 && !memcmp(s, "blocks", 6));
+	       (n == 6 && !memcmp(s, "blocks", 6)) || (n == 5 && !memcmp(s, "block", 5)) ||
+	       (n == 5 && !memcmp(s, "layer", 5));
 }
 
 /* In `name` from `comp` on, the end of the first "<word>.<digits>" followed

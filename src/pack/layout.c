@@ -2,12 +2,16 @@
  * The pack layout: which tensors form which layer, the order of layers, the
  * position of each tensor in its layer's decoded image, and the chunk plan.
  *
- * Layer order: the layers that group_map names first, in the order of their
- * first pair there (the caller knows the execution order); then groups whose
- * name contains "embed" (they are used first), then numbered blocks in
- * numeric order (2 before 10) with blocks of one prefix together, each
- * followed by its routed experts in expert order, then the other groups in
- * order of first appearance.
+ * Layer order, the way a forward pass runs: the layers that group_map names
+ * first, in the order of their first pair there (the caller knows the
+ * execution order); then embeddings; then the encoder's groups, the neutral
+ * ones, the decoder's (by "encoder"/"decoder" in the name), each part with
+ * its numbered blocks first in numeric order (2 before 10, blocks of one
+ * prefix together, each followed by its routed experts in expert order) and
+ * its other groups after them in order of first appearance; output heads
+ * (lm_head, classifier, ...) last.  Checkpoints list names sorted, so the
+ * order of appearance alone would put "decoder" before "encoder" and
+ * "lm_head" before the final norm.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -19,6 +23,7 @@
 struct layer_key {
 	uint32_t layer;            /* index into the unsorted layer array */
 	uint32_t rank;             /* position in group_map, UINT32_MAX if not there */
+	int part;                  /* 0 embeddings, 1 encoder, 2 neutral, 3 decoder, 4 heads */
 	int cls;                   /* 0 embed, 1 numbered block, 2 other */
 	size_t prefix_len;         /* numbered: length of the name before ".N" */
 	uint64_t num;
@@ -53,6 +58,8 @@ static int cmp_group(const void *a, const void *b, void *ctx)
 static int cmp_prefix(const void *a, const void *b)
 {
 	const struct layer_key *x = a, *y = b;
+	if (x->part != y->part)
+		return x->part - y->part;
 	if (x->cls != y->cls)
 		return x->cls - y->cls;
 	size_t n = WSP_MIN(x->prefix_len, y->prefix_len);
@@ -69,6 +76,8 @@ static int cmp_order(const void *a, const void *b)
 	const struct layer_key *x = a, *y = b;
 	if (x->rank != y->rank)
 		return x->rank < y->rank ? -1 : 1;
+	if (x->part != y->part)
+		return x->part - y->part;
 	if (x->cls != y->cls)
 		return x->cls - y->cls;
 	if (x->cls == 1) {
@@ -80,6 +89,33 @@ static int cmp_order(const void *a, const void *b)
 			return x->expert < y->expert ? -1 : 1;
 	}
 	return (x->first > y->first) - (x->first < y->first);
+}
+
+static int last_is(const char *name, const char *const *words)
+{
+	const char *dot = strrchr(name, '.');
+	const char *last = dot ? dot + 1 : name;
+	for (; *words; words++)
+		if (!strcmp(last, *words))
+			return 1;
+	return 0;
+}
+
+/* Token and position embeddings by their usual names (GPT-2's wte/wpe,
+ * T5's shared, BERT's embeddings). */
+static int is_embedding(const char *name)
+{
+	static const char *const words[] = { "wte", "wpe", "shared", "embeddings",
+					     "word_embeddings", "position_embeddings", NULL };
+	return strstr(name, "embed") != NULL || last_is(name, words);
+}
+
+/* Output heads, used last. */
+static int is_head(const char *name)
+{
+	static const char *const words[] = { "lm_head", "classifier", "head", "score",
+					     "qa_outputs", "proj_out", "pooler", NULL };
+	return last_is(name, words);
 }
 
 /* Classify a group name: numbered when its last component is a number; a
@@ -103,8 +139,14 @@ static void classify(struct layer_key *k)
 	}
 
 	k->cls = 2;
-	if (strstr(k->name, "embed")) {
+	k->part = strstr(k->name, "encoder") ? 1 : strstr(k->name, "decoder") ? 3 : 2;
+	if (is_embedding(k->name)) {
 		k->cls = 0;
+		k->part = 0;
+		return;
+	}
+	if (is_head(k->name)) {
+		k->part = 4;
 		return;
 	}
 	if (n == 0 || n > 18 || strspn(num, "0123456789") < n)
@@ -132,7 +174,7 @@ static int order_layers(struct pack_writer *pw, struct pw_layer *layers, uint32_
 		classify(&keys[i]);
 	}
 	/* Numbered blocks sharing a prefix ("encoder.layers") go together,
-	 * prefixes in order of first appearance. */
+	 * prefixes in order of first appearance (within their part). */
 	qsort(keys, n, sizeof(*keys), cmp_prefix);
 	for (i = 0; i < n; i = j) {
 		for (j = i + 1; j < n && keys[j].cls == 1 && keys[i].cls == 1 &&

@@ -56,7 +56,7 @@ static void check_pack_order(void)
 	pack_writer_free(pw);
 
 	static const char *const want[] = { "model.embed_tokens", "model.layers.1", "model.layers.2",
-					    "model.layers.10", "model.norm", "lm_head", "scale" };
+					    "model.layers.10", "model.norm", "scale", "lm_head" };
 	CHECK_RC(wsp_pack_open(dir, &pk, msg, sizeof(msg)), 0);
 	struct wsp_pack_summary s;
 	CHECK_RC(wsp_pack_summary(pk, &s), 0);
@@ -197,6 +197,67 @@ static void check_experts(void)
 	check_layers("experts", tn, WSP_ARRAY_SIZE(tn), &opt, want, WSP_ARRAY_SIZE(want));
 }
 
+/* Common schemes, with names sorted as the safetensors library writes them:
+ * groups per block, and layers in the order a forward pass runs
+ * (embeddings, encoder, decoder, head). */
+static void check_schemes(void)
+{
+	struct wsp_convert_options opt;
+	wsp_convert_options_init(&opt);
+	{	/* T5 */
+		static const char *const tn[] = {
+			"decoder.block.0.layer.0.SelfAttention.q.weight",
+			"decoder.block.1.layer.0.SelfAttention.q.weight",
+			"decoder.final_layer_norm.weight",
+			"encoder.block.0.layer.0.SelfAttention.q.weight",
+			"encoder.block.0.layer.1.DenseReluDense.wi.weight",
+			"encoder.block.1.layer.0.SelfAttention.q.weight",
+			"encoder.final_layer_norm.weight",
+			"lm_head.weight",
+			"shared.weight",
+		};
+		static const char *const want[] = {
+			"shared", "encoder.block.0", "encoder.block.1", "encoder.final_layer_norm",
+			"decoder.block.0", "decoder.block.1", "decoder.final_layer_norm", "lm_head",
+		};
+		check_layers("t5", tn, WSP_ARRAY_SIZE(tn), &opt, want, WSP_ARRAY_SIZE(want));
+	}
+	{	/* BERT / ViT: layer.N, classifier after everything */
+		static const char *const tn[] = {
+			"bert.embeddings.word_embeddings.weight",
+			"bert.encoder.layer.0.attention.self.query.weight",
+			"bert.encoder.layer.1.attention.self.query.weight",
+			"bert.encoder.layer.10.output.dense.weight",
+			"bert.encoder.layer.2.output.dense.weight",
+			"bert.pooler.dense.weight",
+			"classifier.weight",
+		};
+		static const char *const want[] = {
+			"bert.embeddings.word_embeddings", "bert.encoder.layer.0", "bert.encoder.layer.1",
+			"bert.encoder.layer.2", "bert.encoder.layer.10", "bert.pooler.dense",
+			"classifier",
+		};
+		check_layers("bert", tn, WSP_ARRAY_SIZE(tn), &opt, want, WSP_ARRAY_SIZE(want));
+	}
+	{	/* GPT-2: wte and wpe first although sorted last */
+		static const char *const tn[] = {
+			"h.0.attn.c_attn.weight", "h.1.attn.c_attn.weight", "ln_f.weight",
+			"wpe.weight", "wte.weight",
+		};
+		static const char *const want[] = { "wpe", "wte", "h.0", "h.1", "ln_f" };
+		check_layers("gpt2", tn, WSP_ARRAY_SIZE(tn), &opt, want, WSP_ARRAY_SIZE(want));
+	}
+	{	/* Llama: the final norm before lm_head */
+		static const char *const tn[] = {
+			"lm_head.weight", "model.embed_tokens.weight", "model.layers.0.mlp.up_proj.weight",
+			"model.norm.weight",
+		};
+		static const char *const want[] = { "model.embed_tokens", "model.layers.0", "model.norm",
+						    "lm_head" };
+		check_layers("llama", tn, WSP_ARRAY_SIZE(tn), &opt, want, WSP_ARRAY_SIZE(want));
+	}
+}
+
 /* wsp_convert_options.group_map: explicit layers first, in the map's order;
  * the rest by the rule; bad maps refused before anything is written. */
 static void check_group_map(void)
@@ -287,6 +348,7 @@ int main(void)
 	CHECK_RC(pack_group_name("x", "(", small, sizeof(small)), -EINVAL);
 	check_pack_order();
 	check_experts();
+	check_schemes();
 	check_group_map();
 	return 0;
 }
