@@ -1,6 +1,7 @@
 """A multi-task model whose per-task heads are read from disk only when
 their task runs: a shared trunk and one large head per task, paged through
-wspager with speculation off, so only the modules that run are read.
+wspager with the heads on demand (never read ahead), so only the modules
+that run are read; the trunk is prefetched as usual.
 
     PYTHONPATH=python python3 examples/torch_multitask.py [DIR]
 """
@@ -39,7 +40,8 @@ save_file(resident.state_dict(), os.path.join(d, "model.safetensors"))
 pack = wt.convert(MultiTask(), d, d + ".wsp", force=os.path.exists(d + ".wsp"))
 print("layers:", [L.name for L in pack.layers])
 
-model = wt.offload(MultiTask().eval(), d + ".wsp", device="cpu", host_cache="64M", prefetch=False)
+model = wt.offload(MultiTask().eval(), d + ".wsp", device="cpu", host_cache="64M",
+                   on_demand=["heads"])
 x = torch.randn(4, 512)
 with torch.no_grad():
     out = model(x, "topic")

@@ -274,7 +274,15 @@ struct wsp_options {
 	unsigned flags;             /* WSP_OPEN_* */
 	wsp_log_fn log;  void *log_ctx;
 	wsp_trace_fn trace; void *trace_ctx;
-	uint64_t reserved[16];      /* zero (wsp_options_init) */
+	/* Layers loaded only on demand (added in 0.2, out of the reserved
+	 * space): NULL, or a NULL-terminated list of layer names that the pager
+	 * never reads ahead of need, neither in pack order before it has
+	 * learned nor by prediction; they move up the tiers only when acquired
+	 * or named in wsp_prefetch().  For modules that run only sometimes
+	 * (routed experts, task heads): what never runs is never read.  An
+	 * unknown name is WSP_ENOTFOUND.  Read during wsp_open() only. */
+	const char *const *on_demand;
+	uint64_t reserved[15];      /* zero (wsp_options_init) */
 };
 #define WSP_OPEN_NO_DIRECT  1u   /* buffered reads even where O_DIRECT works */
 #define WSP_OPEN_NO_PIN     2u   /* do not page-lock the host cache (slower H2D; says so) */

@@ -340,6 +340,9 @@ class Pager(_Closing):
         As in wsp_open(3); 0 or None keeps the library's default.
     prefetch, direct, pin : bool
         False sets WSP_OPEN_NO_PREFETCH / NO_DIRECT / NO_PIN.
+    on_demand : layer names
+        Never read ahead of need (routed experts, task heads): read only
+        when acquired or prefetched by name.
     log : callable(str), optional
         Receives notices ("io_uring refused ...").
     """
@@ -350,6 +353,7 @@ class Pager(_Closing):
                  io_threads: Optional[int] = None, decode_threads: int = 0,
                  page_bytes: Optional[SizeLike] = None, prefetch: bool = True,
                  direct: bool = True, pin: bool = True,
+                 on_demand: Sequence[str] = (),
                  log: Optional[Callable[[str], object]] = None):
         L = _c.lib()
         o = _c.Options()
@@ -377,6 +381,10 @@ class Pager(_Closing):
         self._log = _c.LOG_FN(lambda _ctx, msg: log(msg.decode(errors="replace"))) if log \
             else _c.LOG_FN()
         o.log = self._log
+        if on_demand:
+            names = [n.encode() for n in on_demand] + [None]
+            self._on_demand = (ctypes.c_char_p * len(names))(*names)   # alive during the open
+            o.on_demand = ctypes.cast(self._on_demand, ctypes.POINTER(ctypes.c_char_p))
         h = ctypes.c_void_p()
         buf = ctypes.create_string_buffer(1024)
         self.path = os.fspath(path)

@@ -90,7 +90,8 @@ class Options(ctypes.Structure):
         ("log_ctx", c_void_p),
         ("trace", TRACE_FN),
         ("trace_ctx", c_void_p),
-        ("reserved", c_u64 * 16),
+        ("on_demand", ctypes.POINTER(c_char_p)),
+        ("reserved", c_u64 * 15),
     ]
 
 

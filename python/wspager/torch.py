@@ -165,7 +165,7 @@ def _resolve_device(device) -> torch.device:
 
 def offload(model: torch.nn.Module, pack: Union[str, os.PathLike], device="cuda", *,
             host_cache=None, gpu_slots: int = 3, resident: Sequence[str] = (),
-            **pager_options) -> torch.nn.Module:
+            on_demand: Sequence[str] = (), **pager_options) -> torch.nn.Module:
     """Page `model`'s weights from the pack through the pager.
 
     Parameters
@@ -185,6 +185,10 @@ def offload(model: torch.nn.Module, pack: Union[str, os.PathLike], device="cuda"
         `device` instead of being paged, e.g. ``["model.embed_tokens"]``.
         Parameters the pack lacks are an error unless named here; then they
         keep the values they have.
+    on_demand : names
+        Pack layers, or module paths whose layers, are read only when their
+        module runs, never ahead of need (task-specific heads).  Routed
+        experts are always on demand: a module that never runs is never read.
 
     Returns the model, hooked.  Every disagreement between pack and model
     (missing tensors, shapes, dtypes, layers without a module) is found
@@ -193,8 +197,15 @@ def offload(model: torch.nn.Module, pack: Union[str, os.PathLike], device="cuda"
     if getattr(model, "_wspager", None) is not None:
         raise ValueError("this model is already offloaded (wspager.torch.remove first)")
     dev = _resolve_device(device)
+    with Pack(pack) as p:
+        names = [L.name for L in p.layers]
+    wanted = [n for n in names if re.search(r"\bexperts\.\d+$", n) or
+              any(_inside(n, prefix) for prefix in on_demand)]
+    unknown = [prefix for prefix in on_demand if not any(_inside(n, prefix) for n in names)]
+    if unknown:
+        raise MismatchError(f"{pack}: on_demand names no pack layer: {', '.join(unknown)}")
     pager = Pager(pack, device="host" if dev.type == "cpu" else dev.index,
-                  host_cache=host_cache, gpu_slots=gpu_slots, **pager_options)
+                  host_cache=host_cache, gpu_slots=gpu_slots, on_demand=wanted, **pager_options)
     try:
         plan = _plan(model, pager.pack, set(resident))
     except BaseException:
@@ -626,7 +637,8 @@ def _pack_for(checkpoint: str, log, model=None) -> str:
 
 def from_pretrained(path: Union[str, os.PathLike], device="cuda", *, config=None,
                     host_cache=None, gpu_slots: int = 3, resident: Sequence[str] = (),
-                    model_class=None, log=None, **pager_options) -> torch.nn.Module:
+                    on_demand: Sequence[str] = (), model_class=None, log=None,
+                    **pager_options) -> torch.nn.Module:
     """A transformers model whose weights are paged, never loaded whole.
 
     Parameters
@@ -666,4 +678,4 @@ def from_pretrained(path: Union[str, os.PathLike], device="cuda", *, config=None
             prm.data = prm.data.to(want)
     model.eval()
     return offload(model, pack, device, host_cache=host_cache, gpu_slots=gpu_slots,
-                   resident=resident, **pager_options)
+                   resident=resident, on_demand=on_demand, **pager_options)

@@ -164,6 +164,8 @@ void pager_prefetch_ahead(struct wsp_pager_s *pg)
 	 * not the position in this list. */
 	predictor_distances(pg->pred, next, dist, n);
 	for (unsigned i = 0; i < n; i++) {
+		if (pg->on_demand[next[i]])
+			continue;   /* read only when acquired or hinted */
 		if (i < pg->gpu_ahead && early_fill(pg, next[i], dist[i]))
 			continue;
 		/* Not in the host tier yet: on_ready copies it up when it lands. */
@@ -187,7 +189,8 @@ void pager_on_ready(void *ctx, uint32_t layer, int status)
 	pthread_mutex_unlock(&pg->lock);
 
 	uint64_t dist = predictor_distance(pg->pred, layer);
-	if (hinted || (!(pg->opt.flags & WSP_OPEN_NO_PREFETCH) && dist <= pg->gpu_ahead))
+	if (hinted || (!(pg->opt.flags & WSP_OPEN_NO_PREFETCH) && !pg->on_demand[layer] &&
+		       dist <= pg->gpu_ahead))
 		early_fill(pg, layer, dist);
 
 	pthread_mutex_lock(&pg->lock);

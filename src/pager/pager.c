@@ -110,6 +110,7 @@ static void pager_free(struct wsp_pager_s *pg)
 	predictor_free(pg->pred);
 	pack_close(pg->pk);
 	free(pg->hinted);
+	free(pg->on_demand);
 	for (unsigned i = 0; i < pg->n_notices; i++)
 		free(pg->notices[i]);
 	pthread_mutex_destroy(&pg->log_lock);
@@ -138,8 +139,16 @@ static int open_tiers(struct wsp_pager_s *pg, const char *path)
 		max_tensors = WSP_MAX(max_tensors, pg->pk->layers[i].n_tensors);
 	}
 	pg->hinted = calloc(n ? n : 1, 1);
-	if (!pg->hinted)
+	pg->on_demand = calloc(n ? n : 1, 1);
+	if (!pg->hinted || !pg->on_demand)
 		return WSP_ERR(err, -ENOMEM, "out of memory");
+	for (const char *const *name = pg->opt.on_demand; name && *name; name++) {
+		const struct wsp_layer *l = wsp_pack_find_layer(pg->pk, *name);
+		if (!l)
+			return WSP_ERR(err, WSP_ENOTFOUND, "on_demand: no layer named \"%s\"", *name);
+		pg->on_demand[l->index] = 1;
+	}
+	pg->opt.on_demand = NULL;   /* the caller's strings: read at open only */
 	if ((rc = predictor_create(n, &pg->pred)) < 0)
 		return WSP_ERR(err, rc, "creating the predictor for %u layers: %s", n,
 			       wsp_strerror(rc));

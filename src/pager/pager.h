@@ -40,6 +40,7 @@ struct wsp_pager_s {
 	unsigned host_ahead;         /* predicted layers requested into the host tier */
 	unsigned gpu_ahead;          /* predicted layers copied into slots early */
 	uint8_t *hinted;             /* wsp_prefetch() hints not yet served */
+	uint8_t *on_demand;          /* per layer: never read ahead (wsp_options.on_demand) */
 	uint64_t acquires, gpu_hits, host_hits, misses, predicted, acquire_block_ns;
 	uint64_t acquire_failures;
 

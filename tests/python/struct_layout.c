@@ -68,6 +68,7 @@ int main(void)
 	F(wsp_options, log_ctx);
 	F(wsp_options, trace);
 	F(wsp_options, trace_ctx);
+	F(wsp_options, on_demand);
 	F(wsp_options, reserved);
 	printf("]}");
 	printf(", \"wsp_stats\": {\"size\": %zu, \"fields\": [", sizeof(struct wsp_stats));

@@ -100,13 +100,14 @@ for name, cfg in CASES:
             failures.append(f"{tag}: a paged parameter holds data outside its forward")
         wt.remove(model)
         if "mixtral" in name:
-            # Only what runs is read: without speculation, a routed expert
-            # is read when a token is routed to it, the others never.  This
-            # pack is the plain converter's (gate and up apart: stacked by a
-            # copy, still exact).
+            # Only what runs is read: experts are on demand (the rest is
+            # prefetched as usual), so a routed expert is read when a token
+            # is routed to it and the others never, although the whole
+            # model would fit in the host cache.  This pack is the plain
+            # converter's (gate and up apart: stacked by a copy, still exact).
             model = cls.from_config(cfg).to(dtype).eval()
             wspager.convert(d, d + "-default.wsp")
-            wt.offload(model, d + "-default.wsp", device=device, host_cache="64M", prefetch=False)
+            wt.offload(model, d + "-default.wsp", device=device, host_cache="64M")
             used = set()
             acquire = model._wspager.pager.acquire
             model._wspager.pager.acquire = lambda i, s=None: (used.add(i), acquire(i, s))[1]
