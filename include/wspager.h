@@ -186,7 +186,8 @@ int wsp_pack_summary(const wsp_pack *pk, struct wsp_pack_summary *out);
 const struct wsp_layer *wsp_pack_layer(const wsp_pack *pk, uint32_t index);
 const struct wsp_layer *wsp_pack_find_layer(const wsp_pack *pk, const char *name);
 const struct wsp_tensor *wsp_pack_find_tensor(const wsp_pack *pk, const char *full_name);
-/* Counts of stored bytes per dtype and codec, for `info`; index by dtype. */
+/* Raw and stored bytes of the tensors of dtype `dt` (either pointer may be
+ * NULL); returns how many tensors have that dtype, or -EINVAL. */
 int wsp_pack_dtype_bytes(const wsp_pack *pk, enum wsp_dtype dt, uint64_t *raw, uint64_t *stored);
 
 /* Progress callback for long operations: done/total in raw bytes. Returning
