@@ -327,6 +327,11 @@ const wsp_pack *wsp_pager_pack(const wsp_pager *pg);
  * layers at once.
  */
 int wsp_acquire(wsp_pager *pg, uint32_t layer, void *stream, const struct wsp_layer **view);
+/* As wsp_acquire, but when every slot holds an acquired layer, wait until a
+ * release frees one, for at most `timeout_ns` nanoseconds; then -ETIMEDOUT.
+ * For more threads than slots, instead of retrying WSP_ESTATE.  Thread-safe. */
+int wsp_acquire_wait(wsp_pager *pg, uint32_t layer, void *stream, const struct wsp_layer **view,
+		     uint64_t timeout_ns);
 /* As wsp_acquire, by layer name. */
 int wsp_acquire_by_name(wsp_pager *pg, const char *name, void *stream, const struct wsp_layer **view);
 

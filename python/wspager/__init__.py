@@ -407,17 +407,24 @@ class Pager(_Closing):
             return self.pack.layer(layer).index
         return int(layer)
 
-    def acquire(self, layer: Union[int, str], stream: Optional[int] = None) -> AcquiredLayer:
+    def acquire(self, layer: Union[int, str], stream: Optional[int] = None,
+                timeout: Optional[float] = None) -> AcquiredLayer:
         """Make `layer` (index or name) usable on `stream` (a cudaStream_t as
         an int; None: the legacy default stream).  The stream waits for the
-        copy; the host blocks only for a layer not yet in the host tier."""
+        copy; the host blocks only for a layer not yet in the host tier.
+        With `timeout` (seconds), when every slot holds an acquired layer,
+        wait up to that long for a release (wsp_acquire_wait) instead of
+        failing at once."""
         h = self._handle()
         idx = self._index(layer)
         view = ctypes.POINTER(_c.Layer)()
-        s = stream or 0
-        _check(_c.lib().wsp_acquire(h, idx, ctypes.c_void_p(s), ctypes.byref(view)),
-               self._errmsg)
-        return AcquiredLayer(self, view.contents, s)
+        s = ctypes.c_void_p(stream or 0)
+        if timeout is None:
+            rc = _c.lib().wsp_acquire(h, idx, s, ctypes.byref(view))
+        else:
+            rc = _c.lib().wsp_acquire_wait(h, idx, s, ctypes.byref(view), int(timeout * 1e9))
+        _check(rc, self._errmsg)
+        return AcquiredLayer(self, view.contents, stream or 0)
 
     def _release(self, index: int, stream: int) -> None:
         _check(_c.lib().wsp_release(self._handle(), index, ctypes.c_void_p(stream or 0)),

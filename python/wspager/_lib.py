@@ -190,6 +190,7 @@ def _declare(lib: ctypes.CDLL) -> None:
         "wsp_errmsg": (c_char_p, [c_void_p]),
         "wsp_pager_pack": (c_void_p, [c_void_p]),
         "wsp_acquire": (c_int, [c_void_p, c_u32, c_void_p, P(P(Layer))]),
+        "wsp_acquire_wait": (c_int, [c_void_p, c_u32, c_void_p, P(P(Layer)), c_u64]),
         "wsp_release": (c_int, [c_void_p, c_u32, c_void_p]),
         "wsp_prefetch": (c_int, [c_void_p, c_u32]),
         "wsp_reset_prediction": (None, [c_void_p]),

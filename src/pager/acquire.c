@@ -390,6 +390,52 @@ int wsp_acquire(wsp_pager *pg, uint32_t layer, void *stream, const struct wsp_la
 	return pager_result(pg, &err, rc);
 }
 
+/* Whether an acquire of `layer` would find a slot now: the layer is in one,
+ * or some slot is held by nobody.  Under pg->lock. */
+static int slot_within_reach(struct wsp_pager_s *pg, uint32_t layer)
+{
+	if (slots_find(&pg->sp, layer))
+		return 1;
+	for (unsigned i = 0; i < pg->sp.n; i++)
+		if (!pg->sp.slots[i].refs)
+			return 1;
+	return 0;
+}
+
+int wsp_acquire_wait(wsp_pager *pg, uint32_t layer, void *stream, const struct wsp_layer **view,
+		     uint64_t timeout_ns)
+{
+	struct timespec until;
+	struct wsp_err err;
+	int rc;
+
+	if (!pg || !view)
+		return -EINVAL;
+	clock_gettime(CLOCK_REALTIME, &until);
+	uint64_t ns = (uint64_t)until.tv_nsec + timeout_ns % 1000000000u;
+	until.tv_sec += (time_t)(timeout_ns / 1000000000u + ns / 1000000000u);
+	until.tv_nsec = (long)(ns % 1000000000u);
+	for (;;) {
+		/* Wait for a release (it signals `progress`), then try: another
+		 * thread may still take the slot first, and then this waits again. */
+		int timed_out = 0;
+		pthread_mutex_lock(&pg->lock);
+		while (layer < pg->pk->m.hdr->n_layers && !slot_within_reach(pg, layer) && !timed_out)
+			timed_out = pthread_cond_timedwait(&pg->progress, &pg->lock, &until) == ETIMEDOUT;
+		pthread_mutex_unlock(&pg->lock);
+		rc = wsp_acquire(pg, layer, stream, view);
+		if (rc != WSP_ESTATE)
+			return rc;
+		if (timed_out) {
+			wsp_err_init(&err);
+			return pager_result(pg, &err, WSP_ERR(&err, -ETIMEDOUT, "acquire of layer %u (%s): "
+							       "every slot stayed held for %.3f s",
+							       layer, pg->pk->layers[layer].name,
+							       timeout_ns / 1e9));
+		}
+	}
+}
+
 int wsp_acquire_by_name(wsp_pager *pg, const char *name, void *stream,
 			const struct wsp_layer **view)
 {

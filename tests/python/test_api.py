@@ -95,12 +95,20 @@ with wspager.Pager(os.path.join(T, "m.wsp"), device="host", host_cache="16M", gp
         check(sorted(layer.names()) == ["input_layernorm.weight", "mlp.up_proj.weight"], f"names {layer.names()}")
     ok, e = raises(lambda: layer["mlp.up_proj.weight"], -errno.EINVAL, "released")
     check(ok, f"a released layer's view: {e}")
+    # waiting acquires: both slots held, a third times out; the layer held is at hand
+    l0, l1 = pg.acquire(0), pg.acquire(1)
+    ok, e = raises(lambda: pg.acquire(2, timeout=0.05), -errno.ETIMEDOUT, "every slot stayed held")
+    check(ok, f"acquire with a timeout: {e}")
+    with pg.acquire(1, timeout=0) as again:
+        check(again.index == 1, "acquire_wait of a held layer")
+    l0.release()
+    l1.release()
     ok, e = raises(lambda: pg.acquire(99), -4104, "no layer 99")
     check(ok, f"bad layer: {e}")
     ok, e = raises(lambda: pg.acquire("nope"), None, "no layer named 'nope'")
     check(ok, f"bad name: {e}")
     st = pg.stats()
-    check(st["acquires"] == len(pack.layers) + 1 and st["acquire_failures"] == 1, f"stats {st}")
+    check(st["acquires"] == len(pack.layers) + 4 and st["acquire_failures"] == 2, f"stats {st}")
     check(st["io_backend"] in ("uring", "pread", "mmap"), "io_backend")
 
 # 4. errors carry the code and the library's message
