@@ -343,16 +343,18 @@ done:
 	return rc;
 }
 
-int wsp_acquire(wsp_pager *pg, uint32_t layer, void *stream, const struct wsp_layer **view)
+/* wsp_acquire, and each try of wsp_acquire_wait (`waiting`): a retry is not
+ * observed again by the predictor, and a waiting try's WSP_ESTATE is not
+ * counted (the waiting call counts once, however many tries it takes). */
+static int acquire_try(struct wsp_pager_s *pg, uint32_t layer, void *stream,
+		       const struct wsp_layer **view, int waiting, int retry)
 {
 	struct wsp_err err;
 	enum outcome how = MISS;
 	uint64_t blocked = 0;
 	uint32_t first;
-	int rc;
+	int rc, was_predicted = 0;
 
-	if (!pg || !view)
-		return -EINVAL;
 	*view = NULL;
 	wsp_err_init(&err);
 	if (layer >= pg->pk->m.hdr->n_layers) {
@@ -362,8 +364,10 @@ int wsp_acquire(wsp_pager *pg, uint32_t layer, void *stream, const struct wsp_la
 		return pager_result(pg, &err, bad_layer(pg, layer, &err));
 	}
 
-	int was_predicted = predictor_next(pg->pred, &first, 1) == 1 && first == layer;
-	predictor_observe(pg->pred, layer);
+	if (!retry) {
+		was_predicted = predictor_next(pg->pred, &first, 1) == 1 && first == layer;
+		predictor_observe(pg->pred, layer);
+	}
 	holder_enter(pg);
 	rc = acquire(pg, layer, stream, view, &how, &blocked, &err);
 
@@ -377,7 +381,7 @@ int wsp_acquire(wsp_pager *pg, uint32_t layer, void *stream, const struct wsp_la
 		pg->gpu_hits += how == GPU_HIT;
 		pg->host_hits += how == HOST_HIT;
 		pg->misses += how == MISS;
-	} else {
+	} else if (!(waiting && rc == WSP_ESTATE)) {
 		pg->acquire_failures++;
 	}
 	pthread_mutex_unlock(&pg->lock);
@@ -388,6 +392,13 @@ int wsp_acquire(wsp_pager *pg, uint32_t layer, void *stream, const struct wsp_la
 	}
 	holder_leave(pg);
 	return pager_result(pg, &err, rc);
+}
+
+int wsp_acquire(wsp_pager *pg, uint32_t layer, void *stream, const struct wsp_layer **view)
+{
+	if (!pg || !view)
+		return -EINVAL;
+	return acquire_try(pg, layer, stream, view, 0, 0);
 }
 
 /* Whether an acquire of `layer` would find a slot now: the layer is in one,
@@ -411,11 +422,12 @@ int wsp_acquire_wait(wsp_pager *pg, uint32_t layer, void *stream, const struct w
 
 	if (!pg || !view)
 		return -EINVAL;
+	*view = NULL;
 	clock_gettime(CLOCK_REALTIME, &until);
 	uint64_t ns = (uint64_t)until.tv_nsec + timeout_ns % 1000000000u;
 	until.tv_sec += (time_t)(timeout_ns / 1000000000u + ns / 1000000000u);
 	until.tv_nsec = (long)(ns % 1000000000u);
-	for (;;) {
+	for (int tries = 0;; tries++) {
 		/* Wait for a release (it signals `progress`), then try: another
 		 * thread may still take the slot first, and then this waits again. */
 		int timed_out = 0;
@@ -423,10 +435,13 @@ int wsp_acquire_wait(wsp_pager *pg, uint32_t layer, void *stream, const struct w
 		while (layer < pg->pk->m.hdr->n_layers && !slot_within_reach(pg, layer) && !timed_out)
 			timed_out = pthread_cond_timedwait(&pg->progress, &pg->lock, &until) == ETIMEDOUT;
 		pthread_mutex_unlock(&pg->lock);
-		rc = wsp_acquire(pg, layer, stream, view);
+		rc = acquire_try(pg, layer, stream, view, 1, tries > 0);
 		if (rc != WSP_ESTATE)
 			return rc;
 		if (timed_out) {
+			pthread_mutex_lock(&pg->lock);
+			pg->acquire_failures++;
+			pthread_mutex_unlock(&pg->lock);
 			wsp_err_init(&err);
 			return pager_result(pg, &err, WSP_ERR(&err, -ETIMEDOUT, "acquire of layer %u (%s): "
 							       "every slot stayed held for %.3f s",
