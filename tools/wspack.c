@@ -37,7 +37,7 @@ static const char usage_text[] =
 	"      --group REGEX      extended regex whose first group names a tensor's layer\n"
 	"      --force            replace an existing output\n"
 	"  unpack PACK -o DIR     write the original safetensors files back [--force]\n"
-	"  info PACK              describe a pack [--json] [--layers]\n"
+	"  info PACK              describe a pack [--json] [--layers] [--tensors]\n"
 	"  verify PACK            decode every chunk and check every checksum [--threads N]\n"
 	"  generate OUT           write a synthetic Llama-shaped checkpoint\n"
 	"      --layers N --hidden N --intermediate N --vocab N --heads N --kv-heads N\n"
@@ -375,6 +375,15 @@ static int info_text(const char *path, wsp_pack *pk, const struct wsp_pack_summa
 		       wsp_format_size(l->raw_bytes, a, sizeof(a)),
 		       wsp_format_size(l->stored_bytes, b, sizeof(b)),
 		       ratio(l->raw_bytes, l->stored_bytes));
+		for (uint32_t t = 0; layers > 1 && t < l->n_tensors; t++) {
+			const struct wsp_tensor *x = &l->tensors[t];
+			char shape[256] = "";
+			for (unsigned d = 0; d < x->rank; d++)
+				snprintf(shape + strlen(shape), sizeof(shape) - strlen(shape), "%s%llu",
+					 d ? ", " : "", (unsigned long long)x->shape[d]);
+			printf("%8s%s  %s [%s]\n", "", wsp_escape_text(x->name, name, sizeof(name)),
+			       wsp_dtype_name(x->dtype), shape);
+		}
 	}
 	return 0;
 }
@@ -409,12 +418,26 @@ static int info_json(const char *path, wsp_pack *pk, const struct wsp_pack_summa
 		json_object_set_new(root, "layer_list", arr);
 		for (uint32_t i = 0; i < s->n_layers; i++) {
 			const struct wsp_layer *l = wsp_pack_layer(pk, i);
-			if (l)
-				json_array_append_new(
-					arr, json_pack("{s:I,s:s,s:I,s:I,s:I}", "index", (json_int_t)l->index,
-						       "name", l->name, "tensors", (json_int_t)l->n_tensors,
-						       "raw_bytes", (json_int_t)l->raw_bytes,
-						       "stored_bytes", (json_int_t)l->stored_bytes));
+			if (!l)
+				continue;
+			json_t *lo = json_pack("{s:I,s:s,s:I,s:I,s:I}", "index", (json_int_t)l->index,
+					       "name", l->name, "tensors", (json_int_t)l->n_tensors,
+					       "raw_bytes", (json_int_t)l->raw_bytes, "stored_bytes",
+					       (json_int_t)l->stored_bytes);
+			json_t *tl = layers > 1 ? json_array() : NULL;
+			for (uint32_t t = 0; tl && t < l->n_tensors; t++) {
+				const struct wsp_tensor *x = &l->tensors[t];
+				json_t *shape = json_array();
+				for (unsigned d = 0; d < x->rank; d++)
+					json_array_append_new(shape, json_integer((json_int_t)x->shape[d]));
+				json_array_append_new(tl, json_pack("{s:s,s:s,s:s,s:o,s:I}", "name", x->name,
+								    "short_name", x->short_name, "dtype",
+								    wsp_dtype_name(x->dtype), "shape", shape,
+								    "bytes", (json_int_t)x->bytes));
+			}
+			if (tl)
+				json_object_set_new(lo, "tensor_list", tl);
+			json_array_append_new(arr, lo);
 		}
 	}
 	json_dumpf(root, stdout, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
@@ -427,12 +450,14 @@ static int cmd_info(int argc, char **argv)
 {
 	static const struct option lo[] = {{"json", no_argument, NULL, 'j'},
 					   {"layers", no_argument, NULL, 'L'},
+					   {"tensors", no_argument, NULL, 'T'},
 					   {"help", no_argument, NULL, 'h'}, {0}};
-	int json = 0, layers = 0, c;
+	int json = 0, layers = 0, c;   /* layers: 0 none, 1 the layer table, 2 with tensors */
 	while ((c = getopt_long(argc, argv, ":h", lo, NULL)) != -1) {
 		switch (c) {
 		case 'j': json = 1; break;
-		case 'L': layers = 1; break;
+		case 'L': layers = layers > 1 ? layers : 1; break;
+		case 'T': layers = 2; break;
 		case 'h': fputs(usage_text, stdout); return 0;
 		default: return bad_option(c, argv);
 		}
