@@ -221,19 +221,26 @@ static int holders_busy(struct wsp_pager_s *pg, uint64_t *seq)
 	return busy;
 }
 
+/* The CLOCK_REALTIME time `ns` from now, for pthread_cond_timedwait. */
+static struct timespec deadline_in(uint64_t ns)
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_REALTIME, &t);
+	/* seconds and the rest apart: UINT64_MAX ("forever") must not wrap */
+	uint64_t rest = ns % 1000000000u + (uint64_t)t.tv_nsec;
+	t.tv_sec += (time_t)(ns / 1000000000u + rest / 1000000000u);
+	t.tv_nsec = (long)(rest % 1000000000u);
+	return t;
+}
+
 static void wait_holders(struct wsp_pager_s *pg)
 {
-	struct timespec until;
+	struct timespec until = deadline_in(20 * 1000 * 1000);
 
 	if (pager_pending(pg)) {
 		pager_reap(pg, 1);
 		return;
-	}
-	clock_gettime(CLOCK_REALTIME, &until);
-	until.tv_nsec += 20 * 1000 * 1000;
-	if (until.tv_nsec >= 1000000000) {
-		until.tv_sec++;
-		until.tv_nsec -= 1000000000;
 	}
 	pthread_mutex_lock(&pg->lock);
 	if (pg->holders > 1)
@@ -423,10 +430,7 @@ int wsp_acquire_wait(wsp_pager *pg, uint32_t layer, void *stream, const struct w
 	if (!pg || !view)
 		return -EINVAL;
 	*view = NULL;
-	clock_gettime(CLOCK_REALTIME, &until);
-	uint64_t ns = (uint64_t)until.tv_nsec + timeout_ns % 1000000000u;
-	until.tv_sec += (time_t)(timeout_ns / 1000000000u + ns / 1000000000u);
-	until.tv_nsec = (long)(ns % 1000000000u);
+	until = deadline_in(timeout_ns);
 	for (int tries = 0;; tries++) {
 		/* Wait for a release (it signals `progress`), then try: another
 		 * thread may still take the slot first, and then this waits again. */
