@@ -11,7 +11,6 @@ import sys
 import torch
 from safetensors.torch import save_file
 
-import wspager
 import wspager.torch as wt
 
 TASKS = ("sentiment", "topic", "language", "toxicity")

@@ -30,11 +30,11 @@ import os
 import re
 import warnings
 from contextlib import contextmanager
-from typing import Dict, Iterable, List, Optional, Sequence, Set, Tuple, Union
+from typing import Dict, List, Optional, Sequence, Set, Tuple, Union
 
 import torch
 
-from . import Pager, Pack, WspError, convert as _convert
+from . import Pager, Pack, convert as _convert
 
 __all__ = ["offload", "remove", "from_pretrained", "convert", "init_empty", "MismatchError",
            "TORCH_DTYPES"]
@@ -388,7 +388,6 @@ def _replace(owners, p: torch.nn.Parameter, data: torch.Tensor) -> torch.nn.Para
 def _bind(model: torch.nn.Module, off: Offload, plan, dev: torch.device) -> None:
     paged, kept, owners, experts = plan
     params = dict(model.named_parameters(remove_duplicate=False))
-    buffers = dict(model.named_buffers(remove_duplicate=False))
     modules = _module_names(model)
     # Resident layers, and layers holding buffers: loaded once, copied.
     for L, entries in kept:

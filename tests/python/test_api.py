@@ -15,17 +15,9 @@ from safetensors.torch import save_file
 
 import wspager
 from wspager import _lib
+from checks import check, finish
 
 T = os.environ["WSP_TEST_TMP"]
-failures = []
-
-
-def check(cond, what):
-    if not cond:
-        failures.append(what)
-        print("FAIL:", what)
-
-
 def raises(fn, code=None, text=None):
     try:
         fn()
@@ -134,5 +126,4 @@ except OSError as e:
           f"loader message: {e}")
 _lib._candidates = saved
 
-print(f"{len(failures)} failures")
-sys.exit(1 if failures else 0)
+finish()

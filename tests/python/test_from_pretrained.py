@@ -10,21 +10,13 @@ import torch
 import transformers
 
 import wspager.torch as wt
+from checks import check, finish
 
 T = os.environ["WSP_TEST_TMP"]
 device = sys.argv[1] if len(sys.argv) > 1 else "cpu"
 if device == "cuda" and not torch.cuda.is_available():
     print("SKIP: no CUDA device for torch")
     sys.exit(77)
-failures = []
-
-
-def check(cond, what):
-    if not cond:
-        failures.append(what)
-        print("FAIL:", what)
-
-
 cfg = transformers.LlamaConfig(vocab_size=512, hidden_size=128, intermediate_size=256, num_hidden_layers=4,
                                num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=128)
 torch.manual_seed(0)
@@ -75,5 +67,4 @@ except ValueError as e:
 model = wt.from_pretrained(pack, device=device, config=d)
 with torch.no_grad():
     check(torch.equal(model(ids).logits, want), "from a pack: logits differ")
-print(f"{len(failures)} failures")
-sys.exit(1 if failures else 0)
+finish()

@@ -3,7 +3,6 @@ with every difference named: a tensor the model needs that the pack lacks,
 a shape or a dtype that differs, a pack layer that matches no module.  The
 model is left exactly as it was (no hook, no parameter changed)."""
 import os
-import sys
 
 import torch
 import transformers
@@ -11,17 +10,9 @@ from safetensors.torch import load_file, save_file
 
 import wspager
 import wspager.torch as wt
+from checks import check, finish
 
 T = os.environ["WSP_TEST_TMP"]
-failures = []
-
-
-def check(cond, what):
-    if not cond:
-        failures.append(what)
-        print("FAIL:", what)
-
-
 cfg = transformers.LlamaConfig(vocab_size=128, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
                                num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64)
 torch.manual_seed(0)
@@ -89,5 +80,4 @@ try:
 except wspager.WspError as e:
     print(e)
     check("manifest.wspm" in str(e), f"not a pack: {e}")
-print(f"{len(failures)} failures")
-sys.exit(1 if failures else 0)
+finish()

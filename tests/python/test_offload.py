@@ -12,6 +12,7 @@ import transformers
 
 import wspager
 import wspager.torch as wt
+from checks import failures, finish
 
 T = os.environ["WSP_TEST_TMP"]
 device = sys.argv[1] if len(sys.argv) > 1 else "cpu"
@@ -19,9 +20,6 @@ if device == "cuda" and not torch.cuda.is_available():
     print("SKIP: no CUDA device for torch")
     sys.exit(77)
 print(f"torch {torch.__version__}, transformers {transformers.__version__}, device {device}")
-failures = []
-
-
 def llama(hidden, layers, vocab, heads=4):
     return transformers.LlamaConfig(vocab_size=vocab, hidden_size=hidden, intermediate_size=hidden * 2,
                                     num_hidden_layers=layers, num_attention_heads=heads,
@@ -130,7 +128,6 @@ for name, cfg in CASES:
             wt.remove(model)
         del ref
 
-print(f"{len(failures)} failures")
 for f in failures:
     print("FAIL:", f)
-sys.exit(1 if failures else 0)
+finish()
