@@ -288,6 +288,10 @@ struct wsp_options {
 #define WSP_OPEN_NO_DIRECT  1u   /* buffered reads even where O_DIRECT works */
 #define WSP_OPEN_NO_PIN     2u   /* do not page-lock the host cache (slower H2D; says so) */
 #define WSP_OPEN_NO_PREFETCH 4u  /* only load what is acquired (for comparisons) */
+/* host_cache_bytes bounds all the pager's host memory: the cache, its read
+ * staging (then at most an eighth of the budget), the decoders' buffers and,
+ * on WSP_DEVICE_HOST, the slots; the cache gets what is left (added in 0.2). */
+#define WSP_OPEN_HOST_TOTAL 8u
 
 /* Fill `opt` with the defaults above. */
 void wsp_options_init(struct wsp_options *opt);

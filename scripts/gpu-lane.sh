@@ -15,7 +15,8 @@
 #                               C GPU tests), python (the Python tests on CUDA
 #                               and on the host backend), bench (the C
 #                               benchmarks and `wspager bench`), torch-bench
-#                               (bench/torch_offload.py); all of them when
+#                               (bench/torch_offload.py and bench/torch_rss.py),
+#                               torch-rss (only the latter); all of them when
 #                               none is named.  Logs go to $OUT (or
 #                               .gpu-lane/out); a table is printed last.
 set -u
@@ -109,8 +110,11 @@ run() {
 	case $parts in *" torch-bench "*)
 		step bench-torch 540 "${py_env[@]}" python3 "$top/bench/torch_offload.py" --dir "$work/torch" \
 			--json "$out/torch_offload.json"
-		step bench-torch-rss 300 "${py_env[@]}" python3 "$top/bench/torch_rss.py" --dir "$work/torch"
-		echo "== bench-torch"; tail -n 16 "$out/bench-torch.log"; tail -n 2 "$out/bench-torch-rss.log" ;;
+		echo "== bench-torch"; tail -n 16 "$out/bench-torch.log" ;;
+	esac
+	case $parts in *" torch-bench "*|*" torch-rss "*)
+		step bench-torch-rss 400 "${py_env[@]}" python3 "$top/bench/torch_rss.py" --dir "$work/torch"
+		echo "== bench-torch-rss"; tail -n 20 "$out/bench-torch-rss.log" ;;
 	esac
 	echo "== summary"
 	cat "$summary"

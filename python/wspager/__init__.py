@@ -318,7 +318,7 @@ class AcquiredLayer:
 
 _IO = {"auto": 0, "uring": 1, "pread": 2, "mmap": 3}
 _POLICY = {"predict": 0, "lru": 1}
-OPEN_NO_DIRECT, OPEN_NO_PIN, OPEN_NO_PREFETCH = 1, 2, 4
+OPEN_NO_DIRECT, OPEN_NO_PIN, OPEN_NO_PREFETCH, OPEN_HOST_TOTAL = 1, 2, 4, 8
 
 
 class Pager(_Closing):
@@ -332,6 +332,10 @@ class Pager(_Closing):
         The third tier: a CUDA device, or host memory ("host").
     host_cache : int or str, optional
         Host tier budget ("8G"); default: a quarter of RAM, at most 8 GiB.
+    host_total : bool
+        True: `host_cache` bounds all the pager's host memory (cache, read
+        staging, decode buffers, host-backend slots), not only the cache
+        (WSP_OPEN_HOST_TOTAL).
     gpu_slots : int
         Slots of the largest layer in the third tier (default 3).
     io : {"auto", "uring", "pread", "mmap"}
@@ -352,7 +356,7 @@ class Pager(_Closing):
                  policy: str = "predict", lookahead: int = 0, queue_depth: Optional[int] = None,
                  io_threads: Optional[int] = None, decode_threads: int = 0,
                  page_bytes: Optional[SizeLike] = None, prefetch: bool = True,
-                 direct: bool = True, pin: bool = True,
+                 direct: bool = True, pin: bool = True, host_total: bool = False,
                  on_demand: Sequence[str] = (),
                  log: Optional[Callable[[str], object]] = None):
         L = _c.lib()
@@ -376,7 +380,7 @@ class Pager(_Closing):
         if page_bytes is not None:
             o.page_bytes = parse_size(page_bytes)
         o.flags = (0 if prefetch else OPEN_NO_PREFETCH) | (0 if direct else OPEN_NO_DIRECT) | \
-            (0 if pin else OPEN_NO_PIN)
+            (0 if pin else OPEN_NO_PIN) | (OPEN_HOST_TOTAL if host_total else 0)
         # The callback is called from library threads: kept alive with self.
         self._log = _c.LOG_FN(lambda _ctx, msg: log(msg.decode(errors="replace"))) if log \
             else _c.LOG_FN()

@@ -179,7 +179,10 @@ def offload(model: torch.nn.Module, pack: Union[str, os.PathLike], device="cuda"
     device : "cuda", "cuda:N" or "cpu"
         Where the weights are used; "cpu" runs the host backend.
     host_cache, gpu_slots, **pager_options
-        As :class:`wspager.Pager` takes them.
+        As :class:`wspager.Pager` takes them, except that `host_cache`
+        bounds all the pager's host memory here (``host_total=True``: the
+        cache, read staging and decode buffers together) unless
+        ``host_total=False`` is given.
     resident : names
         Pack layers (or module paths) loaded once into ordinary tensors on
         `device` instead of being paged, e.g. ``["model.embed_tokens"]``.
@@ -204,6 +207,7 @@ def offload(model: torch.nn.Module, pack: Union[str, os.PathLike], device="cuda"
     unknown = [prefix for prefix in on_demand if not any(_inside(n, prefix) for n in names)]
     if unknown:
         raise MismatchError(f"{pack}: on_demand names no pack layer: {', '.join(unknown)}")
+    pager_options.setdefault("host_total", True)   # host_cache: what a user budgets RAM for
     pager = Pager(pack, device="host" if dev.type == "cpu" else dev.index,
                   host_cache=host_cache, gpu_slots=gpu_slots, on_demand=wanted, **pager_options)
     try:

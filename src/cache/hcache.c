@@ -45,8 +45,6 @@ const char *hc_layer_name(const struct hcache *hc, uint32_t layer)
 	return wspm_str(hc->m, hc->m->layers[layer].name_off);
 }
 
-/* The budget actually used: the default, or the request clamped to 90% of
- * the memory the process may use (RELIABILITY item 26), said once. */
 /*
  * The budget actually used: `want`, clamped so that the cache plus `reserve`
  * (staging, decoder buffers, the caller's own) stay within 90% of the memory
@@ -75,7 +73,8 @@ static uint64_t choose_budget(struct hcache *hc, uint64_t want, uint64_t reserve
 	return want;
 }
 
-static int check_fits(struct hcache *hc, uint64_t budget, uint64_t asked, struct wsp_err *err)
+static int check_fits(struct hcache *hc, uint64_t budget, uint64_t asked, uint64_t reserve,
+		      struct wsp_err *err)
 {
 	uint64_t pages = budget / hc->page_bytes, most = 0;
 	uint32_t big = 0;
@@ -87,16 +86,22 @@ static int check_fits(struct hcache *hc, uint64_t budget, uint64_t asked, struct
 		}
 	}
 	if (most > pages) {
-		char a[32], b[32], c[32], d[32];
+		char a[32], b[32], c[32], d[32], e[32], why[96] = "";
+		/* Under a total budget the least that works includes the rest. */
+		uint64_t least = most * hc->page_bytes + (hc->cfg.budget_total ? reserve : 0);
+		if (hc->cfg.budget_total)
+			snprintf(why, sizeof(why), ", after %s for staging, decode buffers and slots",
+				 wsp_format_size(reserve, e, sizeof(e)));
+		else if (budget < asked)
+			snprintf(why, sizeof(why), ", after clamping to the memory available");
 		return WSP_ERR(err, WSP_ETOOBIG,
 			       "host cache: layer %s needs %s (%" PRIu64 " pages of %s) but the budget "
 			       "holds %" PRIu64 " pages (%s%s); the host cache needs at least %s",
 			       hc_layer_name(hc, big),
 			       wsp_format_size(hc->m->layers[big].raw_bytes, a, sizeof(a)), most,
 			       wsp_format_size(hc->page_bytes, b, sizeof(b)), pages,
-			       wsp_format_size(pages * hc->page_bytes, c, sizeof(c)),
-			       budget < asked ? ", after clamping to the memory available" : "",
-			       wsp_format_size(most * hc->page_bytes, d, sizeof(d)));
+			       wsp_format_size(pages * hc->page_bytes, c, sizeof(c)), why,
+			       wsp_format_size(least, d, sizeof(d)));
 	}
 	return 0;
 }
@@ -144,8 +149,11 @@ int hcache_create(const struct hcache_config *cfg, struct wsp_pack_s *pk, struct
 	unsigned workers = cfg->decode_threads ? cfg->decode_threads : wsp_cpu_count();
 	uint64_t reserve = cfg->reserve_bytes + hc_staging_plan(hc) +
 			   (uint64_t)workers * (hc->max_chunk_raw + HC_DECODER_OVERHEAD);
-	uint64_t budget = choose_budget(hc, cfg->budget_bytes, reserve);
-	rc = check_fits(hc, budget, cfg->budget_bytes, err);
+	uint64_t want = cfg->budget_bytes;
+	if (cfg->budget_total && want)   /* the cache gets what the rest leaves */
+		want = want > reserve ? want - reserve : 0;
+	uint64_t budget = want || !cfg->budget_total ? choose_budget(hc, want, reserve) : 0;
+	rc = check_fits(hc, budget, cfg->budget_bytes, reserve, err);
 	if (rc < 0)
 		goto fail;
 	uint32_t n_shards = hc->m->hdr->n_shards;

@@ -33,6 +33,10 @@ struct hcache_config {
 	                               (host-memory GPU slots): kept out of the
 	                               clamp to available memory, as are staging
 	                               and the decoders' buffers */
+	int budget_total;           /* budget_bytes covers the cache, staging, the
+	                               decoders' buffers and reserve_bytes: the
+	                               cache gets what is left; staging is then
+	                               at most budget_bytes / 8 unless given */
 	enum wsp_policy policy;
 	struct io_config io;
 	struct predictor *predictor;   /* may be NULL (then LRU order) */

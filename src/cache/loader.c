@@ -255,13 +255,16 @@ uint64_t hc_staging_plan(struct hcache *hc)
 	uint64_t chunk_need = wsp_align_up(hc->max_chunk_stored, WSP_ALIGN_DIRECT) +
 			      2 * WSP_ALIGN_DIRECT;
 	uint64_t want = hc->cfg.staging_bytes;
-	if (want)   /* a small arena asked for: smaller slots, at least two */
-		hc->slot_bytes = WSP_MAX(chunk_need, wsp_align_down(WSP_MIN(HC_SLOT_MIN, want / 2),
-								    WSP_ALIGN_DIRECT));
-	else
-		hc->slot_bytes = WSP_MAX(chunk_need, HC_SLOT_MIN);
-	if (!want)
+	if (!want) {
 		want = WSP_MIN(WSP_MAX(2 * max_span, HC_STAGING_MIN), HC_STAGING_MAX);
+		/* Within a total budget staging takes at most an eighth of it:
+		 * reads then pipeline in smaller slots, the cache keeps the rest. */
+		if (hc->cfg.budget_total && hc->cfg.budget_bytes)
+			want = WSP_MIN(want, hc->cfg.budget_bytes / 8);
+	}
+	/* A small arena: smaller slots, at least two. */
+	hc->slot_bytes = WSP_MAX(chunk_need, wsp_align_down(WSP_MIN(HC_SLOT_MIN, want / 2),
+							    WSP_ALIGN_DIRECT));
 	uint64_t n = WSP_MAX(want / hc->slot_bytes, 2);
 	if (n > 4096)
 		n = 4096;

@@ -165,6 +165,7 @@ static int open_tiers(struct wsp_pager_s *pg, const char *path)
 	/* Host-memory slots share the process's memory with the cache. */
 	if (dev_is_host(pg->dev))
 		cfg.reserve_bytes = (uint64_t)pg->sp.n * pg->sp.slot_bytes;
+	cfg.budget_total = !!(pg->opt.flags & WSP_OPEN_HOST_TOTAL);
 	cfg.decode_threads = pg->opt.decode_threads;
 	cfg.policy = pg->opt.policy;
 	io_config_init(&cfg.io);
@@ -195,7 +196,10 @@ static int open_tiers(struct wsp_pager_s *pg, const char *path)
 	cfg.notice_ctx = pg;
 	if ((rc = hcache_create(&cfg, pg->pk, &pg->hc, err)) < 0)
 		return rc;
-	plan_lookahead(pg, cfg.budget_bytes);
+	/* The budget in use: clamped, or net of staging under a total budget. */
+	struct hcache_stats hs;
+	hcache_get_stats(pg->hc, &hs);
+	plan_lookahead(pg, hs.budget_bytes);
 	return 0;
 }
 
