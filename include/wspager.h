@@ -376,13 +376,62 @@ struct wsp_stats {
 	int direct_io;              /* 1 when reads bypass the page cache */
 	uint64_t staging_bytes;     /* read staging arena, outside the host budget */
 	uint64_t acquire_failures;  /* acquires that failed (not counted above) */
-	uint64_t reserved[15];
+	uint64_t grad_pushes;       /* wsp_grad_push calls queued (added in 0.2) */
+	uint64_t bytes_d2h;         /* gradient bytes copied out of the device (0.2) */
+	uint64_t reserved[13];
 };
 /* The counters, each read at one moment (not all under one lock: see
  * wsp_get_stats(3)).  Thread-safe. */
 int wsp_get_stats(wsp_pager *pg, struct wsp_stats *out);
 /* Zero the counters (not the configuration fields). */
 void wsp_reset_stats(wsp_pager *pg);
+
+/* ---------------------------------------------------------------------- */
+/* 4b. Training: gradients written back (added in 0.2)                     */
+/* ---------------------------------------------------------------------- */
+
+/* `layer` argument of wsp_grad_query, _wait and _zero meaning every layer. */
+#define WSP_ALL_LAYERS UINT32_MAX
+
+/*
+ * Hand the pager a layer's gradients.  grads[i] is the gradient of the
+ * layer's tensor i (wsp_layer.tensors order): device memory (host memory on
+ * WSP_DEVICE_HOST), contiguous, the tensor's dtype and size; NULL for a
+ * tensor without one.  Gradients exist for F32, F16 and BF16 tensors
+ * (WSP_EDTYPE otherwise).  The copies out of the device run on the pager's
+ * write-back stream after the work enqueued on `stream` so far (an event:
+ * the host does not wait, and the copies never queue behind weights coming
+ * in), and a library thread adds them into fp32 accumulators in host
+ * memory, one per tensor; pushes of a layer add up (micro-batches) until
+ * wsp_grad_zero.  The gradient memory must stay valid and unchanged until
+ * wsp_grad_query() gives 1 for the layer.  Returns at once unless all the
+ * pager's staging buffers (three of the largest layer's size, pinned,
+ * made at the first push) are in flight: then it waits for the oldest.
+ * Thread-safe.  A copy or addition that fails is kept and returned by
+ * every later grad call.
+ */
+int wsp_grad_push(wsp_pager *pg, uint32_t layer, const void *const *grads, void *stream);
+/* 1 when every push of `layer` (or WSP_ALL_LAYERS) is accumulated, 0 if not. */
+int wsp_grad_query(wsp_pager *pg, uint32_t layer);
+/* Block until every push of `layer` (or WSP_ALL_LAYERS) is accumulated. */
+int wsp_grad_wait(wsp_pager *pg, uint32_t layer);
+
+struct wsp_grads {
+	uint32_t layer;
+	uint32_t n_tensors;
+	/* Per tensor: its fp32 accumulator (elements as in the tensor, row
+	 * major), NULL while no push has given it a gradient.  The pager's
+	 * memory, valid until wsp_close; the caller may read and write it
+	 * (an optimizer reads it, a clip scales it) while no push of the
+	 * layer is in flight. */
+	float *const *data;
+	uint64_t pushes;            /* accumulated since the last wsp_grad_zero */
+	uint64_t reserved[8];
+};
+/* The layer's accumulators, once its pushes are accumulated. */
+int wsp_grad_get(wsp_pager *pg, uint32_t layer, struct wsp_grads *out);
+/* Zero the accumulators of `layer` (or WSP_ALL_LAYERS), after their pushes. */
+int wsp_grad_zero(wsp_pager *pg, uint32_t layer);
 
 /* ====================================================================== */
 /* 5. Converting checkpoints                                               */

@@ -453,6 +453,54 @@ class Pager(_Closing):
     def reset_stats(self) -> None:
         _c.lib().wsp_reset_stats(self._handle())
 
+    # Gradients written back (wsp_grad_push(3)).
+    def _layer_or_all(self, layer: Optional[Union[int, str]]) -> int:
+        return _c.ALL_LAYERS if layer is None else self._index(layer)
+
+    def grad_push(self, layer: Union[int, str], grads: Sequence[Optional[int]],
+                  stream: Optional[int] = None) -> None:
+        """Hand the pager `layer`'s gradients: one address per tensor of the
+        layer, in its order (device memory, or host memory on the host
+        backend; contiguous, the tensor's dtype), or None.  The copies run
+        after the work enqueued on `stream` so far and add into fp32
+        accumulators; the memory must stay valid until :meth:`grad_done`."""
+        idx = self._index(layer)
+        n = len(self.pack.layers[idx].tensors)
+        if len(grads) != n:
+            raise ValueError(f"layer {self.pack.layers[idx].name} has {n} tensors, "
+                             f"{len(grads)} gradients given")
+        arr = (ctypes.c_void_p * max(n, 1))(*[g or None for g in grads])
+        _check(_c.lib().wsp_grad_push(self._handle(), idx, arr, ctypes.c_void_p(stream or 0)),
+               self._errmsg)
+
+    def grad_done(self, layer: Optional[Union[int, str]] = None) -> bool:
+        """Whether every push of `layer` (None: of all layers) is accumulated."""
+        rc = _c.lib().wsp_grad_query(self._handle(), self._layer_or_all(layer))
+        _check(rc, self._errmsg)
+        return rc == 1
+
+    def grad_wait(self, layer: Optional[Union[int, str]] = None) -> None:
+        """Block until every push of `layer` (None: of all layers) is accumulated."""
+        _check(_c.lib().wsp_grad_wait(self._handle(), self._layer_or_all(layer)), self._errmsg)
+
+    def grads(self, layer: Union[int, str]) -> Tuple[Dict[str, Optional[np.ndarray]], int]:
+        """The layer's fp32 gradient accumulators, by tensor name (writable
+        numpy views of the pager's memory, valid until close; None for a
+        tensor never given a gradient), and the number of pushes they hold."""
+        idx = self._index(layer)
+        g = _c.Grads()
+        _check(_c.lib().wsp_grad_get(self._handle(), idx, ctypes.byref(g)), self._errmsg)
+        out: Dict[str, Optional[np.ndarray]] = {}
+        for i, t in enumerate(self.pack.layers[idx].tensors):
+            p = g.data[i]
+            out[t.name] = np.ctypeslib.as_array(p, shape=t.shape or (1,)).reshape(t.shape) \
+                if p else None
+        return out, int(g.pushes)
+
+    def grad_zero(self, layer: Optional[Union[int, str]] = None) -> None:
+        """Zero the accumulators of `layer` (None: all) once their pushes are in."""
+        _check(_c.lib().wsp_grad_zero(self._handle(), self._layer_or_all(layer)), self._errmsg)
+
     def close(self) -> None:
         """Wait for copies in flight and free everything.  Views of layers
         still acquired become invalid."""

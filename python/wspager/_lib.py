@@ -106,7 +106,19 @@ class Stats(ctypes.Structure):
         ("direct_io", c_int),
         ("staging_bytes", c_u64),
         ("acquire_failures", c_u64),
-        ("reserved", c_u64 * 15),
+        ("grad_pushes", c_u64),
+        ("bytes_d2h", c_u64),
+        ("reserved", c_u64 * 13),
+    ]
+
+
+class Grads(ctypes.Structure):
+    _fields_ = [
+        ("layer", c_u32),
+        ("n_tensors", c_u32),
+        ("data", ctypes.POINTER(ctypes.POINTER(ctypes.c_float))),
+        ("pushes", c_u64),
+        ("reserved", c_u64 * 8),
     ]
 
 
@@ -132,7 +144,9 @@ class ConvertOptions(ctypes.Structure):
 STRUCTS = {
     "wsp_tensor": Tensor, "wsp_layer": Layer, "wsp_pack_summary": PackSummary,
     "wsp_options": Options, "wsp_stats": Stats, "wsp_convert_options": ConvertOptions,
+    "wsp_grads": Grads,
 }
+ALL_LAYERS = 0xFFFFFFFF
 
 _SONAME = "libwspager.so.2"
 
@@ -196,6 +210,11 @@ def _declare(lib: ctypes.CDLL) -> None:
         "wsp_reset_prediction": (None, [c_void_p]),
         "wsp_get_stats": (c_int, [c_void_p, P(Stats)]),
         "wsp_reset_stats": (None, [c_void_p]),
+        "wsp_grad_push": (c_int, [c_void_p, c_u32, P(c_void_p), c_void_p]),
+        "wsp_grad_query": (c_int, [c_void_p, c_u32]),
+        "wsp_grad_wait": (c_int, [c_void_p, c_u32]),
+        "wsp_grad_get": (c_int, [c_void_p, c_u32, P(Grads)]),
+        "wsp_grad_zero": (c_int, [c_void_p, c_u32]),
         "wsp_convert_options_init": (None, [P(ConvertOptions)]),
         "wsp_convert": (c_int, [P(c_char_p), ctypes.c_size_t, c_char_p, P(ConvertOptions),
                                 c_char_p, ctypes.c_size_t]),

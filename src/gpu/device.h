@@ -1,5 +1,6 @@
 /*
- * The device under the GPU tier: slot memory, one copy stream, events, and
+ * The device under the GPU tier: slot memory, a copy stream into the GPU, a
+ * write-back stream out of it (gradients, src/writeback), events, and
  * page-locking of host memory.
  *
  * Two backends behind one small table of operations:
@@ -27,6 +28,12 @@
 struct dev;
 struct dev_event;
 
+/* Where an event is recorded or waited for: the user's stream (passed
+ * beside), the copy stream (host -> GPU) or the write-back stream (GPU ->
+ * host).  The two library streams are apart so gradients leaving the GPU
+ * never queue behind weights coming in. */
+enum dev_queue { DEV_Q_USER = 0, DEV_Q_COPY = 1, DEV_Q_BACK = 2 };
+
 struct dev_ops {
 	const char *name;
 	void (*close)(struct dev *d);
@@ -35,11 +42,11 @@ struct dev_ops {
 	int (*event_create)(struct dev *d, int timing, struct dev_event **out,
 			    struct wsp_err *err);
 	void (*event_destroy)(struct dev *d, struct dev_event *ev);
-	/* Record on the copy stream (stream_is_copy) or on the user's stream. */
-	int (*record)(struct dev *d, struct dev_event *ev, int on_copy, void *stream,
+	/* Record on queue q (enum dev_queue; `stream` for DEV_Q_USER). */
+	int (*record)(struct dev *d, struct dev_event *ev, int q, void *stream,
 		      struct wsp_err *err);
-	/* Make the copy stream (on_copy) or the user's stream wait for ev. */
-	int (*wait)(struct dev *d, int on_copy, void *stream, struct dev_event *ev,
+	/* Make queue q wait for ev. */
+	int (*wait)(struct dev *d, int q, void *stream, struct dev_event *ev,
 		    struct wsp_err *err);
 	/* 1 complete, 0 not yet, negative on error. */
 	int (*query)(struct dev *d, struct dev_event *ev, struct wsp_err *err);
@@ -49,6 +56,10 @@ struct dev_ops {
 			  uint64_t *ns, struct wsp_err *err);
 	/* Enqueue a host -> slot copy on the copy stream (src pinned or not). */
 	int (*copy_h2d)(struct dev *d, void *dst, const void *src, uint64_t len,
+			struct wsp_err *err);
+	/* Enqueue a device -> host copy on the write-back stream (dst pinned
+	 * for the copy to be asynchronous). */
+	int (*copy_d2h)(struct dev *d, void *dst, const void *src, uint64_t len,
 			struct wsp_err *err);
 	/* Wait for everything enqueued on the copy stream. */
 	int (*sync_copy)(struct dev *d, struct wsp_err *err);

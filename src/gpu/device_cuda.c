@@ -18,7 +18,8 @@
 #include "gpu/device.h"
 
 struct cuda_priv {
-	cudaStream_t copy;
+	cudaStream_t copy;   /* host -> GPU */
+	cudaStream_t back;   /* GPU -> host (write-back) */
 };
 
 struct dev_event {
@@ -55,6 +56,12 @@ static cudaStream_t copy_stream(struct dev *d)
 	return ((struct cuda_priv *)d->priv)->copy;
 }
 
+static cudaStream_t queue_stream(struct dev *d, int q, void *stream)
+{
+	struct cuda_priv *cp = d->priv;
+	return q == DEV_Q_COPY ? cp->copy : q == DEV_Q_BACK ? cp->back : (cudaStream_t)stream;
+}
+
 static void cuda_close(struct dev *d)
 {
 	struct cuda_priv *cp = d->priv;
@@ -63,6 +70,10 @@ static void cuda_close(struct dev *d)
 		if (enter(d, &prev, NULL) == 0) {
 			(void)cudaStreamSynchronize(cp->copy);
 			(void)cudaStreamDestroy(cp->copy);
+			if (cp->back) {
+				(void)cudaStreamSynchronize(cp->back);
+				(void)cudaStreamDestroy(cp->back);
+			}
 			leave(d, prev);
 		}
 		free(cp);
@@ -139,24 +150,24 @@ static void cuda_event_destroy(struct dev *d, struct dev_event *e)
 	free(e);
 }
 
-static int cuda_record(struct dev *d, struct dev_event *e, int on_copy, void *stream,
+static int cuda_record(struct dev *d, struct dev_event *e, int q, void *stream,
 		       struct wsp_err *err)
 {
 	int prev, ret;
 	if ((ret = enter(d, &prev, err)) < 0)
 		return ret;
-	cudaError_t rc = cudaEventRecord(e->ev, on_copy ? copy_stream(d) : (cudaStream_t)stream);
+	cudaError_t rc = cudaEventRecord(e->ev, queue_stream(d, q, stream));
 	leave(d, prev);
 	return rc == cudaSuccess ? 0 : CU_ERR(err, rc, "cudaEventRecord");
 }
 
-static int cuda_wait(struct dev *d, int on_copy, void *stream, struct dev_event *e,
+static int cuda_wait(struct dev *d, int q, void *stream, struct dev_event *e,
 		     struct wsp_err *err)
 {
 	int prev, ret;
 	if ((ret = enter(d, &prev, err)) < 0)
 		return ret;
-	cudaError_t rc = cudaStreamWaitEvent(on_copy ? copy_stream(d) : (cudaStream_t)stream,
+	cudaError_t rc = cudaStreamWaitEvent(queue_stream(d, q, stream),
 					     e->ev, 0);
 	leave(d, prev);
 	return rc == cudaSuccess ? 0 : CU_ERR(err, rc, "cudaStreamWaitEvent");
@@ -215,6 +226,18 @@ static int cuda_copy_h2d(struct dev *d, void *dst, const void *src, uint64_t len
 	return rc == cudaSuccess ? 0 : CU_ERR(err, rc, "cudaMemcpyAsync");
 }
 
+static int cuda_copy_d2h(struct dev *d, void *dst, const void *src, uint64_t len,
+			 struct wsp_err *err)
+{
+	int prev, ret;
+	if ((ret = enter(d, &prev, err)) < 0)
+		return ret;
+	cudaError_t rc = cudaMemcpyAsync(dst, src, (size_t)len, cudaMemcpyDeviceToHost,
+					 queue_stream(d, DEV_Q_BACK, NULL));
+	leave(d, prev);
+	return rc == cudaSuccess ? 0 : CU_ERR(err, rc, "cudaMemcpyAsync (device to host)");
+}
+
 static int cuda_sync_copy(struct dev *d, struct wsp_err *err)
 {
 	int prev, ret;
@@ -263,6 +286,7 @@ static const struct dev_ops cuda_ops = {
 	.event_sync = cuda_event_sync,
 	.elapsed_ns = cuda_elapsed_ns,
 	.copy_h2d = cuda_copy_h2d,
+	.copy_d2h = cuda_copy_d2h,
 	.sync_copy = cuda_sync_copy,
 	.pin = cuda_pin,
 	.unpin = cuda_unpin,
@@ -306,6 +330,11 @@ int dev_cuda_open(int ordinal, struct dev **out, struct wsp_err *err)
 		return ret;
 	}
 	rc = cudaStreamCreateWithFlags(&cp->copy, cudaStreamNonBlocking);
+	if (rc == cudaSuccess) {
+		rc = cudaStreamCreateWithFlags(&cp->back, cudaStreamNonBlocking);
+		if (rc != cudaSuccess)
+			(void)cudaStreamDestroy(cp->copy);
+	}
 	leave(d, prev);
 	if (rc != cudaSuccess) {
 		free(d);

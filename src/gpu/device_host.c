@@ -61,7 +61,7 @@ static void host_event_destroy(struct dev *d, struct dev_event *ev)
 	free(ev);
 }
 
-static int host_record(struct dev *d, struct dev_event *ev, int on_copy, void *stream,
+static int host_record(struct dev *d, struct dev_event *ev, int q, void *stream,
 		       struct wsp_err *err)
 {
 	ev->recorded = 1;
@@ -69,7 +69,7 @@ static int host_record(struct dev *d, struct dev_event *ev, int on_copy, void *s
 	return 0;
 }
 
-static int host_wait(struct dev *d, int on_copy, void *stream, struct dev_event *ev,
+static int host_wait(struct dev *d, int q, void *stream, struct dev_event *ev,
 		     struct wsp_err *err)
 {
 	return 0;
@@ -126,6 +126,7 @@ static const struct dev_ops host_ops = {
 	.event_sync = host_event_sync,
 	.elapsed_ns = host_elapsed_ns,
 	.copy_h2d = host_copy_h2d,
+	.copy_d2h = host_copy_h2d,   /* host memory both sides: a memcpy either way */
 	.sync_copy = host_sync_copy,
 	.pin = host_pin,
 	.unpin = host_unpin,

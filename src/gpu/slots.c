@@ -98,7 +98,7 @@ int slots_init(struct slot_pool *sp, struct dev *d, unsigned n, uint64_t slot_by
 	 * trace event never ends in the future). */
 	sp->epoch_ns = wsp_now_ns();
 	if ((rc = d->ops->event_create(d, 1, &sp->epoch, err)) < 0 ||
-	    (rc = d->ops->record(d, sp->epoch, 1, NULL, err)) < 0 ||
+	    (rc = d->ops->record(d, sp->epoch, DEV_Q_COPY, NULL, err)) < 0 ||
 	    (rc = d->ops->event_sync(d, sp->epoch, err)) < 0)
 		goto fail;
 	for (unsigned i = 0; i < n; i++) {
@@ -237,7 +237,7 @@ int slots_fill(struct slot_pool *sp, struct slot *s, const struct wsp_pack_s *pk
 	/* The rule of the pool: the copy stream waits for every stream that
 	 * released this slot before it writes into it. */
 	for (unsigned i = 0; i < s->n_rel; i++) {
-		rc = d->ops->wait(d, 1, NULL, s->rel[i].ev, err);
+		rc = d->ops->wait(d, DEV_Q_COPY, NULL, s->rel[i].ev, err);
 		if (rc < 0)
 			goto fail;
 	}
@@ -245,10 +245,10 @@ int slots_fill(struct slot_pool *sp, struct slot *s, const struct wsp_pack_s *pk
 		put_event(sp, 0, s->rel[i].ev);
 	s->n_rel = 0;
 
-	if ((rc = d->ops->record(d, pp.start, 1, NULL, err)) < 0 ||
+	if ((rc = d->ops->record(d, pp.start, DEV_Q_COPY, NULL, err)) < 0 ||
 	    (rc = enqueue_copies(sp, s, ref, err)) < 0 ||
-	    (rc = d->ops->record(d, s->fill_ev, 1, NULL, err)) < 0 ||
-	    (rc = d->ops->record(d, pp.end, 1, NULL, err)) < 0)
+	    (rc = d->ops->record(d, s->fill_ev, DEV_Q_COPY, NULL, err)) < 0 ||
+	    (rc = d->ops->record(d, pp.end, DEV_Q_COPY, NULL, err)) < 0)
 		goto fail;
 
 	sp->pend[sp->n_pend++] = pp;
@@ -273,7 +273,7 @@ fail:
 
 int slots_use(struct slot_pool *sp, struct slot *s, void *stream, struct wsp_err *err)
 {
-	int rc = sp->dev->ops->wait(sp->dev, 0, stream, s->fill_ev, err);
+	int rc = sp->dev->ops->wait(sp->dev, DEV_Q_USER, stream, s->fill_ev, err);
 	if (rc < 0)
 		return rc;
 	s->refs++;
@@ -305,7 +305,7 @@ int slots_unuse(struct slot_pool *sp, struct slot *s, void *stream, struct wsp_e
 	/* Unrecorded, the release is not done: the use stays counted (the slot
 	 * is never reused under a stream nothing orders it after), and an
 	 * event that was never recorded is not kept to be waited on. */
-	if ((rc = d->ops->record(d, r->ev, 0, stream, err)) < 0) {
+	if ((rc = d->ops->record(d, r->ev, DEV_Q_USER, stream, err)) < 0) {
 		if (fresh) {
 			put_event(sp, 0, r->ev);
 			s->n_rel--;

@@ -104,6 +104,7 @@ static void plan_lookahead(struct wsp_pager_s *pg, uint64_t budget)
 
 static void pager_free(struct wsp_pager_s *pg)
 {
+	wb_destroy(pg->wb);   /* waits for gradient copies still in flight */
 	hcache_destroy(pg->hc);
 	slots_destroy(&pg->sp);
 	dev_close(pg->dev);

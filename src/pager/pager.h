@@ -11,6 +11,7 @@
 #include "gpu/slots.h"
 #include "pack/pack.h"
 #include "predict/predict.h"
+#include "writeback/writeback.h"
 #include "wspager.h"
 
 /* Predicted layers examined per acquire at most (bounds a stack array). */
@@ -23,6 +24,7 @@ struct wsp_pager_s {
 	struct predictor *pred;
 	struct dev *dev;
 	struct hcache *hc;
+	struct wb *wb;               /* gradients written back; made at the first push */
 	struct wsp_err err;
 
 	/* Everything below is guarded by lock.  Never held across a call

@@ -42,6 +42,11 @@ int wsp_get_stats(wsp_pager *pg, struct wsp_stats *out)
 	out->host_cache_bytes = hs.budget_bytes;
 	out->pinned_bytes = hs.pinned_bytes;
 	out->staging_bytes = hs.staging_bytes;
+	pthread_mutex_lock(&pg->lock);
+	struct wb *wb = pg->wb;
+	pthread_mutex_unlock(&pg->lock);
+	if (wb)
+		wb_counters(wb, &out->grad_pushes, &out->bytes_d2h);
 	const struct io_engine *io = hcache_io(pg->hc);
 	if (io) {
 		snprintf(out->io_backend, sizeof(out->io_backend), "%s", io_engine_backend(io));
@@ -57,6 +62,8 @@ void wsp_reset_stats(wsp_pager *pg)
 	pager_reap(pg, 0);
 	hcache_reset_stats(pg->hc);
 	pthread_mutex_lock(&pg->lock);
+	if (pg->wb)
+		wb_reset_counters(pg->wb);
 	pg->acquires = pg->gpu_hits = pg->host_hits = pg->misses = 0;
 	pg->predicted = pg->acquire_block_ns = pg->acquire_failures = 0;
 	pg->sp.bytes_h2d = pg->sp.h2d_ns = pg->sp.fills = 0;

@@ -97,6 +97,8 @@ int main(void)
 	F(wsp_stats, direct_io);
 	F(wsp_stats, staging_bytes);
 	F(wsp_stats, acquire_failures);
+	F(wsp_stats, grad_pushes);
+	F(wsp_stats, bytes_d2h);
 	F(wsp_stats, reserved);
 	printf("]}");
 	printf(", \"wsp_convert_options\": {\"size\": %zu, \"fields\": [", sizeof(struct wsp_convert_options));
@@ -115,6 +117,14 @@ int main(void)
 	F(wsp_convert_options, log_ctx);
 	F(wsp_convert_options, group_map);
 	F(wsp_convert_options, reserved);
+	printf("]}");
+	printf(", \"wsp_grads\": {\"size\": %zu, \"fields\": [", sizeof(struct wsp_grads));
+	first = 0;
+	F(wsp_grads, layer);
+	F(wsp_grads, n_tensors);
+	F(wsp_grads, data);
+	F(wsp_grads, pushes);
+	F(wsp_grads, reserved);
 	printf("]}");
 	printf("}\n");
 	return 0;

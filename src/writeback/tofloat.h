@@ -1,0 +1,14 @@
+/* Adding a gradient of a float dtype into an fp32 accumulator. */
+#ifndef WSP_WRITEBACK_TOFLOAT_H
+#define WSP_WRITEBACK_TOFLOAT_H
+
+#include <stdint.h>
+#include "wspager.h"
+
+/* 1 for the dtypes a gradient may have (F32, F16, BF16). */
+int wb_dtype_ok(enum wsp_dtype dt);
+/* acc[i] = src[i] (first push: the gradient's own value, bit for bit) or
+ * acc[i] += src[i], for n elements of dtype dt. */
+void wb_accumulate(float *acc, const void *src, enum wsp_dtype dt, uint64_t n, int first);
+
+#endif

@@ -1,0 +1,46 @@
+/*
+ * The write-back room: what leaves the GPU.  Beside the host cache, not in
+ * it: the cache holds what the pack says; this holds what training made.
+ *
+ * Gradients: a push copies a layer's gradient tensors GPU -> host on the
+ * device's write-back stream, ordered after the user's stream by an event
+ * (the host never waits), into one of a few pinned staging buffers; one
+ * worker thread waits for each copy in push order and adds it into the
+ * layer's fp32 accumulators (one per tensor, made on first use).  Pushes of
+ * the same layer accumulate until zeroed (micro-batches).  When every
+ * staging buffer is in flight a push waits for the oldest: the bound on
+ * the memory this room takes besides the accumulators.
+ */
+#ifndef WSP_WRITEBACK_WRITEBACK_H
+#define WSP_WRITEBACK_WRITEBACK_H
+
+#include <stdint.h>
+#include "common/error.h"
+#include "gpu/device.h"
+#include "pack/pack.h"
+
+struct wb;
+
+/* Nothing is allocated until the first push. */
+int wb_create(struct dev *d, const struct wsp_pack_s *pk, struct wb **out, struct wsp_err *err);
+/* Waits for pushes in flight, then frees everything. */
+void wb_destroy(struct wb *wb);
+
+/* grads[i]: tensor i of the layer, in its dtype, contiguous, or NULL.
+ * Errors: WSP_EDTYPE for a non-float tensor given a gradient; a copy or
+ * accumulation that failed earlier (the first failure, kept). */
+int wb_push(struct wb *wb, uint32_t layer, const void *const *grads, void *stream,
+	    struct wsp_err *err);
+/* 1 when the pushes of `layer` (UINT32_MAX: all) are accumulated, 0 if not. */
+int wb_query(struct wb *wb, uint32_t layer, struct wsp_err *err);
+int wb_wait(struct wb *wb, uint32_t layer, struct wsp_err *err);
+/* After wb_wait: the accumulators (entries NULL for tensors never pushed)
+ * and the number of pushes since the last zeroing. */
+int wb_grads(struct wb *wb, uint32_t layer, float *const **data, uint64_t *pushes,
+	     struct wsp_err *err);
+int wb_zero(struct wb *wb, uint32_t layer, struct wsp_err *err);
+/* Counters for wsp_stats. */
+void wb_counters(struct wb *wb, uint64_t *pushes, uint64_t *bytes_d2h);
+void wb_reset_counters(struct wb *wb);
+
+#endif
