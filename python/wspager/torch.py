@@ -19,8 +19,10 @@ write).  Outside its forward a paged parameter holds a placeholder of the
 right shape, dtype and device whose elements are NaN (zeros for integer
 types): it costs no memory and makes any use outside a hooked forward
 visible.  Autograd must not keep weights beyond the forward: offloaded
-parameters have ``requires_grad=False`` (training goes through the pager's
-write-back path, not here).
+parameters have ``requires_grad=False``, unless the model is offloaded with
+``train=True``: then autograd saves handles in place of paged weights, the
+backward re-acquires each layer, and gradients leave through the pager's
+write-back path (see :mod:`wspager._train`, :func:`grads`).
 """
 from __future__ import annotations
 
@@ -37,7 +39,7 @@ import torch
 from . import Pager, Pack, convert as _convert
 
 __all__ = ["offload", "remove", "from_pretrained", "convert", "init_empty", "MismatchError",
-           "TORCH_DTYPES"]
+           "TORCH_DTYPES", "grads", "zero_grad"]
 
 TORCH_DTYPES = {
     "BOOL": torch.bool, "U8": torch.uint8, "I8": torch.int8, "I16": torch.int16,
@@ -81,6 +83,7 @@ class Offload:
         self.groups: List[_Group] = []
         self.handles = []
         self.restore = []          # (module, attribute) set on the instance
+        self.trainer = None        # wspager._train.Trainer with train=True
 
     def _stream(self) -> int:
         if self.device.type == "cuda":
@@ -165,7 +168,8 @@ def _resolve_device(device) -> torch.device:
 
 def offload(model: torch.nn.Module, pack: Union[str, os.PathLike], device="cuda", *,
             host_cache=None, gpu_slots: int = 3, resident: Sequence[str] = (),
-            on_demand: Sequence[str] = (), **pager_options) -> torch.nn.Module:
+            on_demand: Sequence[str] = (), train: bool = False,
+            **pager_options) -> torch.nn.Module:
     """Page `model`'s weights from the pack through the pager.
 
     Parameters
@@ -192,6 +196,11 @@ def offload(model: torch.nn.Module, pack: Union[str, os.PathLike], device="cuda"
         Pack layers, or module paths whose layers, are read only when their
         module runs, never ahead of need (task-specific heads).  Routed
         experts are always on demand: a module that never runs is never read.
+    train : bool
+        Paged parameters require gradients; the backward re-acquires each
+        layer and hands its gradients to the pager, which adds them into
+        fp32 host accumulators (:func:`grads`).  Routed experts are not
+        trainable yet.
 
     Returns the model, hooked.  Every disagreement between pack and model
     (missing tensors, shapes, dtypes, layers without a module) is found
@@ -218,7 +227,14 @@ def offload(model: torch.nn.Module, pack: Union[str, os.PathLike], device="cuda"
     off = Offload(model, pager, dev)
     try:
         _bind(model, off, plan, dev)
+        if train:
+            if plan[3]:
+                raise NotImplementedError("train=True: routed experts are not trainable yet")
+            from ._train import Trainer
+            off.trainer = Trainer(off, model)
     except BaseException:
+        for h in off.handles:
+            h.remove()
         pager.close()
         raise
     model._wspager = off
@@ -561,6 +577,25 @@ def _checkpoint_keys(checkpoint: str) -> List[str]:
                 raise ValueError(f"{f}: header of {n} bytes above 100 MB: not a safetensors file")
             keys += [k for k in json.loads(fh.read(n)) if k != "__metadata__"]
     return keys
+
+
+def _trainer(model: torch.nn.Module):
+    off = getattr(model, "_wspager", None)
+    if off is None or off.trainer is None:
+        raise ValueError("this model is not offloaded with train=True")
+    return off.trainer
+
+
+def grads(model: torch.nn.Module) -> Dict[str, torch.Tensor]:
+    """The gradients the backward passes since the last :func:`zero_grad`
+    accumulated, by parameter name: fp32 tensors in host memory, views of
+    the pager's accumulators (waits for copies still in flight)."""
+    return _trainer(model).grads()
+
+
+def zero_grad(model: torch.nn.Module) -> None:
+    """Start the gradient accumulators of every paged layer over."""
+    _trainer(model).zero_grad()
 
 
 def remove(model: torch.nn.Module) -> None:

@@ -1,0 +1,180 @@
+"""Training through the pager: the backward pass of an offloaded model.
+
+What :func:`wspager.torch.offload` adds with ``train=True``:
+
+* Paged parameters require gradients.  While the model's forward runs,
+  autograd's saved tensors that are (views of) paged parameters are saved
+  as handles instead (saved-tensor hooks): the slot memory they point at is
+  reused as soon as the module's forward ends.  The backward re-acquires
+  the layer when it first unpacks one of them.
+* Each paged parameter's gradient, once accumulated for the pass (a
+  post-accumulate-grad hook), waits for the other parameters of its layer;
+  then the layer's gradients go to the pager (``wsp_grad_push``: copied out
+  on the pager's write-back stream after the current stream's work, added
+  into fp32 host accumulators), the parameter's ``.grad`` is dropped and the
+  layer released.  The GPU never holds more than the layers in use.
+* ``wspager.torch.grads(model)`` gives the accumulated gradients;
+  ``wspager.torch.parameters(model)`` fp32 host master copies whose
+  ``.grad`` are those accumulators, for any torch optimizer.
+"""
+from __future__ import annotations
+
+from typing import Dict, List, Optional, Tuple
+
+import torch
+
+
+class _Saved:
+    """A saved tensor that is (a view of) paged parameter i of a group."""
+    __slots__ = ("g", "i", "shape", "stride", "offset")
+
+    def __init__(self, g, i: int, shape, stride, offset: int):
+        self.g, self.i, self.shape, self.stride, self.offset = g, i, shape, stride, offset
+
+
+class Trainer:
+    """The training state of one offloaded model (``model._wspager.trainer``)."""
+
+    def __init__(self, off, model: torch.nn.Module):
+        self.off = off
+        self.by_param: Dict[int, Tuple[object, int]] = {}
+        self.pos: Dict[int, Dict[str, int]] = {}     # layer -> tensor name -> index in the layer
+        self.bwd_held: Dict[int, object] = {}        # layer -> group held for the backward
+        self.inflight: List[Tuple[int, List[torch.Tensor]]] = []   # gradients being copied out
+        self.ctx: List[object] = []                  # saved-tensor hook contexts entered
+        self.callback_queued = False
+        self.masters: Optional[Dict[int, List[Optional[torch.nn.Parameter]]]] = None
+        self.pushed_since_step: set = set()
+        for g in off.groups:
+            names = [t.name for t in off.pager.pack.layers[g.index].tensors]
+            self.pos[g.index] = {n: k for k, n in enumerate(names)}
+            g.ready = set()
+            g.trainable = 0
+            for i, (p, _, dtype, _) in enumerate(g.params):
+                if not dtype.is_floating_point:
+                    continue
+                p.requires_grad_(True)
+                g.trainable += 1
+                self.by_param[id(p)] = (g, i)
+                off.handles.append(p.register_post_accumulate_grad_hook(self._grad_ready))
+        off.handles.append(model.register_forward_pre_hook(self._enter))
+        off.handles.append(model.register_forward_hook(self._exit, always_call=True))
+
+    # Saved tensors -------------------------------------------------------
+    def _enter(self, _mod, _args):
+        if torch.is_grad_enabled():
+            ctx = torch.autograd.graph.saved_tensors_hooks(self._pack, self._unpack)
+            ctx.__enter__()
+            self.ctx.append(ctx)
+        else:
+            self.ctx.append(None)
+
+    def _exit(self, _mod, _args, _out):
+        ctx = self.ctx.pop() if self.ctx else None
+        if ctx is not None:
+            ctx.__exit__(None, None, None)
+
+    def _pack(self, t: torch.Tensor):
+        base = t if t._base is None else t._base
+        hit = self.by_param.get(id(base))
+        if hit is None:
+            return t
+        g, i = hit
+        p = g.params[i][0]
+        if base is not p:
+            return t
+        return _Saved(g, i, tuple(t.shape), t.stride(), t.storage_offset() - p.storage_offset())
+
+    def _unpack(self, s):
+        if not isinstance(s, _Saved):
+            return s
+        g = s.g
+        self._hold(g)
+        _, name, dtype, shape = g.params[s.i]
+        v = self.off._view(g, g.layer, name, dtype, shape)
+        return v.as_strided(s.shape, s.stride, v.storage_offset() + s.offset)
+
+    def _hold(self, g) -> None:
+        """Acquire g for this backward (once), and make sure the pass ends
+        with every layer pushed and released."""
+        self._queue_end()
+        if g.index not in self.bwd_held:
+            self.off.acquire(g)
+            self.bwd_held[g.index] = g
+
+    def _queue_end(self) -> None:
+        if not self.callback_queued:
+            torch.autograd.Variable._execution_engine.queue_callback(self._end_backward)
+            self.callback_queued = True
+
+    # Gradients -----------------------------------------------------------
+    def _grad_ready(self, p: torch.nn.Parameter) -> None:
+        g, i = self.by_param[id(p)]
+        self._queue_end()
+        g.ready.add(i)
+        if len(g.ready) == g.trainable:
+            self._push(g)
+
+    def _push(self, g) -> None:
+        """The layer's gradients to the pager; its parameters' .grad dropped."""
+        off = self.off
+        if g.index not in self.pushed_since_step:
+            self.pushed_since_step.add(g.index)
+            # After optimizer.zero_grad() (the masters' .grad set to None),
+            # the layer's accumulators start over, as a parameter's .grad does.
+            ms = self.masters.get(g.index) if self.masters is not None else None
+            if ms and any(m is not None and m.grad is None for m in ms):
+                off.pager.grad_zero(g.index)
+        pos = self.pos[g.index]
+        ptrs: List[Optional[int]] = [None] * len(pos)
+        keep = []
+        for p, name, _, _ in g.params:
+            gr = p.grad
+            if gr is None:
+                continue
+            gr = gr.detach().contiguous()
+            ptrs[pos[name]] = gr.data_ptr()
+            keep.append(gr)
+            p.grad = None
+        g.ready.clear()
+        if keep:
+            off.pager.grad_push(g.index, ptrs, off._stream())
+            self.inflight.append((g.index, keep))
+        if g.index in self.bwd_held:
+            del self.bwd_held[g.index]
+            off.release(g)
+        self._reap()
+
+    def _reap(self) -> None:
+        """Drop the gradients whose copies are done (their memory may be reused)."""
+        self.inflight = [(layer, ts) for layer, ts in self.inflight
+                         if not self.off.pager.grad_done(layer)]
+
+    def _end_backward(self) -> None:
+        self.callback_queued = False
+        for g in self.off.groups:
+            if g.ready:            # some parameters got no gradient in this pass
+                self._push(g)
+        for g in list(self.bwd_held.values()):
+            self.off.release(g)
+        self.bwd_held.clear()
+
+    def wait(self) -> None:
+        self.off.pager.grad_wait()
+        self.inflight.clear()
+
+    # What the user sees --------------------------------------------------
+    def grads(self) -> Dict[str, torch.Tensor]:
+        """Accumulated gradients by parameter name (fp32, host, zero-copy)."""
+        self.wait()
+        out = {}
+        for g in self.off.groups:
+            acc, _ = self.off.pager.grads(g.index)
+            for name, a in acc.items():
+                if a is not None:
+                    out[name] = torch.from_numpy(a)
+        return out
+
+    def zero_grad(self) -> None:
+        self.wait()
+        self.off.pager.grad_zero()
