@@ -139,7 +139,9 @@ lane_python() {
 	step py-from-pretrained-cuda 300 "${py_env[@]}" sh -c '. "$top_srcdir/tests/python/lib.sh"; "$PY" "$HERE/test_from_pretrained.py" cuda'
 	step py-multitask 300 "${py_env[@]}" sh "$top/tests/python/multitask.sh"
 	step py-example 300 "${py_env[@]}" sh "$top/tests/python/example.sh"
-	for f in py-offload-cuda py-offload-cpu; do
+	step py-train-cuda 300 "${py_env[@]}" sh -c '. "$top_srcdir/tests/python/lib.sh"; "$PY" "$HERE/test_train.py" cuda'
+	step py-train-cpu 300 "${py_env[@]}" sh "$top/tests/python/torch_train.sh"
+	for f in py-offload-cuda py-offload-cpu py-train-cuda; do
 		echo "== $f"; grep -E 'torch|diff|failures' "$out/$f.log"
 	done
 }
