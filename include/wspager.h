@@ -433,6 +433,34 @@ int wsp_grad_get(wsp_pager *pg, uint32_t layer, struct wsp_grads *out);
 /* Zero the accumulators of `layer` (or WSP_ALL_LAYERS), after their pushes. */
 int wsp_grad_zero(wsp_pager *pg, uint32_t layer);
 
+/*
+ * New values for `layer` (an optimizer step): values[i] is tensor i's new
+ * raw bytes in host memory (its dtype, its size), or NULL to keep it.  From
+ * then on the layer is "updated": every acquire copies it from the pager's
+ * write-back room instead of the host cache, and its view's checksums are
+ * those of the new bytes.  A slot copy of the old bytes is dropped; the
+ * layer must not be acquired (WSP_ESTATE).  The values are copied before
+ * the call returns.  Updated layers stay in host memory (outside the host
+ * cache budget) until wsp_close; the pack on disk is never written.
+ */
+int wsp_update(wsp_pager *pg, uint32_t layer, const void *const *values);
+
+/*
+ * Write a new pack at `out` from the current layers, updated or not: the
+ * same layers, tensors, order and safetensors sources as the open pack, so
+ * that `wspack unpack` of it gives the checkpoint with the new values.
+ * Atomic: the output appears complete or not at all (temporary directory,
+ * fsync, rename); a temporary left by a killed save is removed by the next
+ * save to the same output.  Needs free disk for the model's raw bytes twice
+ * over while it runs (its safetensors files, then the pack) and memory for
+ * one layer.  `out` must not be the open pack (-EINVAL); an existing `out`
+ * is WSP_EEXIST unless WSP_SAVE_FORCE (then only a pack is replaced).
+ * progress (may be NULL) is called after each layer is written out; a
+ * non-zero return cancels (-ECANCELED).  One save or update at a time.
+ */
+#define WSP_SAVE_FORCE 1u
+int wsp_save(wsp_pager *pg, const char *out, unsigned flags, wsp_progress_fn progress, void *ctx);
+
 /* ====================================================================== */
 /* 5. Converting checkpoints                                               */
 /* ====================================================================== */

@@ -501,6 +501,25 @@ class Pager(_Closing):
         """Zero the accumulators of `layer` (None: all) once their pushes are in."""
         _check(_c.lib().wsp_grad_zero(self._handle(), self._layer_or_all(layer)), self._errmsg)
 
+    def update(self, layer: Union[int, str], values: Sequence[Optional[int]]) -> None:
+        """New values for `layer` (wsp_update(3)): one host address per tensor
+        of the layer, in its order (the tensor's dtype and size), or None to
+        keep it.  Every later acquire sees them; the layer must not be held."""
+        idx = self._index(layer)
+        n = len(self.pack.layers[idx].tensors)
+        if len(values) != n:
+            raise ValueError(f"layer {self.pack.layers[idx].name} has {n} tensors, "
+                             f"{len(values)} values given")
+        arr = (ctypes.c_void_p * max(n, 1))(*[v or None for v in values])
+        _check(_c.lib().wsp_update(self._handle(), idx, arr), self._errmsg)
+
+    def save(self, out: Union[str, os.PathLike], *, force: bool = False, progress=None) -> None:
+        """Write a new pack at `out` from the current layers, updated or not
+        (wsp_save(3)): atomic; ``wspack unpack`` of it gives safetensors."""
+        cb = _progress_fn(progress)
+        _check(_c.lib().wsp_save(self._handle(), os.fspath(out).encode(), 1 if force else 0, cb,
+                                 None), self._errmsg)
+
     def close(self) -> None:
         """Wait for copies in flight and free everything.  Views of layers
         still acquired become invalid."""

@@ -215,6 +215,8 @@ def _declare(lib: ctypes.CDLL) -> None:
         "wsp_grad_wait": (c_int, [c_void_p, c_u32]),
         "wsp_grad_get": (c_int, [c_void_p, c_u32, P(Grads)]),
         "wsp_grad_zero": (c_int, [c_void_p, c_u32]),
+        "wsp_update": (c_int, [c_void_p, c_u32, P(c_void_p)]),
+        "wsp_save": (c_int, [c_void_p, c_char_p, c_uint, PROGRESS_FN, c_void_p]),
         "wsp_convert_options_init": (None, [P(ConvertOptions)]),
         "wsp_convert": (c_int, [P(c_char_p), ctypes.c_size_t, c_char_p, P(ConvertOptions),
                                 c_char_p, ctypes.c_size_t]),

@@ -16,12 +16,44 @@ What :func:`wspager.torch.offload` adds with ``train=True``:
 * ``wspager.torch.grads(model)`` gives the accumulated gradients;
   ``wspager.torch.parameters(model)`` fp32 host master copies whose
   ``.grad`` are those accumulators, for any torch optimizer.
+* Around a step of an optimizer over those masters (global optimizer step
+  hooks): before it, the masters' ``.grad`` are bound to the accumulators
+  (zero-copy, once the copies are in); after it, each layer's masters, in
+  the layer's dtype, replace its weights in the pager (``wsp_update``), so
+  the next forward uses them.  After ``optimizer.zero_grad()`` the next
+  backward starts the accumulators over.
+* ``wspager.torch.save(model, out)``: a new pack, atomically (``wsp_save``).
 """
 from __future__ import annotations
 
+import weakref
 from typing import Dict, List, Optional, Tuple
 
 import torch
+
+_TRAINERS: "weakref.WeakSet[Trainer]" = weakref.WeakSet()
+_HOOKS: list = []
+
+
+def _step_pre(opt, _args, _kwargs) -> None:
+    for tr in list(_TRAINERS):
+        if tr.steps_with(opt):
+            tr.bind_grads()
+
+
+def _step_post(opt, _args, _kwargs) -> None:
+    for tr in list(_TRAINERS):
+        if tr.steps_with(opt):
+            tr.apply_masters()
+
+
+def _install_hooks() -> None:
+    """Once per process: every optimizer step passes by the trainers."""
+    if not _HOOKS:
+        from torch.optim.optimizer import (register_optimizer_step_post_hook,
+                                           register_optimizer_step_pre_hook)
+        _HOOKS.append(register_optimizer_step_pre_hook(_step_pre))
+        _HOOKS.append(register_optimizer_step_post_hook(_step_post))
 
 
 class _Saved:
@@ -59,6 +91,9 @@ class Trainer:
                 off.handles.append(p.register_post_accumulate_grad_hook(self._grad_ready))
         off.handles.append(model.register_forward_pre_hook(self._enter))
         off.handles.append(model.register_forward_hook(self._exit, always_call=True))
+        self.master_ids: set = set()
+        _install_hooks()
+        _TRAINERS.add(self)
 
     # Saved tensors -------------------------------------------------------
     def _enter(self, _mod, _args):
@@ -178,3 +213,74 @@ class Trainer:
     def zero_grad(self) -> None:
         self.wait()
         self.off.pager.grad_zero()
+
+    # Masters and the optimizer -------------------------------------------
+    def named_parameters(self) -> List[Tuple[str, torch.nn.Parameter]]:
+        """fp32 host copies of the paged parameters (made on first use, from
+        the pager's current weights), for an optimizer."""
+        if self.masters is None:
+            self._make_masters()
+        out = []
+        for g in self.off.groups:
+            for (_, name, _, _), m in zip(g.params, self.masters[g.index]):
+                if m is not None:
+                    out.append((name, m))
+        return out
+
+    def _make_masters(self) -> None:
+        off = self.off
+        masters: Dict[int, List[Optional[torch.nn.Parameter]]] = {}
+        for g in off.groups:
+            off.acquire(g)
+            try:
+                row = []
+                for _, name, dtype, shape in g.params:
+                    if not dtype.is_floating_point:
+                        row.append(None)
+                        continue
+                    v = off._view(g, g.layer, name, dtype, shape)
+                    row.append(torch.nn.Parameter(v.detach().to("cpu", torch.float32, copy=True)))
+                masters[g.index] = row
+            finally:
+                off.release(g)
+        self.masters = masters
+        self.master_ids = {id(m) for row in masters.values() for m in row if m is not None}
+
+    def steps_with(self, opt) -> bool:
+        return bool(self.master_ids) and any(id(p) in self.master_ids
+                                             for group in opt.param_groups
+                                             for p in group["params"])
+
+    def bind_grads(self) -> None:
+        """Masters' .grad: views of the accumulators (None: no gradient)."""
+        self.wait()
+        for g in self.off.groups:
+            acc, pushes = self.off.pager.grads(g.index)
+            for (_, name, _, _), m in zip(g.params, self.masters[g.index]):
+                if m is None:
+                    continue
+                a = acc.get(name) if pushes else None
+                m.grad = torch.from_numpy(a) if a is not None else None
+
+    def apply_masters(self) -> None:
+        """The stepped masters, in each tensor's dtype, become the layer."""
+        off = self.off
+        for g in off.groups:
+            row = self.masters[g.index]
+            if all(m is None for m in row):
+                continue
+            pos = self.pos[g.index]
+            vals: List[Optional[int]] = [None] * len(pos)
+            keep = []
+            for (_, name, dtype, _), m in zip(g.params, row):
+                if m is None:
+                    continue
+                t = m.detach().to(dtype).contiguous()
+                vals[pos[name]] = t.data_ptr()
+                keep.append(t)
+            off.pager.update(g.index, vals)   # copied before it returns
+        self.pushed_since_step.clear()
+
+    def save(self, out, force: bool = False, progress=None) -> None:
+        self.wait()
+        self.off.pager.save(out, force=force, progress=progress)

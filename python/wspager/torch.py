@@ -39,7 +39,7 @@ import torch
 from . import Pager, Pack, convert as _convert
 
 __all__ = ["offload", "remove", "from_pretrained", "convert", "init_empty", "MismatchError",
-           "TORCH_DTYPES", "grads", "zero_grad"]
+           "TORCH_DTYPES", "grads", "zero_grad", "parameters", "named_parameters", "save"]
 
 TORCH_DTYPES = {
     "BOOL": torch.bool, "U8": torch.uint8, "I8": torch.int8, "I16": torch.int16,
@@ -598,6 +598,25 @@ def zero_grad(model: torch.nn.Module) -> None:
     _trainer(model).zero_grad()
 
 
+def named_parameters(model: torch.nn.Module) -> List[Tuple[str, torch.nn.Parameter]]:
+    """The paged parameters' fp32 host masters, by name, for an optimizer:
+    their ``.grad`` are the pager's accumulators (bound when a step starts),
+    and after each step of an optimizer over them the stepped values, in
+    each parameter's dtype, become the weights the next forward uses."""
+    return _trainer(model).named_parameters()
+
+
+def parameters(model: torch.nn.Module) -> List[torch.nn.Parameter]:
+    """:func:`named_parameters` without the names."""
+    return [p for _, p in named_parameters(model)]
+
+
+def save(model: torch.nn.Module, out, *, force: bool = False, progress=None) -> None:
+    """Write the model's current weights (stepped or not) as a new pack at
+    `out`, atomically; ``wspack unpack`` of it gives safetensors."""
+    _trainer(model).save(out, force=force, progress=progress)
+
+
 def remove(model: torch.nn.Module) -> None:
     """Take the hooks off and close the pager.  Paged parameters keep their
     placeholders: the model has no weights of its own afterwards."""
@@ -606,6 +625,10 @@ def remove(model: torch.nn.Module) -> None:
         return
     for h in off.handles:
         h.remove()
+    if off.trainer is not None:
+        from ._train import _TRAINERS
+        _TRAINERS.discard(off.trainer)
+        off.trainer.wait()
     for m, attr in off.restore:
         m.__dict__.pop(attr, None)
     for g in off.groups:

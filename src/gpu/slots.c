@@ -203,6 +203,18 @@ static int enqueue_copies(struct slot_pool *sp, struct slot *s, const struct hca
 	return 0;
 }
 
+int slots_forget(struct slot_pool *sp, uint32_t layer)
+{
+	struct slot *s = slots_find(sp, layer);
+	if (!s)
+		return 0;
+	if (s->refs)
+		return -EBUSY;
+	s->state = SLOT_FREE;
+	s->prefetched = 0;
+	return 1;
+}
+
 int slots_fill(struct slot_pool *sp, struct slot *s, const struct wsp_pack_s *pk,
 	       uint32_t layer, const struct hcache_ref *ref, int prefetch, struct wsp_err *err)
 {

@@ -103,6 +103,11 @@ struct slot *slots_find(struct slot_pool *sp, uint32_t layer);
 int slots_fill(struct slot_pool *sp, struct slot *s, const struct wsp_pack_s *pk,
 	       uint32_t layer, const struct hcache_ref *ref, int prefetch, struct wsp_err *err);
 
+/* Forget the copy of `layer` a slot holds (its bytes changed): 1 when a
+ * slot held it, 0 when none did, -EBUSY when it is acquired.  The releases
+ * recorded on the slot still order its next fill. */
+int slots_forget(struct slot_pool *sp, uint32_t layer);
+
 /* Take a use of s for `stream`: the stream waits on the fill event. */
 int slots_use(struct slot_pool *sp, struct slot *s, void *stream, struct wsp_err *err);
 

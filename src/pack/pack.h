@@ -48,4 +48,12 @@ int pack_read_stored(struct wsp_pack_s *pk, uint32_t li, void *stored, struct ws
 int pack_load_layer(struct wsp_pack_s *pk, uint32_t li, struct chunk_decoder *dec, void *stored,
 		    void *dst, struct wsp_err *err);
 
+/* A layer's raw bytes into dst (raw_bytes), for pack_unpack_into. */
+typedef int (*pack_layer_fn)(void *ctx, struct wsp_pack_s *pk, uint32_t li, void *dst);
+/* Write the pack's safetensors files (and index) into the existing empty
+ * directory `dir`, one layer at a time, each layer's bytes from `load`:
+ * what wsp_pack_unpack writes, with other values.  Errors go to pk->err. */
+int pack_unpack_into(struct wsp_pack_s *pk, const char *dir, pack_layer_fn load, void *lctx,
+		     wsp_progress_fn progress, void *ctx);
+
 #endif

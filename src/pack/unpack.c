@@ -68,8 +68,15 @@ static int create_sources(struct wsp_pack_s *pk, const char *tmp, int *fds)
 	return 0;
 }
 
+/* The default layer source: decode it from the pack. */
+static int load_from_pack(void *ctx, struct wsp_pack_s *pk, uint32_t li, void *dst)
+{
+	(void)ctx;
+	return pack_load_layer(pk, li, pk->dec, pk->rbuf, dst, &pk->err);
+}
+
 static int write_tensors(struct wsp_pack_s *pk, const char *tmp, const int *fds, void *buf,
-			 wsp_progress_fn progress, void *ctx)
+			 pack_layer_fn load, void *lctx, wsp_progress_fn progress, void *ctx)
 {
 	const struct wsp_manifest *m = &pk->m;
 	uint64_t done = 0, total = 0;
@@ -78,7 +85,7 @@ static int write_tensors(struct wsp_pack_s *pk, const char *tmp, const int *fds,
 		total += m->layers[li].raw_bytes;
 	for (uint32_t li = 0; li < m->hdr->n_layers; li++) {
 		const struct wspm_layer *l = &m->layers[li];
-		int rc = pack_load_layer(pk, li, pk->dec, pk->rbuf, buf, &pk->err);
+		int rc = load(lctx, pk, li, buf);
 		if (rc < 0)
 			return rc;
 		for (uint32_t k = 0; k < l->n_tensors; k++) {
@@ -100,18 +107,33 @@ static int write_tensors(struct wsp_pack_s *pk, const char *tmp, const int *fds,
 	return 0;
 }
 
-int wsp_pack_unpack(wsp_pack *pk, const char *out_dir, unsigned flags, wsp_progress_fn progress,
-		    void *ctx)
+/* The safetensors files and index into the existing directory `dir`. */
+static int fill_dir(struct wsp_pack_s *pk, const char *dir, int *fds, void *buf, pack_layer_fn load,
+		    void *lctx, wsp_progress_fn progress, void *ctx)
 {
-	const struct wsp_manifest *m;
-	uint64_t max_raw = 0;
-	char *tmp = NULL, *out = NULL;
-	int *fds = NULL, lock = -1, rc;
-	void *buf = NULL;
+	const struct wsp_manifest *m = &pk->m;
+	int rc = create_sources(pk, dir, fds);
+	if (rc == 0)
+		rc = write_tensors(pk, dir, fds, buf, load, lctx, progress, ctx);
+	for (uint32_t i = 0; i < m->hdr->n_sources; i++) {
+		if (fds[i] < 0)
+			continue;
+		if (rc == 0 && fsync(fds[i]) < 0)
+			rc = WSP_ERR(&pk->err, -errno, "%s/%s: fsync: %s", dir,
+				     wspm_str(m, m->sources[i].name_off), strerror(errno));
+		close(fds[i]);
+		fds[i] = -1;
+	}
+	if (rc == 0 && (m->hdr->flags & WSPM_F_HAS_INDEX))
+		rc = write_whole(pk, dir, INDEX_FILE, m->blobs + m->hdr->index_off, m->hdr->index_len);
+	return rc;
+}
 
-	if (!pk || !out_dir || !*out_dir)
-		return -EINVAL;
-	m = &pk->m;
+/* Checks and buffers shared by wsp_pack_unpack and pack_unpack_into. */
+static int unpack_prepare(struct wsp_pack_s *pk, void **buf, int **fds)
+{
+	const struct wsp_manifest *m = &pk->m;
+	uint64_t max_raw = 0;
 	if (m->hdr->n_sources == 0)
 		return WSP_ERR(&pk->err, WSP_ESTATE, "%s: the pack was not made from safetensors files",
 			       pk->dir);
@@ -119,9 +141,52 @@ int wsp_pack_unpack(wsp_pack *pk, const char *out_dir, unsigned flags, wsp_progr
 		if (m->tensors[i].source == WSPM_NO_SOURCE)
 			return WSP_ERR(&pk->err, WSP_ESTATE, "%s: tensor %s has no source file",
 				       pk->dir, wspm_str(m, m->tensors[i].name_off));
+	for (uint32_t i = 0; i < m->hdr->n_layers; i++)
+		max_raw = WSP_MAX(max_raw, m->layers[i].raw_bytes);
+	*buf = malloc(max_raw ? max_raw : 1);
+	*fds = malloc(m->hdr->n_sources * sizeof(**fds));
+	if (!*buf || !*fds) {
+		free(*buf);
+		free(*fds);
+		*buf = NULL;
+		*fds = NULL;
+		return WSP_ERR(&pk->err, -ENOMEM, "out of memory for a %llu-byte layer",
+			       (unsigned long long)max_raw);
+	}
+	for (uint32_t i = 0; i < m->hdr->n_sources; i++)
+		(*fds)[i] = -1;
+	return 0;
+}
+
+int pack_unpack_into(struct wsp_pack_s *pk, const char *dir, pack_layer_fn load, void *lctx,
+		     wsp_progress_fn progress, void *ctx)
+{
+	void *buf;
+	int *fds;
+	int rc = unpack_prepare(pk, &buf, &fds);
+	if (rc == 0)
+		rc = fill_dir(pk, dir, fds, buf, load, lctx, progress, ctx);
+	free(buf);
+	free(fds);
+	return rc;
+}
+
+int wsp_pack_unpack(wsp_pack *pk, const char *out_dir, unsigned flags, wsp_progress_fn progress,
+		    void *ctx)
+{
+	char *tmp = NULL, *out = NULL;
+	int *fds = NULL, lock = -1, rc;
+	void *buf = NULL;
+
+	if (!pk || !out_dir || !*out_dir)
+		return -EINVAL;
+	if ((rc = unpack_prepare(pk, &buf, &fds)) < 0)
+		return rc;
 	out = strdup(out_dir);
-	if (!out)
-		return WSP_ERR(&pk->err, -ENOMEM, "out of memory");
+	if (!out) {
+		rc = WSP_ERR(&pk->err, -ENOMEM, "out of memory");
+		goto done;
+	}
 	for (size_t n = strlen(out); n > 1 && out[n - 1] == '/'; n--)
 		out[n - 1] = '\0';
 	{
@@ -134,8 +199,6 @@ int wsp_pack_unpack(wsp_pack *pk, const char *out_dir, unsigned flags, wsp_progr
 		if (rc < 0)
 			goto done;
 	}
-	for (uint32_t i = 0; i < m->hdr->n_layers; i++)
-		max_raw = WSP_MAX(max_raw, m->layers[i].raw_bytes);
 	if (!pk->dec && (rc = chunk_decoder_create(pk->max_chunk_raw ? pk->max_chunk_raw : 1,
 						   &pk->dec)) < 0) {
 		WSP_ERR(&pk->err, rc, "cannot create a chunk decoder");
@@ -145,33 +208,12 @@ int wsp_pack_unpack(wsp_pack *pk, const char *out_dir, unsigned flags, wsp_progr
 		rc = WSP_ERR(&pk->err, -ENOMEM, "out of memory");
 		goto done;
 	}
-	buf = malloc(max_raw ? max_raw : 1);
-	fds = malloc(m->hdr->n_sources * sizeof(*fds));
-	if (!buf || !fds) {
-		rc = WSP_ERR(&pk->err, -ENOMEM, "out of memory for a %llu-byte layer",
-			     (unsigned long long)max_raw);
-		goto done;
-	}
-	for (uint32_t i = 0; i < m->hdr->n_sources; i++)
-		fds[i] = -1;
 	/* The API has no log callback for unpack: removals go unreported. */
 	pack_clean_stale_tmp(out, NULL, NULL);
 	rc = pack_make_locked_tmpdir(out, &tmp, &lock, &pk->err);
 	if (rc < 0)
 		goto done;
-	rc = create_sources(pk, tmp, fds);
-	if (rc == 0)
-		rc = write_tensors(pk, tmp, fds, buf, progress, ctx);
-	for (uint32_t i = 0; i < m->hdr->n_sources; i++) {
-		if (fds[i] < 0)
-			continue;
-		if (rc == 0 && fsync(fds[i]) < 0)
-			rc = WSP_ERR(&pk->err, -errno, "%s/%s: fsync: %s", tmp,
-				     wspm_str(m, m->sources[i].name_off), strerror(errno));
-		close(fds[i]);
-	}
-	if (rc == 0 && (m->hdr->flags & WSPM_F_HAS_INDEX))
-		rc = write_whole(pk, tmp, INDEX_FILE, m->blobs + m->hdr->index_off, m->hdr->index_len);
+	rc = fill_dir(pk, tmp, fds, buf, load_from_pack, NULL, progress, ctx);
 	if (rc == 0)
 		rc = pack_commit_locked_dir(tmp, out, !!(flags & WSP_UNPACK_FORCE), &pk->err);
 	if (rc < 0)

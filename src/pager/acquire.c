@@ -39,7 +39,7 @@ void pager_reap(struct wsp_pager_s *pg, int wait)
 				};
 				pg->opt.trace(pg->opt.trace_ctx, &ev);
 			}
-			hcache_put(pg->hc, &done[i].ref);
+			src_put(pg, &done[i].ref);
 		}
 	} while (n == REAP_BATCH);
 }
@@ -123,7 +123,7 @@ static int fill_early(struct wsp_pager_s *pg, uint32_t layer, uint64_t dist)
 	pthread_mutex_unlock(&pg->lock);
 	if (in_slot)
 		return 1;
-	if (hcache_try_get(pg->hc, layer, &ref) != 1)
+	if (src_try_get(pg, layer, &ref) != 1)
 		return 0;
 	pthread_mutex_lock(&pg->lock);
 	if (slots_find(&pg->sp, layer)) {
@@ -133,13 +133,14 @@ static int fill_early(struct wsp_pager_s *pg, uint32_t layer, uint64_t dist)
 		/* A failed early copy is dropped quietly: the acquire that
 		 * needs the layer retries and reports. */
 		if (s && slots_fill(&pg->sp, s, pg->pk, layer, &ref, 1, NULL) == 0) {
+			src_fix_view(pg, s, &ref);
 			used = in_slot = 1;
 			pg->hinted[layer] = 0;
 		}
 	}
 	pthread_mutex_unlock(&pg->lock);
 	if (!used)
-		hcache_put(pg->hc, &ref);
+		src_put(pg, &ref);
 	return in_slot;
 }
 
@@ -296,7 +297,7 @@ static int acquire(struct wsp_pager_s *pg, uint32_t layer, void *stream,
 	}
 	pthread_mutex_unlock(&pg->lock);
 
-	*how = hcache_try_get(pg->hc, layer, &ref) == 1 ? HOST_HIT : MISS;
+	*how = src_try_get(pg, layer, &ref) == 1 ? HOST_HIT : MISS;
 	if (*how == MISS) {
 		/* The one place the host blocks (on the load, not the GPU). */
 		uint64_t t0 = wsp_now_ns();
@@ -322,7 +323,7 @@ static int acquire(struct wsp_pager_s *pg, uint32_t layer, void *stream,
 	if (s) {
 		rc = slots_use(&pg->sp, s, stream, err);
 		pthread_mutex_unlock(&pg->lock);
-		hcache_put(pg->hc, &ref);
+		src_put(pg, &ref);
 		goto done;
 	}
 	s = demand_victim(pg);
@@ -332,14 +333,16 @@ static int acquire(struct wsp_pager_s *pg, uint32_t layer, void *stream,
 			     "release one first or open with more gpu_slots",
 			     layer, pg->pk->layers[layer].name, pg->sp.n);
 		pthread_mutex_unlock(&pg->lock);
-		hcache_put(pg->hc, &ref);
+		src_put(pg, &ref);
 		return rc;
 	}
 	rc = slots_fill(&pg->sp, s, pg->pk, layer, &ref, 0, err);
+	if (rc == 0)
+		src_fix_view(pg, s, &ref);
 	if (rc < 0) {
 		wsp_err_prefix(err, "acquire of layer %u (%s)", layer, pg->pk->layers[layer].name);
 		pthread_mutex_unlock(&pg->lock);
-		hcache_put(pg->hc, &ref);
+		src_put(pg, &ref);
 		return rc;
 	}
 	rc = slots_use(&pg->sp, s, stream, err);

@@ -107,6 +107,7 @@ static void pager_free(struct wsp_pager_s *pg)
 	wb_destroy(pg->wb);   /* waits for gradient copies still in flight */
 	hcache_destroy(pg->hc);
 	slots_destroy(&pg->sp);
+	dirty_destroy(pg->dirty);   /* after the slots' copies from it; unpins */
 	dev_close(pg->dev);
 	predictor_free(pg->pred);
 	pack_close(pg->pk);
@@ -115,6 +116,7 @@ static void pager_free(struct wsp_pager_s *pg)
 	for (unsigned i = 0; i < pg->n_notices; i++)
 		free(pg->notices[i]);
 	pthread_mutex_destroy(&pg->log_lock);
+	pthread_mutex_destroy(&pg->save_lock);
 	pthread_cond_destroy(&pg->idle);
 	pthread_cond_destroy(&pg->progress);
 	pthread_mutex_destroy(&pg->lock);
@@ -231,6 +233,7 @@ int wsp_open(const char *path, const struct wsp_options *opt, wsp_pager **out, c
 	pthread_cond_init(&pg->idle, NULL);
 	pthread_cond_init(&pg->progress, NULL);
 	pthread_mutex_init(&pg->log_lock, NULL);
+	pthread_mutex_init(&pg->save_lock, NULL);
 	if (opt)
 		pg->opt = *opt;
 	else

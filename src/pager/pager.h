@@ -11,6 +11,7 @@
 #include "gpu/slots.h"
 #include "pack/pack.h"
 #include "predict/predict.h"
+#include "writeback/dirty.h"
 #include "writeback/writeback.h"
 #include "wspager.h"
 
@@ -25,6 +26,8 @@ struct wsp_pager_s {
 	struct dev *dev;
 	struct hcache *hc;
 	struct wb *wb;               /* gradients written back; made at the first push */
+	struct dirty *dirty;         /* updated layers; made at the first wsp_update */
+	pthread_mutex_t save_lock;   /* one wsp_update or wsp_save at a time */
 	struct wsp_err err;
 
 	/* Everything below is guarded by lock.  Never held across a call
@@ -67,5 +70,11 @@ void pager_on_ready(void *ctx, uint32_t layer, int status);
 void pager_reap(struct wsp_pager_s *pg, int wait);
 /* Start moving the predicted successors of the last acquire up the tiers. */
 void pager_prefetch_ahead(struct wsp_pager_s *pg);
+
+/* source.c: a slot's bytes come from an updated layer or the host cache. */
+int src_try_get(struct wsp_pager_s *pg, uint32_t layer, struct hcache_ref *ref);
+void src_put(struct wsp_pager_s *pg, struct hcache_ref *ref);
+/* After slots_fill from ref: an updated layer's view gets its checksums. */
+void src_fix_view(struct wsp_pager_s *pg, struct slot *s, const struct hcache_ref *ref);
 
 #endif

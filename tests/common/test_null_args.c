@@ -61,6 +61,13 @@ int main(void)
 	CHECK(wsp_layer_tensor(NULL, "x") == NULL);
 	CHECK_RC(wsp_release(NULL, 0, NULL), -EINVAL);
 	CHECK_RC(wsp_prefetch(NULL, 0), -EINVAL);
+	CHECK_RC(wsp_grad_push(NULL, 0, NULL, NULL), -EINVAL);
+	CHECK_RC(wsp_grad_query(NULL, 0), -EINVAL);
+	CHECK_RC(wsp_grad_wait(NULL, WSP_ALL_LAYERS), -EINVAL);
+	CHECK_RC(wsp_grad_get(NULL, 0, NULL), -EINVAL);
+	CHECK_RC(wsp_grad_zero(NULL, 0), -EINVAL);
+	CHECK_RC(wsp_update(NULL, 0, NULL), -EINVAL);
+	CHECK_RC(wsp_save(NULL, NULL, 0, NULL, NULL), -EINVAL);
 	wsp_reset_prediction(NULL);
 	CHECK_RC(wsp_get_stats(NULL, NULL), -EINVAL);
 	wsp_reset_stats(NULL);

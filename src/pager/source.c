@@ -1,0 +1,44 @@
+/*
+ * Where a slot's bytes come from: an updated layer's buffer in the
+ * write-back room when training has changed it, else the host cache.  The
+ * slot code copies from either the same way (a host reference of pages);
+ * this is the one place that knows there are two.
+ */
+#include "pager/pager.h"
+
+/* Set once, by the first wsp_update, and kept until close. */
+static struct dirty *room(struct wsp_pager_s *pg)
+{
+	return __atomic_load_n(&pg->dirty, __ATOMIC_ACQUIRE);
+}
+
+int src_try_get(struct wsp_pager_s *pg, uint32_t layer, struct hcache_ref *ref)
+{
+	struct dirty *dt = room(pg);
+	if (dt && dirty_get(dt, layer, ref))
+		return 1;
+	return hcache_try_get(pg->hc, layer, ref);
+}
+
+void src_put(struct wsp_pager_s *pg, struct hcache_ref *ref)
+{
+	struct dirty *dt = room(pg);
+	if (dt && dirty_put(dt, ref))
+		return;
+	hcache_put(pg->hc, ref);
+}
+
+void src_fix_view(struct wsp_pager_s *pg, struct slot *s, const struct hcache_ref *ref)
+{
+	struct dirty *dt = room(pg);
+	if (!dt || ref->pages == NULL)
+		return;
+	/* An updated layer's view carries its new checksums. */
+	struct hcache_ref probe;
+	if (!dirty_get(dt, ref->layer, &probe))
+		return;
+	if (probe.pages == ref->pages)
+		for (uint32_t k = 0; k < s->view.n_tensors; k++)
+			s->tensors[k].checksum = dirty_checksum(ref, k);
+	dirty_put(dt, &probe);
+}
