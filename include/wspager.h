@@ -289,8 +289,9 @@ struct wsp_options {
 #define WSP_OPEN_NO_PIN     2u   /* do not page-lock the host cache (slower H2D; says so) */
 #define WSP_OPEN_NO_PREFETCH 4u  /* only load what is acquired (for comparisons) */
 /* host_cache_bytes bounds all the pager's host memory: the cache, its read
- * staging (then at most an eighth of the budget), the decoders' buffers and,
- * on WSP_DEVICE_HOST, the slots; the cache gets what is left (added in 0.2). */
+ * staging and the decoders' buffers (then each at most an eighth of the
+ * budget: fewer decode threads, unless decode_threads is set) and, on
+ * WSP_DEVICE_HOST, the slots; the cache gets what is left (added in 0.2). */
 #define WSP_OPEN_HOST_TOTAL 8u
 
 /* Fill `opt` with the defaults above. */

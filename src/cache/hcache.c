@@ -147,6 +147,13 @@ int hcache_create(const struct hcache_config *cfg, struct wsp_pack_s *pk, struct
 	if (rc < 0)
 		goto fail;
 	unsigned workers = cfg->decode_threads ? cfg->decode_threads : wsp_cpu_count();
+	if (cfg->budget_total && cfg->budget_bytes && !cfg->decode_threads) {
+		/* Within a total budget the decoders' buffers take at most an
+		 * eighth of it too: fewer decode threads (at least one). */
+		uint64_t fit = cfg->budget_bytes / 8 / (hc->max_chunk_raw + HC_DECODER_OVERHEAD);
+		workers = (unsigned)WSP_MAX(WSP_MIN(fit, (uint64_t)workers), 1);
+		hc->cfg.decode_threads = workers;   /* what the pool starts */
+	}
 	uint64_t reserve = cfg->reserve_bytes + hc_staging_plan(hc) +
 			   (uint64_t)workers * (hc->max_chunk_raw + HC_DECODER_OVERHEAD);
 	uint64_t want = cfg->budget_bytes;
