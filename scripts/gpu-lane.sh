@@ -16,7 +16,8 @@
 #                               and on the host backend), bench (the C
 #                               benchmarks and `wspager bench`), torch-bench
 #                               (bench/torch_offload.py and bench/torch_rss.py),
-#                               torch-rss (only the latter); all of them when
+#                               torch-rss (only the latter), train-bench
+#                               (bench/torch_train.py); all of them when
 #                               none is named.  Logs go to $OUT (or
 #                               .gpu-lane/out); a table is printed last.
 set -u
@@ -111,6 +112,10 @@ run() {
 		step bench-torch 540 "${py_env[@]}" python3 "$top/bench/torch_offload.py" --dir "$work/torch" \
 			--json "$out/torch_offload.json"
 		echo "== bench-torch"; tail -n 16 "$out/bench-torch.log" ;;
+	esac
+	case $parts in *" torch-bench "*|*" train-bench "*)
+		step bench-train 500 "${py_env[@]}" python3 "$top/bench/torch_train.py" --dir "$work/train"
+		echo "== bench-train"; tail -n 8 "$out/bench-train.log" ;;
 	esac
 	case $parts in *" torch-bench "*|*" torch-rss "*)
 		step bench-torch-rss 400 "${py_env[@]}" python3 "$top/bench/torch_rss.py" --dir "$work/torch"

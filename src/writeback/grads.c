@@ -15,6 +15,9 @@
 /* Staging buffers: two copies in flight while the worker adds a third. */
 #define WB_STAGES 3u
 #define WB_ALIGN 64u
+/* Threads adding one push, at most; and elements per thread at least. */
+#define WB_ADD_THREADS 8u
+#define WB_ADD_MIN_ELEMENTS (1u << 20)
 
 struct wb_stage {
 	void *mem;                 /* max layer bytes, pinned where the device pins */
@@ -37,6 +40,7 @@ struct wb {
 	const struct wsp_pack_s *pk;
 	uint32_t n_layers, max_tensors;
 	uint64_t max_bytes;
+	unsigned add_threads;      /* threads adding one push (<= WB_ADD_THREADS) */
 
 	pthread_mutex_t lock;
 	pthread_cond_t cond;       /* a stage freed, a job queued or done, stop */
@@ -59,6 +63,7 @@ int wb_create(struct dev *d, const struct wsp_pack_s *pk, struct wb **out, struc
 		return WSP_ERR(err, -ENOMEM, "write-back: out of memory");
 	wb->dev = d;
 	wb->pk = pk;
+	wb->add_threads = (unsigned)WSP_MAX(WSP_MIN((uint64_t)wsp_cpu_count(), WB_ADD_THREADS), 1);
 	wb->n_layers = pk->m.hdr->n_layers;
 	for (uint32_t l = 0; l < wb->n_layers; l++) {
 		wb->max_tensors = WSP_MAX(wb->max_tensors, pk->layers[l].n_tensors);
@@ -84,26 +89,74 @@ static void fail(struct wb *wb, int rc, struct wsp_err *e)
 	}
 }
 
+/* One thread's share of a stage: the same slice [part/parts] of every
+ * tensor (elementwise, so the split never changes a result). */
+struct acc_part {
+	struct wb *wb;
+	struct wb_stage *s;
+	unsigned part, parts;
+};
+
+static void *accumulate_part(void *arg)
+{
+	struct acc_part *p = arg;
+	const struct wsp_layer *L = &p->wb->pk->layers[p->s->layer];
+	struct wb_layer *wl = &p->wb->layers[p->s->layer];
+	const uint8_t *src = p->s->mem;
+	for (uint32_t i = 0; i < L->n_tensors; i++) {
+		const struct wsp_tensor *t = &L->tensors[i];
+		unsigned esize = wsp_dtype_bits(t->dtype) / 8;
+		uint64_t n = t->bytes / esize;
+		if (p->s->present[i]) {
+			uint64_t per = (n + p->parts - 1) / p->parts;
+			uint64_t a = WSP_MIN(n, per * p->part), b = WSP_MIN(n, a + per);
+			wb_accumulate(wl->acc[i] + a, src + a * esize, t->dtype, b - a, !wl->has[i]);
+		}
+		src += wsp_align_up(t->bytes, WB_ALIGN);
+	}
+	return NULL;
+}
+
 /* Add one staged push into its layer's accumulators (worker, no lock held:
- * only the worker writes accumulators, and readers wait for pending == 0). */
+ * only the worker writes accumulators, and readers wait for pending == 0).
+ * Large layers are split over up to WB_ADD_THREADS threads: a bf16 layer of
+ * 200 M elements takes one thread a few hundred ms. */
 static int accumulate(struct wb *wb, struct wb_stage *s, struct wsp_err *err)
 {
 	const struct wsp_layer *L = &wb->pk->layers[s->layer];
 	struct wb_layer *wl = &wb->layers[s->layer];
-	const uint8_t *src = s->mem;
+	uint64_t elements = 0;
 	for (uint32_t i = 0; i < L->n_tensors; i++) {
 		const struct wsp_tensor *t = &L->tensors[i];
 		uint64_t n = t->bytes / (wsp_dtype_bits(t->dtype) / 8);
-		if (s->present[i]) {
-			if (!wl->acc[i] &&
-			    !(wl->acc[i] = aligned_alloc(WB_ALIGN, wsp_align_up(n * 4 + 4, WB_ALIGN))))
-				return WSP_ERR(err, -ENOMEM, "write-back: out of memory for the fp32 "
-					       "gradient of %s (%" PRIu64 " elements)", t->name, n);
-			wb_accumulate(wl->acc[i], src, t->dtype, n, !wl->has[i]);
-			wl->has[i] = 1;
-		}
-		src += wsp_align_up(t->bytes, WB_ALIGN);
+		if (!s->present[i])
+			continue;
+		elements += n;
+		if (!wl->acc[i] &&
+		    !(wl->acc[i] = aligned_alloc(WB_ALIGN, wsp_align_up(n * 4 + 4, WB_ALIGN))))
+			return WSP_ERR(err, -ENOMEM, "write-back: out of memory for the fp32 "
+				       "gradient of %s (%" PRIu64 " elements)", t->name, n);
 	}
+	unsigned parts = (unsigned)WSP_MIN((uint64_t)wb->add_threads,
+					   elements / WB_ADD_MIN_ELEMENTS + 1);
+	struct acc_part part[WB_ADD_THREADS];
+	pthread_t th[WB_ADD_THREADS];
+	unsigned started = 0;
+	for (unsigned k = 0; k < parts; k++)
+		part[k] = (struct acc_part){ wb, s, k, parts };
+	for (unsigned k = 1; k < parts; k++) {
+		if (pthread_create(&th[k], NULL, accumulate_part, &part[k]) != 0)
+			break;
+		started = k;
+	}
+	accumulate_part(&part[0]);
+	for (unsigned k = 1; k <= started; k++)
+		pthread_join(th[k], NULL);
+	for (unsigned k = started + 1; k < parts; k++)   /* threads that could not start */
+		accumulate_part(&part[k]);
+	for (uint32_t i = 0; i < L->n_tensors; i++)
+		if (s->present[i])
+			wl->has[i] = 1;
 	return 0;
 }
 

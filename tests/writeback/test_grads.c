@@ -97,7 +97,8 @@ int main(void)
 	wsp_pager *pg;
 	wsp_pack *pk;
 
-	t_model_make(&m, "grads", 6, 128, 256);
+	/* blocks of ~4 M elements: a push is added by several threads */
+	t_model_make(&m, "grads", 6, 512, 2048);
 	CHECK_RC(wsp_pack_open(m.pack, &pk, err, sizeof(err)), 0);
 	t_host_options(&o, &m, 100, 3);
 	CHECK_RC(wsp_open(m.pack, &o, &pg, err, sizeof(err)), 0);

@@ -1,0 +1,123 @@
+"""Training through the pager on one GPU: forward and backward of a Llama
+whose weights stream through wspager (train=True, the host cache holding
+the model), its gradients leaving on the pager's write-back stream, against
+the same model resident on the GPU; then one AdamW step over the fp32 host
+masters.  Printed: seconds per forward+backward; the bytes the link carried
+(weights in: forward and backward each acquire every layer; gradients out)
+from the pager's counters; the time those bytes need at the pinned
+host->GPU and GPU->host bandwidths measured in the same run; and the step's
+efficiency: max(compute, transfer in, transfer out) / step time, where
+compute is the resident model's forward+backward.
+
+  python3 bench/torch_train.py --dir /var/tmp/wsp-train [--layers 8 --hidden 4096]
+"""
+import argparse
+import os
+import statistics
+import sys
+import time
+
+import torch
+import transformers
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "python"))
+sys.path.insert(0, HERE)
+import wspager.torch as wt  # noqa: E402
+from torch_offload import make_checkpoint  # noqa: E402
+
+
+def ceilings(nbytes: int = 1 << 30):
+    """Median GB/s of 1 GiB pinned copies, host->GPU and GPU->host."""
+    host = torch.empty(nbytes, dtype=torch.uint8, pin_memory=True).fill_(1)
+    dev = torch.empty(nbytes, dtype=torch.uint8, device="cuda")
+    out = {}
+    for name, (dst, src) in {"h2d": (dev, host), "d2h": (host, dev)}.items():
+        ts = []
+        for _ in range(6):
+            a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            a.record()
+            dst.copy_(src, non_blocking=True)
+            b.record()
+            b.synchronize()
+            ts.append(a.elapsed_time(b) / 1e3)
+        out[name] = nbytes / statistics.median(ts[1:]) / 1e9
+    return out
+
+
+def step_time(model, batches, reps: int = 3) -> float:
+    """Median seconds of forward+backward (after one warm-up), synchronised."""
+    ts = []
+    for i in range(reps + 1):
+        ids = batches[i % len(batches)]
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        model(ids, labels=ids).loss.backward()
+        torch.cuda.synchronize()
+        if i:
+            ts.append(time.perf_counter() - t0)
+    return statistics.median(ts)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--dir", default="/var/tmp/wsp-train")
+    ap.add_argument("--layers", type=int, default=8)
+    ap.add_argument("--hidden", type=int, default=4096)
+    ap.add_argument("--batch", type=int, default=4)
+    ap.add_argument("--seq", type=int, default=512)
+    ap.add_argument("--host-cache", default="16G")
+    a = ap.parse_args()
+    torch.manual_seed(0)
+    d = os.path.join(a.dir, f"llama-{a.layers}x{a.hidden}")
+    cfg = transformers.LlamaConfig(vocab_size=32000, hidden_size=a.hidden,
+                                   intermediate_size=a.hidden * 11008 // 4096,
+                                   num_hidden_layers=a.layers, num_attention_heads=a.hidden // 128,
+                                   num_key_value_heads=max(1, a.hidden // 512),
+                                   max_position_embeddings=4096)
+    make_checkpoint(d, cfg)
+    ceil = ceilings()
+    print(f"{torch.cuda.get_device_name()}; pinned host->GPU {ceil['h2d']:.1f} GB/s, "
+          f"GPU->host {ceil['d2h']:.1f} GB/s; torch {torch.__version__}")
+    batches = [torch.randint(0, cfg.vocab_size, (a.batch, a.seq), device="cuda") for _ in range(2)]
+
+    # Resident: the compute the paged steps overlap with.
+    ref = transformers.AutoModelForCausalLM.from_pretrained(d, dtype=torch.bfloat16).cuda()
+    weight_bytes = sum(p.numel() * p.element_size() for p in ref.parameters())
+    t_res = step_time(ref, batches)
+    del ref
+    torch.cuda.empty_cache()
+    print(f"weights {weight_bytes / 1e9:.2f} GB bf16, {a.batch}x{a.seq} tokens; resident "
+          f"forward+backward {t_res * 1e3:.1f} ms")
+
+    model = wt.from_pretrained(d, device="cuda", host_cache=a.host_cache, gpu_slots=4, train=True)
+    pg = model._wspager.pager
+    step_time(model, batches, reps=1)   # fills the host cache
+    wt.zero_grad(model)
+    pg.reset_stats()
+    reps = 3
+    t_pag = step_time(model, batches, reps=reps)
+    wt.grads(model)   # every gradient copy and addition done
+    st = pg.stats()
+    # The counters include the warm-up step of step_time: reps + 1 steps.
+    h2d, d2h = st["bytes_h2d"] / (reps + 1), st["bytes_d2h"] / (reps + 1)
+    t_in, t_out = h2d / ceil["h2d"] / 1e9, d2h / ceil["d2h"] / 1e9
+    bound = max(t_res, t_in, t_out)
+    print(f"paged forward+backward {t_pag * 1e3:.1f} ms: weights in {h2d / 1e9:.2f} GB "
+          f"({t_in * 1e3:.1f} ms at the link), gradients out {d2h / 1e9:.2f} GB "
+          f"({t_out * 1e3:.1f} ms at the link), compute {t_res * 1e3:.1f} ms")
+    print(f"  efficiency max(compute, in, out) / step = {bound / t_pag:.3f}; "
+          f"{h2d / t_pag / 1e9:.1f} GB/s in = {h2d / t_pag / 1e9 / ceil['h2d']:.3f} of pinned "
+          f"host->GPU; slowdown against resident {t_pag / t_res:.2f}x")
+
+    opt = torch.optim.AdamW(wt.parameters(model), lr=1e-5)
+    t0 = time.perf_counter()
+    opt.step()
+    t_step = time.perf_counter() - t0
+    n = sum(p.numel() for p in wt.parameters(model))
+    print(f"AdamW over the fp32 host masters ({n / 1e9:.2f} G parameters) and the update of "
+          f"every layer: {t_step:.2f} s")
+
+
+if __name__ == "__main__":
+    main()
