@@ -379,7 +379,8 @@ struct wsp_stats {
 	uint64_t acquire_failures;  /* acquires that failed (not counted above) */
 	uint64_t grad_pushes;       /* wsp_grad_push calls queued (added in 0.2) */
 	uint64_t bytes_d2h;         /* gradient bytes copied out of the device (0.2) */
-	uint64_t reserved[13];
+	uint64_t grad_add_ns;       /* host time adding them into fp32 (0.2) */
+	uint64_t reserved[12];
 };
 /* The counters, each read at one moment (not all under one lock: see
  * wsp_get_stats(3)).  Thread-safe. */

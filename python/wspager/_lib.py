@@ -108,7 +108,8 @@ class Stats(ctypes.Structure):
         ("acquire_failures", c_u64),
         ("grad_pushes", c_u64),
         ("bytes_d2h", c_u64),
-        ("reserved", c_u64 * 13),
+        ("grad_add_ns", c_u64),
+        ("reserved", c_u64 * 12),
     ]
 
 

@@ -46,7 +46,7 @@ int wsp_get_stats(wsp_pager *pg, struct wsp_stats *out)
 	struct wb *wb = pg->wb;
 	pthread_mutex_unlock(&pg->lock);
 	if (wb)
-		wb_counters(wb, &out->grad_pushes, &out->bytes_d2h);
+		wb_counters(wb, &out->grad_pushes, &out->bytes_d2h, &out->grad_add_ns);
 	const struct io_engine *io = hcache_io(pg->hc);
 	if (io) {
 		snprintf(out->io_backend, sizeof(out->io_backend), "%s", io_engine_backend(io));

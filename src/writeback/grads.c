@@ -54,6 +54,7 @@ struct wb {
 	struct wsp_err failed;     /* the first failure of a copy or an addition */
 	int failed_code;
 	uint64_t n_pushes, bytes_d2h;
+	uint64_t add_ns;           /* time the worker spent adding (after each copy) */
 };
 
 int wb_create(struct dev *d, const struct wsp_pack_s *pk, struct wb **out, struct wsp_err *err)
@@ -174,9 +175,12 @@ static void *worker_main(void *arg)
 		struct wsp_err e;
 		wsp_err_init(&e);
 		int rc = wb->dev->ops->event_sync(wb->dev, s->copied, &e);
+		uint64_t t0 = wsp_now_ns();
 		if (rc == 0)
 			rc = accumulate(wb, s, &e);
+		uint64_t spent = wsp_now_ns() - t0;
 		pthread_mutex_lock(&wb->lock);
+		wb->add_ns += spent;
 		if (rc < 0)
 			fail(wb, rc, &e);
 		wsp_err_destroy(&e);
@@ -423,18 +427,19 @@ int wb_zero(struct wb *wb, uint32_t layer, struct wsp_err *err)
 	return rc;
 }
 
-void wb_counters(struct wb *wb, uint64_t *pushes, uint64_t *bytes_d2h)
+void wb_counters(struct wb *wb, uint64_t *pushes, uint64_t *bytes_d2h, uint64_t *add_ns)
 {
 	pthread_mutex_lock(&wb->lock);
 	*pushes = wb->n_pushes;
 	*bytes_d2h = wb->bytes_d2h;
+	*add_ns = wb->add_ns;
 	pthread_mutex_unlock(&wb->lock);
 }
 
 void wb_reset_counters(struct wb *wb)
 {
 	pthread_mutex_lock(&wb->lock);
-	wb->n_pushes = wb->bytes_d2h = 0;
+	wb->n_pushes = wb->bytes_d2h = wb->add_ns = 0;
 	pthread_mutex_unlock(&wb->lock);
 }
 

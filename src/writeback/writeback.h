@@ -40,7 +40,7 @@ int wb_grads(struct wb *wb, uint32_t layer, float *const **data, uint64_t *pushe
 	     struct wsp_err *err);
 int wb_zero(struct wb *wb, uint32_t layer, struct wsp_err *err);
 /* Counters for wsp_stats. */
-void wb_counters(struct wb *wb, uint64_t *pushes, uint64_t *bytes_d2h);
+void wb_counters(struct wb *wb, uint64_t *pushes, uint64_t *bytes_d2h, uint64_t *add_ns);
 void wb_reset_counters(struct wb *wb);
 
 #endif

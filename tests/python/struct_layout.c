@@ -99,6 +99,7 @@ int main(void)
 	F(wsp_stats, acquire_failures);
 	F(wsp_stats, grad_pushes);
 	F(wsp_stats, bytes_d2h);
+	F(wsp_stats, grad_add_ns);
 	F(wsp_stats, reserved);
 	printf("]}");
 	printf(", \"wsp_convert_options\": {\"size\": %zu, \"fields\": [", sizeof(struct wsp_convert_options));
