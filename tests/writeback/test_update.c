@@ -4,10 +4,13 @@
  * save writes a pack with the same layers and the new bytes, refuses the
  * open pack and an existing output (unless forced), and a save killed
  * midway leaves no output and the open pack intact, its temporary removed
- * by the next save.  Host backend. */
+ * by the next save; a save that runs out of disk (emulated by RLIMIT_FSIZE:
+ * writes fail with EFBIG, as with ENOSPC) fails naming the file and leaves
+ * neither output nor temporary.  Host backend. */
 #include <dirent.h>
 #include <signal.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -141,6 +144,29 @@ int main(void)
 	CHECK_RC(wsp_pack_verify(pk, 0, NULL, NULL), 0);
 	CHECK_RC(wsp_save(pg, out2, 0, NULL, NULL), 0);
 	CHECK(count_entries(m.dir, "killed.wsp.save.tmp-") == 0);
+
+	/* Out of disk: every write past 64 KiB fails. */
+	char out3[720];
+	snprintf(out3, sizeof(out3), "%s/full.wsp", m.dir);
+	fflush(NULL);
+	pid = fork();
+	CHECK(pid >= 0);
+	if (pid == 0) {
+		struct rlimit rl = { 64 << 10, 64 << 10 };
+		signal(SIGXFSZ, SIG_IGN);
+		if (setrlimit(RLIMIT_FSIZE, &rl) < 0)
+			_exit(2);
+		int rc = wsp_save(pg, out3, 0, NULL, NULL);
+		printf("save out of disk: %d: %s\n", rc, wsp_errmsg(pg));
+		fflush(stdout);
+		_exit(rc < 0 && strstr(wsp_errmsg(pg), "File too large") &&
+		      strstr(wsp_errmsg(pg), "full.wsp.save.tmp-") ? 0 : 1);
+	}
+	CHECK(waitpid(pid, &status, 0) == pid);
+	CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	CHECK(access(out3, F_OK) != 0);
+	CHECK(count_entries(m.dir, "full.wsp.save.tmp-") == 0);
+	CHECK(count_entries(m.dir, "full.wsp.tmp-") == 0);
 
 	wsp_close(pg);
 	for (uint32_t l = 0; l < n; l++)
