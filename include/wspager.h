@@ -435,6 +435,20 @@ int wsp_grad_get(wsp_pager *pg, uint32_t layer, struct wsp_grads *out);
 /* Zero the accumulators of `layer` (or WSP_ALL_LAYERS), after their pushes. */
 int wsp_grad_zero(wsp_pager *pg, uint32_t layer);
 
+/* One AdamW step, as torch.optim.AdamW takes it (decoupled weight decay, no
+ * amsgrad), over n fp32 elements in host memory, in place: param,
+ * exp_avg and exp_avg_sq are updated from grad in one pass per element,
+ * split over `threads` (0: all cores).  `step` counts from 1 (the bias
+ * corrections).  -EINVAL for NULL arrays, step 0 or non-zero reserved. */
+struct wsp_adamw {
+	double lr, beta1, beta2, eps, weight_decay;
+	uint64_t step;
+	unsigned threads;
+	uint64_t reserved[4];       /* zero */
+};
+int wsp_adamw_step(float *param, const float *grad, float *exp_avg, float *exp_avg_sq,
+		   uint64_t n, const struct wsp_adamw *hp);
+
 /*
  * New values for `layer` (an optimizer step): values[i] is tensor i's new
  * raw bytes in host memory (its dtype, its size), or NULL to keep it.  From

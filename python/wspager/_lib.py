@@ -142,10 +142,20 @@ class ConvertOptions(ctypes.Structure):
     ]
 
 
+class AdamWParams(ctypes.Structure):
+    _fields_ = [
+        ("lr", ctypes.c_double), ("beta1", ctypes.c_double), ("beta2", ctypes.c_double),
+        ("eps", ctypes.c_double), ("weight_decay", ctypes.c_double),
+        ("step", c_u64),
+        ("threads", c_uint),
+        ("reserved", c_u64 * 4),
+    ]
+
+
 STRUCTS = {
     "wsp_tensor": Tensor, "wsp_layer": Layer, "wsp_pack_summary": PackSummary,
     "wsp_options": Options, "wsp_stats": Stats, "wsp_convert_options": ConvertOptions,
-    "wsp_grads": Grads,
+    "wsp_grads": Grads, "wsp_adamw": AdamWParams,
 }
 ALL_LAYERS = 0xFFFFFFFF
 
@@ -217,6 +227,8 @@ def _declare(lib: ctypes.CDLL) -> None:
         "wsp_grad_get": (c_int, [c_void_p, c_u32, P(Grads)]),
         "wsp_grad_zero": (c_int, [c_void_p, c_u32]),
         "wsp_update": (c_int, [c_void_p, c_u32, P(c_void_p)]),
+        "wsp_adamw_step": (c_int, [P(ctypes.c_float), P(ctypes.c_float), P(ctypes.c_float),
+                                   P(ctypes.c_float), c_u64, P(AdamWParams)]),
         "wsp_save": (c_int, [c_void_p, c_char_p, c_uint, PROGRESS_FN, c_void_p]),
         "wsp_convert_options_init": (None, [P(ConvertOptions)]),
         "wsp_convert": (c_int, [P(c_char_p), ctypes.c_size_t, c_char_p, P(ConvertOptions),

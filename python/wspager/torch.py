@@ -37,9 +37,10 @@ from typing import Dict, List, Optional, Sequence, Set, Tuple, Union
 import torch
 
 from . import Pager, Pack, convert as _convert
+from ._optim import AdamW  # noqa: F401  (wspager.torch.AdamW: the native host AdamW)
 
 __all__ = ["offload", "remove", "from_pretrained", "convert", "init_empty", "MismatchError",
-           "TORCH_DTYPES", "grads", "zero_grad", "parameters", "named_parameters", "save"]
+           "TORCH_DTYPES", "grads", "zero_grad", "parameters", "named_parameters", "save", "AdamW"]
 
 TORCH_DTYPES = {
     "BOOL": torch.bool, "U8": torch.uint8, "I8": torch.int8, "I16": torch.int16,

@@ -127,6 +127,17 @@ int main(void)
 	F(wsp_grads, pushes);
 	F(wsp_grads, reserved);
 	printf("]}");
+	printf(", \"wsp_adamw\": {\"size\": %zu, \"fields\": [", sizeof(struct wsp_adamw));
+	first = 0;
+	F(wsp_adamw, lr);
+	F(wsp_adamw, beta1);
+	F(wsp_adamw, beta2);
+	F(wsp_adamw, eps);
+	F(wsp_adamw, weight_decay);
+	F(wsp_adamw, step);
+	F(wsp_adamw, threads);
+	F(wsp_adamw, reserved);
+	printf("]}");
 	printf("}\n");
 	return 0;
 }
