@@ -1,8 +1,9 @@
 """Training through the pager on one GPU: forward and backward of a Llama
 whose weights stream through wspager (train=True, the host cache holding
 the model), its gradients leaving on the pager's write-back stream, against
-the same model resident on the GPU; then one AdamW step over the fp32 host
-masters.  Printed: seconds per forward+backward; the bytes the link carried
+the same model resident on the GPU (gradients zeroed before each step, as
+a training loop does); then one step over the fp32 host masters with
+torch's AdamW and with the library's (wspager.torch.AdamW).  Printed: seconds per forward+backward; the bytes the link carried
 (weights in: forward and backward each acquire every layer; gradients out)
 from the pager's counters; the time those bytes need at the pinned
 host->GPU and GPU->host bandwidths measured in the same run; and the step's
@@ -45,11 +46,14 @@ def ceilings(nbytes: int = 1 << 30):
     return out
 
 
-def step_time(model, batches, reps: int = 3) -> float:
-    """Median seconds of forward+backward (after one warm-up), synchronised."""
+def step_time(model, batches, reps: int = 3, before=None) -> float:
+    """Median seconds of forward+backward (after one warm-up), synchronised;
+    `before` runs untimed before each (zeroing the gradients)."""
     ts = []
     for i in range(reps + 1):
         ids = batches[i % len(batches)]
+        if before:
+            before()
         torch.cuda.synchronize()
         t0 = time.perf_counter()
         model(ids, labels=ids).loss.backward()
@@ -84,7 +88,7 @@ def main():
     # Resident: the compute the paged steps overlap with.
     ref = transformers.AutoModelForCausalLM.from_pretrained(d, dtype=torch.bfloat16).cuda()
     weight_bytes = sum(p.numel() * p.element_size() for p in ref.parameters())
-    t_res = step_time(ref, batches)
+    t_res = step_time(ref, batches, before=lambda: ref.zero_grad(set_to_none=True))
     del ref
     torch.cuda.empty_cache()
     print(f"weights {weight_bytes / 1e9:.2f} GB bf16, {a.batch}x{a.seq} tokens; resident "
@@ -96,7 +100,7 @@ def main():
     wt.zero_grad(model)
     pg.reset_stats()
     reps = 3
-    t_pag = step_time(model, batches, reps=reps)
+    t_pag = step_time(model, batches, reps=reps, before=lambda: wt.zero_grad(model))
     wt.grads(model)   # every gradient copy and addition done
     st = pg.stats()
     # The counters include the warm-up step of step_time: reps + 1 steps.
@@ -112,13 +116,15 @@ def main():
           f"{h2d / t_pag / 1e9:.1f} GB/s in = {h2d / t_pag / 1e9 / ceil['h2d']:.3f} of pinned "
           f"host->GPU; slowdown against resident {t_pag / t_res:.2f}x")
 
-    opt = torch.optim.AdamW(wt.parameters(model), lr=1e-5)
-    t0 = time.perf_counter()
-    opt.step()
-    t_step = time.perf_counter() - t0
     n = sum(p.numel() for p in wt.parameters(model))
-    print(f"AdamW over the fp32 host masters ({n / 1e9:.2f} G parameters) and the update of "
-          f"every layer: {t_step:.2f} s")
+    for name, cls in (("torch.optim.AdamW", torch.optim.AdamW), ("wspager.torch.AdamW", wt.AdamW)):
+        opt = cls(wt.parameters(model), lr=1e-5)
+        t0 = time.perf_counter()
+        opt.step()
+        t_step = time.perf_counter() - t0
+        print(f"{name} over the fp32 host masters ({n / 1e9:.2f} G parameters), with the "
+              f"update of every layer: {t_step:.2f} s")
+        del opt
 
 
 if __name__ == "__main__":

@@ -432,7 +432,8 @@ struct wsp_grads {
 };
 /* The layer's accumulators, once its pushes are accumulated. */
 int wsp_grad_get(wsp_pager *pg, uint32_t layer, struct wsp_grads *out);
-/* Zero the accumulators of `layer` (or WSP_ALL_LAYERS), after their pushes. */
+/* Zero the accumulators of `layer` (or WSP_ALL_LAYERS), after their pushes:
+ * lazily (the next push overwrites, the next wsp_grad_get clears the rest). */
 int wsp_grad_zero(wsp_pager *pg, uint32_t layer);
 
 /* One AdamW step, as torch.optim.AdamW takes it (decoupled weight decay, no

@@ -15,7 +15,7 @@
 #                               C GPU tests), python (the Python tests on CUDA
 #                               and on the host backend), bench (the C
 #                               benchmarks and `wspager bench`), torch-bench
-#                               (bench/torch_offload.py and bench/torch_rss.py),
+#                               (bench/torch_offload.py, torch_rss.py, torch_train.py),
 #                               torch-rss (only the latter), train-bench
 #                               (bench/torch_train.py); all of them when
 #                               none is named.  Logs go to $OUT (or
@@ -146,6 +146,7 @@ lane_python() {
 	step py-example 300 "${py_env[@]}" sh "$top/tests/python/example.sh"
 	step py-train-cuda 300 "${py_env[@]}" sh -c '. "$top_srcdir/tests/python/lib.sh"; "$PY" "$HERE/test_train.py" cuda'
 	step py-train-cpu 300 "${py_env[@]}" sh "$top/tests/python/torch_train.sh"
+	step py-adamw 300 "${py_env[@]}" sh "$top/tests/python/torch_adamw.sh"
 	for f in py-offload-cuda py-offload-cpu py-train-cuda; do
 		echo "== $f"; grep -E 'torch|diff|failures' "$out/$f.log"
 	done

@@ -28,9 +28,14 @@ struct wb_stage {
 	struct wb_stage *next;     /* in the free list or the worker's queue */
 };
 
+/* A tensor's accumulator: zero (or never made), holding a sum, or stale:
+ * zeroed lazily, so that zeroing inside a backward pass costs nothing; the
+ * next push assigns instead of adding, and a read clears what no push has. */
+enum { HAS_ZERO = 0, HAS_SUM = 1, HAS_STALE = 2 };
+
 struct wb_layer {
 	float **acc;               /* per tensor, NULL until its first push */
-	uint8_t *has;              /* per tensor: a value since the last zeroing */
+	uint8_t *has;              /* per tensor: HAS_* */
 	uint64_t pushes;           /* accumulated since the last zeroing */
 	uint32_t pending;          /* pushed, not yet accumulated */
 };
@@ -111,7 +116,8 @@ static void *accumulate_part(void *arg)
 		if (p->s->present[i]) {
 			uint64_t per = (n + p->parts - 1) / p->parts;
 			uint64_t a = WSP_MIN(n, per * p->part), b = WSP_MIN(n, a + per);
-			wb_accumulate(wl->acc[i] + a, src + a * esize, t->dtype, b - a, !wl->has[i]);
+			wb_accumulate(wl->acc[i] + a, src + a * esize, t->dtype, b - a,
+				      wl->has[i] != HAS_SUM);
 		}
 		src += wsp_align_up(t->bytes, WB_ALIGN);
 	}
@@ -157,7 +163,7 @@ static int accumulate(struct wb *wb, struct wb_stage *s, struct wsp_err *err)
 		accumulate_part(&part[k]);
 	for (uint32_t i = 0; i < L->n_tensors; i++)
 		if (s->present[i])
-			wl->has[i] = 1;
+			wl->has[i] = HAS_SUM;
 	return 0;
 }
 
@@ -201,6 +207,11 @@ static void *worker_main(void *arg)
 }
 
 static int start_stages(struct wb *wb, struct wsp_err *err);
+
+static uint64_t tensor_elements(const struct wsp_tensor *t)
+{
+	return t->bytes / (wsp_dtype_bits(t->dtype) / 8);
+}
 
 static void stages_free(struct wb *wb)
 {
@@ -393,8 +404,15 @@ int wb_grads(struct wb *wb, uint32_t layer, float *const **data, uint64_t *pushe
 	if (rc == 0)
 		rc = layer_arrays(wb, &wb->layers[layer], wb->pk->layers[layer].n_tensors, err);
 	if (rc == 0) {
-		*data = wb->layers[layer].acc;
-		*pushes = wb->layers[layer].pushes;
+		struct wb_layer *wl = &wb->layers[layer];
+		const struct wsp_layer *L = &wb->pk->layers[layer];
+		for (uint32_t i = 0; i < L->n_tensors; i++)
+			if (wl->has[i] == HAS_STALE) {
+				memset(wl->acc[i], 0, tensor_elements(&L->tensors[i]) * 4);
+				wl->has[i] = HAS_ZERO;
+			}
+		*data = wl->acc;
+		*pushes = wl->pushes;
 	}
 	pthread_mutex_unlock(&wb->lock);
 	return rc;
@@ -405,11 +423,9 @@ static void zero_layer(struct wb *wb, uint32_t l)
 	struct wb_layer *wl = &wb->layers[l];
 	const struct wsp_layer *L = &wb->pk->layers[l];
 	wl->pushes = 0;
-	for (uint32_t i = 0; wl->acc && i < L->n_tensors; i++) {
-		if (wl->acc[i])
-			memset(wl->acc[i], 0, L->tensors[i].bytes / (wsp_dtype_bits(L->tensors[i].dtype) / 8) * 4);
-		wl->has[i] = 0;
-	}
+	for (uint32_t i = 0; wl->acc && i < L->n_tensors; i++)
+		if (wl->has[i] == HAS_SUM)
+			wl->has[i] = HAS_STALE;   /* cleared when read, or overwritten by a push */
 }
 
 int wb_zero(struct wb *wb, uint32_t layer, struct wsp_err *err)

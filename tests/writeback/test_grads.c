@@ -146,6 +146,23 @@ int main(void)
 	CHECK(gr.pushes == 1);
 	for (uint64_t i = 0; i < n0; i++)
 		CHECK(memcmp(&gr.data[0][i], &(float){ bf16f(g[i]) }, 4) == 0);   /* -0 too */
+	/* Zeroed, then one tensor pushed before any read: that tensor is the
+	 * pushed value, the others read as zeros (zeroing is lazy). */
+	CHECK_RC(wsp_grad_zero(pg, 3), 0);
+	const struct wsp_layer *L3 = wsp_pack_layer(pk, 3);
+	uint64_t n3 = L3->tensors[0].bytes / 2;
+	uint16_t *g3 = malloc(n3 * 2);
+	fill(g3, n3, 3, 0, 5);
+	const void *ptr3[64] = { g3 };
+	CHECK_RC(wsp_grad_push(pg, 3, ptr3, NULL), 0);
+	CHECK_RC(wsp_grad_get(pg, 3, &gr), 0);
+	CHECK(gr.pushes == 1);
+	for (uint64_t i = 0; i < n3; i++)
+		CHECK(memcmp(&gr.data[0][i], &(float){ bf16f(g3[i]) }, 4) == 0);
+	for (uint32_t t = 1; t + 1 < L3->n_tensors; t++)
+		for (uint64_t i = 0; i < L3->tensors[t].bytes / 2; i++)
+			CHECK(gr.data[t][i] == 0.0f && !signbit(gr.data[t][i]));
+	free(g3);
 	free(g);
 	/* a layer never pushed: accumulators NULL */
 	CHECK_RC(wsp_grad_get(pg, 0, &gr), 0);
