@@ -15,7 +15,6 @@ static inline float from_bits(uint32_t u)
 	return f;
 }
 
-
 static inline float f16_to_f32(uint16_t h)
 {
 	uint32_t sign = (uint32_t)(h & 0x8000) << 16;
