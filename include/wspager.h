@@ -380,7 +380,9 @@ struct wsp_stats {
 	uint64_t grad_pushes;       /* wsp_grad_push calls queued (added in 0.2) */
 	uint64_t bytes_d2h;         /* gradient bytes copied out of the device (0.2) */
 	uint64_t grad_add_ns;       /* host time adding them into fp32 (0.2) */
-	uint64_t reserved[12];
+	uint64_t updated_layers;    /* layers wsp_update has changed (0.2; not reset) */
+	uint64_t updated_bytes;     /* their bytes, in host memory (0.2; not reset) */
+	uint64_t reserved[10];
 };
 /* The counters, each read at one moment (not all under one lock: see
  * wsp_get_stats(3)).  Thread-safe. */

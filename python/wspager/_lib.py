@@ -109,7 +109,9 @@ class Stats(ctypes.Structure):
         ("grad_pushes", c_u64),
         ("bytes_d2h", c_u64),
         ("grad_add_ns", c_u64),
-        ("reserved", c_u64 * 12),
+        ("updated_layers", c_u64),
+        ("updated_bytes", c_u64),
+        ("reserved", c_u64 * 10),
     ]
 
 

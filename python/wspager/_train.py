@@ -263,11 +263,13 @@ class Trainer:
                 m.grad = torch.from_numpy(a) if a is not None else None
 
     def apply_masters(self) -> None:
-        """The stepped masters, in each tensor's dtype, become the layer."""
+        """The stepped masters, in each tensor's dtype, become the layer.
+        Only layers with gradients: an optimizer leaves the others as they
+        are, and a step on one task's module writes only that module."""
         off = self.off
         for g in off.groups:
             row = self.masters[g.index]
-            if all(m is None for m in row):
+            if all(m is None or m.grad is None for m in row):
                 continue
             pos = self.pos[g.index]
             vals: List[Optional[int]] = [None] * len(pos)

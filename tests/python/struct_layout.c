@@ -100,6 +100,8 @@ int main(void)
 	F(wsp_stats, grad_pushes);
 	F(wsp_stats, bytes_d2h);
 	F(wsp_stats, grad_add_ns);
+	F(wsp_stats, updated_layers);
+	F(wsp_stats, updated_bytes);
 	F(wsp_stats, reserved);
 	printf("]}");
 	printf(", \"wsp_convert_options\": {\"size\": %zu, \"fields\": [", sizeof(struct wsp_convert_options));

@@ -99,6 +99,10 @@ int main(void)
 			CHECK(memcmp(L->data, expected[l], L->raw_bytes) == 0);
 			CHECK_RC(wsp_release(pg, l, NULL), 0);
 		}
+	struct wsp_stats st;
+	CHECK_RC(wsp_get_stats(pg, &st), 0);
+	CHECK(st.updated_layers == 2 &&
+	      st.updated_bytes == wsp_pack_layer(pk, 2)->raw_bytes + L3->raw_bytes);
 	CHECK_RC(wsp_update(pg, 99, vals), WSP_ENOTFOUND);
 	CHECK_RC(wsp_update(pg, 1, NULL), -EINVAL);
 
