@@ -317,8 +317,10 @@ void wsp_close(wsp_pager *pg);
  * other's errors.  Valid until this thread's next failed call.  Thread-safe. */
 const char *wsp_errmsg(wsp_pager *pg);
 
-/* The pack behind the pager (for lookups); owned by the pager. */
-const wsp_pack *wsp_pager_pack(const wsp_pager *pg);
+/* The pack behind the pager; owned by the pager.  Lookups are thread-safe;
+ * it also takes the calls that read (verify, read_layer, measure, unpack),
+ * one at a time on it, and not during wsp_save() (they share its messages). */
+wsp_pack *wsp_pager_pack(const wsp_pager *pg);
 
 /*
  * Make `layer` usable on `stream` (a cudaStream_t, or NULL for the legacy

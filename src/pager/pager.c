@@ -299,7 +299,7 @@ const char *wsp_errmsg(wsp_pager *pg)
 	return last_error.pg == pg ? last_error.msg : "";
 }
 
-const wsp_pack *wsp_pager_pack(const wsp_pager *pg)
+wsp_pack *wsp_pager_pack(const wsp_pager *pg)
 {
 	return pg ? pg->pk : NULL;
 }

@@ -40,6 +40,9 @@ static void run(const struct t_model *m, enum wsp_policy policy, int strict)
 	CHECK(o.host_cache_bytes < m->sum.raw_bytes);
 	CHECK_RC(wsp_open(m->pack, &o, &pg, err, sizeof(err)), 0);
 	CHECK(wsp_pager_pack(pg) != NULL);
+	/* the pager's pack takes the reading calls, without a cast */
+	if (policy == WSP_POLICY_PREDICT)
+		CHECK_RC(wsp_pack_verify(wsp_pager_pack(pg), 1, NULL, NULL), 0);
 
 	for (int pass = 0; pass < PASSES; pass++) {
 		if (pass == 1)
