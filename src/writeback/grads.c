@@ -1,6 +1,14 @@
 /*
- * Gradients out of the GPU: staging buffers, the accumulating worker, and
- * the per-layer fp32 accumulators (see writeback.h).
+ * Gradients out of the GPU: per-layer landing buffers, staging buffers, the
+ * accumulating worker, and the per-layer fp32 accumulators (writeback.h).
+ *
+ * Widening bf16 into fp32 on the host runs at memory speed, far below the
+ * link (docs/PERFORMANCE.md), so a layer's first push after zeroing (the
+ * one micro-batch of most training steps) is copied straight into the
+ * layer's landing buffer, in the gradient's own dtype, and nothing else
+ * happens on the host; it is widened only when a second push must be added
+ * to it or when the accumulators are read (wsp_grad_get, the optimizer's
+ * time).  Later pushes go through a staging buffer and are added.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -25,17 +33,22 @@ struct wb_stage {
 	struct dev_event *after_user, *copied;
 	uint32_t layer;
 	uint8_t *present;          /* per tensor of the layer: pushed in this one */
+	uint8_t *landed;           /* ... and copied into the landing buffer, not mem */
 	struct wb_stage *next;     /* in the free list or the worker's queue */
 };
 
-/* A tensor's accumulator: zero (or never made), holding a sum, or stale:
- * zeroed lazily, so that zeroing inside a backward pass costs nothing; the
- * next push assigns instead of adding, and a read clears what no push has. */
-enum { HAS_ZERO = 0, HAS_SUM = 1, HAS_STALE = 2 };
+/* A tensor's gradient: zero (or never made); a sum in the fp32 accumulator;
+ * stale (zeroed lazily, so that zeroing inside a backward pass costs
+ * nothing: the next push overwrites, a read clears what no push wrote); or
+ * one push in the landing buffer, in its own dtype, not yet widened. */
+enum { HAS_ZERO = 0, HAS_SUM = 1, HAS_STALE = 2, HAS_LANDED = 3 };
 
 struct wb_layer {
-	float **acc;               /* per tensor, NULL until its first push */
-	uint8_t *has;              /* per tensor: HAS_* */
+	float **acc;               /* per tensor, NULL until first widened into */
+	uint8_t *has;              /* per tensor: HAS_*, as the worker has applied */
+	uint8_t *planned;          /* per tensor: 1 once a push since zeroing is queued */
+	void *land;                /* landing buffer (stage layout), made at first use */
+	int land_pinned;
 	uint64_t pushes;           /* accumulated since the last zeroing */
 	uint32_t pending;          /* pushed, not yet accumulated */
 };
@@ -46,6 +59,7 @@ struct wb {
 	uint32_t n_layers, max_tensors;
 	uint64_t max_bytes;
 	unsigned add_threads;      /* threads adding one push (<= WB_ADD_THREADS) */
+	uint8_t *scratch;          /* 4 x max_tensors: the worker's two, a reader's two */
 
 	pthread_mutex_t lock;
 	pthread_cond_t cond;       /* a stage freed, a job queued or done, stop */
@@ -76,7 +90,10 @@ int wb_create(struct dev *d, const struct wsp_pack_s *pk, struct wb **out, struc
 		wb->max_bytes = WSP_MAX(wb->max_bytes, pk->layers[l].raw_bytes);
 	}
 	wb->layers = calloc(wb->n_layers ? wb->n_layers : 1, sizeof(*wb->layers));
-	if (!wb->layers) {
+	wb->scratch = calloc(4 * (size_t)(wb->max_tensors ? wb->max_tensors : 1), 1);
+	if (!wb->layers || !wb->scratch) {
+		free(wb->layers);
+		free(wb->scratch);
 		free(wb);
 		return WSP_ERR(err, -ENOMEM, "write-back: out of memory");
 	}
@@ -95,62 +112,71 @@ static void fail(struct wb *wb, int rc, struct wsp_err *e)
 	}
 }
 
-/* One thread's share of a stage: the same slice [part/parts] of every
- * tensor (elementwise, so the split never changes a result). */
+/* One pass over some tensors of a layer laid out as a stage is (each at a
+ * WB_ALIGN-aligned offset of `src`): which[i] selects tensor i, first[i]
+ * assigns instead of adding.  One thread takes the same slice [part/parts]
+ * of each (elementwise, so the split never changes a result). */
 struct acc_part {
 	struct wb *wb;
-	struct wb_stage *s;
+	uint32_t layer;
+	const uint8_t *src, *which, *first;
 	unsigned part, parts;
 };
 
 static void *accumulate_part(void *arg)
 {
 	struct acc_part *p = arg;
-	const struct wsp_layer *L = &p->wb->pk->layers[p->s->layer];
-	struct wb_layer *wl = &p->wb->layers[p->s->layer];
-	const uint8_t *src = p->s->mem;
+	const struct wsp_layer *L = &p->wb->pk->layers[p->layer];
+	struct wb_layer *wl = &p->wb->layers[p->layer];
+	const uint8_t *src = p->src;
 	for (uint32_t i = 0; i < L->n_tensors; i++) {
 		const struct wsp_tensor *t = &L->tensors[i];
 		unsigned esize = wsp_dtype_bits(t->dtype) / 8;
 		uint64_t n = t->bytes / esize;
-		if (p->s->present[i]) {
+		if (p->which[i]) {
 			uint64_t per = (n + p->parts - 1) / p->parts;
 			uint64_t a = WSP_MIN(n, per * p->part), b = WSP_MIN(n, a + per);
-			wb_accumulate(wl->acc[i] + a, src + a * esize, t->dtype, b - a,
-				      wl->has[i] != HAS_SUM);
+			wb_accumulate(wl->acc[i] + a, src + a * esize, t->dtype, b - a, p->first[i]);
 		}
 		src += wsp_align_up(t->bytes, WB_ALIGN);
 	}
 	return NULL;
 }
 
-/* Add one staged push into its layer's accumulators (worker, no lock held:
- * only the worker writes accumulators, and readers wait for pending == 0).
- * Large layers are split over up to WB_ADD_THREADS threads: a bf16 layer of
- * 200 M elements takes one thread a few hundred ms. */
-static int accumulate(struct wb *wb, struct wb_stage *s, struct wsp_err *err)
+static uint64_t tensor_elements(const struct wsp_tensor *t)
 {
-	const struct wsp_layer *L = &wb->pk->layers[s->layer];
-	struct wb_layer *wl = &wb->layers[s->layer];
+	return t->bytes / (wsp_dtype_bits(t->dtype) / 8);
+}
+
+/* Widen or add the selected tensors of `src` into the layer's accumulators,
+ * then mark them HAS_SUM.  Large layers are split over up to WB_ADD_THREADS
+ * threads.  Only the worker, or a reader holding the lock with nothing of
+ * the layer pending, calls it: accumulators have one writer at a time. */
+static int accumulate(struct wb *wb, uint32_t layer, const void *src, const uint8_t *which,
+		      const uint8_t *first, struct wsp_err *err)
+{
+	const struct wsp_layer *L = &wb->pk->layers[layer];
+	struct wb_layer *wl = &wb->layers[layer];
 	uint64_t elements = 0;
 	for (uint32_t i = 0; i < L->n_tensors; i++) {
-		const struct wsp_tensor *t = &L->tensors[i];
-		uint64_t n = t->bytes / (wsp_dtype_bits(t->dtype) / 8);
-		if (!s->present[i])
+		uint64_t n = tensor_elements(&L->tensors[i]);
+		if (!which[i])
 			continue;
 		elements += n;
 		if (!wl->acc[i] &&
 		    !(wl->acc[i] = aligned_alloc(WB_ALIGN, wsp_align_up(n * 4 + 4, WB_ALIGN))))
 			return WSP_ERR(err, -ENOMEM, "write-back: out of memory for the fp32 "
-				       "gradient of %s (%" PRIu64 " elements)", t->name, n);
+				       "gradient of %s (%" PRIu64 " elements)", L->tensors[i].name, n);
 	}
+	if (!elements)
+		return 0;
 	unsigned parts = (unsigned)WSP_MIN((uint64_t)wb->add_threads,
 					   elements / WB_ADD_MIN_ELEMENTS + 1);
 	struct acc_part part[WB_ADD_THREADS];
 	pthread_t th[WB_ADD_THREADS];
 	unsigned started = 0;
 	for (unsigned k = 0; k < parts; k++)
-		part[k] = (struct acc_part){ wb, s, k, parts };
+		part[k] = (struct acc_part){ wb, layer, src, which, first, k, parts };
 	for (unsigned k = 1; k < parts; k++) {
 		if (pthread_create(&th[k], NULL, accumulate_part, &part[k]) != 0)
 			break;
@@ -162,9 +188,47 @@ static int accumulate(struct wb *wb, struct wb_stage *s, struct wsp_err *err)
 	for (unsigned k = started + 1; k < parts; k++)   /* threads that could not start */
 		accumulate_part(&part[k]);
 	for (uint32_t i = 0; i < L->n_tensors; i++)
-		if (s->present[i])
+		if (which[i])
 			wl->has[i] = HAS_SUM;
 	return 0;
+}
+
+/* Widen the landed tensors of a layer into its accumulators; which and
+ * first: scratch of max_tensors bytes (the worker's, or the reader's). */
+static int widen_landed(struct wb *wb, uint32_t layer, uint8_t *which, uint8_t *first,
+			struct wsp_err *err)
+{
+	const struct wsp_layer *L = &wb->pk->layers[layer];
+	struct wb_layer *wl = &wb->layers[layer];
+	for (uint32_t i = 0; i < L->n_tensors; i++) {
+		which[i] = wl->has[i] == HAS_LANDED;
+		first[i] = 1;
+	}
+	return accumulate(wb, layer, wl->land, which, first, err);
+}
+
+/* The worker's part of one push, once its copies are done. */
+static int apply_push(struct wb *wb, struct wb_stage *s, struct wsp_err *err)
+{
+	const struct wsp_layer *L = &wb->pk->layers[s->layer];
+	struct wb_layer *wl = &wb->layers[s->layer];
+	uint8_t *which = wb->scratch, *first = wb->scratch + wb->max_tensors;
+	int rc = 0;
+	int widen = 0;
+	for (uint32_t i = 0; i < L->n_tensors; i++)
+		widen |= s->present[i] && !s->landed[i] && wl->has[i] == HAS_LANDED;
+	if (widen)   /* a second push adds to a landed one: widen that first */
+		rc = widen_landed(wb, s->layer, which, first, err);
+	for (uint32_t i = 0; i < L->n_tensors; i++) {
+		which[i] = s->present[i] && !s->landed[i];
+		first[i] = wl->has[i] != HAS_SUM;
+	}
+	if (rc == 0)
+		rc = accumulate(wb, s->layer, s->mem, which, first, err);
+	for (uint32_t i = 0; rc == 0 && i < L->n_tensors; i++)
+		if (s->present[i] && s->landed[i])
+			wl->has[i] = HAS_LANDED;
+	return rc;
 }
 
 static void *worker_main(void *arg)
@@ -183,7 +247,7 @@ static void *worker_main(void *arg)
 		int rc = wb->dev->ops->event_sync(wb->dev, s->copied, &e);
 		uint64_t t0 = wsp_now_ns();
 		if (rc == 0)
-			rc = accumulate(wb, s, &e);
+			rc = apply_push(wb, s, &e);
 		uint64_t spent = wsp_now_ns() - t0;
 		pthread_mutex_lock(&wb->lock);
 		wb->add_ns += spent;
@@ -208,11 +272,6 @@ static void *worker_main(void *arg)
 
 static int start_stages(struct wb *wb, struct wsp_err *err);
 
-static uint64_t tensor_elements(const struct wsp_tensor *t)
-{
-	return t->bytes / (wsp_dtype_bits(t->dtype) / 8);
-}
-
 static void stages_free(struct wb *wb)
 {
 	struct dev *d = wb->dev;
@@ -226,6 +285,7 @@ static void stages_free(struct wb *wb)
 			d->ops->unpin(d, s->mem);
 		free(s->mem);
 		free(s->present);
+		free(s->landed);
 		memset(s, 0, sizeof(*s));
 	}
 	wb->free = NULL;
@@ -259,7 +319,8 @@ static int start_stages(struct wb *wb, struct wsp_err *err)
 		int rc;
 		s->mem = aligned_alloc(4096, wsp_align_up(bytes ? bytes : 1, 4096));
 		s->present = calloc(wb->max_tensors ? wb->max_tensors : 1, 1);
-		if (!s->mem || !s->present)
+		s->landed = calloc(wb->max_tensors ? wb->max_tensors : 1, 1);
+		if (!s->mem || !s->present || !s->landed)
 			return WSP_ERR(err, -ENOMEM, "write-back: out of memory for %u staging "
 				       "buffers of %" PRIu64 " bytes", WB_STAGES, bytes);
 		if (!dev_is_host(d)) {
@@ -289,15 +350,74 @@ static int layer_arrays(struct wb *wb, struct wb_layer *wl, uint32_t n, struct w
 		return 0;
 	wl->acc = calloc(n ? n : 1, sizeof(*wl->acc));
 	wl->has = calloc(n ? n : 1, 1);
-	if (!wl->acc || !wl->has) {
+	wl->planned = calloc(n ? n : 1, 1);
+	if (!wl->acc || !wl->has || !wl->planned) {
 		free(wl->acc);
 		free(wl->has);
+		free(wl->planned);
 		wl->acc = NULL;
-		wl->has = NULL;
+		wl->has = wl->planned = NULL;
 		return WSP_ERR(err, -ENOMEM, "write-back: out of memory");
 	}
 	(void)wb;
 	return 0;
+}
+
+/* The layer's landing buffer (stage layout), pinned where the device pins. */
+static int land_buffer(struct wb *wb, uint32_t layer, struct wsp_err *err)
+{
+	struct wb_layer *wl = &wb->layers[layer];
+	const struct wsp_layer *L = &wb->pk->layers[layer];
+	if (wl->land)
+		return 0;
+	uint64_t bytes = 0;
+	for (uint32_t i = 0; i < L->n_tensors; i++)
+		bytes += wsp_align_up(L->tensors[i].bytes, WB_ALIGN);
+	bytes = wsp_align_up(bytes ? bytes : 1, 4096);
+	if (!(wl->land = aligned_alloc(4096, bytes)))
+		return WSP_ERR(err, -ENOMEM, "write-back: out of memory for the gradients of %s "
+			       "(%" PRIu64 " bytes)", L->name, bytes);
+	if (!dev_is_host(wb->dev)) {
+		int rc = wb->dev->ops->pin(wb->dev, wl->land, bytes, err);
+		if (rc < 0) {
+			free(wl->land);
+			wl->land = NULL;
+			return rc;
+		}
+		wl->land_pinned = 1;
+	}
+	return 0;
+}
+
+/* Enqueue the copies of one push: a tensor's first push since zeroing lands
+ * in the layer's landing buffer, later ones in the stage.  Under wb->lock
+ * (the device calls only enqueue), so pushes are applied in the order they
+ * were planned. */
+static int enqueue_push(struct wb *wb, struct wb_stage *s, uint32_t layer,
+			const void *const *grads, void *stream, uint64_t *bytes, struct wsp_err *err)
+{
+	const struct wsp_layer *L = &wb->pk->layers[layer];
+	struct wb_layer *wl = &wb->layers[layer];
+	struct dev *d = wb->dev;
+	uint64_t off = 0;
+	int rc = d->ops->record(d, s->after_user, DEV_Q_USER, stream, err);
+	if (rc == 0)
+		rc = d->ops->wait(d, DEV_Q_BACK, NULL, s->after_user, err);
+	for (uint32_t i = 0; rc == 0 && i < L->n_tensors; i++) {
+		s->present[i] = grads[i] != NULL;
+		s->landed[i] = grads[i] && !wl->planned[i];
+		if (s->landed[i] && !wl->land)
+			rc = land_buffer(wb, layer, err);
+		if (rc == 0 && grads[i] && L->tensors[i].bytes) {
+			uint8_t *dst = (uint8_t *)(s->landed[i] ? wl->land : s->mem) + off;
+			rc = d->ops->copy_d2h(d, dst, grads[i], L->tensors[i].bytes, err);
+			*bytes += L->tensors[i].bytes;
+		}
+		off += wsp_align_up(L->tensors[i].bytes, WB_ALIGN);
+	}
+	if (rc == 0)
+		rc = d->ops->record(d, s->copied, DEV_Q_BACK, NULL, err);
+	return rc;
 }
 
 int wb_push(struct wb *wb, uint32_t layer, const void *const *grads, void *stream,
@@ -323,33 +443,21 @@ int wb_push(struct wb *wb, uint32_t layer, const void *const *grads, void *strea
 	}
 	struct wb_stage *s = wb->free;
 	wb->free = s->next;
-	pthread_mutex_unlock(&wb->lock);
-
-	/* The copies wait for what the user's stream has enqueued so far. */
-	struct dev *d = wb->dev;
-	uint64_t off = 0, bytes = 0;
 	s->layer = layer;
-	rc = d->ops->record(d, s->after_user, DEV_Q_USER, stream, err);
-	if (rc == 0)
-		rc = d->ops->wait(d, DEV_Q_BACK, NULL, s->after_user, err);
-	for (uint32_t i = 0; rc == 0 && i < L->n_tensors; i++) {
-		s->present[i] = grads[i] != NULL;
-		if (grads[i] && L->tensors[i].bytes) {
-			rc = d->ops->copy_d2h(d, (uint8_t *)s->mem + off, grads[i],
-					      L->tensors[i].bytes, err);
-			bytes += L->tensors[i].bytes;
-		}
-		off += wsp_align_up(L->tensors[i].bytes, WB_ALIGN);
-	}
-	if (rc == 0)
-		rc = d->ops->record(d, s->copied, DEV_Q_BACK, NULL, err);
-
-	pthread_mutex_lock(&wb->lock);
-	if (rc < 0) {   /* nothing queued: the stage goes back */
+	uint64_t bytes = 0;
+	rc = enqueue_push(wb, s, layer, grads, stream, &bytes, err);
+	if (rc < 0) {
+		/* Nothing queued.  Copies that were enqueued may still run: wait
+		 * for the write-back stream before the stage or landing buffer is
+		 * used again. */
+		if (wb->dev->ops->record(wb->dev, s->copied, DEV_Q_BACK, NULL, NULL) == 0)
+			(void)wb->dev->ops->event_sync(wb->dev, s->copied, NULL);
 		s->next = wb->free;
 		wb->free = s;
-		pthread_cond_broadcast(&wb->cond);
 	} else {
+		for (uint32_t i = 0; i < L->n_tensors; i++)
+			if (grads[i])
+				wb->layers[layer].planned[i] = 1;
 		s->next = NULL;
 		if (wb->tail)
 			wb->tail->next = s;
@@ -360,8 +468,8 @@ int wb_push(struct wb *wb, uint32_t layer, const void *const *grads, void *strea
 		wb->pending_all++;
 		wb->n_pushes++;
 		wb->bytes_d2h += bytes;
-		pthread_cond_broadcast(&wb->cond);
 	}
+	pthread_cond_broadcast(&wb->cond);
 	pthread_mutex_unlock(&wb->lock);
 	return rc;
 }
@@ -403,16 +511,30 @@ int wb_grads(struct wb *wb, uint32_t layer, float *const **data, uint64_t *pushe
 	int rc = wait_locked(wb, layer, err);
 	if (rc == 0)
 		rc = layer_arrays(wb, &wb->layers[layer], wb->pk->layers[layer].n_tensors, err);
+	if (rc == 0) {   /* nothing of the layer is pending: the accumulators are ours */
+		uint64_t t0 = wsp_now_ns();
+		rc = widen_landed(wb, layer, wb->scratch + 2 * wb->max_tensors,
+				  wb->scratch + 3 * wb->max_tensors, err);
+		wb->add_ns += wsp_now_ns() - t0;
+	}
 	if (rc == 0) {
 		struct wb_layer *wl = &wb->layers[layer];
 		const struct wsp_layer *L = &wb->pk->layers[layer];
-		for (uint32_t i = 0; i < L->n_tensors; i++)
+		for (uint32_t i = 0; rc == 0 && i < L->n_tensors; i++)
 			if (wl->has[i] == HAS_STALE) {
-				memset(wl->acc[i], 0, tensor_elements(&L->tensors[i]) * 4);
+				uint64_t n = tensor_elements(&L->tensors[i]);
+				if (!wl->acc[i] &&
+				    !(wl->acc[i] = aligned_alloc(WB_ALIGN, wsp_align_up(n * 4 + 4, WB_ALIGN))))
+					rc = WSP_ERR(err, -ENOMEM, "write-back: out of memory for the fp32 "
+						     "gradient of %s", L->tensors[i].name);
+				else
+					memset(wl->acc[i], 0, n * 4);
 				wl->has[i] = HAS_ZERO;
 			}
-		*data = wl->acc;
-		*pushes = wl->pushes;
+		if (rc == 0) {
+			*data = wl->acc;
+			*pushes = wl->pushes;
+		}
 	}
 	pthread_mutex_unlock(&wb->lock);
 	return rc;
@@ -423,9 +545,13 @@ static void zero_layer(struct wb *wb, uint32_t l)
 	struct wb_layer *wl = &wb->layers[l];
 	const struct wsp_layer *L = &wb->pk->layers[l];
 	wl->pushes = 0;
-	for (uint32_t i = 0; wl->acc && i < L->n_tensors; i++)
+	for (uint32_t i = 0; wl->acc && i < L->n_tensors; i++) {
 		if (wl->has[i] == HAS_SUM)
 			wl->has[i] = HAS_STALE;   /* cleared when read, or overwritten by a push */
+		else if (wl->has[i] == HAS_LANDED)
+			wl->has[i] = HAS_STALE;   /* its accumulator may not exist yet */
+		wl->planned[i] = 0;           /* the next push lands */
+	}
 }
 
 int wb_zero(struct wb *wb, uint32_t layer, struct wsp_err *err)
@@ -476,10 +602,15 @@ void wb_destroy(struct wb *wb)
 		struct wb_layer *wl = &wb->layers[l];
 		for (uint32_t i = 0; wl->acc && i < wb->pk->layers[l].n_tensors; i++)
 			free(wl->acc[i]);
+		if (wl->land_pinned)
+			wb->dev->ops->unpin(wb->dev, wl->land);
+		free(wl->land);
 		free(wl->acc);
 		free(wl->has);
+		free(wl->planned);
 	}
 	free(wb->layers);
+	free(wb->scratch);
 	wsp_err_destroy(&wb->failed);
 	pthread_cond_destroy(&wb->cond);
 	pthread_mutex_destroy(&wb->lock);

@@ -4,12 +4,13 @@
  *
  * Gradients: a push copies a layer's gradient tensors GPU -> host on the
  * device's write-back stream, ordered after the user's stream by an event
- * (the host never waits), into one of a few pinned staging buffers; one
- * worker thread waits for each copy in push order and adds it into the
- * layer's fp32 accumulators (one per tensor, made on first use).  Pushes of
- * the same layer accumulate until zeroed (micro-batches).  When every
- * staging buffer is in flight a push waits for the oldest: the bound on
- * the memory this room takes besides the accumulators.
+ * (the host never waits).  A tensor's first push since zeroing lands in
+ * the layer's pinned landing buffer in its own dtype and is widened into
+ * fp32 only when read or when a second push comes; later pushes go through
+ * one of a few pinned staging buffers and one worker thread adds them, in
+ * push order, into the layer's fp32 accumulators (one per tensor, made on
+ * first use).  When every staging buffer is in flight a push waits for the
+ * oldest.
  */
 #ifndef WSP_WRITEBACK_WRITEBACK_H
 #define WSP_WRITEBACK_WRITEBACK_H
