@@ -162,13 +162,13 @@ int main(void)
 	for (uint32_t t = 1; t + 1 < L3->n_tensors; t++)
 		for (uint64_t i = 0; i < L3->tensors[t].bytes / 2; i++)
 			CHECK(gr.data[t][i] == 0.0f && !signbit(gr.data[t][i]));
-	free(g3);
 	/* A push landed and zeroed before any read: zeros, not NULL. */
 	CHECK_RC(wsp_grad_zero(pg, 4), 0);
 	CHECK_RC(wsp_grad_push(pg, 4, ptr3, NULL), 0);   /* lands, never widened */
 	CHECK_RC(wsp_grad_zero(pg, 4), 0);
 	CHECK_RC(wsp_grad_get(pg, 4, &gr), 0);
 	CHECK(gr.pushes == 0 && gr.data[0] != NULL && gr.data[0][0] == 0.0f);
+	free(g3);
 	free(g);
 	/* a layer never pushed: accumulators NULL */
 	CHECK_RC(wsp_grad_get(pg, 0, &gr), 0);
