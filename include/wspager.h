@@ -486,7 +486,10 @@ int wsp_save(wsp_pager *pg, const char *out, unsigned flags, wsp_progress_fn pro
 /* 5. Converting checkpoints                                               */
 /* ====================================================================== */
 
-enum wsp_codec { WSP_CODEC_ZSTD = 0, WSP_CODEC_RAW = 1 };
+/* WSP_CODEC_EXPRANS (added in 0.2): bf16 chunks with their exponents
+ * rANS-coded in lanes a GPU decodes in parallel, sign and mantissa raw
+ * (wspack(5)); chunks of other dtypes are stored with zstd. */
+enum wsp_codec { WSP_CODEC_ZSTD = 0, WSP_CODEC_RAW = 1, WSP_CODEC_EXPRANS = 2 };
 
 struct wsp_convert_options {
 	int level;                 /* zstd level; default 1 */

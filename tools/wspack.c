@@ -31,7 +31,8 @@ static const char usage_text[] =
 	"      --level N          zstd level (default 1)\n"
 	"      --chunk-size SIZE  raw bytes per chunk (default 4M)\n"
 	"      --shard-size SIZE  target shard size (default 4G)\n"
-	"      --codec raw|zstd   chunk codec (default zstd)\n"
+	"      --codec raw|zstd|exprans  chunk codec (default zstd; exprans: bf16 exponents\n"
+	"                         rANS-coded for GPU decoding, other dtypes zstd)\n"
 	"      --no-transform     do not byte-group float dtypes before compressing\n"
 	"      --threads N        worker threads (default: all cores)\n"
 	"      --group REGEX      extended regex whose first group names a tensor's layer\n"
@@ -194,8 +195,11 @@ static int cmd_convert(int argc, char **argv)
 				opt.codec = WSP_CODEC_ZSTD;
 			else if (strcasecmp(optarg, "raw") == 0)
 				opt.codec = WSP_CODEC_RAW;
+			else if (strcasecmp(optarg, "exprans") == 0)
+				opt.codec = WSP_CODEC_EXPRANS;
 			else
-				return usage_error("--codec: must be raw or zstd, not '%s'", optarg);
+				return usage_error("--codec: must be raw, zstd or exprans, not '%s'",
+						   optarg);
 			break;
 		case 'T': opt.transform = 0; break;
 		case 't':

@@ -36,6 +36,7 @@
 #endif
 
 #include "pack/chunk.h"
+#include "pack/exprans/exprans.h"
 #include "pack/transform.h"
 #include "common/util.h"
 
@@ -299,6 +300,19 @@ int chunk_decode(struct chunk_decoder *d, const struct wspm_chunk *c, int dtype,
 				       c->stored_bytes, c->raw_bytes);
 		planes = stored;
 		break;
+	case WSP_CODEC_EXPRANS:
+		if (dtype != WSP_DTYPE_BF16 || t != WSPM_XFORM_NONE || c->raw_bytes % 2)
+			return WSP_ERR(err, WSP_EFORMAT, "exprans chunk of dtype %s, transform %u, "
+				       "%u bytes", dt_name(dtype), c->transform, c->raw_bytes);
+		if (c->raw_bytes > d->cap)
+			return WSP_ERR(err, WSP_EFORMAT, "chunk raw size %u above the decoder's %llu",
+				       c->raw_bytes, (unsigned long long)d->cap);
+		rc = exprans_decode_bf16(stored, c->stored_bytes, (uint16_t *)d->scratch,
+					 c->raw_bytes / 2, err);
+		if (rc < 0)
+			return rc;
+		planes = d->scratch;
+		break;
 	case WSP_CODEC_ZSTD:
 		rc = check_frame(stored, c->stored_bytes, c->raw_bytes, err);
 		if (rc < 0)
@@ -329,7 +343,7 @@ int chunk_decode(struct chunk_decoder *d, const struct wspm_chunk *c, int dtype,
 		return WSP_ERR(err, WSP_EFORMAT, "unknown chunk codec %u", c->codec);
 	}
 
-	if (c->codec == WSP_CODEC_RAW || t != WSPM_XFORM_NONE)
+	if (c->codec == WSP_CODEC_RAW || c->codec == WSP_CODEC_EXPRANS || t != WSPM_XFORM_NONE)
 		sum = inverse_into_spans(d, t, (unsigned)es, planes, c->raw_bytes, dst, n_dst);
 	else
 		sum = hash_spans(d, dst, n_dst);
@@ -425,7 +439,9 @@ void chunk_encoder_free(struct chunk_encoder *e)
 
 size_t chunk_encode_bound(uint64_t raw_bytes)
 {
-	return ZSTD_compressBound((size_t)raw_bytes);
+	size_t z = ZSTD_compressBound((size_t)raw_bytes);
+	size_t x = exprans_bound(raw_bytes / 2);
+	return z > x ? z : x;
 }
 
 #ifdef CHUNK_ENTROPY_FRAMES
@@ -465,8 +481,11 @@ int chunk_encode_xform(struct chunk_encoder *e, const void *raw, uint64_t raw_by
 	if (raw_bytes > e->cap)
 		return WSP_ERR(err, -EINVAL, "chunk of %llu bytes above the encoder's %llu",
 			       (unsigned long long)raw_bytes, (unsigned long long)e->cap);
-	if (codec != WSP_CODEC_ZSTD && codec != WSP_CODEC_RAW)
+	if (codec != WSP_CODEC_ZSTD && codec != WSP_CODEC_RAW && codec != WSP_CODEC_EXPRANS)
 		return WSP_ERR(err, -EINVAL, "unknown codec %d", (int)codec);
+	/* EXPRANS codes bf16 values; other dtypes keep zstd. */
+	if (codec == WSP_CODEC_EXPRANS && (dtype != WSP_DTYPE_BF16 || raw_bytes % 2))
+		codec = WSP_CODEC_ZSTD;
 	es = xform_elem_bytes(t, dtype);
 	if (es < 0)
 		return WSP_ERR(err, WSP_EFORMAT, "transform %d does not fit dtype %s", (int)t,
@@ -474,6 +493,18 @@ int chunk_encode_xform(struct chunk_encoder *e, const void *raw, uint64_t raw_by
 	memset(c->reserved, 0, sizeof(c->reserved));
 	c->raw_bytes = (uint32_t)raw_bytes;
 	c->checksum = XXH3_64bits(raw, raw_bytes);
+
+	if (codec == WSP_CODEC_EXPRANS && raw_bytes > 0) {
+		int64_t n = exprans_encode_bf16(raw, raw_bytes / 2, out, cap);
+		if (n < 0)
+			return WSP_ERR(err, (int)n, "exprans: output of %zu bytes too small", cap);
+		if ((uint64_t)n < raw_bytes) {
+			c->codec = WSP_CODEC_EXPRANS;
+			c->transform = WSPM_XFORM_NONE;
+			c->stored_bytes = (uint32_t)n;
+			return 0;
+		}
+	}
 
 	if (codec == WSP_CODEC_ZSTD && raw_bytes > 0) {
 		if (t != WSPM_XFORM_NONE) {

@@ -218,9 +218,14 @@ static int check_chunks(const struct wsp_manifest *m, uint32_t li, uint32_t ti,
 	for (uint64_t k = 0; k < t->n_chunks; k++) {
 		uint64_t ci = t->first_chunk + k, end;
 		const struct wspm_chunk *c = &m->chunks[ci];
-		if (c->codec != WSP_CODEC_ZSTD && c->codec != WSP_CODEC_RAW)
+		if (c->codec != WSP_CODEC_ZSTD && c->codec != WSP_CODEC_RAW &&
+		    c->codec != WSP_CODEC_EXPRANS)
 			return FMT("chunk %llu of tensor %s: unknown codec %u",
 				   (unsigned long long)ci, tname, c->codec);
+		if (c->codec == WSP_CODEC_EXPRANS &&
+		    (t->dtype != WSP_DTYPE_BF16 || c->transform != WSPM_XFORM_NONE || c->raw_bytes % 2))
+			return FMT("chunk %llu of tensor %s: codec %u is for whole bf16 values without a "
+				   "transform", (unsigned long long)ci, tname, c->codec);
 		if (c->transform > WSPM_XFORM_EXP_F32)
 			return FMT("chunk %llu of tensor %s: unknown transform %u",
 				   (unsigned long long)ci, tname, c->transform);

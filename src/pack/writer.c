@@ -46,7 +46,8 @@ int pack_writer_create(const char *out_dir, const struct wsp_convert_options *op
 		wsp_convert_options_init(&defaults);
 		opt = &defaults;
 	}
-	if (opt->codec != WSP_CODEC_ZSTD && opt->codec != WSP_CODEC_RAW)
+	if (opt->codec != WSP_CODEC_ZSTD && opt->codec != WSP_CODEC_RAW &&
+	    opt->codec != WSP_CODEC_EXPRANS)
 		return WSP_ERR(err, -EINVAL, "unknown codec %d", (int)opt->codec);
 	if (opt->chunk_bytes && (opt->chunk_bytes % WSP_ALIGN_TENSOR || opt->chunk_bytes > (1ull << 30)))
 		return WSP_ERR(err, -EINVAL, "chunk size %llu is not a multiple of %u up to 1 GiB",

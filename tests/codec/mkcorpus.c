@@ -75,6 +75,22 @@ int main(int argc, char **argv)
 		c.checksum = XXH3_64bits(raw, n);
 		put(argv[1], "bad-window", &c, WSP_DTYPE_U8, 2, out, p);
 	}
+	/* exponent rANS (codec 2): a valid chunk, then damaged copies */
+	t_fill(raw, sizeof(raw), WSP_DTYPE_BF16, T_GAUSS);
+	CHECK_RC(chunk_encode(enc, raw, sizeof(raw), WSP_DTYPE_BF16, WSP_CODEC_EXPRANS, 1, buf, &c,
+			      &err), 0);
+	CHECK(c.codec == WSP_CODEC_EXPRANS);
+	put(argv[1], "ok-bf16-exprans", &c, WSP_DTYPE_BF16, 3, buf, c.stored_bytes);
+	put(argv[1], "bad-exprans-truncated", &c, WSP_DTYPE_BF16, 1, buf, c.stored_bytes - 7);
+	memcpy(out, buf, c.stored_bytes);
+	out[4 + 2 * 0x78] ^= 0x10;   /* a frequency: the sum is no longer 4096 */
+	put(argv[1], "bad-exprans-freq", &c, WSP_DTYPE_BF16, 2, out, c.stored_bytes);
+	memcpy(out, buf, c.stored_bytes);
+	out[516 + 2 * 5] += 2;       /* lane 5 claims two more bytes */
+	put(argv[1], "bad-exprans-lane", &c, WSP_DTYPE_BF16, 1, out, c.stored_bytes);
+	memcpy(out, buf, c.stored_bytes);
+	out[516 + 64 + 40] ^= 0x5a;  /* inside the lane streams */
+	put(argv[1], "bad-exprans-stream", &c, WSP_DTYPE_BF16, 4, out, c.stored_bytes);
 	chunk_encoder_free(enc);
 	wsp_err_destroy(&err);
 	return 0;

@@ -1,0 +1,226 @@
+/* EXPRANS reference encoder and decoder (see exprans.h). */
+#include <string.h>
+
+#include "common/util.h"
+#include "pack/exprans/exprans.h"
+
+#define PROB_SCALE (1u << EXPRANS_PROB_BITS)
+#define RANS_L (1u << 16)
+#define MAX_LANE_BYTES (4u + 2u * (EXPRANS_BLOCK / EXPRANS_LANES))   /* one word a symbol at most */
+
+static inline uint16_t rd16(const uint8_t *p)
+{
+	return (uint16_t)(p[0] | p[1] << 8);
+}
+
+static inline uint32_t rd32(const uint8_t *p)
+{
+	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+static inline void wr16(uint8_t *p, uint16_t v)
+{
+	p[0] = (uint8_t)v;
+	p[1] = (uint8_t)(v >> 8);
+}
+
+static inline void wr32(uint8_t *p, uint32_t v)
+{
+	wr16(p, (uint16_t)v);
+	wr16(p + 2, (uint16_t)(v >> 16));
+}
+
+static uint64_t n_blocks(uint64_t n)
+{
+	return (n + EXPRANS_BLOCK - 1) / EXPRANS_BLOCK;
+}
+
+size_t exprans_bound(uint64_t n)
+{
+	uint64_t b = n_blocks(n);
+	return EXPRANS_HEADER + b * EXPRANS_LANES * (2 + MAX_LANE_BYTES) + n;
+}
+
+/* Frequencies summing to PROB_SCALE, each symbol present at least 1. */
+static void quantize(const uint64_t *count, uint64_t n, uint16_t *freq)
+{
+	uint32_t sum = 0, best = 0;
+	for (unsigned s = 0; s < 256; s++) {
+		freq[s] = 0;
+		if (!count[s])
+			continue;
+		uint64_t f = count[s] * PROB_SCALE / n;
+		freq[s] = (uint16_t)(f ? f : 1);
+		sum += freq[s];
+		if (freq[s] > freq[best] || !freq[best])
+			best = s;
+	}
+	/* Take the difference from the most frequent symbols, never below 1. */
+	while (sum > PROB_SCALE) {
+		unsigned top = 0;
+		for (unsigned s = 1; s < 256; s++)
+			if (freq[s] > freq[top])
+				top = s;
+		uint32_t cut = WSP_MIN(sum - PROB_SCALE, (uint32_t)freq[top] - 1u);
+		freq[top] = (uint16_t)(freq[top] - cut);
+		sum -= cut;
+	}
+	freq[best] = (uint16_t)(freq[best] + (PROB_SCALE - sum));
+}
+
+int64_t exprans_encode_bf16(const uint16_t *src, uint64_t n, void *out, size_t cap)
+{
+	uint8_t *o = out;
+	if (cap < exprans_bound(n) || n > UINT32_MAX)
+		return WSP_ETOOBIG;
+	uint64_t count[256] = { 0 };
+	for (uint64_t i = 0; i < n; i++)
+		count[(src[i] >> 7) & 0xff]++;
+	uint16_t freq[256];
+	uint32_t cum[257];
+	if (n)
+		quantize(count, n, freq);
+	else
+		memset(freq, 0, sizeof(freq));
+	cum[0] = 0;
+	for (unsigned s = 0; s < 256; s++)
+		cum[s + 1] = cum[s] + freq[s];
+	wr32(o, (uint32_t)n);
+	for (unsigned s = 0; s < 256; s++)
+		wr16(o + 4 + 2 * s, freq[s]);
+	uint64_t nb = n_blocks(n);
+	uint8_t *lens = o + EXPRANS_HEADER;
+	uint8_t *p = lens + nb * EXPRANS_LANES * 2;
+	uint16_t words[MAX_LANE_BYTES / 2];
+	for (uint64_t b = 0; b < nb; b++) {
+		uint64_t first = b * EXPRANS_BLOCK, end = WSP_MIN(n, first + EXPRANS_BLOCK);
+		for (unsigned j = 0; j < EXPRANS_LANES; j++) {
+			/* Encode the lane's symbols last to first: the decoder reads
+			 * them first to last. */
+			uint32_t x = RANS_L;
+			unsigned nw = 0;
+			uint64_t cnt = first + j < end ? (end - first - j + EXPRANS_LANES - 1) / EXPRANS_LANES : 0;
+			for (uint64_t k = cnt; k-- > 0;) {
+				unsigned s = (src[first + j + k * EXPRANS_LANES] >> 7) & 0xff;
+				uint32_t f = freq[s];
+				uint64_t x_max = (uint64_t)((RANS_L >> EXPRANS_PROB_BITS) << 16) * f;
+				if (x >= x_max) {
+					words[nw++] = (uint16_t)x;
+					x >>= 16;
+				}
+				x = ((x / f) << EXPRANS_PROB_BITS) + (x % f) + cum[s];
+			}
+			wr32(p, x);
+			for (unsigned w = 0; w < nw; w++)   /* reversed: the decoder's order */
+				wr16(p + 4 + 2 * w, words[nw - 1 - w]);
+			unsigned bytes = 4 + 2 * nw;
+			wr16(lens + (b * EXPRANS_LANES + j) * 2, (uint16_t)bytes);
+			p += bytes;
+		}
+	}
+	for (uint64_t i = 0; i < n; i++)
+		*p++ = (uint8_t)(((src[i] >> 8) & 0x80) | (src[i] & 0x7f));
+	return (int64_t)(p - o);
+}
+
+/* slot -> (freq - 1) | (slot - cum) << 12 | symbol << 24, one word. */
+static inline uint32_t dec_entry(uint32_t freq, uint32_t bias, uint32_t sym)
+{
+	return (freq - 1) | bias << 12 | sym << 24;
+}
+
+int exprans_decode_bf16(const void *in, size_t len, uint16_t *dst, uint64_t n,
+			struct wsp_err *err)
+{
+	const uint8_t *p = in;
+	/* The lanes' reads past their end land in sm[], which must hold two
+	 * bytes: a one-value stream is decoded from a padded copy. */
+	uint8_t small[EXPRANS_HEADER + EXPRANS_LANES * (2 + MAX_LANE_BYTES) + 3];
+	if (n == 1 && len <= sizeof(small) - 2) {
+		memset(small, 0, sizeof(small));
+		memcpy(small, in, len);
+		p = small;
+	}
+	if (len < EXPRANS_HEADER)
+		return WSP_ERR(err, WSP_EFORMAT, "exprans: %zu bytes, shorter than the header", len);
+	if (rd32(p) != n)
+		return WSP_ERR(err, WSP_EFORMAT, "exprans: stream of %u values where %llu are expected",
+			       rd32(p), (unsigned long long)n);
+	uint32_t tab[PROB_SCALE];
+	uint32_t sum = 0;
+	for (unsigned s = 0; s < 256; s++) {
+		uint32_t f = rd16(p + 4 + 2 * s);
+		if (f > PROB_SCALE - sum)
+			return WSP_ERR(err, WSP_EFORMAT, "exprans: frequencies sum above %u", PROB_SCALE);
+		for (uint32_t k = 0; k < f; k++)
+			tab[sum + k] = dec_entry(f, k, s);
+		sum += f;
+	}
+	if (n && sum != PROB_SCALE)
+		return WSP_ERR(err, WSP_EFORMAT, "exprans: frequencies sum to %u, not %u", sum,
+			       PROB_SCALE);
+	if (!n && sum)
+		return WSP_ERR(err, WSP_EFORMAT, "exprans: frequencies for an empty chunk");
+	uint64_t nb = n_blocks(n);
+	uint64_t lens_at = EXPRANS_HEADER, streams_at = lens_at + nb * EXPRANS_LANES * 2;
+	if (streams_at > len)
+		return WSP_ERR(err, WSP_EFORMAT, "exprans: lane table beyond the stream");
+	uint64_t total = 0;
+	for (uint64_t i = 0; i < nb * EXPRANS_LANES; i++) {
+		uint32_t l = rd16(p + lens_at + 2 * i);
+		if (l < 4 || (l & 1) || l > MAX_LANE_BYTES)
+			return WSP_ERR(err, WSP_EFORMAT, "exprans: lane %llu has a length of %u bytes",
+				       (unsigned long long)i, l);
+		total += l;
+	}
+	if (streams_at + total + n != len)
+		return WSP_ERR(err, WSP_EFORMAT, "exprans: %zu bytes where the lanes and values need "
+			       "%llu", len, (unsigned long long)(streams_at + total + n));
+	const uint8_t *sm = p + streams_at + total;
+	const uint8_t *lane = p + streams_at;
+	for (uint64_t b = 0; b < nb; b++) {
+		uint64_t first = b * EXPRANS_BLOCK, end = WSP_MIN(n, first + EXPRANS_BLOCK);
+		const uint8_t *rp[EXPRANS_LANES], *re[EXPRANS_LANES];
+		uint32_t x[EXPRANS_LANES];
+		for (unsigned j = 0; j < EXPRANS_LANES; j++) {
+			uint32_t l = rd16(p + lens_at + 2 * (b * EXPRANS_LANES + j));
+			x[j] = rd32(lane);
+			rp[j] = lane + 4;
+			re[j] = lane + l;
+			lane += l;
+			if (x[j] < RANS_L && first + j < end)
+				return WSP_ERR(err, WSP_EFORMAT, "exprans: block %llu lane %u starts in "
+					       "state %u", (unsigned long long)b, j, x[j]);
+		}
+		/* All 32 lanes at each step (the GPU's order, and independent
+		 * work for the CPU to overlap), without branches: a lane that
+		 * needs a word past its stream reads its end instead (in bounds:
+		 * sm[] follows with n >= 2 bytes) and the block fails below. */
+		uint64_t steps = (end - first + EXPRANS_LANES - 1) / EXPRANS_LANES;
+		unsigned overrun = 0;
+		for (uint64_t k = 0; k < steps; k++) {
+			uint64_t base = first + k * EXPRANS_LANES;
+			unsigned lanes = (unsigned)WSP_MIN((uint64_t)EXPRANS_LANES, end - base);
+			for (unsigned j = 0; j < lanes; j++) {
+				uint32_t e = tab[x[j] & (PROB_SCALE - 1)];
+				uint32_t y = ((e & 0xfff) + 1) * (x[j] >> EXPRANS_PROB_BITS) +
+					     ((e >> 12) & 0xfff);
+				unsigned need = y < RANS_L, have = rp[j] < re[j];
+				overrun |= need & !have;
+				uint32_t w = rd16(rp[j]);
+				x[j] = need ? y << 16 | w : y;
+				rp[j] += 2 * (need & have);
+				uint8_t v = sm[base + j];
+				dst[base + j] = (uint16_t)((v & 0x80) << 8 | (e >> 24) << 7 | (v & 0x7f));
+			}
+		}
+		if (overrun)
+			return WSP_ERR(err, WSP_EFORMAT, "exprans: block %llu reads past a lane's stream",
+				       (unsigned long long)b);
+		for (unsigned j = 0; j < EXPRANS_LANES; j++)
+			if (rp[j] != re[j] || x[j] != RANS_L)
+				return WSP_ERR(err, WSP_EFORMAT, "exprans: block %llu lane %u does not end "
+					       "where it should (corrupt stream)", (unsigned long long)b, j);
+	}
+	return 0;
+}

@@ -1,0 +1,148 @@
+/*
+ * The exponent-rANS codec (src/pack/exprans): round trips of bf16 data of
+ * every kind and odd size (0, 1, 2, a lane, a block +-1, several blocks:
+ * Gaussian, heavy-tailed, all-equal exponents, NaN/Inf/subnormals, random
+ * bits); the stream rejected when truncated, extended or with a changed
+ * count, and never read or written out of bounds when bytes are flipped
+ * (ASan); through chunk_encode/chunk_decode with the checksum, falling
+ * back to zstd for other dtypes.  Prints the ratio on Gaussian bf16 and the
+ * decoder's speed (not asserted).
+ */
+#include <time.h>
+
+#include "codec_test.h"
+#include "pack/exprans/exprans.h"
+
+static uint16_t bf16_of(float f)
+{
+	uint32_t x;
+	memcpy(&x, &f, 4);
+	return (uint16_t)(x >> 16);
+}
+
+enum kind { GAUSS, HEAVY, SAME_EXP, SPECIAL, BITS };
+
+static void fill(uint16_t *v, uint64_t n, enum kind k)
+{
+	static const uint16_t special[] = { 0x7f80, 0xff80, 0x7fc0, 0xffc1, 0x0001, 0x8001,
+					    0x007f, 0x0000, 0x8000, 0x3f80 };
+	for (uint64_t i = 0; i < n; i++) {
+		switch (k) {
+		case GAUSS:
+			v[i] = bf16_of((float)t_gauss(0.02));
+			break;
+		case HEAVY: {   /* Student-t-like: a Gaussian over a random scale */
+			double s = exp(t_gauss(1.5));
+			v[i] = bf16_of((float)t_gauss(0.02 * s));
+			break;
+		}
+		case SAME_EXP:
+			v[i] = (uint16_t)(0x3f00 | (t_rand() & 0x807f));
+			break;
+		case SPECIAL:
+			v[i] = special[t_rand() % (sizeof(special) / sizeof(special[0]))];
+			break;
+		case BITS:
+			v[i] = (uint16_t)t_rand();
+			break;
+		}
+	}
+}
+
+static void roundtrip(uint64_t n, enum kind k)
+{
+	uint16_t *v = malloc(n * 2 + 2), *back = malloc(n * 2 + 2);
+	size_t cap = exprans_bound(n);
+	uint8_t *enc = malloc(cap);
+	struct wsp_err err;
+	CHECK(v && back && enc);
+	fill(v, n, k);
+	int64_t len = exprans_encode_bf16(v, n, enc, cap);
+	CHECK(len > 0 && (size_t)len <= cap);
+	wsp_err_init(&err);
+	int rc = exprans_decode_bf16(enc, (size_t)len, back, n, &err);
+	if (rc != 0)
+		fprintf(stderr, "n %llu kind %d: %s\n", (unsigned long long)n, k, err.msg);
+	CHECK_RC(rc, 0);
+	CHECK(memcmp(v, back, n * 2) == 0);
+	/* one byte short, one too many, the wrong count: refused */
+	if (len > 0) {
+		CHECK_RC(exprans_decode_bf16(enc, (size_t)len - 1, back, n, &err), WSP_EFORMAT);
+		CHECK_RC(exprans_decode_bf16(enc, (size_t)len, back, n + 1, &err), WSP_EFORMAT);
+	}
+	uint8_t *longer = malloc((size_t)len + 1);
+	memcpy(longer, enc, (size_t)len);
+	longer[len] = 0;
+	CHECK_RC(exprans_decode_bf16(longer, (size_t)len + 1, back, n, &err), WSP_EFORMAT);
+	free(longer);
+	/* flipped bytes: an error, or (rarely, in the raw sign/mantissa bytes)
+	 * different values; never a crash (ASan) */
+	for (int t = 0; t < 40 && len > 0; t++) {
+		size_t at = (size_t)(t_rand() % (uint64_t)len);
+		uint8_t old = enc[at];
+		enc[at] ^= (uint8_t)(1u << (t_rand() % 8));
+		(void)exprans_decode_bf16(enc, (size_t)len, back, n, &err);
+		enc[at] = old;
+	}
+	wsp_err_destroy(&err);
+	free(v), free(back), free(enc);
+}
+
+static double now(void)
+{
+	struct timespec t;
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+int main(void)
+{
+	static const uint64_t sizes[] = { 0, 1, 2, 31, 32, 33, 1023, 1024, 1025, 32767, 32768,
+					  32769, 100000 };
+	for (unsigned k = GAUSS; k <= BITS; k++)
+		for (unsigned i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++)
+			roundtrip(sizes[i], (enum kind)k);
+
+	/* Through the chunk codec: bf16 coded, checksum checked; f32 falls
+	 * back to zstd. */
+	struct chunk_encoder *enc;
+	struct chunk_decoder *dec;
+	struct wsp_err err;
+	wsp_err_init(&err);
+	uint64_t raw = 1 << 20;
+	CHECK_RC(chunk_encoder_create(1, raw, &enc), 0);
+	CHECK_RC(chunk_decoder_create(raw, &dec), 0);
+	uint16_t *v = malloc(raw), *back = malloc(raw);
+	uint8_t *stored = malloc(chunk_encode_bound(raw));
+	fill(v, raw / 2, GAUSS);
+	struct wspm_chunk c;
+	CHECK_RC(chunk_encode(enc, v, raw, WSP_DTYPE_BF16, WSP_CODEC_EXPRANS, 1, stored, &c, &err), 0);
+	CHECK(c.codec == WSP_CODEC_EXPRANS && c.transform == WSPM_XFORM_NONE && c.stored_bytes < raw);
+	printf("Gaussian bf16 (std 0.02), 1 MiB chunk: ratio %.3f\n", (double)raw / c.stored_bytes);
+	CHECK((double)raw / c.stored_bytes >= 1.45);
+	struct wsp_span sp = { back, raw };
+	CHECK_RC(chunk_decode(dec, &c, WSP_DTYPE_BF16, stored, &sp, 1, &err), 0);
+	CHECK(memcmp(v, back, raw) == 0);
+	c.checksum ^= 1;   /* the decoded bytes are checked against the checksum */
+	CHECK_RC(chunk_decode(dec, &c, WSP_DTYPE_BF16, stored, &sp, 1, &err), WSP_ECHECKSUM);
+	c.checksum ^= 1;
+	CHECK_RC(chunk_decode(dec, &c, WSP_DTYPE_F16, stored, &sp, 1, &err), WSP_EFORMAT);
+	/* decode speed (one thread), for docs/PERFORMANCE.md; not asserted */
+	double t0 = now();
+	int reps = 20;
+	for (int r = 0; r < reps; r++)
+		CHECK_RC(exprans_decode_bf16(stored, c.stored_bytes, back, raw / 2, &err), 0);
+	printf("CPU decode: %.2f GB/s of raw bf16 on one thread\n", reps * (double)raw / (now() - t0) / 1e9);
+	struct wspm_chunk f;
+	CHECK_RC(chunk_encode(enc, v, raw, WSP_DTYPE_F32, WSP_CODEC_EXPRANS, 1, stored, &f, &err), 0);
+	CHECK(f.codec == WSP_CODEC_ZSTD || f.codec == WSP_CODEC_RAW);
+	/* random bits do not shrink: stored raw */
+	fill(v, raw / 2, BITS);
+	CHECK_RC(chunk_encode(enc, v, raw, WSP_DTYPE_BF16, WSP_CODEC_EXPRANS, 1, stored, &c, &err), 0);
+	CHECK(c.codec == WSP_CODEC_RAW);
+	chunk_encoder_free(enc);
+	chunk_decoder_free(dec);
+	free(v), free(back), free(stored);
+	wsp_err_destroy(&err);
+	return 0;
+}
