@@ -208,7 +208,8 @@ int exprans_decode_bf16(const void *in, size_t len, uint16_t *dst, uint64_t n,
 				unsigned need = y < RANS_L, have = rp[j] < re[j];
 				overrun |= need & !have;
 				uint32_t w = rd16(rp[j]);
-				x[j] = need ? y << 16 | w : y;
+				uint32_t m = 0u - need;   /* a mask, not a branch: renormalisation is random */
+				x[j] = (y & ~m) | ((y << 16 | w) & m);
 				rp[j] += 2 * (need & have);
 				uint8_t v = sm[base + j];
 				dst[base + j] = (uint16_t)((v & 0x80) << 8 | (e >> 24) << 7 | (v & 0x7f));
