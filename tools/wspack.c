@@ -17,6 +17,7 @@
 #include <strings.h>
 #include <unistd.h>
 
+#include "packinfo.h"
 #include "wspager.h"
 
 #define EXIT_USAGE 2
@@ -392,31 +393,11 @@ static int info_text(const char *path, wsp_pack *pk, const struct wsp_pack_summa
 	return 0;
 }
 
-static int info_json(const char *path, wsp_pack *pk, const struct wsp_pack_summary *s,
-		     const uint32_t *dtype_tensors, int layers)
+static int info_json(const char *path, wsp_pack *pk, const struct wsp_pack_summary *s, int layers)
 {
-	json_t *meta = s->metadata_json ? json_loads(s->metadata_json, 0, NULL) : NULL;
-	json_t *root = json_pack(
-		"{s:s,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:f,s:o}", "pack", path,
-		"format_version", (json_int_t)s->format_version, "layers", (json_int_t)s->n_layers,
-		"tensors", (json_int_t)s->n_tensors, "shards", (json_int_t)s->n_shards, "sources",
-		(json_int_t)s->n_sources, "chunks", (json_int_t)s->n_chunks, "chunk_bytes",
-		(json_int_t)s->chunk_bytes, "raw_bytes", (json_int_t)s->raw_bytes, "stored_bytes",
-		(json_int_t)s->stored_bytes, "max_layer_raw_bytes", (json_int_t)s->max_layer_raw_bytes,
-		"ratio", ratio(s->raw_bytes, s->stored_bytes), "metadata", meta ? meta : json_null());
+	json_t *root = pi_pack_json(path, pk);
 	if (!root)
 		return fail("cannot build the JSON output", -ENOMEM);
-	json_t *dts = json_object();
-	json_object_set_new(root, "dtypes", dts);
-	for (int dt = 0; dt < WSP_DTYPE_COUNT; dt++) {
-		uint64_t raw = 0, stored = 0;
-		if (!dtype_tensors[dt] || wsp_pack_dtype_bytes(pk, dt, &raw, &stored) < 0)
-			continue;
-		json_object_set_new(dts, wsp_dtype_name(dt),
-				    json_pack("{s:I,s:I,s:I}", "tensors", (json_int_t)dtype_tensors[dt],
-					      "raw_bytes", (json_int_t)raw, "stored_bytes",
-					      (json_int_t)stored));
-	}
 	if (layers) {
 		json_t *arr = json_array();
 		json_object_set_new(root, "layer_list", arr);
@@ -424,10 +405,7 @@ static int info_json(const char *path, wsp_pack *pk, const struct wsp_pack_summa
 			const struct wsp_layer *l = wsp_pack_layer(pk, i);
 			if (!l)
 				continue;
-			json_t *lo = json_pack("{s:I,s:s,s:I,s:I,s:I}", "index", (json_int_t)l->index,
-					       "name", l->name, "tensors", (json_int_t)l->n_tensors,
-					       "raw_bytes", (json_int_t)l->raw_bytes, "stored_bytes",
-					       (json_int_t)l->stored_bytes);
+			json_t *lo = pi_layer_json(l);
 			json_t *tl = layers > 1 ? json_array() : NULL;
 			for (uint32_t t = 0; tl && t < l->n_tensors; t++) {
 				const struct wsp_tensor *x = &l->tensors[t];
@@ -484,7 +462,7 @@ static int cmd_info(int argc, char **argv)
 			if ((unsigned)l->tensors[t].dtype < WSP_DTYPE_COUNT)
 				dtype_tensors[l->tensors[t].dtype]++;
 	}
-	rc = json ? info_json(argv[optind], pk, &s, dtype_tensors, layers)
+	rc = json ? info_json(argv[optind], pk, &s, layers)
 		  : info_text(argv[optind], pk, &s, dtype_tensors, layers);
 out:
 	wsp_pack_close(pk);

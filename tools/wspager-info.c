@@ -6,6 +6,7 @@
 #include <jansson.h>
 #include <string.h>
 
+#include "packinfo.h"
 #include "wspager-tool.h"
 
 static double ratio(uint64_t raw, uint64_t stored)
@@ -16,47 +17,14 @@ static double ratio(uint64_t raw, uint64_t stored)
 static json_t *layers_json(const wsp_pack *pk, const struct wsp_pack_summary *s)
 {
 	json_t *a = json_array();
-	for (uint32_t i = 0; a && i < s->n_layers; i++) {
-		const struct wsp_layer *L = wsp_pack_layer(pk, i);
-		json_array_append_new(a, json_pack("{s:s,s:i,s:I,s:I}", "name", L->name, "tensors", (int)L->n_tensors,
-						   "raw_bytes", (json_int_t)L->raw_bytes, "stored_bytes",
-						   (json_int_t)L->stored_bytes));
-	}
+	for (uint32_t i = 0; a && i < s->n_layers; i++)
+		json_array_append_new(a, pi_layer_json(wsp_pack_layer(pk, i)));
 	return a;
 }
 
 static int info_json(const char *path, const wsp_pack *pk, const struct wsp_pack_summary *s, bool layers)
 {
-	const struct wsp_layer *big = NULL;
-	for (uint32_t i = 0; i < s->n_layers; i++) {
-		const struct wsp_layer *L = wsp_pack_layer(pk, i);
-		if (L && (!big || L->raw_bytes > big->raw_bytes))
-			big = L;
-	}
-	json_t *dtypes = json_object();
-	for (int dt = 0; dtypes && dt < WSP_DTYPE_COUNT; dt++) {
-		uint64_t raw = 0, stored = 0;
-		if (wsp_pack_dtype_bytes(pk, (enum wsp_dtype)dt, &raw, &stored) < 0 || (!raw && !stored))
-			continue;
-		json_object_set_new(dtypes, wsp_dtype_name((enum wsp_dtype)dt),
-				    json_pack("{s:I,s:I,s:f}", "raw_bytes", (json_int_t)raw, "stored_bytes",
-					      (json_int_t)stored, "ratio", ratio(raw, stored)));
-	}
-	json_t *meta = NULL;
-	if (s->metadata_json) {
-		json_error_t je;
-		meta = json_loads(s->metadata_json, JSON_REJECT_DUPLICATES, &je);
-		if (!meta)
-			meta = json_string(s->metadata_json);
-	}
-	json_t *root = json_pack("{s:s,s:i,s:i,s:i,s:i,s:i,s:I,s:I,s:I,s:f,s:I,s:s?,s:I,s:o,s:o?}", "pack", path,
-				 "format_version", (int)s->format_version, "layers", (int)s->n_layers, "tensors",
-				 (int)s->n_tensors, "shards", (int)s->n_shards, "sources", (int)s->n_sources,
-				 "chunks", (json_int_t)s->n_chunks, "raw_bytes", (json_int_t)s->raw_bytes,
-				 "stored_bytes", (json_int_t)s->stored_bytes, "ratio",
-				 ratio(s->raw_bytes, s->stored_bytes), "max_layer_bytes",
-				 (json_int_t)s->max_layer_raw_bytes, "largest_layer", big ? big->name : NULL,
-				 "chunk_bytes", (json_int_t)s->chunk_bytes, "dtypes", dtypes, "metadata", meta);
+	json_t *root = pi_pack_json(path, pk);
 	if (root && layers)
 		json_object_set_new(root, "layer_list", layers_json(pk, s));
 	if (!root) {

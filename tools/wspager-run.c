@@ -198,7 +198,7 @@ static int print_json(const struct run_cfg *c, int device, const struct wsp_pack
 				"threads", c->threads, "prefetch", !c->no_prefetch);
 	json_t *model = json_pack("{s:i,s:i,s:i,s:I,s:I,s:I,s:i}", "layers", s->n_layers, "tensors", s->n_tensors,
 				  "shards", s->n_shards, "raw_bytes", (json_int_t)s->raw_bytes, "stored_bytes",
-				  (json_int_t)s->stored_bytes, "max_layer_bytes", (json_int_t)s->max_layer_raw_bytes,
+				  (json_int_t)s->stored_bytes, "max_layer_raw_bytes", (json_int_t)s->max_layer_raw_bytes,
 				  "layers_per_pass", (int)steps);
 	json_t *passes = json_array();
 	for (unsigned p = 0; passes && p < c->passes; p++)

@@ -11,11 +11,11 @@ expect info-json "$WSPAGER" info --json --layers "$TMP/pack"
 import json, sys
 d = json.load(open(sys.argv[1]))
 for k in ("pack", "format_version", "layers", "tensors", "shards", "sources", "chunks", "raw_bytes",
-          "stored_bytes", "ratio", "max_layer_bytes", "largest_layer", "chunk_bytes", "dtypes", "metadata"):
+          "stored_bytes", "ratio", "max_layer_raw_bytes", "largest_layer", "chunk_bytes", "dtypes", "metadata"):
     assert k in d, k
 assert d["layers"] == 7 and len(d["layer_list"]) == 7
 assert d["raw_bytes"] == sum(l["raw_bytes"] for l in d["layer_list"]) or d["raw_bytes"] <= sum(l["raw_bytes"] for l in d["layer_list"])
-assert d["max_layer_bytes"] == max(l["raw_bytes"] for l in d["layer_list"])
+assert d["max_layer_raw_bytes"] == max(l["raw_bytes"] for l in d["layer_list"])
 assert d["dtypes"]["BF16"]["raw_bytes"] == d["raw_bytes"]
 assert d["metadata"]["generator"] == "wspager"
 PY

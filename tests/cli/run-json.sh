@@ -18,7 +18,7 @@ for k in ("passes", "batch", "host_cache_bytes", "pinned_bytes", "gpu_slots", "s
 assert cfg["passes"] == 2 and cfg["batch"] == 16 and cfg["policy"] == "predict"
 assert cfg["io_backend"] == "pread", cfg["io_backend"]
 m = d["model"]
-for k in ("layers", "tensors", "shards", "raw_bytes", "stored_bytes", "max_layer_bytes", "layers_per_pass"):
+for k in ("layers", "tensors", "shards", "raw_bytes", "stored_bytes", "max_layer_raw_bytes", "layers_per_pass"):
     assert k in m, k
 assert len(d["passes"]) == 2
 rows = d["passes"] + [d["total"]]
