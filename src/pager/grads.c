@@ -46,32 +46,30 @@ int wsp_grad_push(wsp_pager *pg, uint32_t layer, const void *const *grads, void 
 	return pager_result(pg, &err, rc);
 }
 
-int wsp_grad_query(wsp_pager *pg, uint32_t layer)
+/* A call on every push so far of `layer` (or WSP_ALL_LAYERS): `op` on the
+ * room, or `none` when nothing was ever pushed (no room yet). */
+static int on_pushes(wsp_pager *pg, uint32_t layer,
+		     int (*op)(struct wb *, uint32_t, struct wsp_err *), int none)
 {
 	struct wsp_err err;
-	int rc = 0;
 	if (!pg)
 		return -EINVAL;
 	wsp_err_init(&err);
-	rc = check_layer(pg, layer, 1, &err);
+	int rc = check_layer(pg, layer, 1, &err);
 	struct wb *wb = rc == 0 ? room(pg, 0, &err, &rc) : NULL;
 	if (rc == 0)
-		rc = wb ? wb_query(wb, layer, &err) : 1;   /* nothing pushed: nothing pending */
+		rc = wb ? op(wb, layer, &err) : none;
 	return pager_result(pg, &err, rc);
+}
+
+int wsp_grad_query(wsp_pager *pg, uint32_t layer)
+{
+	return on_pushes(pg, layer, wb_query, 1);   /* nothing pushed: nothing pending */
 }
 
 int wsp_grad_wait(wsp_pager *pg, uint32_t layer)
 {
-	struct wsp_err err;
-	int rc = 0;
-	if (!pg)
-		return -EINVAL;
-	wsp_err_init(&err);
-	rc = check_layer(pg, layer, 1, &err);
-	struct wb *wb = rc == 0 ? room(pg, 0, &err, &rc) : NULL;
-	if (rc == 0 && wb)
-		rc = wb_wait(wb, layer, &err);
-	return pager_result(pg, &err, rc);
+	return on_pushes(pg, layer, wb_wait, 0);
 }
 
 int wsp_grad_get(wsp_pager *pg, uint32_t layer, struct wsp_grads *out)
@@ -99,14 +97,5 @@ int wsp_grad_get(wsp_pager *pg, uint32_t layer, struct wsp_grads *out)
 
 int wsp_grad_zero(wsp_pager *pg, uint32_t layer)
 {
-	struct wsp_err err;
-	int rc = 0;
-	if (!pg)
-		return -EINVAL;
-	wsp_err_init(&err);
-	rc = check_layer(pg, layer, 1, &err);
-	struct wb *wb = rc == 0 ? room(pg, 0, &err, &rc) : NULL;
-	if (rc == 0 && wb)
-		rc = wb_zero(wb, layer, &err);
-	return pager_result(pg, &err, rc);
+	return on_pushes(pg, layer, wb_zero, 0);
 }
