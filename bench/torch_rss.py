@@ -126,7 +126,6 @@ def child(a):
 def convert_child(a):
     """Convert the checkpoint to its pack (DIR.wsp, as from_pretrained
     caches it), in a process of its own so its peak is reported apart."""
-    import torch  # noqa: F401
     import transformers
     sys.path.insert(0, os.path.join(HERE, "..", "python"))
     import wspager.torch as wt

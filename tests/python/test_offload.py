@@ -12,6 +12,7 @@ import transformers
 
 import wspager
 import wspager.torch as wt
+from configs import gpt2, llama, mixtral
 from checks import failures, finish
 
 T = os.environ["WSP_TEST_TMP"]
@@ -20,29 +21,6 @@ if device == "cuda" and not torch.cuda.is_available():
     print("SKIP: no CUDA device for torch")
     sys.exit(77)
 print(f"torch {torch.__version__}, transformers {transformers.__version__}, device {device}")
-def llama(hidden, layers, vocab, heads=4):
-    return transformers.LlamaConfig(vocab_size=vocab, hidden_size=hidden, intermediate_size=hidden * 2,
-                                    num_hidden_layers=layers, num_attention_heads=heads,
-                                    num_key_value_heads=max(1, heads // 2), max_position_embeddings=256)
-
-
-def mixtral(hidden, layers, vocab, heads=4, experts=8):
-    # The paged experts compute as transformers' eager experts forward does
-    # (one expert at a time, only the routed ones): the resident reference
-    # uses that implementation too.
-    cfg = transformers.MixtralConfig(vocab_size=vocab, hidden_size=hidden, intermediate_size=hidden * 2,
-                                     num_hidden_layers=layers, num_attention_heads=heads,
-                                     num_key_value_heads=max(1, heads // 2), num_local_experts=experts,
-                                     num_experts_per_tok=2, max_position_embeddings=256)
-    cfg._experts_implementation = "eager"
-    return cfg
-
-
-def gpt2(hidden, layers, vocab, heads=4):
-    return transformers.GPT2Config(vocab_size=vocab, n_embd=hidden, n_layer=layers, n_head=heads,
-                                   n_positions=256, bos_token_id=vocab - 1, eos_token_id=vocab - 1)
-
-
 CASES = [
     ("llama-tiny", llama(64, 2, 256)),
     ("llama-mid", llama(256, 6, 2048, heads=8)),

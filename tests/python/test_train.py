@@ -14,8 +14,6 @@ with torch's AdamW to ~1e-7 per step on the same gradients
 (tests/python/test_adamw.py), and training feeds each step's 1-ulp
 differences back through the gradients.
 argv[1]: "cpu" (host backend) or "cuda"."""
-import json
-import struct
 import os
 import sys
 
@@ -24,6 +22,7 @@ import transformers
 
 import wspager
 import wspager.torch as wt
+from configs import gpt2, llama
 from checks import check, finish
 
 T = os.environ["WSP_TEST_TMP"]
@@ -32,17 +31,6 @@ if device == "cuda" and not torch.cuda.is_available():
     print("SKIP: no CUDA device for torch")
     sys.exit(77)
 print(f"torch {torch.__version__}, transformers {transformers.__version__}, device {device}")
-
-
-def llama(hidden, layers, vocab, heads=4):
-    return transformers.LlamaConfig(vocab_size=vocab, hidden_size=hidden, intermediate_size=hidden * 2,
-                                    num_hidden_layers=layers, num_attention_heads=heads,
-                                    num_key_value_heads=max(1, heads // 2), max_position_embeddings=256)
-
-
-def gpt2(hidden, layers, vocab, heads=4):
-    return transformers.GPT2Config(vocab_size=vocab, n_embd=hidden, n_layer=layers, n_head=heads,
-                                   n_positions=256, bos_token_id=vocab - 1, eos_token_id=vocab - 1)
 
 
 CASES = [
