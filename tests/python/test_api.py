@@ -112,6 +112,18 @@ check(raises(lambda: wspager.parse_size("12Q"))[0], "parse_size('12Q')")
 check(wspager.parse_size("1.5K") == 1536, "parse_size('1.5K')")
 ok, e = raises(lambda: wspager.Pager(os.path.join(T, "m.wsp"), device="gpu"), None, "device must be")
 check(ok, f"bad device: {e}")
+# gradients and updates: a list that does not match the layer's tensors, a
+# layer that does not exist, a save onto the open pack
+with wspager.Pager(os.path.join(T, "m.wsp"), device="host", host_cache="16M", gpu_slots=2) as pg:
+    n = len(pg.pack.layers[1].tensors)
+    ok, e = raises(lambda: pg.grad_push(1, [None] * (n + 1)), None, f"has {n} tensors")
+    check(ok, f"grad_push with too many gradients: {e}")
+    ok, e = raises(lambda: pg.update(1, [None] * (n - 1)), None, f"has {n} tensors")
+    check(ok, f"update with too few values: {e}")
+    ok, e = raises(lambda: pg.grads(len(pg.pack.layers)), None, None)
+    check(ok, f"grads of a layer past the end: {e}")
+    ok, e = raises(lambda: pg.save(os.path.join(T, "m.wsp"), force=True), -errno.EINVAL, None)
+    check(ok, f"save onto the open pack: {e}")
 
 # 5. the loader says where it looked, in order
 order = _lib._candidates()
