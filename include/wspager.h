@@ -283,7 +283,16 @@ struct wsp_options {
 	 * (routed experts, task heads): what never runs is never read.  An
 	 * unknown name is WSP_ENOTFOUND.  Read during wsp_open() only. */
 	const char *const *on_demand;
-	uint64_t reserved[15];      /* zero (wsp_options_init) */
+	/* Training (added in 0.2): host memory for the layers wsp_update has
+	 * changed.  Past it the least recently used of them go to an unnamed
+	 * overflow file and come back, checked, when used; never lost.
+	 * wsp_options_init leaves 0: a quarter of host_cache_bytes, at least
+	 * two of the largest layer. */
+	uint64_t updated_bytes;
+	/* The overflow file's directory; NULL: the pack's directory, else
+	 * $TMPDIR, else /var/tmp. */
+	const char *overflow_dir;
+	uint64_t reserved[13];      /* zero (wsp_options_init) */
 };
 #define WSP_OPEN_NO_DIRECT  1u   /* buffered reads even where O_DIRECT works */
 #define WSP_OPEN_NO_PIN     2u   /* do not page-lock the host cache (slower H2D; says so) */
@@ -383,8 +392,11 @@ struct wsp_stats {
 	uint64_t bytes_d2h;         /* gradient bytes copied out of the device (0.2) */
 	uint64_t grad_add_ns;       /* host time adding them into fp32 (0.2) */
 	uint64_t updated_layers;    /* layers wsp_update has changed (0.2; not reset) */
-	uint64_t updated_bytes;     /* their bytes, in host memory (0.2; not reset) */
-	uint64_t reserved[10];
+	uint64_t updated_bytes;     /* their bytes, in memory or spilled (0.2; not reset) */
+	uint64_t updated_resident;  /* of those, bytes in host memory now (0.2) */
+	uint64_t overflow_written;  /* bytes spilled to the overflow file (0.2) */
+	uint64_t overflow_read;     /* bytes read back from it (0.2) */
+	uint64_t reserved[7];
 };
 /* The counters, each read at one moment (not all under one lock: see
  * wsp_get_stats(3)).  Thread-safe. */
@@ -461,8 +473,10 @@ int wsp_adamw_step(float *param, const float *grad, float *exp_avg, float *exp_a
  * write-back room instead of the host cache, and its view's checksums are
  * those of the new bytes.  A slot copy of the old bytes is dropped; the
  * layer must not be acquired (WSP_ESTATE).  The values are copied before
- * the call returns.  Updated layers stay in host memory (outside the host
- * cache budget) until wsp_close; the pack on disk is never written.
+ * the call returns.  Updated layers are kept in host memory up to
+ * wsp_options.updated_bytes (outside the host cache budget), the rest in
+ * the overflow file, until wsp_close; the pack on disk is never written.
+ * An error writing the overflow file fails the call and changes nothing.
  */
 int wsp_update(wsp_pager *pg, uint32_t layer, const void *const *values);
 

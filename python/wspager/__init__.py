@@ -347,6 +347,11 @@ class Pager(_Closing):
     on_demand : layer names
         Never read ahead of need (routed experts, task heads): read only
         when acquired or prefetched by name.
+    updated_cache : int or str, optional
+        Training: host memory for layers :meth:`update` changed (default a
+        quarter of `host_cache`); the rest go to an unnamed overflow file.
+    overflow_dir : str, optional
+        That file's directory (default: the pack's, else $TMPDIR).
     log : callable(str), optional
         Receives notices ("io_uring refused ...").
     """
@@ -357,7 +362,8 @@ class Pager(_Closing):
                  io_threads: Optional[int] = None, decode_threads: int = 0,
                  page_bytes: Optional[SizeLike] = None, prefetch: bool = True,
                  direct: bool = True, pin: bool = True, host_total: bool = False,
-                 on_demand: Sequence[str] = (),
+                 on_demand: Sequence[str] = (), updated_cache: Optional[SizeLike] = None,
+                 overflow_dir: Optional[Union[str, os.PathLike]] = None,
                  log: Optional[Callable[[str], object]] = None):
         L = _c.lib()
         o = _c.Options()
@@ -379,6 +385,11 @@ class Pager(_Closing):
             o.io_threads = io_threads
         if page_bytes is not None:
             o.page_bytes = parse_size(page_bytes)
+        if updated_cache is not None:
+            o.updated_bytes = parse_size(updated_cache)
+        if overflow_dir is not None:
+            self._overflow_dir = os.fsencode(overflow_dir)   # alive during the open
+            o.overflow_dir = self._overflow_dir
         o.flags = (0 if prefetch else OPEN_NO_PREFETCH) | (0 if direct else OPEN_NO_DIRECT) | \
             (0 if pin else OPEN_NO_PIN) | (OPEN_HOST_TOTAL if host_total else 0)
         # The callback is called from library threads: kept alive with self.

@@ -91,7 +91,9 @@ class Options(ctypes.Structure):
         ("trace", TRACE_FN),
         ("trace_ctx", c_void_p),
         ("on_demand", ctypes.POINTER(c_char_p)),
-        ("reserved", c_u64 * 15),
+        ("updated_bytes", c_u64),
+        ("overflow_dir", c_char_p),
+        ("reserved", c_u64 * 13),
     ]
 
 
@@ -111,7 +113,10 @@ class Stats(ctypes.Structure):
         ("grad_add_ns", c_u64),
         ("updated_layers", c_u64),
         ("updated_bytes", c_u64),
-        ("reserved", c_u64 * 10),
+        ("updated_resident", c_u64),
+        ("overflow_written", c_u64),
+        ("overflow_read", c_u64),
+        ("reserved", c_u64 * 7),
     ]
 
 

@@ -200,8 +200,10 @@ def offload(model: torch.nn.Module, pack: Union[str, os.PathLike], device="cuda"
     train : bool
         Paged parameters require gradients; the backward re-acquires each
         layer and hands its gradients to the pager, which adds them into
-        fp32 host accumulators (:func:`grads`).  Routed experts are not
-        trainable yet.
+        fp32 host accumulators (:func:`grads`).  Layers an optimizer step
+        changed are kept in memory up to ``updated_cache`` (a Pager option;
+        default a quarter of `host_cache`), the rest in an unnamed overflow
+        file (``overflow_dir``).  Routed experts are not trainable yet.
 
     Returns the model, hooked.  Every disagreement between pack and model
     (missing tensors, shapes, dtypes, layers without a module) is found

@@ -123,8 +123,8 @@ static int fill_early(struct wsp_pager_s *pg, uint32_t layer, uint64_t dist)
 	pthread_mutex_unlock(&pg->lock);
 	if (in_slot)
 		return 1;
-	if (src_try_get(pg, layer, &ref) != 1)
-		return 0;
+	if (src_try_get(pg, layer, &ref, NULL) != 1)
+		return 0;   /* an updated layer that fails to come back: the acquire reports */
 	pthread_mutex_lock(&pg->lock);
 	if (slots_find(&pg->sp, layer)) {
 		in_slot = 1;
@@ -297,7 +297,13 @@ static int acquire(struct wsp_pager_s *pg, uint32_t layer, void *stream,
 	}
 	pthread_mutex_unlock(&pg->lock);
 
-	*how = src_try_get(pg, layer, &ref) == 1 ? HOST_HIT : MISS;
+	rc = src_try_get(pg, layer, &ref, err);
+	if (rc < 0) {
+		*how = MISS;
+		wsp_err_prefix(err, "acquire of layer %u (%s)", layer, pg->pk->layers[layer].name);
+		return rc;
+	}
+	*how = rc == 1 ? HOST_HIT : MISS;
 	if (*how == MISS) {
 		/* The one place the host blocks (on the load, not the GPU). */
 		uint64_t t0 = wsp_now_ns();

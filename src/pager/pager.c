@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "common/util.h"
 #include "pager/pager.h"
@@ -60,6 +61,11 @@ static int check_options(const struct wsp_options *o, struct wsp_err *err)
 		return WSP_ERR(err, -EINVAL, "unknown I/O backend %d", (int)o->io);
 	if (o->policy > WSP_POLICY_LRU)
 		return WSP_ERR(err, -EINVAL, "unknown eviction policy %d", (int)o->policy);
+	struct stat st;
+	if (o->overflow_dir && stat(o->overflow_dir, &st) < 0)
+		return WSP_ERR(err, -errno, "overflow_dir %s: %s", o->overflow_dir, strerror(errno));
+	if (o->overflow_dir && !S_ISDIR(st.st_mode))
+		return WSP_ERR(err, -ENOTDIR, "overflow_dir %s: not a directory", o->overflow_dir);
 	if (o->device < 0 && o->device != WSP_DEVICE_HOST)
 		return WSP_ERR(err, WSP_ENODEVICE, "device %d is neither a CUDA ordinal nor WSP_DEVICE_HOST",
 			       o->device);

@@ -72,7 +72,10 @@ void pager_reap(struct wsp_pager_s *pg, int wait);
 void pager_prefetch_ahead(struct wsp_pager_s *pg);
 
 /* source.c: a slot's bytes come from an updated layer or the host cache. */
-int src_try_get(struct wsp_pager_s *pg, uint32_t layer, struct hcache_ref *ref);
+/* 1: ref holds the layer's bytes; 0: not in the host tier yet; < 0: an
+ * updated layer that could not be read back (err says why). */
+int src_try_get(struct wsp_pager_s *pg, uint32_t layer, struct hcache_ref *ref,
+		struct wsp_err *err);
 void src_put(struct wsp_pager_s *pg, struct hcache_ref *ref);
 /* After slots_fill from ref: an updated layer's view gets its checksums. */
 void src_fix_view(struct wsp_pager_s *pg, struct slot *s, const struct hcache_ref *ref);

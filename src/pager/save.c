@@ -28,8 +28,9 @@ static int layer_now(void *ctx, struct wsp_pack_s *pk, uint32_t li, void *dst)
 {
 	struct save_src *s = ctx;
 	struct dirty *dt = __atomic_load_n(&s->pg->dirty, __ATOMIC_ACQUIRE);
-	if (dt && dirty_copy(dt, li, dst))
-		return 0;
+	int rc = dt ? dirty_copy(dt, li, dst, &pk->err) : 0;
+	if (rc != 0)
+		return rc < 0 ? rc : 0;
 	return pack_load_layer(pk, li, s->dec, s->stored, dst, &pk->err);
 }
 

@@ -12,11 +12,13 @@ static struct dirty *room(struct wsp_pager_s *pg)
 	return __atomic_load_n(&pg->dirty, __ATOMIC_ACQUIRE);
 }
 
-int src_try_get(struct wsp_pager_s *pg, uint32_t layer, struct hcache_ref *ref)
+int src_try_get(struct wsp_pager_s *pg, uint32_t layer, struct hcache_ref *ref,
+		struct wsp_err *err)
 {
 	struct dirty *dt = room(pg);
-	if (dt && dirty_get(dt, layer, ref))
-		return 1;
+	int rc = dt ? dirty_get(dt, layer, ref, err) : 0;
+	if (rc != 0)      /* an updated layer, or one that cannot be read back */
+		return rc;
 	return hcache_try_get(pg->hc, layer, ref);
 }
 
@@ -31,14 +33,8 @@ void src_put(struct wsp_pager_s *pg, struct hcache_ref *ref)
 void src_fix_view(struct wsp_pager_s *pg, struct slot *s, const struct hcache_ref *ref)
 {
 	struct dirty *dt = room(pg);
-	if (!dt || ref->pages == NULL)
-		return;
 	/* An updated layer's view carries its new checksums. */
-	struct hcache_ref probe;
-	if (!dirty_get(dt, ref->layer, &probe))
-		return;
-	if (probe.pages == ref->pages)
+	if (dt && ref->pages && dirty_owns(dt, ref))
 		for (uint32_t k = 0; k < s->view.n_tensors; k++)
 			s->tensors[k].checksum = dirty_checksum(ref, k);
-	dirty_put(dt, &probe);
 }

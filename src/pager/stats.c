@@ -48,8 +48,15 @@ int wsp_get_stats(wsp_pager *pg, struct wsp_stats *out)
 	if (wb)
 		wb_counters(wb, &out->grad_pushes, &out->bytes_d2h, &out->grad_add_ns);
 	struct dirty *dt = __atomic_load_n(&pg->dirty, __ATOMIC_ACQUIRE);
-	if (dt)
-		dirty_counters(dt, &out->updated_layers, &out->updated_bytes);
+	if (dt) {
+		struct dirty_counters c;
+		dirty_counters(dt, &c);
+		out->updated_layers = c.layers;
+		out->updated_bytes = c.bytes;
+		out->updated_resident = c.resident;
+		out->overflow_written = c.spilled;
+		out->overflow_read = c.read_back;
+	}
 	const struct io_engine *io = hcache_io(pg->hc);
 	if (io) {
 		snprintf(out->io_backend, sizeof(out->io_backend), "%s", io_engine_backend(io));

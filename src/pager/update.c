@@ -4,14 +4,33 @@
  */
 #include <errno.h>
 
+#include "common/util.h"
 #include "pager/pager.h"
+
+/* wsp_options.updated_bytes, or its default: a quarter of the host cache,
+ * and room for two of the largest layer (one being read, one written). */
+static uint64_t updated_budget(const struct wsp_pager_s *pg)
+{
+	uint64_t largest = 1;
+	if (pg->opt.updated_bytes)
+		return pg->opt.updated_bytes;
+	for (uint32_t l = 0; l < pg->pk->m.hdr->n_layers; l++)
+		if (pg->pk->layers[l].raw_bytes > largest)
+			largest = pg->pk->layers[l].raw_bytes;
+	uint64_t two = 2 * wsp_align_up(largest, 4096);
+	return pg->opt.host_cache_bytes / 4 > two ? pg->opt.host_cache_bytes / 4 : two;
+}
 
 /* The updated-layers room, made at the first update (under pg->lock). */
 static struct dirty *room(struct wsp_pager_s *pg, struct wsp_err *err, int *rc)
 {
+	struct dirty_config cfg = {
+		.budget = updated_budget(pg), .dir = pg->opt.overflow_dir,
+		.log = pager_notice, .log_ctx = pg,
+	};
 	pthread_mutex_lock(&pg->lock);
 	struct dirty *dt = pg->dirty;
-	if (!dt && (*rc = dirty_create(pg->dev, pg->pk, &dt, err)) == 0)
+	if (!dt && (*rc = dirty_create(pg->dev, pg->pk, &cfg, &dt, err)) == 0)
 		__atomic_store_n(&pg->dirty, dt, __ATOMIC_RELEASE);
 	pthread_mutex_unlock(&pg->lock);
 	return dt;
@@ -48,6 +67,8 @@ int wsp_update(wsp_pager *pg, uint32_t layer, const void *const *values)
 		pthread_mutex_lock(&pg->save_lock);
 		rc = dirty_update(dt, layer, values, &err);
 		pthread_mutex_unlock(&pg->save_lock);
+		if (rc < 0)
+			wsp_err_prefix(&err, "update of layer %u (%s)", layer, pg->pk->layers[layer].name);
 	}
 	/* An early fill may have copied the old bytes meanwhile. */
 	if (rc == 0)

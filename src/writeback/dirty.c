@@ -7,6 +7,7 @@
 
 #include "common/util.h"
 #include "writeback/dirty.h"
+#include "writeback/overflow.h"
 
 struct dbuf {
 	void *mem;
@@ -16,42 +17,92 @@ struct dbuf {
 	uint32_t layer;
 	unsigned refs;             /* copies reading it */
 	int pinned, current;
+	int spilled;               /* mem is NULL; the bytes are in the overflow file */
+	int in_file;               /* the file holds these very bytes (read back, unchanged) */
+	uint64_t used;             /* clock of the last use: the spill order */
 	struct dbuf *next;         /* superseded buffers still read by a copy */
 };
 
 struct dirty {
 	struct dev *dev;
 	struct wsp_pack_s *pk;
+	struct dirty_config cfg;
+	char *dir;                 /* cfg.dir's copy */
 	pthread_mutex_t lock;
 	struct dbuf **cur;         /* per layer, NULL while clean */
 	struct dbuf *old;
-	uint64_t n_dirty, dirty_bytes;
+	uint64_t *file_off;        /* per layer: its place in the overflow file */
+	struct overflow *of;       /* made at the first spill */
+	uint64_t clock;
+	struct dirty_counters c;
 };
 
-int dirty_create(struct dev *d, struct wsp_pack_s *pk, struct dirty **out, struct wsp_err *err)
+int dirty_create(struct dev *d, struct wsp_pack_s *pk, const struct dirty_config *cfg,
+		 struct dirty **out, struct wsp_err *err)
 {
 	struct dirty *dt = calloc(1, sizeof(*dt));
 	uint32_t n = pk->m.hdr->n_layers;
-	if (!dt || !(dt->cur = calloc(n ? n : 1, sizeof(*dt->cur)))) {
+	if (!dt || !(dt->cur = calloc(n ? n : 1, sizeof(*dt->cur))) ||
+	    !(dt->file_off = calloc(n ? n : 1, sizeof(*dt->file_off))) ||
+	    (cfg->dir && !(dt->dir = strdup(cfg->dir)))) {
+		if (dt) {
+			free(dt->cur);
+			free(dt->file_off);
+		}
 		free(dt);
 		return WSP_ERR(err, -ENOMEM, "updated layers: out of memory");
 	}
 	dt->dev = d;
 	dt->pk = pk;
+	dt->cfg = *cfg;
+	dt->cfg.dir = dt->dir;
+	/* Each layer its own aligned place: a sparse file as large as the
+	 * model at most, and no allocator for it. */
+	for (uint32_t l = 1; l < n; l++)
+		dt->file_off[l] = dt->file_off[l - 1] +
+				  wsp_align_up(pk->layers[l - 1].raw_bytes ? pk->layers[l - 1].raw_bytes : 1, 4096);
 	pthread_mutex_init(&dt->lock, NULL);
 	*out = dt;
 	return 0;
+}
+
+static void dbuf_release_mem(struct dirty *dt, struct dbuf *b)
+{
+	if (b->pinned)
+		dt->dev->ops->unpin(dt->dev, b->mem);
+	if (b->mem)
+		dt->c.resident -= b->bytes;
+	free(b->mem);
+	b->mem = b->page[0] = NULL;
+	b->pinned = 0;
 }
 
 static void dbuf_free(struct dirty *dt, struct dbuf *b)
 {
 	if (!b)
 		return;
-	if (b->pinned)
-		dt->dev->ops->unpin(dt->dev, b->mem);
-	free(b->mem);
+	dbuf_release_mem(dt, b);
 	free(b->checksums);
 	free(b);
+}
+
+/* Memory (pinned where the device pins) for b's bytes. */
+static int dbuf_alloc_mem(struct dirty *dt, struct dbuf *b, struct wsp_err *err)
+{
+	int rc;
+	if (!(b->mem = aligned_alloc(4096, b->bytes)))
+		return WSP_ERR(err, -ENOMEM, "updated layers: out of memory for layer %s (%" PRIu64
+			       " bytes)", dt->pk->layers[b->layer].name, b->bytes);
+	b->page[0] = b->mem;
+	dt->c.resident += b->bytes;
+	if (!dev_is_host(dt->dev)) {
+		if ((rc = dt->dev->ops->pin(dt->dev, b->mem, b->bytes, err)) < 0) {
+			dbuf_release_mem(dt, b);
+			return rc;
+		}
+		b->pinned = 1;
+	}
+	return 0;
 }
 
 static int dbuf_new(struct dirty *dt, uint32_t layer, struct dbuf **out, struct wsp_err *err)
@@ -59,28 +110,103 @@ static int dbuf_new(struct dirty *dt, uint32_t layer, struct dbuf **out, struct 
 	const struct wsp_layer *L = &dt->pk->layers[layer];
 	struct dbuf *b = calloc(1, sizeof(*b));
 	int rc;
-	if (!b)
+	if (!b || !(b->checksums = calloc(L->n_tensors ? L->n_tensors : 1, sizeof(*b->checksums)))) {
+		free(b);
 		return WSP_ERR(err, -ENOMEM, "updated layers: out of memory");
+	}
 	b->layer = layer;
 	b->current = 1;
 	b->bytes = wsp_align_up(L->raw_bytes ? L->raw_bytes : 1, 4096);
-	b->mem = aligned_alloc(4096, b->bytes);
-	b->checksums = calloc(L->n_tensors ? L->n_tensors : 1, sizeof(*b->checksums));
-	if (!b->mem || !b->checksums) {
+	if ((rc = dbuf_alloc_mem(dt, b, err)) < 0) {
 		dbuf_free(dt, b);
-		return WSP_ERR(err, -ENOMEM, "updated layers: out of memory for layer %s (%" PRIu64
-			       " bytes)", L->name, L->raw_bytes);
+		return rc;
 	}
 	memset(b->mem, 0, b->bytes);
-	b->page[0] = b->mem;
-	if (!dev_is_host(dt->dev)) {
-		if ((rc = dt->dev->ops->pin(dt->dev, b->mem, b->bytes, err)) < 0) {
-			dbuf_free(dt, b);
-			return rc;
-		}
-		b->pinned = 1;
-	}
 	*out = b;
+	return 0;
+}
+
+/* The overflow file: the configured directory, else the pack's, else a
+ * temporary directory (a pack on a read-only disk can still be trained). */
+static int open_overflow(struct dirty *dt, struct wsp_err *err)
+{
+	const char *tmp = getenv("TMPDIR");
+	const char *dirs[] = { dt->cfg.dir, dt->cfg.dir ? NULL : dt->pk->dir,
+			       dt->cfg.dir ? NULL : (tmp && *tmp ? tmp : "/var/tmp") };
+	int rc = -ENOENT;
+	for (size_t i = 0; i < WSP_ARRAY_SIZE(dirs) && !dt->of; i++)
+		if (dirs[i]) {
+			rc = overflow_open(dirs[i], &dt->of, err);
+			if (rc == 0)
+				wsp_notice(dt->cfg.log, dt->cfg.log_ctx,
+					   "updated layers beyond %" PRIu64 " MiB in memory go to an "
+					   "unnamed overflow file in %s (%s)", dt->cfg.budget >> 20,
+					   dirs[i], overflow_how(dt->of));
+		}
+	return dt->of ? 0 : rc;
+}
+
+/* Write b to the overflow file and free its memory. */
+static int spill(struct dirty *dt, struct dbuf *b, struct wsp_err *err)
+{
+	int rc = b->in_file || dt->of ? 0 : open_overflow(dt, err);
+	if (rc == 0 && !b->in_file)
+		rc = overflow_write(dt->of, dt->file_off[b->layer], b->mem, b->bytes, err);
+	if (rc < 0) {
+		wsp_err_prefix(err, "updated layers over their %" PRIu64 " MiB budget: layer %s "
+			       "stays in memory", dt->cfg.budget >> 20, dt->pk->layers[b->layer].name);
+		return rc;
+	}
+	if (!b->in_file)
+		dt->c.spilled += b->bytes;
+	dbuf_release_mem(dt, b);
+	b->spilled = b->in_file = 1;
+	return 0;
+}
+
+/* Spill least recently used layers until `need` more bytes fit the budget
+ * (`keep` stays).  Over budget without error when every candidate is being
+ * read: those copies end soon and the bound is met at the next call. */
+static int make_room(struct dirty *dt, uint32_t keep, uint64_t need, struct wsp_err *err)
+{
+	uint32_t n = dt->pk->m.hdr->n_layers;
+	while (dt->c.resident + need > dt->cfg.budget) {
+		struct dbuf *v = NULL;
+		for (uint32_t l = 0; l < n; l++) {
+			struct dbuf *b = dt->cur[l];
+			if (b && l != keep && b->mem && !b->refs && (!v || b->used < v->used))
+				v = b;
+		}
+		if (!v)
+			return 0;
+		WSP_TRY(spill(dt, v, err));
+	}
+	return 0;
+}
+
+/* Bring a spilled buffer back into memory, every tensor checked. */
+static int read_back(struct dirty *dt, struct dbuf *b, struct wsp_err *err)
+{
+	const struct wsp_layer *L = &dt->pk->layers[b->layer];
+	const struct wspm_tensor *mt = &dt->pk->m.tensors[dt->pk->m.layers[b->layer].first_tensor];
+	int rc = make_room(dt, b->layer, b->bytes, err);
+	if (rc == 0)
+		rc = dbuf_alloc_mem(dt, b, err);
+	if (rc == 0)
+		rc = overflow_read(dt->of, dt->file_off[b->layer], b->mem, b->bytes, err);
+	for (uint32_t i = 0; rc == 0 && i < L->n_tensors; i++)
+		if (wsp_checksum64((uint8_t *)b->mem + mt[i].layer_offset, mt[i].raw_bytes) !=
+		    b->checksums[i])
+			rc = WSP_ERR(err, WSP_ECHECKSUM, "overflow file: tensor %s read back with a "
+				     "wrong checksum (the disk returned other bytes than were "
+				     "written)", L->tensors[i].name);
+	if (rc < 0) {
+		if (b->mem)
+			dbuf_release_mem(dt, b);
+		return rc;
+	}
+	b->spilled = 0;
+	dt->c.read_back += b->bytes;
 	return 0;
 }
 
@@ -111,8 +237,14 @@ int dirty_update(struct dirty *dt, uint32_t layer, const void *const *values,
 
 	pthread_mutex_lock(&dt->lock);
 	struct dbuf *b = dt->cur[layer], *nb = b;
-	if (!b || b->refs) {   /* a copy may be reading the current one: a new buffer */
-		rc = dbuf_new(dt, layer, &nb, err);
+	if (b && b->spilled && partial)   /* the kept tensors are in the file */
+		rc = read_back(dt, b, err);
+	if (rc == 0 && (!b || b->refs || !b->mem)) {
+		/* A copy may be reading the current one, or it is in the
+		 * file: a new buffer. */
+		rc = make_room(dt, layer, wsp_align_up(L->raw_bytes ? L->raw_bytes : 1, 4096), err);
+		if (rc == 0)
+			rc = dbuf_new(dt, layer, &nb, err);
 		if (rc == 0 && partial) {
 			if (b)
 				memcpy(nb->mem, b->mem, L->raw_bytes);
@@ -127,6 +259,8 @@ int dirty_update(struct dirty *dt, uint32_t layer, const void *const *values,
 				memcpy(dst, values[i], mt[i].raw_bytes);
 			nb->checksums[i] = wsp_checksum64(dst, mt[i].raw_bytes);
 		}
+		nb->used = ++dt->clock;
+		nb->in_file = 0;   /* changed: a later spill writes it */
 		if (b != nb) {
 			if (b) {
 				b->current = 0;
@@ -137,8 +271,8 @@ int dirty_update(struct dirty *dt, uint32_t layer, const void *const *values,
 					dbuf_free(dt, b);
 				}
 			} else {
-				dt->n_dirty++;
-				dt->dirty_bytes += L->raw_bytes;
+				dt->c.layers++;
+				dt->c.bytes += L->raw_bytes;
 			}
 			dt->cur[layer] = nb;
 		}
@@ -149,49 +283,69 @@ int dirty_update(struct dirty *dt, uint32_t layer, const void *const *values,
 	return rc;
 }
 
-int dirty_get(struct dirty *dt, uint32_t layer, struct hcache_ref *ref)
+int dirty_get(struct dirty *dt, uint32_t layer, struct hcache_ref *ref, struct wsp_err *err)
 {
+	int rc = 0;
 	pthread_mutex_lock(&dt->lock);
 	struct dbuf *b = dt->cur[layer];
-	if (b) {
+	if (b && b->spilled)
+		rc = read_back(dt, b, err);
+	if (b && rc == 0) {
 		b->refs++;
+		b->used = ++dt->clock;
 		ref->layer = layer;
 		ref->n_pages = 1;
 		ref->pages = b->page;
 		ref->page_bytes = b->bytes;
 		ref->raw_bytes = dt->pk->layers[layer].raw_bytes;
+		rc = 1;
+	}
+	pthread_mutex_unlock(&dt->lock);
+	return rc;
+}
+
+static struct dbuf *owner(const struct hcache_ref *ref)
+{
+	/* page[] is in the buffer record: the record around it. */
+	return (struct dbuf *)((char *)ref->pages - offsetof(struct dbuf, page));
+}
+
+/* The buffer behind ref if it is one of ours (under the lock). */
+static struct dbuf *find(struct dirty *dt, const struct hcache_ref *ref, struct dbuf ***link)
+{
+	if (ref->layer >= dt->pk->m.hdr->n_layers)
+		return NULL;
+	struct dbuf *b = dt->cur[ref->layer];
+	if (b && ref->pages == b->page) {
+		*link = NULL;
+		return b;
+	}
+	for (struct dbuf **p = &dt->old; *p; p = &(*p)->next)
+		if (ref->pages == (*p)->page) {
+			*link = p;
+			return *p;
+		}
+	return NULL;
+}
+
+int dirty_put(struct dirty *dt, const struct hcache_ref *ref)
+{
+	struct dbuf **link;
+	pthread_mutex_lock(&dt->lock);
+	struct dbuf *b = find(dt, ref, &link);
+	if (b && --b->refs == 0 && link) {   /* a superseded buffer's last copy */
+		*link = b->next;
+		dbuf_free(dt, b);
 	}
 	pthread_mutex_unlock(&dt->lock);
 	return b != NULL;
 }
 
-static struct dbuf *owner(const struct hcache_ref *ref)
+int dirty_owns(struct dirty *dt, const struct hcache_ref *ref)
 {
-	/* page[] is the second member: the buffer record around it. */
-	return (struct dbuf *)((char *)ref->pages - offsetof(struct dbuf, page));
-}
-
-int dirty_put(struct dirty *dt, const struct hcache_ref *ref)
-{
-	int ours = 0;
+	struct dbuf **link;
 	pthread_mutex_lock(&dt->lock);
-	if (ref->layer < dt->pk->m.hdr->n_layers) {
-		struct dbuf *b = dt->cur[ref->layer];
-		if (b && ref->pages == b->page) {
-			ours = 1;
-			b->refs--;
-		}
-		for (struct dbuf **p = &dt->old; !ours && *p; p = &(*p)->next)
-			if (ref->pages == (*p)->page) {
-				ours = 1;
-				if (--(*p)->refs == 0) {
-					struct dbuf *gone = *p;
-					*p = gone->next;
-					dbuf_free(dt, gone);
-				}
-				break;
-			}
-	}
+	int ours = find(dt, ref, &link) != NULL;
 	pthread_mutex_unlock(&dt->lock);
 	return ours;
 }
@@ -201,21 +355,26 @@ uint64_t dirty_checksum(const struct hcache_ref *ref, uint32_t k)
 	return owner(ref)->checksums[k];
 }
 
-int dirty_copy(struct dirty *dt, uint32_t layer, void *dst)
+int dirty_copy(struct dirty *dt, uint32_t layer, void *dst, struct wsp_err *err)
 {
+	int rc = 0;
 	pthread_mutex_lock(&dt->lock);
 	struct dbuf *b = dt->cur[layer];
-	if (b)
+	if (b && b->spilled)
+		rc = read_back(dt, b, err);
+	if (b && rc == 0) {
 		memcpy(dst, b->mem, dt->pk->layers[layer].raw_bytes);
+		b->used = ++dt->clock;
+		rc = 1;
+	}
 	pthread_mutex_unlock(&dt->lock);
-	return b != NULL;
+	return rc;
 }
 
-void dirty_counters(struct dirty *dt, uint64_t *layers, uint64_t *bytes)
+void dirty_counters(struct dirty *dt, struct dirty_counters *out)
 {
 	pthread_mutex_lock(&dt->lock);
-	*layers = dt->n_dirty;
-	*bytes = dt->dirty_bytes;
+	*out = dt->c;
 	pthread_mutex_unlock(&dt->lock);
 }
 
@@ -230,7 +389,10 @@ void dirty_destroy(struct dirty *dt)
 		dt->old = b->next;
 		dbuf_free(dt, b);
 	}
+	overflow_close(dt->of);
 	free(dt->cur);
+	free(dt->file_off);
+	free(dt->dir);
 	pthread_mutex_destroy(&dt->lock);
 	free(dt);
 }

@@ -6,8 +6,12 @@
  * it instead of the host cache.  A buffer being copied from when an update
  * comes is left to its copy and replaced by a new one.
  *
- * Not yet: a budget for dirty layers and the writable overflow file they
- * would spill to; every dirty layer stays in memory until wsp_close.
+ * The buffers in memory are bounded by a budget: past it, the least
+ * recently used dirty layer no copy is reading is written to the overflow
+ * file (overflow.h) and its memory freed; the next use reads it back and
+ * checks every tensor against the checksum kept in memory.  Dirty layers
+ * are never dropped: a spill that fails keeps the layer in memory and fails
+ * the call that needed the room.
  */
 #ifndef WSP_WRITEBACK_DIRTY_H
 #define WSP_WRITEBACK_DIRTY_H
@@ -20,7 +24,17 @@
 
 struct dirty;
 
-int dirty_create(struct dev *d, struct wsp_pack_s *pk, struct dirty **out, struct wsp_err *err);
+struct dirty_config {
+	uint64_t budget;           /* bytes of dirty buffers in memory (a soft bound:
+	                              buffers copies are reading cannot leave) */
+	const char *dir;           /* overflow file's directory; NULL: the pack's,
+	                              else $TMPDIR or /var/tmp */
+	wsp_log_fn log;            /* where the overflow file is, said once */
+	void *log_ctx;
+};
+
+int dirty_create(struct dev *d, struct wsp_pack_s *pk, const struct dirty_config *cfg,
+		 struct dirty **out, struct wsp_err *err);
 void dirty_destroy(struct dirty *dt);
 
 /* Replace `layer`'s tensors: values[i] is tensor i's new raw bytes (host
@@ -29,16 +43,26 @@ void dirty_destroy(struct dirty *dt);
 int dirty_update(struct dirty *dt, uint32_t layer, const void *const *values,
 		 struct wsp_err *err);
 /* 1 and a reference to the layer's buffer when it is dirty (a one-page
- * hcache_ref the slots copy from; hand it back with dirty_put), else 0. */
-int dirty_get(struct dirty *dt, uint32_t layer, struct hcache_ref *ref);
+ * hcache_ref the slots copy from; hand it back with dirty_put), 0 when
+ * clean, < 0 when a spilled layer cannot be read back (never the pack's
+ * stale bytes instead). */
+int dirty_get(struct dirty *dt, uint32_t layer, struct hcache_ref *ref, struct wsp_err *err);
 /* 1 when `ref` was one of dirty_get's (now handed back), 0 when not ours. */
 int dirty_put(struct dirty *dt, const struct hcache_ref *ref);
-/* The new checksum of tensor k of the dirty layer behind `ref`. */
+/* 1 when `ref` is a reference dirty_get gave (not yet handed back). */
+int dirty_owns(struct dirty *dt, const struct hcache_ref *ref);
+/* The new checksum of tensor k of the dirty layer behind `ref` (one of
+ * dirty_get's). */
 uint64_t dirty_checksum(const struct hcache_ref *ref, uint32_t k);
 /* Copy the layer's current bytes into dst (raw_bytes): 1 when dirty, 0
- * when clean (dst untouched). */
-int dirty_copy(struct dirty *dt, uint32_t layer, void *dst);
-/* Layers updated so far and their bytes. */
-void dirty_counters(struct dirty *dt, uint64_t *layers, uint64_t *bytes);
+ * when clean (dst untouched), < 0 when a spilled layer cannot be read. */
+int dirty_copy(struct dirty *dt, uint32_t layer, void *dst, struct wsp_err *err);
+
+struct dirty_counters {
+	uint64_t layers, bytes;     /* updated so far, wherever they are */
+	uint64_t resident;          /* bytes of dirty buffers in memory now */
+	uint64_t spilled, read_back;  /* bytes written to / read from the overflow file */
+};
+void dirty_counters(struct dirty *dt, struct dirty_counters *out);
 
 #endif

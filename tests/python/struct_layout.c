@@ -69,6 +69,8 @@ int main(void)
 	F(wsp_options, trace);
 	F(wsp_options, trace_ctx);
 	F(wsp_options, on_demand);
+	F(wsp_options, updated_bytes);
+	F(wsp_options, overflow_dir);
 	F(wsp_options, reserved);
 	printf("]}");
 	printf(", \"wsp_stats\": {\"size\": %zu, \"fields\": [", sizeof(struct wsp_stats));
@@ -102,6 +104,9 @@ int main(void)
 	F(wsp_stats, grad_add_ns);
 	F(wsp_stats, updated_layers);
 	F(wsp_stats, updated_bytes);
+	F(wsp_stats, updated_resident);
+	F(wsp_stats, overflow_written);
+	F(wsp_stats, overflow_read);
 	F(wsp_stats, reserved);
 	printf("]}");
 	printf(", \"wsp_convert_options\": {\"size\": %zu, \"fields\": [", sizeof(struct wsp_convert_options));

@@ -4,7 +4,9 @@ in fp32) for tiny and mid-size Llama and GPT-2 (tied embeddings), and two
 backward passes accumulate as .grad does; forward logits stay identical.
 Then 10 steps of torch's AdamW over wt.parameters(model) against the same
 optimizer on the resident model: the same losses at every step, and the
-pack wt.save writes unpacks to exactly the resident model's weights.  The
+pack wt.save writes unpacks to exactly the resident model's weights; the
+paged model keeps only 256 KiB of updated layers in memory, the rest
+going through the overflow file (which leaves its directory empty).  The
 pager's optimizer steps on fp32 host masters; on CUDA the reference's
 optimizer therefore steps on host copies of the resident weights too (the
 CPU and CUDA AdamW kernels round differently), and the distance to
@@ -95,7 +97,11 @@ for name, cfg in CASES:
     ref.load_state_dict(cls.from_pretrained(d).state_dict())
     ref = ref.to(device)
     model = cls.from_config(cfg).float().eval()
-    wt.offload(model, pack, device=device, host_cache="64M", gpu_slots=3, train=True)
+    # Updated layers beyond 256 KiB go to the overflow file and back.
+    ovf = os.path.join(T, tag + "-overflow")
+    os.mkdir(ovf)
+    wt.offload(model, pack, device=device, host_cache="64M", gpu_slots=3, train=True,
+               updated_cache="256K", overflow_dir=ovf)
     ref_params = list(ref.parameters())
     if device == "cuda":
         import copy
@@ -138,6 +144,14 @@ for name, cfg in CASES:
         opt_native.step()
         opt_native.zero_grad()
     check(same_loss, f"{tag}: losses differ during training")
+    st = model._wspager.pager.stats()
+    print(f"{tag}: updated layers {st['updated_bytes']} bytes, {st['updated_resident']} in "
+          f"memory; overflow file: {st['overflow_written']} bytes written, "
+          f"{st['overflow_read']} read")
+    check(st["overflow_written"] > 0 and st["overflow_read"] > 0,
+          f"{tag}: the overflow file was not used")
+    check(st["updated_resident"] < st["updated_bytes"], f"{tag}: every updated layer in memory")
+    check(not os.listdir(ovf), f"{tag}: the overflow directory holds {os.listdir(ovf)}")
     out = os.path.join(T, tag + "-tuned.wsp")
     wt.save(model, out)
     unpacked = out + ".st"

@@ -1,0 +1,30 @@
+/*
+ * The overflow file: where updated layers go when the write-back room's
+ * memory budget is full.  A nameless file (O_TMPFILE; a name unlinked at
+ * once where the filesystem has none), so a crash or kill leaves nothing
+ * behind and nothing else can open it.  Written and read with io_uring,
+ * several requests in flight, and O_DIRECT where the filesystem takes it:
+ * the page cache would otherwise keep in memory what was spilled to save
+ * memory.  Offsets and lengths are multiples of 4096, buffers 4096-aligned.
+ * The checksums are the caller's (dirty.c keeps each tensor's, in memory).
+ */
+#ifndef WSP_WRITEBACK_OVERFLOW_H
+#define WSP_WRITEBACK_OVERFLOW_H
+
+#include <stdint.h>
+#include "common/error.h"
+
+struct overflow;
+
+/* Make the file in `dir`. */
+int overflow_open(const char *dir, struct overflow **out, struct wsp_err *err);
+void overflow_close(struct overflow *of);
+int overflow_write(struct overflow *of, uint64_t off, const void *buf, uint64_t len,
+		   struct wsp_err *err);
+int overflow_read(struct overflow *of, uint64_t off, void *buf, uint64_t len,
+		  struct wsp_err *err);
+/* "io_uring, O_DIRECT", "pread/pwrite", ...: for the notice that says where
+ * updated layers go. */
+const char *overflow_how(const struct overflow *of);
+
+#endif
