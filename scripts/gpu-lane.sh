@@ -17,7 +17,8 @@
 #                               benchmarks and `wspager bench`), torch-bench
 #                               (bench/torch_offload.py, torch_rss.py, torch_train.py),
 #                               torch-rss (only the latter), train-bench
-#                               (bench/torch_train.py); all of them when
+#                               (bench/torch_train.py), codec-bench
+#                               (bench/exprans_bench); all of them when
 #                               none is named.  Logs go to $OUT (or
 #                               .gpu-lane/out); a table is printed last.
 set -u
@@ -48,6 +49,8 @@ build() {
 	for t in bench/*_bench tests/io/io_bench; do
 		[ -f "$t" ] && [ -x "$t" ] && cp "$t" "$lane/bench/"
 	done
+	# Debug info off: the lane travels to the GPU machine.
+	strip --strip-debug "$lane"/tools/* "$lane"/tests/* "$lane"/bench/*
 	# Nothing may still need a shared library the GPU machine lacks.
 	if ldd "$lane/tools/wspager" | grep -E 'liburing|libzstd|jansson|xxhash|cudart'; then
 		echo "gpu-lane: a dependency is still linked dynamically" >&2
@@ -108,6 +111,10 @@ run() {
 	case $parts in *" tests "*) lane_tests ;; esac
 	case $parts in *" python "*) lane_python ;; esac
 	case $parts in *" bench "*) lane_bench ;; esac
+	case $parts in *" bench "*|*" codec-bench "*)
+		step bench-exprans 400 "$lane/bench/exprans_bench"
+		echo "== bench-exprans"; tail -n 16 "$out/bench-exprans.log" ;;
+	esac
 	case $parts in *" torch-bench "*)
 		step bench-torch 540 "${py_env[@]}" python3 "$top/bench/torch_offload.py" --dir "$work/torch" \
 			--json "$out/torch_offload.json"

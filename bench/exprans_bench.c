@@ -1,0 +1,409 @@
+/*
+ * exprans_bench: the exponent-rANS codec (codec 2) against this machine's
+ * ceilings, in one run, on SIZE bytes of bf16 of two kinds (Gaussian, std
+ * 0.02; heavy-tailed: a Gaussian over a log-normal scale), in chunks of
+ * CHUNK raw bytes (a pack's default):
+ *
+ *  - ratio (raw / stored) and encode GB/s on all cores;
+ *  - CPU decode GB/s of raw output on one thread (the C reference);
+ *  - GPU decode GB/s of raw output, compressed chunks already on the GPU;
+ *  - the ceiling: pinned host->GPU GB/s of the raw bytes;
+ *  - streaming with GPU decode: compressed chunks in pinned host memory,
+ *    copied in groups on one stream and decoded on another (two staging
+ *    buffers), GB/s of raw weights delivered, and its ratio to the
+ *    ceiling (the link carries compressed bytes, so it can pass 1.0).
+ *
+ * Every GPU output is compared with the original bytes; a mismatch or a
+ * non-zero status is an error (exit 1).  Numbers only, no targets asserted.
+ * Exits 77 without a CUDA device.
+ *	exprans_bench [--size BYTES] [--chunk BYTES] [--group BYTES] [--reps N]
+ * (--group: one group size instead of 16, 64 and 256 MiB).
+ */
+#include <getopt.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cuda_runtime_api.h>
+
+#include "common/util.h"
+#include "pack/exprans/exprans.h"
+#include "pack/exprans/exprans_gpu.h"
+
+#define CU(call)                                                                       \
+	do {                                                                           \
+		cudaError_t cu_rc_ = (call);                                           \
+		if (cu_rc_ != cudaSuccess) {                                           \
+			fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #call,  \
+				cudaGetErrorString(cu_rc_));                           \
+			exit(1);                                                       \
+		}                                                                      \
+	} while (0)
+
+static double now_s(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* --- data: per-thread xorshift, Box-Muller --------------------------------- */
+
+static uint64_t next(uint64_t *s)
+{
+	*s ^= *s << 13;
+	*s ^= *s >> 7;
+	*s ^= *s << 17;
+	return *s;
+}
+
+static double gauss(uint64_t *s)
+{
+	double u1 = ((double)(next(s) >> 11) + 1.0) / 9007199254740993.0;
+	double u2 = (double)(next(s) >> 11) / 9007199254740992.0;
+	return sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2);
+}
+
+static uint16_t bf16(float f)
+{
+	uint32_t x;
+	memcpy(&x, &f, 4);
+	return (uint16_t)((x + 0x7fff + ((x >> 16) & 1)) >> 16);   /* round to nearest even */
+}
+
+struct job {
+	int heavy;
+	uint16_t *raw;
+	uint64_t n;           /* values in the whole buffer */
+	uint64_t chunk;       /* values a chunk */
+	uint8_t *enc;         /* chunk i at i * slot */
+	uint64_t slot;
+	uint64_t *len;
+	unsigned t, nt;
+};
+
+static void *gen_part(void *arg)
+{
+	struct job *j = arg;
+	uint64_t s = 0x9e3779b97f4a7c15ull * (j->t + 1) + (uint64_t)j->heavy;
+	uint64_t a = j->n * j->t / j->nt, b = j->n * (j->t + 1) / j->nt;
+	for (uint64_t i = a; i < b; i++) {
+		double std = j->heavy ? 0.02 * exp(1.5 * gauss(&s)) : 0.02;
+		j->raw[i] = bf16((float)(std * gauss(&s)));
+	}
+	return NULL;
+}
+
+static void *enc_part(void *arg)
+{
+	struct job *j = arg;
+	uint64_t chunks = (j->n + j->chunk - 1) / j->chunk;
+	for (uint64_t c = j->t; c < chunks; c += j->nt) {
+		uint64_t n = WSP_MIN(j->chunk, j->n - c * j->chunk);
+		int64_t len = exprans_encode_bf16(j->raw + c * j->chunk, n, j->enc + c * j->slot, j->slot);
+		if (len < 0) {
+			fprintf(stderr, "encode failed: %lld\n", (long long)len);
+			exit(1);
+		}
+		j->len[c] = (uint64_t)len;
+	}
+	return NULL;
+}
+
+static void run_threads(void *(*fn)(void *), struct job *proto, unsigned nt)
+{
+	pthread_t th[256];
+	struct job js[256];
+	for (unsigned t = 0; t < nt; t++) {
+		js[t] = *proto;
+		js[t].t = t;
+		js[t].nt = nt;
+		pthread_create(&th[t], NULL, fn, &js[t]);
+	}
+	for (unsigned t = 0; t < nt; t++)
+		pthread_join(th[t], NULL);
+}
+
+static double ms_between(cudaEvent_t a, cudaEvent_t b)
+{
+	float ms = 0;
+	CU(cudaEventElapsedTime(&ms, a, b));
+	return ms;
+}
+
+static void check_output(const uint16_t *dout, const uint16_t *raw, uint64_t n, const uint32_t *dstatus,
+			 uint64_t chunks, const char *what)
+{
+	uint16_t *back = malloc(n * 2);
+	uint32_t *st = malloc(chunks * 4);
+	if (!back || !st) {
+		fprintf(stderr, "out of memory\n");
+		exit(1);
+	}
+	CU(cudaMemcpy(back, dout, n * 2, cudaMemcpyDeviceToHost));
+	CU(cudaMemcpy(st, dstatus, chunks * 4, cudaMemcpyDeviceToHost));
+	for (uint64_t c = 0; c < chunks; c++)
+		if (st[c]) {
+			fprintf(stderr, "%s: chunk %llu: %s\n", what, (unsigned long long)c,
+				exprans_gpu_status_text(st[c]));
+			exit(1);
+		}
+	if (memcmp(back, raw, n * 2)) {
+		fprintf(stderr, "%s: GPU output differs from the original bytes\n", what);
+		exit(1);
+	}
+	free(back);
+	free(st);
+}
+
+/* Streaming: groups of chunks (a layer each) copied compressed on one
+ * stream into one of two staging buffers and decoded on another into
+ * dout.  Returns the best GB/s of raw weights over `reps` passes. */
+static double streaming(const struct job *j, const uint8_t *hcomp, const uint64_t *at,
+			uint64_t chunks, uint16_t *dout, uint32_t *dstatus, uint64_t group_bytes,
+			uint64_t chunk_bytes, unsigned reps)
+{
+	uint64_t size = j->n * 2;
+	cudaEvent_t e0, e1;
+	CU(cudaEventCreate(&e0));
+	CU(cudaEventCreate(&e1));
+	uint64_t per_group = WSP_MAX(1, group_bytes / chunk_bytes);
+	uint64_t groups = (chunks + per_group - 1) / per_group, stage_cap = 0;
+	for (uint64_t g = 0; g < groups; g++) {
+		uint64_t a = g * per_group, b = WSP_MIN(chunks, a + per_group);
+		stage_cap = WSP_MAX(stage_cap, at[b] - at[a]);
+	}
+	uint8_t *stage[2];
+	struct exprans_gpu_job *sjobs[2], *hsjobs;
+	CU(cudaMalloc((void **)&stage[0], stage_cap));
+	CU(cudaMalloc((void **)&stage[1], stage_cap));
+	CU(cudaMalloc((void **)&sjobs[0], per_group * sizeof(struct exprans_gpu_job)));
+	CU(cudaMalloc((void **)&sjobs[1], per_group * sizeof(struct exprans_gpu_job)));
+	CU(cudaMallocHost((void **)&hsjobs, groups * per_group * sizeof(struct exprans_gpu_job)));
+	cudaStream_t copy, dec;
+	cudaEvent_t copied[2], decoded[2];
+	CU(cudaStreamCreateWithFlags(&copy, cudaStreamNonBlocking));
+	CU(cudaStreamCreateWithFlags(&dec, cudaStreamNonBlocking));
+	for (int b = 0; b < 2; b++) {
+		CU(cudaEventCreateWithFlags(&copied[b], cudaEventDisableTiming));
+		CU(cudaEventCreateWithFlags(&decoded[b], cudaEventDisableTiming));
+	}
+	/* Each group's job table (pointers into its staging buffer), built
+	 * once: a pager would keep them with the layer. */
+	for (uint64_t g = 0; g < groups; g++) {
+		uint64_t a = g * per_group, b = WSP_MIN(chunks, a + per_group);
+		for (uint64_t c = a; c < b; c++)
+			hsjobs[c] = (struct exprans_gpu_job){ stage[g & 1] + (at[c] - at[a]),
+							      dout + c * j->chunk, j->len[c],
+							      WSP_MIN(j->chunk, j->n - c * j->chunk) };
+	}
+	CU(cudaMemset(dout, 0, size));
+	double best = 0;
+	for (unsigned r = 0; r < reps + 1; r++) {   /* the first pass warms up */
+		CU(cudaDeviceSynchronize());
+		CU(cudaEventRecord(e0, copy));
+		for (uint64_t g = 0; g < groups; g++) {
+			unsigned s = g & 1;
+			uint64_t a = g * per_group, b = WSP_MIN(chunks, a + per_group);
+			if (g >= 2)
+				CU(cudaStreamWaitEvent(copy, decoded[s], 0));
+			CU(cudaMemcpyAsync(stage[s], hcomp + at[a], at[b] - at[a],
+					   cudaMemcpyHostToDevice, copy));
+			CU(cudaMemcpyAsync(sjobs[s], hsjobs + a, (b - a) * sizeof(struct exprans_gpu_job),
+					   cudaMemcpyHostToDevice, copy));
+			CU(cudaEventRecord(copied[s], copy));
+			CU(cudaStreamWaitEvent(dec, copied[s], 0));
+			if (exprans_gpu_decode(sjobs[s], (unsigned)(b - a), j->chunk, dstatus + a, dec)) {
+				fprintf(stderr, "launch failed\n");
+				exit(1);
+			}
+			CU(cudaEventRecord(decoded[s], dec));
+		}
+		CU(cudaStreamWaitEvent(copy, decoded[(groups - 1) & 1], 0));
+		CU(cudaEventRecord(e1, copy));
+		CU(cudaEventSynchronize(e1));
+		if (r)
+			best = WSP_MAX(best, (double)size / (ms_between(e0, e1) * 1e-3) / 1e9);
+	}
+
+	for (int b = 0; b < 2; b++) {
+		cudaEventDestroy(copied[b]);
+		cudaEventDestroy(decoded[b]);
+		cudaFree(stage[b]);
+		cudaFree(sjobs[b]);
+	}
+	cudaStreamDestroy(copy);
+	cudaStreamDestroy(dec);
+	cudaEventDestroy(e0);
+	cudaEventDestroy(e1);
+	cudaFreeHost(hsjobs);
+	return best;
+}
+
+static void bench_kind(int heavy, uint64_t size, uint64_t chunk_bytes, uint64_t group_bytes,
+		       unsigned reps, unsigned nt)
+{
+	const char *name = heavy ? "heavy-tailed" : "Gaussian";
+	struct job j = { .heavy = heavy, .n = size / 2, .chunk = chunk_bytes / 2 };
+	uint64_t chunks = (j.n + j.chunk - 1) / j.chunk;
+	j.slot = wsp_align_up(exprans_bound(j.chunk), 16);
+	CU(cudaMallocHost((void **)&j.raw, size));
+	j.enc = malloc(chunks * j.slot);
+	j.len = calloc(chunks, sizeof(*j.len));
+	if (!j.enc || !j.len) {
+		fprintf(stderr, "out of memory\n");
+		exit(1);
+	}
+	run_threads(gen_part, &j, nt);
+
+	double t0 = now_s();
+	run_threads(enc_part, &j, nt);
+	double enc_s = now_s() - t0;
+	/* The stored chunks packed (16-aligned) as a pack's shard holds them. */
+	uint64_t *at = malloc((chunks + 1) * sizeof(*at)), stored = 0;
+	at[0] = 0;
+	for (uint64_t c = 0; c < chunks; c++) {
+		stored += j.len[c];
+		at[c + 1] = at[c] + wsp_align_up(j.len[c], 16);
+	}
+	uint8_t *hcomp;
+	CU(cudaMallocHost((void **)&hcomp, at[chunks]));
+	for (uint64_t c = 0; c < chunks; c++)
+		memcpy(hcomp + at[c], j.enc + c * j.slot, j.len[c]);
+	double ratio = (double)size / (double)stored;
+
+	/* CPU reference decode, one thread, over up to 256 MiB. */
+	uint64_t cpu_chunks = WSP_MIN(chunks, (256ull << 20) / chunk_bytes);
+	uint16_t *cpu_out = malloc(chunk_bytes);
+	t0 = now_s();
+	for (uint64_t c = 0; c < cpu_chunks; c++) {
+		uint64_t n = WSP_MIN(j.chunk, j.n - c * j.chunk);
+		if (exprans_decode_bf16(hcomp + at[c], j.len[c], cpu_out, n, NULL) < 0) {
+			fprintf(stderr, "CPU decode failed\n");
+			exit(1);
+		}
+	}
+	double cpu_gbs = (double)(cpu_chunks * chunk_bytes) / (now_s() - t0) / 1e9;
+	free(cpu_out);
+
+	/* GPU decode, compressed chunks already on the device. */
+	uint8_t *dcomp;
+	uint16_t *dout;
+	uint32_t *dstatus;
+	struct exprans_gpu_job *jobs = malloc(chunks * sizeof(*jobs)), *djobs;
+	CU(cudaMalloc((void **)&dcomp, at[chunks]));
+	CU(cudaMalloc((void **)&dout, size));
+	CU(cudaMalloc((void **)&dstatus, chunks * 4));
+	CU(cudaMalloc((void **)&djobs, chunks * sizeof(*jobs)));
+	CU(cudaMemcpy(dcomp, hcomp, at[chunks], cudaMemcpyHostToDevice));
+	for (uint64_t c = 0; c < chunks; c++)
+		jobs[c] = (struct exprans_gpu_job){ dcomp + at[c], dout + c * j.chunk, j.len[c],
+						    WSP_MIN(j.chunk, j.n - c * j.chunk) };
+	CU(cudaMemcpy(djobs, jobs, chunks * sizeof(*jobs), cudaMemcpyHostToDevice));
+	cudaEvent_t e0, e1;
+	CU(cudaEventCreate(&e0));
+	CU(cudaEventCreate(&e1));
+	CU(cudaMemset(dout, 0, size));
+	if (exprans_gpu_decode(djobs, (unsigned)chunks, j.chunk, dstatus, NULL)) {   /* warm-up, checked */
+		fprintf(stderr, "launch failed\n");
+		exit(1);
+	}
+	CU(cudaDeviceSynchronize());
+	check_output(dout, j.raw, j.n, dstatus, chunks, "GPU decode");
+	CU(cudaEventRecord(e0, NULL));
+	for (unsigned r = 0; r < reps; r++)
+		exprans_gpu_decode(djobs, (unsigned)chunks, j.chunk, dstatus, NULL);
+	CU(cudaEventRecord(e1, NULL));
+	CU(cudaEventSynchronize(e1));
+	double gpu_gbs = (double)size * reps / (ms_between(e0, e1) * 1e-3) / 1e9;
+
+	/* The ceiling: pinned raw bytes host -> GPU. */
+	CU(cudaEventRecord(e0, NULL));
+	for (unsigned r = 0; r < reps; r++)
+		CU(cudaMemcpyAsync(dout, j.raw, size, cudaMemcpyHostToDevice, NULL));
+	CU(cudaEventRecord(e1, NULL));
+	CU(cudaEventSynchronize(e1));
+	double h2d_gbs = (double)size * reps / (ms_between(e0, e1) * 1e-3) / 1e9;
+
+	double stream_gbs[3];
+	uint64_t stream_group[3] = { 16ull << 20, 64ull << 20, 256ull << 20 };
+	unsigned n_groups = group_bytes ? 1 : 3;
+	if (group_bytes)
+		stream_group[0] = group_bytes;
+	for (unsigned q = 0; q < n_groups; q++)
+		stream_gbs[q] = streaming(&j, hcomp, at, chunks, dout, dstatus, stream_group[q],
+					  chunk_bytes, reps);
+	check_output(dout, j.raw, j.n, dstatus, chunks, "streaming");
+
+	printf("%s bf16, %.2f GiB in %llu chunks of %llu KiB:\n", name, (double)size / (1 << 30),
+	       (unsigned long long)chunks, (unsigned long long)(chunk_bytes >> 10));
+	printf("  ratio %.3f; encode %.2f GB/s on %u threads (%.3f a thread)\n", ratio,
+	       (double)size / enc_s / 1e9, nt, (double)size / enc_s / 1e9 / nt);
+	printf("  CPU decode, 1 thread: %.2f GB/s\n", cpu_gbs);
+	printf("  GPU decode: %.1f GB/s of raw output\n", gpu_gbs);
+	printf("  ceiling, pinned host->GPU of the raw bytes: %.1f GB/s\n", h2d_gbs);
+	for (unsigned q = 0; q < n_groups; q++)
+		printf("  streaming, compressed over the link + GPU decode, groups of %llu MiB: "
+		       "%.1f GB/s of raw weights = %.2f x the ceiling\n",
+		       (unsigned long long)(stream_group[q] >> 20), stream_gbs[q],
+		       stream_gbs[q] / h2d_gbs);
+
+	cudaEventDestroy(e0);
+	cudaEventDestroy(e1);
+	cudaFree(dcomp);
+	cudaFree(dout);
+	cudaFree(dstatus);
+	cudaFree(djobs);
+	cudaFreeHost(hcomp);
+	cudaFreeHost(j.raw);
+	free(jobs);
+	free(at);
+	free(j.enc);
+	free(j.len);
+}
+
+int main(int argc, char **argv)
+{
+	uint64_t size = 1ull << 30, chunk = 1ull << 20, group = 0;
+	unsigned reps = 5;
+	static const struct option opts[] = {
+		{ "size", required_argument, NULL, 's' }, { "chunk", required_argument, NULL, 'c' },
+		{ "group", required_argument, NULL, 'g' }, { "reps", required_argument, NULL, 'r' },
+		{ NULL, 0, NULL, 0 },
+	};
+	int o;
+	while ((o = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+		switch (o) {
+		case 's': size = strtoull(optarg, NULL, 0); break;
+		case 'c': chunk = strtoull(optarg, NULL, 0); break;
+		case 'g': group = strtoull(optarg, NULL, 0); break;
+		case 'r': reps = (unsigned)strtoul(optarg, NULL, 0); break;
+		default:
+			fprintf(stderr, "usage: exprans_bench [--size B] [--chunk B] [--group B] [--reps N]\n");
+			return 2;
+		}
+	}
+	if (chunk < 2 || chunk % 2 || chunk / 2 > EXPRANS_GPU_MAX_VALUES || size < chunk || !reps) {
+		fprintf(stderr, "exprans_bench: need an even chunk of at most %llu bytes, size >= chunk, "
+			"reps >= 1\n", EXPRANS_GPU_MAX_VALUES * 2);
+		return 2;
+	}
+	size -= size % chunk;
+	int devs = 0;
+	if (cudaGetDeviceCount(&devs) != cudaSuccess || devs == 0) {
+		printf("exprans_bench: no CUDA device\n");
+		return 77;
+	}
+	struct cudaDeviceProp prop;
+	CU(cudaGetDeviceProperties(&prop, 0));
+	long nt = sysconf(_SC_NPROCESSORS_ONLN);
+	nt = nt < 1 ? 1 : nt > 256 ? 256 : nt;
+	printf("exprans_bench on %s, %ld CPU threads\n", prop.name, nt);
+	bench_kind(0, size, chunk, group, reps, (unsigned)nt);
+	bench_kind(1, size, chunk, group, reps, (unsigned)nt);
+	return 0;
+}

@@ -1,0 +1,230 @@
+/*
+ * EXPRANS decoder for CUDA (see exprans_gpu.h; the stream is described in
+ * exprans.h and wspack(5)).  Thread blocks of 8 warps, a chunk's blocks of
+ * 32768 values spread over as many as it needs (grid y): each thread block
+ * builds the chunk's 4096-slot decode table in shared memory and checks the
+ * header and the lane table, then each warp decodes one block of values,
+ * lane j of the warp running rANS lane j of the block.  At step k the warp writes values
+ * 32k..32k+31 of the block: the stores and the sign|mantissa loads are
+ * coalesced, and each lane's 16-bit words come from its own stream, in
+ * order.  Every check of the C reference is made; problems become bits of
+ * the chunk's status word, and checks that guard later reads end the block
+ * before those reads (all threads together: __syncthreads_or).
+ */
+#include <cuda_runtime.h>
+#include <stdint.h>
+
+#include "pack/exprans/exprans_gpu.h"
+
+#define LANES 32u
+#define BLOCK 32768u
+#define PROB 4096u
+#define RANS_L 65536u
+#define HEADER (4u + 2u * 256u)
+#define MAX_LANE_BYTES (4u + 2u * (BLOCK / LANES))
+#define WARPS 8u
+#define THREADS (WARPS * 32u)
+#define MAX_BLOCKS (EXPRANS_GPU_MAX_VALUES / BLOCK)
+#define AHEAD 16u
+
+/* A 16-bit little-endian word at an even address. */
+__device__ static inline uint32_t ld16(const uint8_t *p)
+{
+	return *(const uint16_t *)p;
+}
+
+__device__ static inline uint32_t warp_inclusive_sum(uint32_t v, unsigned lane)
+{
+	for (unsigned d = 1; d < 32; d <<= 1) {
+		uint32_t o = __shfl_up_sync(0xffffffffu, v, d);
+		if (lane >= d)
+			v += o;
+	}
+	return v;
+}
+
+__global__ void __launch_bounds__(THREADS)
+exprans_decode_kernel(const struct exprans_gpu_job *jobs, uint32_t *status)
+{
+	__shared__ uint32_t tab[PROB];
+	__shared__ uint32_t cum[257];
+	__shared__ uint32_t blk[MAX_BLOCKS];   /* per block: its lanes' first byte, from the streams */
+	__shared__ uint32_t total, bad;
+	const struct exprans_gpu_job J = jobs[blockIdx.x];
+	const unsigned t = threadIdx.x, lane = t & 31u, warp = t >> 5;
+	const uint8_t *p = J.in;
+	const uint64_t n = J.n, len = J.in_bytes;
+	const uint64_t nb = (n + BLOCK - 1) / BLOCK;
+	const uint64_t streams_at = HEADER + nb * LANES * 2;
+	const uint64_t b = (uint64_t)blockIdx.y * WARPS + warp;   /* this warp's block */
+	uint32_t my = 0;
+
+	if (t == 0) {
+		bad = 0;
+		if (len < HEADER || ((uintptr_t)p & 1u) || (ld16(p) | ld16(p + 2) << 16) != n)
+			my |= EXPRANS_GPU_BAD_HEADER;
+		else if (nb > MAX_BLOCKS)
+			my |= EXPRANS_GPU_TOO_BIG;
+		else if (streams_at > len)
+			my |= EXPRANS_GPU_BAD_LANES;
+	}
+	if (__syncthreads_or(my))
+		goto out;
+
+	/* Frequencies and their running sums: warp 0, eight symbols a lane. */
+	if (warp == 0) {
+		uint32_t f[8], s = 0;
+		for (unsigned i = 0; i < 8; i++) {
+			f[i] = ld16(p + 4 + 2 * (lane * 8 + i));
+			s += f[i];
+		}
+		uint32_t incl = warp_inclusive_sum(s, lane), c = incl - s;
+		for (unsigned i = 0; i < 8; i++) {
+			cum[lane * 8 + i] = c;
+			c += f[i];
+		}
+		if (lane == 31) {
+			cum[256] = incl;
+			if (incl != (n ? PROB : 0u))
+				my |= EXPRANS_GPU_BAD_FREQ;
+		}
+	}
+	/* Lane lengths: each block's sum. */
+	for (uint64_t k = warp; k < nb; k += WARPS) {
+		uint32_t l = ld16(p + HEADER + 2 * (k * LANES + lane));
+		if (l < 4 || (l & 1u) || l > MAX_LANE_BYTES)
+			my |= EXPRANS_GPU_BAD_LANES;
+		uint32_t s = __reduce_add_sync(0xffffffffu, l);
+		if (lane == 0)
+			blk[k] = s;
+	}
+	if (__syncthreads_or(my))
+		goto out;
+
+	/* The table: slot -> (freq - 1) | (slot - cum) << 12 | symbol << 24,
+	 * the symbol found by binary search (the largest with cum <= slot). */
+	if (n)
+		for (unsigned slot = t; slot < PROB; slot += THREADS) {
+			unsigned lo = 0, hi = 256;
+			while (hi - lo > 1) {
+				unsigned mid = (lo + hi) / 2;
+				if (cum[mid] <= slot)
+					lo = mid;
+				else
+					hi = mid;
+			}
+			tab[slot] = (cum[lo + 1] - cum[lo] - 1) | (slot - cum[lo]) << 12 | lo << 24;
+		}
+	/* Block sums -> block starts (warp 0), and the total length. */
+	if (warp == 0) {
+		uint32_t carry = 0;
+		for (uint64_t b0 = 0; b0 < nb; b0 += 32) {
+			uint32_t v = b0 + lane < nb ? blk[b0 + lane] : 0;
+			uint32_t incl = warp_inclusive_sum(v, lane);
+			if (b0 + lane < nb)
+				blk[b0 + lane] = carry + incl - v;
+			carry += __shfl_sync(0xffffffffu, incl, 31);
+		}
+		if (lane == 0) {
+			total = carry;
+			if (streams_at + carry + n != len)
+				my |= EXPRANS_GPU_BAD_LANES;
+		}
+	}
+	if (__syncthreads_or(my))
+		goto out;
+
+	if (b < nb) {
+		const uint8_t *sm = p + streams_at + total;
+		uint32_t l = ld16(p + HEADER + 2 * (b * LANES + lane));
+		uint32_t start = (uint32_t)streams_at + blk[b] + warp_inclusive_sum(l, lane) - l;
+		uint32_t stop = start + l, off = start + 4;
+		uint32_t x = ld16(p + start) | ld16(p + start + 2) << 16;
+		uint64_t first = b * BLOCK, end = n < first + BLOCK ? n : first + BLOCK;
+		uint32_t steps = (uint32_t)((end - first + LANES - 1) / LANES);
+		if (first + lane < end && x < RANS_L)
+			my |= EXPRANS_GPU_BAD_START;
+		/* The sign|mantissa bytes of the next AHEAD steps are loaded
+		 * while these AHEAD are decoded: the loads' latency is hidden
+		 * even with few warps on the SM (a small layer). */
+		uint32_t cur[AHEAD], nxt[AHEAD];
+#pragma unroll
+		for (unsigned s = 0; s < AHEAD; s++) {
+			uint64_t i = first + (uint64_t)s * LANES + lane;
+			cur[s] = i < end ? sm[i] : 0;
+		}
+		for (uint32_t k0 = 0; k0 < steps; k0 += AHEAD) {
+#pragma unroll
+			for (unsigned s = 0; s < AHEAD; s++) {
+				uint64_t i = first + (uint64_t)(k0 + AHEAD + s) * LANES + lane;
+				nxt[s] = i < end ? sm[i] : 0;
+			}
+#pragma unroll
+			for (unsigned s = 0; s < AHEAD; s++) {
+				uint64_t i = first + (uint64_t)(k0 + s) * LANES + lane;
+				if (i >= end)
+					break;
+				uint32_t e = tab[x & (PROB - 1)];
+				uint32_t y = ((e & 0xfffu) + 1) * (x >> 12) + ((e >> 12) & 0xfffu);
+				if (y < RANS_L) {
+					if (off < stop) {
+						y = y << 16 | ld16(p + off);
+						off += 2;
+					} else {
+						my |= EXPRANS_GPU_OVERRUN;
+						y <<= 16;
+					}
+				}
+				x = y;
+				uint32_t v = cur[s];
+				J.out[i] = (uint16_t)((v & 0x80u) << 8 | (e >> 24) << 7 | (v & 0x7fu));
+			}
+#pragma unroll
+			for (unsigned s = 0; s < AHEAD; s++)
+				cur[s] = nxt[s];
+		}
+		if (off != stop || x != RANS_L)
+			my |= EXPRANS_GPU_BAD_END;
+	}
+out:
+	if (my)
+		atomicOr(&bad, my);
+	__syncthreads();
+	if (t == 0 && bad)
+		atomicOr(&status[blockIdx.x], bad);
+}
+
+extern "C" int exprans_gpu_decode(const struct exprans_gpu_job *jobs, unsigned n_jobs,
+				  uint64_t max_n, uint32_t *status, void *stream)
+{
+	if (n_jobs == 0)
+		return 0;
+	if (max_n > EXPRANS_GPU_MAX_VALUES)   /* those jobs fail TOO_BIG: no more parts */
+		max_n = EXPRANS_GPU_MAX_VALUES;
+	uint64_t blocks = (max_n + BLOCK - 1) / BLOCK;
+	dim3 grid(n_jobs, (unsigned)((blocks + WARPS - 1) / WARPS) + (blocks == 0));
+	cudaError_t rc = cudaMemsetAsync(status, 0, n_jobs * sizeof(*status), (cudaStream_t)stream);
+	if (rc != cudaSuccess)
+		return (int)rc;
+	exprans_decode_kernel<<<grid, THREADS, 0, (cudaStream_t)stream>>>(jobs, status);
+	return (int)cudaGetLastError();
+}
+
+extern "C" const char *exprans_gpu_status_text(uint32_t s)
+{
+	if (s & EXPRANS_GPU_BAD_HEADER)
+		return "header: too short, misaligned, or another number of values";
+	if (s & EXPRANS_GPU_TOO_BIG)
+		return "more values than the GPU decoder takes in one chunk";
+	if (s & EXPRANS_GPU_BAD_FREQ)
+		return "frequencies do not sum to 4096";
+	if (s & EXPRANS_GPU_BAD_LANES)
+		return "lane lengths do not fit the stream";
+	if (s & EXPRANS_GPU_BAD_START)
+		return "a lane starts below 2^16";
+	if (s & EXPRANS_GPU_OVERRUN)
+		return "a lane reads past its stream";
+	if (s & EXPRANS_GPU_BAD_END)
+		return "a lane does not end where it should (corrupt stream)";
+	return s ? "unknown status" : "ok";
+}

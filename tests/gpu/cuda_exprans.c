@@ -1,0 +1,213 @@
+/* The CUDA EXPRANS decoder against the C reference: every kind of bf16
+ * data (Gaussian, heavy-tailed, one exponent, NaN/Inf/subnormals, random
+ * bits) at odd sizes (0, 1, 2, a lane +-1, a block +-1, several blocks, a
+ * 2 MiB chunk), all in one launch, decodes byte for byte as the CPU does
+ * with status 0.  Damaged streams (bytes flipped in the header, lane table
+ * and lanes; truncated; a wrong value count; a misaligned start; a chunk
+ * too large) are rejected exactly when the reference rejects them, and
+ * decode identically when it accepts them.  Skips (77) without a GPU. */
+#include <cuda_runtime_api.h>
+
+#include "../codec/codec_test.h"
+#include "../codec/bf16_data.h"
+#include "pack/exprans/exprans.h"
+#include "pack/exprans/exprans_gpu.h"
+
+#define CUDA_OK(call)                                                              \
+	do {                                                                        \
+		cudaError_t e_ = (call);                                            \
+		if (e_ != cudaSuccess) {                                            \
+			fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #call, \
+				cudaGetErrorString(e_));                            \
+			exit(1);                                                    \
+		}                                                                   \
+	} while (0)
+
+struct stream {
+	uint8_t *enc;       /* host copy of the stored bytes */
+	size_t len;
+	uint64_t n;         /* values the job claims */
+	uint64_t at;        /* offset in the device input buffer */
+	int cpu_rc;
+	uint16_t *cpu;      /* the reference's output (when it accepts) */
+};
+
+/* Decode every stream on the GPU in one launch: outputs and status back. */
+static void gpu_decode(struct stream *s, unsigned k, unsigned misalign_last, uint16_t **out,
+		       uint32_t *status)
+{
+	uint64_t in_total = 0, out_total = 0, max_n = 0;
+	for (unsigned i = 0; i < k; i++) {
+		if (s[i].n <= EXPRANS_GPU_MAX_VALUES && s[i].n > max_n)
+			max_n = s[i].n;   /* a larger one fails before decoding */
+		s[i].at = in_total + (i == k - 1 ? misalign_last : 0);
+		in_total = (s[i].at + s[i].len + 15) & ~15ull;
+		out_total += (s[i].n * 2 + 15) & ~15ull;
+	}
+	uint8_t *din, *dout;
+	uint32_t *dstatus;
+	struct exprans_gpu_job *jobs = calloc(k, sizeof(*jobs)), *djobs;
+	CHECK(jobs);
+	CUDA_OK(cudaMalloc((void **)&din, in_total + 16));
+	CUDA_OK(cudaMalloc((void **)&dout, out_total + 16));
+	CUDA_OK(cudaMalloc((void **)&dstatus, k * sizeof(uint32_t)));
+	CUDA_OK(cudaMalloc((void **)&djobs, k * sizeof(*jobs)));
+	CUDA_OK(cudaMemset(dout, 0xee, out_total + 16));
+	CUDA_OK(cudaMemset(dstatus, 0xff, k * sizeof(uint32_t)));   /* the decoder sets them */
+	uint64_t o = 0;
+	for (unsigned i = 0; i < k; i++) {
+		CUDA_OK(cudaMemcpy(din + s[i].at, s[i].enc, s[i].len, cudaMemcpyHostToDevice));
+		jobs[i] = (struct exprans_gpu_job){ din + s[i].at, (uint16_t *)(dout + o), s[i].len,
+						    s[i].n };
+		o += (s[i].n * 2 + 15) & ~15ull;
+	}
+	CUDA_OK(cudaMemcpy(djobs, jobs, k * sizeof(*jobs), cudaMemcpyHostToDevice));
+	CHECK_RC(exprans_gpu_decode(djobs, k, max_n, dstatus, NULL), 0);
+	CUDA_OK(cudaDeviceSynchronize());
+	CUDA_OK(cudaMemcpy(status, dstatus, k * sizeof(uint32_t), cudaMemcpyDeviceToHost));
+	for (unsigned i = 0; i < k; i++) {
+		out[i] = malloc(s[i].n * 2 + 2);
+		CHECK(out[i]);
+		CUDA_OK(cudaMemcpy(out[i], jobs[i].out, s[i].n * 2, cudaMemcpyDeviceToHost));
+	}
+	cudaFree(din);
+	cudaFree(dout);
+	cudaFree(dstatus);
+	cudaFree(djobs);
+	free(jobs);
+}
+
+static void reference(struct stream *s)
+{
+	struct wsp_err err;
+	wsp_err_init(&err);
+	s->cpu = malloc(s->n * 2 + 2);
+	CHECK(s->cpu);
+	s->cpu_rc = exprans_decode_bf16(s->enc, s->len, s->cpu, s->n, &err);
+	wsp_err_destroy(&err);
+}
+
+static struct stream encode(uint64_t n, enum kind kind)
+{
+	struct stream s = { 0 };
+	uint16_t *v = malloc(n * 2 + 2);
+	size_t cap = exprans_bound(n);
+	s.enc = malloc(cap);
+	CHECK(v && s.enc);
+	fill(v, n, kind);
+	int64_t len = exprans_encode_bf16(v, n, s.enc, cap);
+	CHECK(len > 0);
+	s.len = (size_t)len;
+	s.n = n;
+	free(v);
+	return s;
+}
+
+int main(void)
+{
+	int devs = 0;
+	cudaError_t crc = cudaGetDeviceCount(&devs);
+	if (crc != cudaSuccess || devs == 0)
+		SKIP("no CUDA device (%s)", crc != cudaSuccess ? cudaGetErrorString(crc) : "count 0");
+
+	/* Good streams: every kind, odd sizes. */
+	static const uint64_t sizes[] = { 0, 1, 2, 3, 31, 32, 33, 1000, 32767, 32768, 32769,
+					  65541, 300000, 1u << 20 };
+	enum { KINDS = 5, NS = sizeof(sizes) / sizeof(sizes[0]) };
+	struct stream good[KINDS * NS];
+	unsigned k = 0;
+	for (int kind = 0; kind < KINDS; kind++)
+		for (unsigned i = 0; i < NS; i++) {
+			good[k] = encode(sizes[i], (enum kind)kind);
+			reference(&good[k]);
+			CHECK_RC(good[k].cpu_rc, 0);
+			k++;
+		}
+	uint16_t *out[KINDS * NS];
+	uint32_t status[KINDS * NS];
+	gpu_decode(good, k, 0, out, status);
+	uint64_t values = 0;
+	for (unsigned i = 0; i < k; i++) {
+		if (status[i])
+			fprintf(stderr, "stream %u (%llu values): %s\n", i,
+				(unsigned long long)good[i].n, exprans_gpu_status_text(status[i]));
+		CHECK(status[i] == 0);
+		CHECK(memcmp(out[i], good[i].cpu, good[i].n * 2) == 0);
+		values += good[i].n;
+		free(out[i]);
+	}
+	printf("%u good streams, %llu values: the GPU decodes each as the CPU does\n", k,
+	       (unsigned long long)values);
+
+	/* Damaged copies of a three-block Gaussian stream. */
+	enum { TRIALS = 3000 };
+	struct stream base = encode(70001, GAUSS), *bad = calloc(TRIALS + 3, sizeof(*bad));
+	CHECK(bad);
+	uint64_t body = base.len - base.n;   /* header, lane table, lanes: not sign|mantissa */
+	for (unsigned t = 0; t < TRIALS; t++) {
+		struct stream *s = &bad[t];
+		*s = base;
+		s->enc = malloc(base.len);
+		CHECK(s->enc);
+		memcpy(s->enc, base.enc, base.len);
+		if (t % 10 == 9) {
+			s->len = t_rand() % base.len;                   /* truncated */
+		} else {
+			unsigned flips = 1 + t_rand() % 3;
+			for (unsigned f = 0; f < flips; f++)
+				s->enc[t_rand() % body] ^= (uint8_t)(1u << (t_rand() % 8));
+		}
+	}
+	/* Whole and right, but claimed as another count; too many values. */
+	bad[TRIALS] = base;
+	bad[TRIALS].n = base.n + 1;
+	uint8_t huge[EXPRANS_HEADER + 64] = { 0 };
+	uint64_t too_many = EXPRANS_GPU_MAX_VALUES + 1;
+	memcpy(huge, &too_many, 4);
+	bad[TRIALS + 1] = (struct stream){ .enc = huge, .len = sizeof(huge), .n = too_many };
+	bad[TRIALS + 2] = base;   /* placed at an odd address */
+	unsigned nbad = TRIALS + 3;
+	for (unsigned t = 0; t < nbad; t++)
+		if (t != TRIALS + 1)
+			reference(&bad[t]);
+	bad[TRIALS + 1].cpu_rc = -1;
+	bad[TRIALS + 1].cpu = NULL;
+	uint16_t **bout = calloc(nbad, sizeof(*bout));
+	uint32_t *bstatus = calloc(nbad, sizeof(*bstatus));
+	CHECK(bout && bstatus);
+	gpu_decode(bad, nbad, 1, bout, bstatus);
+	unsigned rejected = 0, accepted = 0;
+	for (unsigned t = 0; t < TRIALS + 1; t++) {
+		int cpu_ok = bad[t].cpu_rc == 0, gpu_ok = bstatus[t] == 0;
+		if (cpu_ok != gpu_ok)
+			fprintf(stderr, "trial %u: CPU %d, GPU %s\n", t, bad[t].cpu_rc,
+				exprans_gpu_status_text(bstatus[t]));
+		CHECK(cpu_ok == gpu_ok);
+		if (cpu_ok)
+			CHECK(memcmp(bout[t], bad[t].cpu, bad[t].n * 2) == 0);
+		rejected += !gpu_ok;
+		accepted += gpu_ok;
+	}
+	CHECK(bstatus[TRIALS] & EXPRANS_GPU_BAD_HEADER);
+	CHECK(bstatus[TRIALS + 1] & EXPRANS_GPU_TOO_BIG);
+	CHECK(bstatus[TRIALS + 2] & EXPRANS_GPU_BAD_HEADER);
+	CHECK(rejected > TRIALS / 2);
+	printf("%u damaged streams: %u rejected, %u accepted (as by the CPU, same output)\n",
+	       TRIALS + 1, rejected, accepted);
+	for (unsigned t = 0; t < nbad; t++) {
+		free(bout[t]);
+		free(bad[t].cpu);
+		if (t < TRIALS)
+			free(bad[t].enc);
+	}
+	free(bout);
+	free(bstatus);
+	free(bad);
+	free(base.enc);
+	free(base.cpu);
+	for (unsigned i = 0; i < k; i++) {
+		free(good[i].enc);
+		free(good[i].cpu);
+	}
+	return 0;
+}
