@@ -18,8 +18,23 @@ struct hc_worker {
 	struct chunk_decoder *dec;
 	struct wsp_span *spans;
 	unsigned max_spans;
+	uint8_t *check;            /* a kept-stored chunk decoded here, to be checked */
 	struct wsp_err err;
 };
+
+/* Copy len bytes to offset `at` of the entry's pages. */
+static void to_pages(struct hcache *hc, struct hc_entry *e, uint64_t at, const uint8_t *src,
+		     uint64_t len)
+{
+	while (len) {
+		uint64_t pg = at / hc->page_bytes, in = at % hc->page_bytes;
+		uint64_t n = WSP_MIN(len, hc->page_bytes - in);
+		memcpy((uint8_t *)e->page_ptr[pg] + in, src, n);
+		at += n;
+		src += n;
+		len -= n;
+	}
+}
 
 void hc_pool_push(struct hcache *hc, struct hc_slice *s)
 {
@@ -46,7 +61,13 @@ static void run_job(struct hc_worker *w, struct hc_slice *s, uint64_t j)
 	const uint8_t *stored = hc->staging + (uint64_t)s->slot * hc->slot_bytes +
 				(c->offset - s->file_off);
 	unsigned n = 0;
-	uint64_t d = job->dst, left = c->raw_bytes;
+	uint64_t d = job->at, left = c->raw_bytes;
+	if (job->keep_stored) {
+		/* Decoded here only to be checked (the checksum is of the raw
+		 * bytes); the pages keep the stream for the GPU. */
+		w->spans[n++] = (struct wsp_span){ w->check, (size_t)c->raw_bytes };
+		left = 0;
+	}
 	while (left && n < w->max_spans) {
 		uint64_t pg = d / hc->page_bytes, in = d % hc->page_bytes;
 		uint64_t len = WSP_MIN(left, hc->page_bytes - in);
@@ -61,6 +82,8 @@ static void run_job(struct hc_worker *w, struct hc_slice *s, uint64_t j)
 	atomic_fetch_add(&hc->c_decode_ns, t1 - t0);
 	hc_trace(hc, WSP_STAGE_DECODE, s->layer, t0, t1, c->raw_bytes, (int)w->index);
 	if (rc >= 0) {
+		if (job->keep_stored)
+			to_pages(hc, e, job->at, stored, c->stored_bytes);
 		atomic_fetch_add(&hc->c_bytes_decoded, c->raw_bytes);
 		return;
 	}
@@ -129,7 +152,9 @@ int hc_pool_start(struct hcache *hc, struct wsp_err *err)
 		wsp_err_init(&w->err);
 		hc->n_workers = i + 1;   /* states to free */
 		w->spans = calloc(max_spans, sizeof(*w->spans));
-		if (!w->spans)
+		if (hc->cfg.keep_packed)
+			w->check = malloc(hc->max_chunk_raw ? hc->max_chunk_raw : 1);
+		if (!w->spans || (hc->cfg.keep_packed && !w->check))
 			return WSP_ERR(err, -ENOMEM, "host cache: out of memory for decode workers");
 		int rc = chunk_decoder_create(hc->max_chunk_raw, &w->dec);
 		if (rc < 0)
@@ -161,6 +186,7 @@ void hc_pool_stop(struct hcache *hc)
 	for (unsigned i = 0; ws && i < hc->n_workers; i++) {
 		chunk_decoder_free(ws[i].dec);
 		free(ws[i].spans);
+		free(ws[i].check);
 		wsp_err_destroy(&ws[i].err);
 	}
 	free(hc->workers);

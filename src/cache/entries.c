@@ -20,6 +20,50 @@ static int job_cmp(const void *a, const void *b, void *arg)
 	return x < y ? -1 : x > y;
 }
 
+/* Where each chunk of layer l lies in the cache: at its raw destination,
+ * or, when the layer is kept packed, one piece after another in file order
+ * (16-aligned), EXPRANS chunks as stored. */
+static void lay_out(struct hcache *hc, uint32_t l, uint64_t j1)
+{
+	const struct wspm_chunk *ch = hc->m->chunks;
+	uint64_t j0 = hc->layer_job0[l], at = 0;
+	int packed = 0;
+	for (uint64_t j = j0; hc->cfg.keep_packed && j < j1; j++)
+		packed |= ch[hc->jobs[j].chunk].codec == WSP_CODEC_EXPRANS;
+	for (uint64_t j = j0; j < j1; j++) {
+		struct hc_job *job = &hc->jobs[j];
+		const struct wspm_chunk *c = &ch[job->chunk];
+		job->keep_stored = packed && c->codec == WSP_CODEC_EXPRANS;
+		job->at = packed ? at : job->dst;
+		at = wsp_align_up(at + (job->keep_stored ? c->stored_bytes : c->raw_bytes), 16);
+	}
+	hc->layer_packed[l] = (uint8_t)packed;
+	hc->layer_bytes[l] = packed ? at : hc->m->layers[l].raw_bytes;
+}
+
+uint32_t hcache_pieces(const struct hcache *hc, uint32_t layer, struct hcache_piece *out,
+		       uint32_t max)
+{
+	if (!hc->layer_packed[layer])
+		return 0;
+	uint64_t j0 = hc->layer_job0[layer], j1 = hc->layer_job0[layer + 1];
+	uint32_t n = 0;
+	for (uint64_t j = j0; j < j1 && n < max; j++, n++) {
+		const struct hc_job *job = &hc->jobs[j];
+		const struct wspm_chunk *c = &hc->m->chunks[job->chunk];
+		out[n] = (struct hcache_piece){ .at = job->at, .dst = job->dst,
+						.stored = job->keep_stored ? c->stored_bytes : c->raw_bytes,
+						.raw = c->raw_bytes, .exprans = job->keep_stored,
+						.tensor = job->tensor, .index = job->index_in_tensor };
+	}
+	return n;
+}
+
+uint64_t hcache_layer_bytes(const struct hcache *hc, uint32_t layer)
+{
+	return hc->layer_bytes[layer];
+}
+
 /* Lay out every layer's chunks in file order with their destinations. */
 int hc_entries_init(struct hcache *hc, struct wsp_err *err)
 {
@@ -30,12 +74,15 @@ int hc_entries_init(struct hcache *hc, struct wsp_err *err)
 	hc->entries = calloc(hc->n_layers ? hc->n_layers : 1, sizeof(*hc->entries));
 	hc->layer_job0 = calloc((size_t)hc->n_layers + 1, sizeof(*hc->layer_job0));
 	hc->layer_zero_all = calloc(hc->n_layers ? hc->n_layers : 1, 1);
+	hc->layer_bytes = calloc(hc->n_layers ? hc->n_layers : 1, sizeof(*hc->layer_bytes));
+	hc->layer_packed = calloc(hc->n_layers ? hc->n_layers : 1, 1);
 	hc->jobs = malloc(bytes ? bytes : 1);
 	hc->cand = calloc(hc->n_layers ? hc->n_layers : 1, sizeof(*hc->cand));
 	hc->cand_pages = calloc(hc->n_layers ? hc->n_layers : 1, sizeof(*hc->cand_pages));
 	hc->deferred = calloc(hc->n_layers ? hc->n_layers : 1, sizeof(*hc->deferred));
 	hc->started = calloc(hc->n_layers ? hc->n_layers : 1, sizeof(*hc->started));
-	if (!hc->entries || !hc->cand || !hc->cand_pages || !hc->deferred || !hc->started || !hc->layer_job0 || !hc->layer_zero_all || !hc->jobs)
+	if (!hc->entries || !hc->cand || !hc->cand_pages || !hc->deferred || !hc->started || !hc->layer_job0 || !hc->layer_zero_all || !hc->jobs ||
+	    !hc->layer_bytes || !hc->layer_packed)
 		return WSP_ERR(err, -ENOMEM, "host cache: out of memory for the chunk table");
 
 	uint64_t j = 0;
@@ -70,9 +117,10 @@ int hc_entries_init(struct hcache *hc, struct wsp_err *err)
 		if (!sorted)
 			qsort_r(hc->jobs + hc->layer_job0[l], j - hc->layer_job0[l],
 				sizeof(struct hc_job), job_cmp, (void *)m->chunks);
+		lay_out(hc, l, j);
 		wsp_err_init(&e->err);
 		e->err_init = 1;
-		uint64_t np = (L->raw_bytes + hc->page_bytes - 1) / hc->page_bytes;
+		uint64_t np = (hc->layer_bytes[l] + hc->page_bytes - 1) / hc->page_bytes;
 		e->n_pages = (uint32_t)np;   /* bounded by n_pages: checked at create */
 		e->page_idx = calloc(np ? np : 1, sizeof(*e->page_idx));
 		e->page_ptr = calloc(np ? np : 1, sizeof(*e->page_ptr));
@@ -101,6 +149,8 @@ void hc_entries_fini(struct hcache *hc)
 	free(hc->jobs);
 	free(hc->layer_job0);
 	free(hc->layer_zero_all);
+	free(hc->layer_bytes);
+	free(hc->layer_packed);
 }
 
 /* Return an entry's pages to the free stack (lock held). */
@@ -265,6 +315,8 @@ static void fill_ref(struct hcache *hc, uint32_t layer, struct hcache_ref *ref)
 	ref->pages = e->page_ptr;
 	ref->page_bytes = hc->page_bytes;
 	ref->raw_bytes = hc->m->layers[layer].raw_bytes;
+	ref->bytes = hc->layer_bytes[layer];
+	ref->packed = hc->layer_packed[layer];
 }
 
 /* Take the reference on a VALID entry (lock held). */

@@ -79,7 +79,7 @@ static int check_fits(struct hcache *hc, uint64_t budget, uint64_t asked, uint64
 	uint64_t pages = budget / hc->page_bytes, most = 0;
 	uint32_t big = 0;
 	for (uint32_t l = 0; l < hc->n_layers; l++) {
-		uint64_t need = (hc->m->layers[l].raw_bytes + hc->page_bytes - 1) / hc->page_bytes;
+		uint64_t need = (hc->layer_bytes[l] + hc->page_bytes - 1) / hc->page_bytes;
 		if (need > most) {
 			most = need;
 			big = l;
@@ -98,7 +98,7 @@ static int check_fits(struct hcache *hc, uint64_t budget, uint64_t asked, uint64
 			       "host cache: layer %s needs %s (%" PRIu64 " pages of %s) but the budget "
 			       "holds %" PRIu64 " pages (%s%s); the host cache needs at least %s",
 			       hc_layer_name(hc, big),
-			       wsp_format_size(hc->m->layers[big].raw_bytes, a, sizeof(a)), most,
+			       wsp_format_size(hc->layer_bytes[big], a, sizeof(a)), most,
 			       wsp_format_size(hc->page_bytes, b, sizeof(b)), pages,
 			       wsp_format_size(pages * hc->page_bytes, c, sizeof(c)), why,
 			       wsp_format_size(least, d, sizeof(d)));
@@ -147,15 +147,16 @@ int hcache_create(const struct hcache_config *cfg, struct wsp_pack_s *pk, struct
 	if (rc < 0)
 		goto fail;
 	unsigned workers = cfg->decode_threads ? cfg->decode_threads : wsp_cpu_count();
+	/* A decoder's buffers; a second chunk to check kept-stored chunks in. */
+	uint64_t per_worker = hc->max_chunk_raw * (cfg->keep_packed ? 2 : 1) + HC_DECODER_OVERHEAD;
 	if (cfg->budget_total && cfg->budget_bytes && !cfg->decode_threads) {
 		/* Within a total budget the decoders' buffers take at most an
 		 * eighth of it too: fewer decode threads (at least one). */
-		uint64_t fit = cfg->budget_bytes / 8 / (hc->max_chunk_raw + HC_DECODER_OVERHEAD);
+		uint64_t fit = cfg->budget_bytes / 8 / per_worker;
 		workers = (unsigned)WSP_MAX(WSP_MIN(fit, (uint64_t)workers), 1);
 		hc->cfg.decode_threads = workers;   /* what the pool starts */
 	}
-	uint64_t reserve = cfg->reserve_bytes + hc_staging_plan(hc) +
-			   (uint64_t)workers * (hc->max_chunk_raw + HC_DECODER_OVERHEAD);
+	uint64_t reserve = cfg->reserve_bytes + hc_staging_plan(hc) + (uint64_t)workers * per_worker;
 	uint64_t want = cfg->budget_bytes;
 	if (cfg->budget_total && want)   /* the cache gets what the rest leaves */
 		want = want > reserve ? want - reserve : 0;

@@ -37,6 +37,11 @@ struct hcache_config {
 	                               decoders' buffers and reserve_bytes: the
 	                               cache gets what is left; staging is then
 	                               at most budget_bytes / 8 unless given */
+	/* Keep layers packed: their EXPRANS chunks stay as stored (checked
+	 * on the host at load, decoded again by the GPU at each slot fill),
+	 * their other chunks decoded; see hcache_pieces.  Off for the host
+	 * device, which has nothing else to decode with. */
+	int keep_packed;
 	enum wsp_policy policy;
 	struct io_config io;
 	struct predictor *predictor;   /* may be NULL (then LRU order) */
@@ -59,15 +64,35 @@ struct hcache_config {
 	void *notice_ctx;
 };
 
-/* A reference to a valid entry: the layer's decoded bytes are pages[k] for
- * offsets [k*page_bytes, (k+1)*page_bytes) of its raw layout. */
+/* A reference to a valid entry: its bytes are pages[k] for offsets
+ * [k*page_bytes, (k+1)*page_bytes) of its form in the cache: the layer's
+ * raw layout, or when `packed` the pieces hcache_pieces lists. */
 struct hcache_ref {
 	uint32_t layer;
 	uint32_t n_pages;
 	void *const *pages;
 	uint64_t page_bytes;
-	uint64_t raw_bytes;
+	uint64_t raw_bytes;         /* the layer's raw size */
+	uint64_t bytes;             /* bytes in the pages: raw_bytes unless packed */
+	int packed;
 };
+
+/* A packed layer in the cache: piece i holds chunk i's bytes (in file
+ * order) at `at`, 16-aligned; `exprans` pieces are the stored stream of
+ * `raw` bytes of bf16 values, the others the raw bytes themselves.  They
+ * go to `dst` of the layer's raw layout; the bytes of that layout no piece
+ * covers (padding) are zero. */
+struct hcache_piece {
+	uint64_t at, dst, stored, raw;
+	int exprans;
+	uint32_t tensor, index;     /* global tensor index, chunk in it (messages) */
+};
+/* The layer's pieces into out[0..max): returns their number, 0 when the
+ * layer is not kept packed. */
+uint32_t hcache_pieces(const struct hcache *hc, uint32_t layer, struct hcache_piece *out,
+		       uint32_t max);
+/* Bytes a layer takes in the cache (its packed size, or raw). */
+uint64_t hcache_layer_bytes(const struct hcache *hc, uint32_t layer);
 
 /*
  * hits: gets that found the layer present (valid, or loading already) and so

@@ -27,6 +27,8 @@ enum hc_state { HC_ABSENT = 0, HC_LOADING, HC_VALID };
 struct hc_job {
 	uint64_t chunk;            /* index into the manifest's chunks */
 	uint64_t dst;              /* offset in the layer's raw layout */
+	uint64_t at;               /* offset in the cached form (dst unless packed) */
+	int keep_stored;           /* packed layer, EXPRANS chunk: kept as stored */
 	uint32_t tensor;           /* global tensor index (dtype, messages) */
 	uint32_t index_in_tensor;  /* for messages */
 };
@@ -106,6 +108,8 @@ struct hcache {
 	struct hc_job *jobs;       /* all layers' jobs, in file order per layer */
 	uint64_t *layer_job0;      /* n_layers + 1 */
 	uint8_t *layer_zero_all;   /* tensors not in layer_offset order: memset all */
+	uint64_t *layer_bytes;     /* bytes in the cache: packed size, or raw */
+	uint8_t *layer_packed;     /* kept packed (cfg.keep_packed and an EXPRANS chunk) */
 	struct evict_cand *cand;   /* n_layers, scratch of make_room */
 	uint64_t *cand_pages;      /* n_layers, pages of each candidate */
 	uint32_t *deferred;        /* prefetches waiting for pinned pages, in order */

@@ -178,7 +178,8 @@ static void run_load(struct hcache *hc, struct hc_entry *e)
 	const struct wspm_chunk *ch = hc->m->chunks;
 	uint64_t j = hc->layer_job0[layer], j1 = hc->layer_job0[layer + 1];
 
-	zero_gaps(hc, layer, e);
+	if (!hc->layer_packed[layer])   /* a packed layer's padding is the GPU's to zero */
+		zero_gaps(hc, layer, e);
 	while (j < j1) {
 		if (atomic_load(&e->status) != 0)
 			break;

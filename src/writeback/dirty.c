@@ -298,6 +298,8 @@ int dirty_get(struct dirty *dt, uint32_t layer, struct hcache_ref *ref, struct w
 		ref->pages = b->page;
 		ref->page_bytes = b->bytes;
 		ref->raw_bytes = dt->pk->layers[layer].raw_bytes;
+		ref->bytes = ref->raw_bytes;
+		ref->packed = 0;
 		rc = 1;
 	}
 	pthread_mutex_unlock(&dt->lock);

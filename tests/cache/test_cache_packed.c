@@ -1,0 +1,133 @@
+/* keep_packed: the host tier keeps an EXPRANS pack's chunks as stored.
+ * Each layer takes fewer bytes than raw; its pieces (hcache_pieces), each
+ * decoded with the C reference (or copied when raw) to its destination,
+ * give exactly the pack's tensors with zero padding; a chunk whose stream
+ * is intact but whose bytes were changed (sign|mantissa, which only the
+ * checksum covers) still fails the load with WSP_ECHECKSUM, since the host
+ * checks every chunk before keeping it.  Without keep_packed the same pack
+ * is cached raw. */
+#include <fcntl.h>
+#include "cache_test.h"
+#include "pack/exprans/exprans.h"
+
+/* The layer's raw layout rebuilt from its packed pieces. */
+static void unpack_on_host(struct hcache *hc, const struct hcache_ref *ref, uint8_t *raw)
+{
+	struct hcache_piece pc[256];
+	uint32_t n = hcache_pieces(hc, ref->layer, pc, 256);
+	CHECK(n > 0 && n < 256);
+	memset(raw, 0, ref->raw_bytes);
+	for (uint32_t i = 0; i < n; i++) {
+		CHECK(pc[i].at % 16 == 0 && pc[i].at + pc[i].stored <= ref->bytes);
+		CHECK(pc[i].dst + pc[i].raw <= ref->raw_bytes);
+		uint8_t *stored = malloc(pc[i].stored ? pc[i].stored : 1);
+		CHECK(stored);
+		ct_copy_out(ref, pc[i].at, stored, pc[i].stored);
+		if (pc[i].exprans) {
+			struct wsp_err err;
+			wsp_err_init(&err);
+			CHECK_RC(exprans_decode_bf16(stored, pc[i].stored, (uint16_t *)(raw + pc[i].dst),
+						     pc[i].raw / 2, &err), 0);
+			wsp_err_destroy(&err);
+		} else {
+			CHECK(pc[i].stored == pc[i].raw);
+			memcpy(raw + pc[i].dst, stored, pc[i].raw);
+		}
+		free(stored);
+	}
+}
+
+static int check_raw(const struct t_pack_spec *spec, struct wsp_pack_s *pk, uint32_t layer,
+		     const uint8_t *raw)
+{
+	const struct wsp_manifest *m = &pk->m;
+	const struct wspm_layer *L = &m->layers[layer];
+	uint8_t *want = calloc(1, L->raw_bytes);
+	CHECK(want);
+	for (uint32_t t = L->first_tensor; t < L->first_tensor + L->n_tensors; t++) {
+		const struct wspm_tensor *T = &m->tensors[t];
+		t_expected_tensor(spec, ct_tensor_number(spec, wspm_str(m, T->name_off)),
+				  want + T->layer_offset, T->raw_bytes);
+	}
+	int bad = memcmp(want, raw, L->raw_bytes) != 0;
+	free(want);
+	return bad;
+}
+
+int main(void)
+{
+	const char *root = t_scratch("cache-packed");
+	char dir[600];
+	snprintf(dir, sizeof(dir), "%s/pack", root);
+	struct t_pack_spec spec = {
+		.layers = 3, .tensors_per_layer = 3, .tensor_bytes = 100002,
+		.compressible = 1, .codec = WSP_CODEC_EXPRANS, .chunk_bytes = 32768,
+	};
+	CHECK_RC(t_make_pack(dir, &spec), 0);
+	struct wsp_pack_s *pk = ct_open_pack(dir);
+	const struct wsp_manifest *m = &pk->m;
+	struct hcache_config cfg;
+	struct hcache *hc;
+	struct hcache_ref ref;
+	struct wsp_err err;
+	wsp_err_init(&err);
+
+	for (int packed = 1; packed >= 0; packed--) {
+		ct_config(&cfg, WSP_IO_PREAD, 64ull << 20, 4096);
+		cfg.keep_packed = packed;
+		CHECK_RC(hcache_create(&cfg, pk, &hc, &err), 0);
+		uint64_t raw_total = 0, kept = 0;
+		for (uint32_t l = 0; l < m->hdr->n_layers; l++) {
+			CHECK_RC(hcache_get(hc, l, &ref, &err), 0);
+			CHECK(ref.packed == packed);
+			CHECK(ref.bytes == hcache_layer_bytes(hc, l));
+			raw_total += ref.raw_bytes;
+			kept += ref.bytes;
+			if (packed) {
+				uint8_t *raw = malloc(ref.raw_bytes);
+				CHECK(raw);
+				unpack_on_host(hc, &ref, raw);
+				CHECK(check_raw(&spec, pk, l, raw) == 0);
+				free(raw);
+			} else {
+				CHECK(ref.bytes == ref.raw_bytes && hcache_pieces(hc, l, NULL, 0) == 0);
+				CHECK(ct_check_layer(&spec, pk, &ref) == 0);
+			}
+			hcache_put(hc, &ref);
+		}
+		printf("%s: %" PRIu64 " bytes in the cache for %" PRIu64 " raw (%.3fx)\n",
+		       packed ? "packed" : "raw", kept, raw_total, (double)raw_total / (double)kept);
+		CHECK(packed ? kept * 14 < raw_total * 10 : kept == raw_total);
+		hcache_destroy(hc);
+	}
+
+	/* A sign|mantissa byte of layer 1's first chunk changed: the stream
+	 * still decodes, only the checksum sees it. */
+	const struct wspm_layer *L = &m->layers[1];
+	const struct wspm_chunk *c = &m->chunks[m->tensors[L->first_tensor].first_chunk];
+	CHECK(c->codec == WSP_CODEC_EXPRANS);
+	char shard[700];
+	pack_shard_path(pk, L->shard, shard, sizeof(shard));
+	int fd = open(shard, O_RDWR);
+	unsigned char b;
+	uint64_t at = c->offset + c->stored_bytes - 1;   /* the last value's sign|mantissa */
+	CHECK(fd >= 0 && pread(fd, &b, 1, (off_t)at) == 1);
+	b ^= 0x01;
+	CHECK(pwrite(fd, &b, 1, (off_t)at) == 1 && fsync(fd) == 0);
+	close(fd);
+	ct_config(&cfg, WSP_IO_PREAD, 64ull << 20, 4096);
+	cfg.keep_packed = 1;
+	CHECK_RC(hcache_create(&cfg, pk, &hc, &err), 0);
+	int rc = hcache_get(hc, 1, &ref, &err);
+	printf("changed byte in a packed layer: %s\n", err.msg);
+	CHECK_RC(rc, WSP_ECHECKSUM);
+	CHECK(strstr(err.msg, wspm_str(m, L->name_off)) != NULL);
+	CHECK_RC(hcache_get(hc, 0, &ref, &err), 0);
+	hcache_put(hc, &ref);
+	hcache_destroy(hc);
+
+	pack_close(pk);
+	wsp_err_destroy(&err);
+	t_rmrf(root);
+	return 0;
+}
