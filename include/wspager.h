@@ -302,6 +302,12 @@ struct wsp_options {
  * budget: fewer decode threads, unless decode_threads is set) and, on
  * WSP_DEVICE_HOST, the slots; the cache gets what is left (added in 0.2). */
 #define WSP_OPEN_HOST_TOTAL 8u
+/* Decode every chunk on the host and keep layers raw in the host tier.  By
+ * default, with a GPU, the host tier keeps EXPRANS chunks (wspack(5),
+ * codec 2) as stored, ~1.5x smaller, after checking them, and the GPU
+ * decodes them at each slot fill, so the link carries fewer bytes (added
+ * in 0.2). */
+#define WSP_OPEN_HOST_DECODE 16u
 
 /* Fill `opt` with the defaults above. */
 void wsp_options_init(struct wsp_options *opt);

@@ -18,7 +18,8 @@
 #                               (bench/torch_offload.py, torch_rss.py, torch_train.py),
 #                               torch-rss (only the latter), train-bench
 #                               (bench/torch_train.py), codec-bench
-#                               (bench/exprans_bench); all of them when
+#                               (bench/exprans_bench, gpu_bench with zstd
+#                               and exprans packs); all of them when
 #                               none is named.  Logs go to $OUT (or
 #                               .gpu-lane/out); a table is printed last.
 set -u
@@ -113,7 +114,12 @@ run() {
 	case $parts in *" bench "*) lane_bench ;; esac
 	case $parts in *" bench "*|*" codec-bench "*)
 		step bench-exprans 400 "$lane/bench/exprans_bench"
-		echo "== bench-exprans"; tail -n 16 "$out/bench-exprans.log" ;;
+		mkdir -p "$work/gpu-exprans" "$work/gpu-zstd"
+		step bench-gpu-zstd 400 "$lane/bench/gpu_bench" --dir "$work/gpu-zstd"
+		step bench-gpu-exprans 400 "$lane/bench/gpu_bench" --codec exprans --dir "$work/gpu-exprans"
+		for f in bench-exprans bench-gpu-zstd bench-gpu-exprans; do
+			echo "== $f"; tail -n 16 "$out/$f.log"
+		done ;;
 	esac
 	case $parts in *" torch-bench "*)
 		step bench-torch 540 "${py_env[@]}" python3 "$top/bench/torch_offload.py" --dir "$work/torch" \

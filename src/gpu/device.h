@@ -29,10 +29,13 @@ struct dev;
 struct dev_event;
 
 /* Where an event is recorded or waited for: the user's stream (passed
- * beside), the copy stream (host -> GPU) or the write-back stream (GPU ->
- * host).  The two library streams are apart so gradients leaving the GPU
- * never queue behind weights coming in. */
-enum dev_queue { DEV_Q_USER = 0, DEV_Q_COPY = 1, DEV_Q_BACK = 2 };
+ * beside), the copy stream (host -> GPU), the write-back stream (GPU ->
+ * host) or the decode stream (packed layers into slots).  The library's
+ * streams are apart so gradients leaving the GPU never queue behind weights
+ * coming in, and the next layer's copy runs while this one decodes. */
+enum dev_queue { DEV_Q_USER = 0, DEV_Q_COPY = 1, DEV_Q_BACK = 2, DEV_Q_DECODE = 3 };
+
+struct exprans_gpu_job;
 
 struct dev_ops {
 	const char *name;
@@ -61,8 +64,14 @@ struct dev_ops {
 	 * for the copy to be asynchronous). */
 	int (*copy_d2h)(struct dev *d, void *dst, const void *src, uint64_t len,
 			struct wsp_err *err);
-	/* Wait for everything enqueued on the copy stream. */
+	/* Wait for everything enqueued on the copy and decode streams. */
 	int (*sync_copy)(struct dev *d, struct wsp_err *err);
+	/* On the decode stream: run jobs[0..n_jobs) (device memory) from `in`
+	 * to `out` (src/pack/exprans/exprans_gpu.h), then copy their n_jobs
+	 * status words to status_host (pinned).  NULL without a GPU. */
+	int (*unpack)(struct dev *d, const void *in, void *out, const struct exprans_gpu_job *jobs,
+		      unsigned n_jobs, uint64_t max_out, uint32_t *status_dev,
+		      uint32_t *status_host, struct wsp_err *err);
 	int (*pin)(struct dev *d, void *p, uint64_t len, struct wsp_err *err);
 	void (*unpin)(struct dev *d, void *p);
 };

@@ -16,10 +16,12 @@
 #include <cuda_runtime_api.h>
 
 #include "gpu/device.h"
+#include "pack/exprans/exprans_gpu.h"
 
 struct cuda_priv {
 	cudaStream_t copy;   /* host -> GPU */
 	cudaStream_t back;   /* GPU -> host (write-back) */
+	cudaStream_t decode; /* packed layers into slots */
 };
 
 struct dev_event {
@@ -59,7 +61,8 @@ static cudaStream_t copy_stream(struct dev *d)
 static cudaStream_t queue_stream(struct dev *d, int q, void *stream)
 {
 	struct cuda_priv *cp = d->priv;
-	return q == DEV_Q_COPY ? cp->copy : q == DEV_Q_BACK ? cp->back : (cudaStream_t)stream;
+	return q == DEV_Q_COPY ? cp->copy : q == DEV_Q_BACK ? cp->back :
+	       q == DEV_Q_DECODE ? cp->decode : (cudaStream_t)stream;
 }
 
 static void cuda_close(struct dev *d)
@@ -73,6 +76,10 @@ static void cuda_close(struct dev *d)
 			if (cp->back) {
 				(void)cudaStreamSynchronize(cp->back);
 				(void)cudaStreamDestroy(cp->back);
+			}
+			if (cp->decode) {
+				(void)cudaStreamSynchronize(cp->decode);
+				(void)cudaStreamDestroy(cp->decode);
 			}
 			leave(d, prev);
 		}
@@ -243,9 +250,31 @@ static int cuda_sync_copy(struct dev *d, struct wsp_err *err)
 	int prev, ret;
 	if ((ret = enter(d, &prev, err)) < 0)
 		return ret;
+	/* The decode stream writes slots too (after the copy stream). */
 	cudaError_t rc = cudaStreamSynchronize(copy_stream(d));
+	if (rc == cudaSuccess)
+		rc = cudaStreamSynchronize(queue_stream(d, DEV_Q_DECODE, NULL));
 	leave(d, prev);
-	return rc == cudaSuccess ? 0 : CU_ERR(err, rc, "cudaStreamSynchronize(copy stream)");
+	return rc == cudaSuccess ? 0 : CU_ERR(err, rc, "cudaStreamSynchronize(copy and decode streams)");
+}
+
+static int cuda_unpack(struct dev *d, const void *in, void *out, const struct exprans_gpu_job *jobs,
+		       unsigned n_jobs, uint64_t max_out, uint32_t *status_dev,
+		       uint32_t *status_host, struct wsp_err *err)
+{
+	int prev, ret;
+	if ((ret = enter(d, &prev, err)) < 0)
+		return ret;
+	cudaStream_t s = queue_stream(d, DEV_Q_DECODE, NULL);
+	cudaError_t rc = (cudaError_t)exprans_gpu_decode(in, out, jobs, n_jobs, max_out, status_dev, s);
+	const char *what = "the decode kernel's launch";
+	if (rc == cudaSuccess) {
+		rc = cudaMemcpyAsync(status_host, status_dev, n_jobs * sizeof(*status_dev),
+				     cudaMemcpyDeviceToHost, s);
+		what = "cudaMemcpyAsync (decode status)";
+	}
+	leave(d, prev);
+	return rc == cudaSuccess ? 0 : CU_ERR(err, rc, what);
 }
 
 static int cuda_pin(struct dev *d, void *p, uint64_t len, struct wsp_err *err)
@@ -288,6 +317,7 @@ static const struct dev_ops cuda_ops = {
 	.copy_h2d = cuda_copy_h2d,
 	.copy_d2h = cuda_copy_d2h,
 	.sync_copy = cuda_sync_copy,
+	.unpack = cuda_unpack,
 	.pin = cuda_pin,
 	.unpin = cuda_unpin,
 };
@@ -334,6 +364,13 @@ int dev_cuda_open(int ordinal, struct dev **out, struct wsp_err *err)
 		rc = cudaStreamCreateWithFlags(&cp->back, cudaStreamNonBlocking);
 		if (rc != cudaSuccess)
 			(void)cudaStreamDestroy(cp->copy);
+	}
+	if (rc == cudaSuccess) {
+		rc = cudaStreamCreateWithFlags(&cp->decode, cudaStreamNonBlocking);
+		if (rc != cudaSuccess) {
+			(void)cudaStreamDestroy(cp->copy);
+			(void)cudaStreamDestroy(cp->back);
+		}
 	}
 	leave(d, prev);
 	if (rc != cudaSuccess) {

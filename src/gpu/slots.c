@@ -5,6 +5,7 @@
 
 #include "common/util.h"
 #include "gpu/slots.h"
+#include "gpu/unpack.h"
 
 /* Pieces of one cudaMemcpyAsync: adjacent cache pages are merged so that
  * copies are large (>= 2 MiB pages, up to this bound) and few. */
@@ -125,6 +126,7 @@ void slots_destroy(struct slot_pool *sp)
 	if (!d)
 		return;
 	(void)d->ops->sync_copy(d, NULL);
+	unpacker_destroy(sp->unpack);
 	for (unsigned i = 0; sp->slots && i < sp->n; i++) {
 		struct slot *s = &sp->slots[i];
 		for (unsigned k = 0; k < s->n_rel; k++)
@@ -219,16 +221,20 @@ int slots_fill(struct slot_pool *sp, struct slot *s, const struct wsp_pack_s *pk
 	       uint32_t layer, const struct hcache_ref *ref, int prefetch, struct wsp_err *err)
 {
 	struct dev *d = sp->dev;
-	struct pending_put pp = { .ref = *ref, .bytes = ref->raw_bytes };
+	struct pending_put pp = { .ref = *ref, .bytes = ref->bytes };
 	int rc;
+	int q = ref->packed ? DEV_Q_DECODE : DEV_Q_COPY;   /* where the slot is complete */
 
 	if (ref->raw_bytes > sp->slot_bytes)
 		return WSP_ERR(err, WSP_ETOOBIG, "layer %u: %llu bytes do not fit a slot of %llu",
 			       layer, (unsigned long long)ref->raw_bytes,
 			       (unsigned long long)sp->slot_bytes);
-	if ((uint64_t)ref->n_pages * ref->page_bytes < ref->raw_bytes)
+	if ((uint64_t)ref->n_pages * ref->page_bytes < ref->bytes)
 		return WSP_ERR(err, WSP_ESTATE, "layer %u: host entry has %u pages for %llu bytes",
-			       layer, ref->n_pages, (unsigned long long)ref->raw_bytes);
+			       layer, ref->n_pages, (unsigned long long)ref->bytes);
+	if (ref->packed && !sp->unpack)
+		return WSP_ERR(err, WSP_ESTATE, "layer %u is packed but the device cannot decode it",
+			       layer);
 	if (grow((void **)&sp->pend, &sp->cap_pend, sp->n_pend + 1, sizeof(*sp->pend)) < 0)
 		return WSP_ERR(err, -ENOMEM, "out of memory for pending copies");
 	if ((rc = get_event(sp, 1, &pp.start, err)) < 0)
@@ -258,9 +264,10 @@ int slots_fill(struct slot_pool *sp, struct slot *s, const struct wsp_pack_s *pk
 	s->n_rel = 0;
 
 	if ((rc = d->ops->record(d, pp.start, DEV_Q_COPY, NULL, err)) < 0 ||
-	    (rc = enqueue_copies(sp, s, ref, err)) < 0 ||
-	    (rc = d->ops->record(d, s->fill_ev, DEV_Q_COPY, NULL, err)) < 0 ||
-	    (rc = d->ops->record(d, pp.end, DEV_Q_COPY, NULL, err)) < 0)
+	    (rc = ref->packed ? unpacker_fill(sp->unpack, s->base, ref, err)
+			      : enqueue_copies(sp, s, ref, err)) < 0 ||
+	    (rc = d->ops->record(d, s->fill_ev, q, NULL, err)) < 0 ||
+	    (rc = d->ops->record(d, pp.end, q, NULL, err)) < 0)
 		goto fail;
 
 	sp->pend[sp->n_pend++] = pp;
@@ -347,7 +354,9 @@ unsigned slots_reap(struct slot_pool *sp, struct slot_done *out, unsigned max, i
 		if (done == 0 && wait)
 			done = d->ops->event_sync(d, pp->end, NULL) == 0 ? 1 : -1;
 		if (done == 0) {
-			/* The copy stream runs in order: later ones are not done either. */
+			/* Fills complete in order (the decode stream follows the
+			 * copy stream): later ones are not done either, or will be
+			 * at the next reap. */
 			break;
 		}
 		struct slot_done *sd = &out[n++];
@@ -364,6 +373,9 @@ unsigned slots_reap(struct slot_pool *sp, struct slot_done *out, unsigned max, i
 			sp->bytes_h2d += pp->bytes;
 			sd->begin_ns = event_time(sp, pp->start);
 			sd->end_ns = event_time(sp, pp->end);
+			if (pp->ref.packed)
+				sd->decode_status = unpacker_check(sp->unpack, sp->pk, pp->ref.layer,
+								   sd->decode_msg, sizeof(sd->decode_msg));
 		}
 		put_event(sp, 1, pp->start);
 		put_event(sp, 1, pp->end);

@@ -11,6 +11,9 @@
  *    slot is never overwritten before every user stream is done with it;
  *  - the host cache reference a fill copies from is kept until an event
  *    recorded after the copies has completed (slots_reap).
+ * A packed layer's fill (gpu/unpack.h) copies on the copy stream and
+ * decodes on the decode stream; its fill and end events are recorded on
+ * the decode stream, after the decode.
  *
  * Not thread-safe: the pager serializes every call with its mutex.
  */
@@ -49,7 +52,7 @@ struct slot {
 /* A host reference kept until the copies that read it have completed. */
 struct pending_put {
 	struct hcache_ref ref;
-	struct dev_event *start, *end;   /* timing events around the copies */
+	struct dev_event *start, *end;   /* timing events around the copies (and decode) */
 	uint64_t bytes;
 };
 
@@ -60,10 +63,16 @@ struct slot_done {
 	struct hcache_ref ref;
 	uint64_t begin_ns, end_ns, bytes;
 	int ok;                          /* the copy completed without error */
+	uint32_t decode_status;          /* a packed fill the GPU decoder refused */
+	char decode_msg[256];            /* ...which chunk, and why */
 };
+
+struct unpacker;
 
 struct slot_pool {
 	struct dev *dev;
+	struct unpacker *unpack;         /* fills from packed layers; NULL if none */
+	const struct wsp_pack_s *pk;     /* for the unpacker's messages */
 	struct dev_event *epoch;         /* timing event of known host time */
 	uint64_t epoch_ns;
 	unsigned n;

@@ -14,12 +14,33 @@
  * callback's return without any lock-order inversion.
  */
 #include <errno.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "common/util.h"
 #include "pager/pager.h"
 
 #define REAP_BATCH 32u
+
+/* The GPU refused a packed layer it was filling a slot with (only a bug or
+ * memory changed after the host checked the chunks can do it): the slot is
+ * dropped, and every later acquire fails with this error, since streams
+ * may already have used the slot. */
+static void decode_failed(struct wsp_pager_s *pg, const struct slot_done *sd)
+{
+	pthread_mutex_lock(&pg->lock);
+	int first = pg->decode_rc == 0;
+	if (first) {
+		pg->decode_rc = WSP_ECHECKSUM;
+		snprintf(pg->decode_msg, sizeof(pg->decode_msg), "GPU decode of %s", sd->decode_msg);
+	}
+	struct slot *s = slots_find(&pg->sp, sd->ref.layer);
+	if (s && !s->refs)
+		slots_forget(&pg->sp, sd->ref.layer);
+	pthread_mutex_unlock(&pg->lock);
+	if (first)
+		pager_notice(pg, pg->decode_msg);
+}
 
 void pager_reap(struct wsp_pager_s *pg, int wait)
 {
@@ -39,6 +60,8 @@ void pager_reap(struct wsp_pager_s *pg, int wait)
 				};
 				pg->opt.trace(pg->opt.trace_ctx, &ev);
 			}
+			if (done[i].decode_status)
+				decode_failed(pg, &done[i]);
 			src_put(pg, &done[i].ref);
 		}
 	} while (n == REAP_BATCH);
@@ -287,6 +310,11 @@ static int acquire(struct wsp_pager_s *pg, uint32_t layer, void *stream,
 
 	pager_reap(pg, 0);
 	pthread_mutex_lock(&pg->lock);
+	if (pg->decode_rc) {
+		rc = WSP_ERR(err, pg->decode_rc, "%s", pg->decode_msg);
+		pthread_mutex_unlock(&pg->lock);
+		return rc;
+	}
 	pg->hinted[layer] = 0;
 	s = slots_find(&pg->sp, layer);
 	if (s) {

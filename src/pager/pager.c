@@ -13,6 +13,7 @@
 #include <sys/stat.h>
 
 #include "common/util.h"
+#include "gpu/unpack.h"
 #include "pager/pager.h"
 
 /* The detail of the calling thread's last failed call, and on which pager:
@@ -83,7 +84,7 @@ static void plan_lookahead(struct wsp_pager_s *pg, uint64_t budget)
 	uint32_t n = pk->m.hdr->n_layers;
 	uint64_t total = 0;
 	for (uint32_t i = 0; i < n; i++)
-		total += pk->layers[i].raw_bytes;
+		total += hcache_layer_bytes(pg->hc, i);   /* as the host tier keeps them */
 	uint64_t avg = n ? total / n : 1;
 	/* When the model fits, prefetch as far as the tier holds.  When it
 	 * does not, a deep window would fill the whole cache with layers about
@@ -175,6 +176,10 @@ static int open_tiers(struct wsp_pager_s *pg, const char *path)
 	if (dev_is_host(pg->dev))
 		cfg.reserve_bytes = (uint64_t)pg->sp.n * pg->sp.slot_bytes;
 	cfg.budget_total = !!(pg->opt.flags & WSP_OPEN_HOST_TOTAL);
+	/* With a GPU that decodes, EXPRANS chunks stay packed in the host tier
+	 * and cross the link packed. */
+	cfg.keep_packed = !dev_is_host(pg->dev) && pg->dev->ops->unpack &&
+			  !(pg->opt.flags & WSP_OPEN_HOST_DECODE);
 	cfg.decode_threads = pg->opt.decode_threads;
 	cfg.policy = pg->opt.policy;
 	io_config_init(&cfg.io);
@@ -205,6 +210,13 @@ static int open_tiers(struct wsp_pager_s *pg, const char *path)
 	cfg.notice_ctx = pg;
 	if ((rc = hcache_create(&cfg, pg->pk, &pg->hc, err)) < 0)
 		return rc;
+	struct unpacker *up = NULL;
+	if (cfg.keep_packed && (rc = unpacker_create(pg->dev, pg->pk, pg->hc, &up, err)) < 0)
+		return rc;
+	pthread_mutex_lock(&pg->lock);
+	pg->sp.unpack = up;
+	pg->sp.pk = pg->pk;
+	pthread_mutex_unlock(&pg->lock);
 	/* The budget in use: clamped, or net of staging under a total budget. */
 	struct hcache_stats hs;
 	hcache_get_stats(pg->hc, &hs);

@@ -48,6 +48,8 @@ struct wsp_pager_s {
 	uint8_t *on_demand;          /* per layer: never read ahead (wsp_options.on_demand) */
 	uint64_t acquires, gpu_hits, host_hits, misses, predicted, acquire_block_ns;
 	uint64_t acquire_failures;
+	int decode_rc;               /* the GPU refused a packed layer: sticky */
+	char decode_msg[WSP_ERRMSG_MAX];
 
 	pthread_mutex_t log_lock;
 	char *notices[PAGER_MAX_NOTICES];   /* given once each */

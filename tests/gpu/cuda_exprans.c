@@ -5,7 +5,10 @@
  * with status 0.  Damaged streams (bytes flipped in the header, lane table
  * and lanes; truncated; a wrong value count; a misaligned start; a chunk
  * too large) are rejected exactly when the reference rejects them, and
- * decode identically when it accepts them.  Skips (77) without a GPU. */
+ * decode identically when it accepts them.  The same launch's copy and
+ * zero jobs (a packed layer's raw chunks and padding) equal memcpy and
+ * memset, aligned or not, larger than the grid or not.  Skips (77)
+ * without a GPU. */
 #include <cuda_runtime_api.h>
 
 #include "../codec/codec_test.h"
@@ -57,18 +60,18 @@ static void gpu_decode(struct stream *s, unsigned k, unsigned misalign_last, uin
 	uint64_t o = 0;
 	for (unsigned i = 0; i < k; i++) {
 		CUDA_OK(cudaMemcpy(din + s[i].at, s[i].enc, s[i].len, cudaMemcpyHostToDevice));
-		jobs[i] = (struct exprans_gpu_job){ din + s[i].at, (uint16_t *)(dout + o), s[i].len,
-						    s[i].n };
+		jobs[i] = (struct exprans_gpu_job){ .in_off = s[i].at, .out_off = o, .in_bytes = s[i].len,
+						    .n = s[i].n, .kind = EXPRANS_GPU_DECODE };
 		o += (s[i].n * 2 + 15) & ~15ull;
 	}
 	CUDA_OK(cudaMemcpy(djobs, jobs, k * sizeof(*jobs), cudaMemcpyHostToDevice));
-	CHECK_RC(exprans_gpu_decode(djobs, k, max_n, dstatus, NULL), 0);
+	CHECK_RC(exprans_gpu_decode(din, dout, djobs, k, 2 * max_n, dstatus, NULL), 0);
 	CUDA_OK(cudaDeviceSynchronize());
 	CUDA_OK(cudaMemcpy(status, dstatus, k * sizeof(uint32_t), cudaMemcpyDeviceToHost));
 	for (unsigned i = 0; i < k; i++) {
 		out[i] = malloc(s[i].n * 2 + 2);
 		CHECK(out[i]);
-		CUDA_OK(cudaMemcpy(out[i], jobs[i].out, s[i].n * 2, cudaMemcpyDeviceToHost));
+		CUDA_OK(cudaMemcpy(out[i], dout + jobs[i].out_off, s[i].n * 2, cudaMemcpyDeviceToHost));
 	}
 	cudaFree(din);
 	cudaFree(dout);
@@ -138,6 +141,54 @@ int main(void)
 	}
 	printf("%u good streams, %llu values: the GPU decodes each as the CPU does\n", k,
 	       (unsigned long long)values);
+
+	/* COPY and ZERO jobs (a packed layer's raw chunks and padding):
+	 * aligned and not, and one larger than the grid (40 MiB). */
+	{
+		enum { NJ = 5 };
+		uint64_t big = 40ull << 20, cap = big + (2u << 20);
+		struct exprans_gpu_job cj[NJ] = {
+			{ .in_off = 0, .out_off = 0, .in_bytes = (1u << 20) + 16, .kind = EXPRANS_GPU_COPY },
+			{ .in_off = 3, .out_off = (1u << 20) + 37, .in_bytes = 70001, .kind = EXPRANS_GPU_COPY },
+			{ .out_off = (1u << 20) + 80000, .in_bytes = 777, .kind = EXPRANS_GPU_ZERO },
+			{ .out_off = (1u << 20) + 81920, .in_bytes = 4096, .kind = EXPRANS_GPU_ZERO },
+			{ .in_off = 2u << 20, .out_off = 2u << 20, .in_bytes = big, .kind = EXPRANS_GPU_COPY },
+		};
+		uint8_t *hin = malloc(cap), *hout = malloc(cap), *want = malloc(cap);
+		uint8_t *din, *dout;
+		struct exprans_gpu_job *dj;
+		uint32_t *dst, st[NJ];
+		CHECK(hin && hout && want);
+		for (uint64_t i = 0; i < cap; i++)
+			hin[i] = (uint8_t)t_rand();
+		memset(want, 0xee, cap);
+		for (int i = 0; i < NJ; i++)
+			if (cj[i].kind == EXPRANS_GPU_COPY)
+				memcpy(want + cj[i].out_off, hin + cj[i].in_off, cj[i].in_bytes);
+			else
+				memset(want + cj[i].out_off, 0, cj[i].in_bytes);
+		CUDA_OK(cudaMalloc((void **)&din, cap));
+		CUDA_OK(cudaMalloc((void **)&dout, cap));
+		CUDA_OK(cudaMalloc((void **)&dj, sizeof(cj)));
+		CUDA_OK(cudaMalloc((void **)&dst, sizeof(st)));
+		CUDA_OK(cudaMemcpy(din, hin, cap, cudaMemcpyHostToDevice));
+		CUDA_OK(cudaMemset(dout, 0xee, cap));
+		CUDA_OK(cudaMemcpy(dj, cj, sizeof(cj), cudaMemcpyHostToDevice));
+		CHECK_RC(exprans_gpu_decode(din, dout, dj, NJ, big, dst, NULL), 0);
+		CUDA_OK(cudaMemcpy(hout, dout, cap, cudaMemcpyDeviceToHost));
+		CUDA_OK(cudaMemcpy(st, dst, sizeof(st), cudaMemcpyDeviceToHost));
+		for (int i = 0; i < NJ; i++)
+			CHECK(st[i] == 0);
+		CHECK(memcmp(hout, want, cap) == 0);
+		printf("copy and zero jobs (aligned, unaligned, 40 MiB): as memcpy and memset\n");
+		cudaFree(din);
+		cudaFree(dout);
+		cudaFree(dj);
+		cudaFree(dst);
+		free(hin);
+		free(hout);
+		free(want);
+	}
 
 	/* Damaged copies of a three-block Gaussian stream. */
 	enum { TRIALS = 3000 };

@@ -3,6 +3,7 @@
 
 #include "common/util.h"
 #include "pack/exprans/exprans.h"
+#include "pack/exprans/exprans_gpu.h"
 
 /* The AVX2 decoder is built on x86-64 with GCC or clang, chosen at run time. */
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
@@ -314,4 +315,25 @@ int exprans_decode_bf16(const void *in, size_t len, uint16_t *dst, uint64_t n,
 					       "where it should (corrupt stream)", (unsigned long long)b, j);
 	}
 	return 0;
+}
+
+/* The GPU decoder's status words (exprans_gpu.h), here so that messages
+ * need no CUDA. */
+const char *exprans_gpu_status_text(uint32_t s)
+{
+	if (s & EXPRANS_GPU_BAD_HEADER)
+		return "header: too short, misaligned, or another number of values";
+	if (s & EXPRANS_GPU_TOO_BIG)
+		return "more values than the GPU decoder takes in one chunk";
+	if (s & EXPRANS_GPU_BAD_FREQ)
+		return "frequencies do not sum to 4096";
+	if (s & EXPRANS_GPU_BAD_LANES)
+		return "lane lengths do not fit the stream";
+	if (s & EXPRANS_GPU_BAD_START)
+		return "a lane starts below 2^16";
+	if (s & EXPRANS_GPU_OVERRUN)
+		return "a lane reads past its stream";
+	if (s & EXPRANS_GPU_BAD_END)
+		return "a lane does not end where it should (corrupt stream)";
+	return s ? "unknown status" : "ok";
 }

@@ -43,16 +43,47 @@ __device__ static inline uint32_t warp_inclusive_sum(uint32_t v, unsigned lane)
 	return v;
 }
 
+/* COPY and ZERO jobs: this thread block's pieces of 512 KiB of the output
+ * (grid y, then every gridDim.y-th), 16 bytes at a time where both ends
+ * allow. */
+__device__ static void copy_part(const uint8_t *in, uint8_t *out, uint64_t len, int zero)
+{
+	const uint64_t part = (uint64_t)WARPS * BLOCK * 2;
+	for (uint64_t a = (uint64_t)blockIdx.y * part; a < len; a += (uint64_t)gridDim.y * part) {
+		uint64_t b = a + part < len ? a + part : len, at = a;
+		if (zero || ((uintptr_t)(in + a) | (uintptr_t)(out + a)) % 16 == 0) {
+			uint64_t n16 = (b - a) / 16;
+			if (zero && (uintptr_t)(out + a) % 16)
+				n16 = 0;
+			for (uint64_t i = threadIdx.x; i < n16; i += THREADS)
+				((uint4 *)(out + a))[i] = zero ? make_uint4(0, 0, 0, 0)
+							       : ((const uint4 *)(in + a))[i];
+			at = a + n16 * 16;
+		}
+		for (uint64_t i = at + threadIdx.x; i < b; i += THREADS)
+			out[i] = zero ? 0 : in[i];
+	}
+}
+
 __global__ void __launch_bounds__(THREADS)
-exprans_decode_kernel(const struct exprans_gpu_job *jobs, uint32_t *status)
+exprans_decode_kernel(const uint8_t *in, uint8_t *outb, const struct exprans_gpu_job *jobs,
+		      uint32_t *status)
 {
 	__shared__ uint32_t tab[PROB];
 	__shared__ uint32_t cum[257];
 	__shared__ uint32_t blk[MAX_BLOCKS];   /* per block: its lanes' first byte, from the streams */
 	__shared__ uint32_t total, bad;
 	const struct exprans_gpu_job J = jobs[blockIdx.x];
+	if (J.kind != EXPRANS_GPU_DECODE) {   /* uniform in the block */
+		if (J.kind == EXPRANS_GPU_COPY || J.kind == EXPRANS_GPU_ZERO)
+			copy_part(in + J.in_off, outb + J.out_off, J.in_bytes, J.kind == EXPRANS_GPU_ZERO);
+		else if (threadIdx.x == 0 && blockIdx.y == 0)
+			atomicOr(&status[blockIdx.x], EXPRANS_GPU_BAD_HEADER);
+		return;
+	}
+	uint16_t *out = (uint16_t *)(outb + J.out_off);
 	const unsigned t = threadIdx.x, lane = t & 31u, warp = t >> 5;
-	const uint8_t *p = J.in;
+	const uint8_t *p = in + J.in_off;
 	const uint64_t n = J.n, len = J.in_bytes;
 	const uint64_t nb = (n + BLOCK - 1) / BLOCK;
 	const uint64_t streams_at = HEADER + nb * LANES * 2;
@@ -61,7 +92,8 @@ exprans_decode_kernel(const struct exprans_gpu_job *jobs, uint32_t *status)
 
 	if (t == 0) {
 		bad = 0;
-		if (len < HEADER || ((uintptr_t)p & 1u) || (ld16(p) | ld16(p + 2) << 16) != n)
+		if (len < HEADER || ((uintptr_t)p & 1u) || ((uintptr_t)out & 1u) ||
+		    (ld16(p) | ld16(p + 2) << 16) != n)
 			my |= EXPRANS_GPU_BAD_HEADER;
 		else if (nb > MAX_BLOCKS)
 			my |= EXPRANS_GPU_TOO_BIG;
@@ -177,7 +209,7 @@ exprans_decode_kernel(const struct exprans_gpu_job *jobs, uint32_t *status)
 				}
 				x = y;
 				uint32_t v = cur[s];
-				J.out[i] = (uint16_t)((v & 0x80u) << 8 | (e >> 24) << 7 | (v & 0x7fu));
+				out[i] = (uint16_t)((v & 0x80u) << 8 | (e >> 24) << 7 | (v & 0x7fu));
 			}
 #pragma unroll
 			for (unsigned s = 0; s < AHEAD; s++)
@@ -194,37 +226,20 @@ out:
 		atomicOr(&status[blockIdx.x], bad);
 }
 
-extern "C" int exprans_gpu_decode(const struct exprans_gpu_job *jobs, unsigned n_jobs,
-				  uint64_t max_n, uint32_t *status, void *stream)
+extern "C" int exprans_gpu_decode(const uint8_t *in, uint8_t *out,
+				  const struct exprans_gpu_job *jobs, unsigned n_jobs,
+				  uint64_t max_out, uint32_t *status, void *stream)
 {
 	if (n_jobs == 0)
 		return 0;
-	if (max_n > EXPRANS_GPU_MAX_VALUES)   /* those jobs fail TOO_BIG: no more parts */
-		max_n = EXPRANS_GPU_MAX_VALUES;
-	uint64_t blocks = (max_n + BLOCK - 1) / BLOCK;
-	dim3 grid(n_jobs, (unsigned)((blocks + WARPS - 1) / WARPS) + (blocks == 0));
+	/* A thread block per 8 blocks of values (512 KiB of output). */
+	uint64_t parts = (max_out + (uint64_t)WARPS * BLOCK * 2 - 1) / ((uint64_t)WARPS * BLOCK * 2);
+	if (parts > MAX_BLOCKS / WARPS)   /* larger decode jobs fail TOO_BIG */
+		parts = MAX_BLOCKS / WARPS;
+	dim3 grid(n_jobs, (unsigned)parts + (parts == 0));
 	cudaError_t rc = cudaMemsetAsync(status, 0, n_jobs * sizeof(*status), (cudaStream_t)stream);
 	if (rc != cudaSuccess)
 		return (int)rc;
-	exprans_decode_kernel<<<grid, THREADS, 0, (cudaStream_t)stream>>>(jobs, status);
+	exprans_decode_kernel<<<grid, THREADS, 0, (cudaStream_t)stream>>>(in, out, jobs, status);
 	return (int)cudaGetLastError();
-}
-
-extern "C" const char *exprans_gpu_status_text(uint32_t s)
-{
-	if (s & EXPRANS_GPU_BAD_HEADER)
-		return "header: too short, misaligned, or another number of values";
-	if (s & EXPRANS_GPU_TOO_BIG)
-		return "more values than the GPU decoder takes in one chunk";
-	if (s & EXPRANS_GPU_BAD_FREQ)
-		return "frequencies do not sum to 4096";
-	if (s & EXPRANS_GPU_BAD_LANES)
-		return "lane lengths do not fit the stream";
-	if (s & EXPRANS_GPU_BAD_START)
-		return "a lane starts below 2^16";
-	if (s & EXPRANS_GPU_OVERRUN)
-		return "a lane reads past its stream";
-	if (s & EXPRANS_GPU_BAD_END)
-		return "a lane does not end where it should (corrupt stream)";
-	return s ? "unknown status" : "ok";
 }

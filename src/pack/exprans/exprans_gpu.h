@@ -4,10 +4,13 @@
  * 32768 values (its 32 lanes are the stream's 32 interleaved rANS lanes),
  * thread blocks of 8 warps, each with the chunk's decode table in shared
  * memory.
+ * Plain copies and zero fills ride in the same launch (a layer's other
+ * chunks and its padding).
  * The kernel checks everything the reference decoder checks and reports
  * per chunk in a status word instead of stopping: a corrupt chunk's status
  * is non-zero and its output must not be used.  Enqueued on a stream; the
- * host does not wait.  Built only with CUDA.
+ * host does not wait.  The kernel is built only with CUDA (exprans_gpu.cu);
+ * the status text is in exprans.c, for messages anywhere.
  */
 #ifndef WSP_PACK_EXPRANS_EXPRANS_GPU_H
 #define WSP_PACK_EXPRANS_EXPRANS_GPU_H
@@ -18,11 +21,22 @@
 extern "C" {
 #endif
 
+/* What a job does.  A layer kept packed is a list of jobs: its exprans
+ * chunks decoded, its other chunks (already raw) copied, the padding
+ * between its tensors zeroed, all in one launch. */
+enum exprans_gpu_kind {
+	EXPRANS_GPU_DECODE = 0,   /* in_bytes of stream at in_off -> n values at out_off */
+	EXPRANS_GPU_COPY = 1,     /* in_bytes raw bytes at in_off -> out_off */
+	EXPRANS_GPU_ZERO = 2,     /* in_bytes zero bytes at out_off */
+};
+
 struct exprans_gpu_job {
-	const uint8_t *in;        /* device: the chunk's stored bytes, 2-byte aligned */
-	uint16_t *out;            /* device: n bf16 values */
+	uint64_t in_off;          /* from the launch's input base; a stream 2-byte aligned */
+	uint64_t out_off;         /* from the output base; 2-byte aligned for DECODE */
 	uint64_t in_bytes;
-	uint64_t n;               /* values the chunk must hold */
+	uint64_t n;               /* DECODE: values the chunk must hold */
+	uint32_t kind;            /* enum exprans_gpu_kind */
+	uint32_t pad;
 };
 
 /* Status bits (0: decoded and checked). */
@@ -37,12 +51,13 @@ struct exprans_gpu_job {
 /* Values a chunk may hold for the GPU decoder (512 blocks: 32 MiB of bf16). */
 #define EXPRANS_GPU_MAX_VALUES (512ull * 32768ull)
 
-/* Decode jobs[0..n_jobs) (the array in device memory; no job with more
- * than max_n values) on `stream` (a cudaStream_t; NULL the default
- * stream); status[i] (device memory) gets job i's bits.  Returns 0 or the
- * cudaError_t of the launch. */
-int exprans_gpu_decode(const struct exprans_gpu_job *jobs, unsigned n_jobs, uint64_t max_n,
-		       uint32_t *status, void *stream);
+/* Run jobs[0..n_jobs) (the array in device memory) from `in` to `out`
+ * (device memory) on `stream` (a cudaStream_t; NULL the default stream);
+ * max_out bounds any job's output bytes (it sizes the grid).  status[i]
+ * (device memory) gets job i's bits (0 for COPY and ZERO jobs).  Returns 0
+ * or the cudaError_t of the launch. */
+int exprans_gpu_decode(const uint8_t *in, uint8_t *out, const struct exprans_gpu_job *jobs,
+		       unsigned n_jobs, uint64_t max_out, uint32_t *status, void *stream);
 /* The first problem named in a status word, for messages. */
 const char *exprans_gpu_status_text(uint32_t status);
 

@@ -1,0 +1,245 @@
+/* Slots filled from packed layers (see unpack.h). */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/util.h"
+#include "gpu/unpack.h"
+#include "pack/exprans/exprans_gpu.h"
+
+#define UNPACK_COPY_MAX (64ull << 20)   /* merged pages per copy, as slots.c */
+
+struct unpacker {
+	struct dev *dev;
+	uint32_t n_layers;
+	uint64_t *job0;                  /* n_layers + 1: each layer's jobs in the table */
+	uint64_t *max_out;               /* per layer: its largest job's output */
+	uint32_t *chunk_of;              /* per job: chunk index in its tensor (messages) */
+	uint32_t *tensor_of;             /* per job: global tensor index */
+	struct exprans_gpu_job *jobs_dev;
+	uint32_t *status_dev, *status_host;   /* per job; status_host pinned */
+	uint64_t n_jobs;
+	void *stage[2];
+	uint64_t stage_bytes;
+	struct dev_event *stage_free[2], *copied;
+	int stage_used[2];
+	unsigned next;
+	int host_pinned;
+};
+
+static uint64_t layer_chunks(const struct wsp_pack_s *pk, uint32_t l)
+{
+	const struct wspm_layer *L = &pk->m.layers[l];
+	uint64_t n = 0;
+	for (uint32_t t = L->first_tensor; t < L->first_tensor + L->n_tensors; t++)
+		n += pk->m.tensors[t].n_chunks;
+	return n;
+}
+
+static int by_dst(const void *a, const void *b)
+{
+	const struct hcache_piece *x = a, *y = b;
+	return x->dst < y->dst ? -1 : x->dst > y->dst;
+}
+
+/* Layer l's jobs into jobs[]: one per piece, then one zero job per gap of
+ * the raw layout that no piece covers.  Returns their number. */
+static uint64_t layer_jobs(const struct wsp_pack_s *pk, const struct hcache *hc, uint32_t l,
+			   struct hcache_piece *pc, uint32_t n_pc, struct exprans_gpu_job *jobs,
+			   uint32_t *chunk_of, uint32_t *tensor_of, uint64_t *max_out)
+{
+	uint32_t n = hcache_pieces(hc, l, pc, n_pc);
+	uint64_t k = 0, most = 0;
+	const struct wspm_layer *L = &pk->m.layers[l];
+	for (uint32_t i = 0; i < n; i++) {
+		jobs[k] = (struct exprans_gpu_job){
+			.in_off = pc[i].at, .out_off = pc[i].dst, .in_bytes = pc[i].stored,
+			.n = pc[i].raw / 2,
+			.kind = pc[i].exprans ? EXPRANS_GPU_DECODE : EXPRANS_GPU_COPY,
+		};
+		tensor_of[k] = pc[i].tensor;
+		chunk_of[k] = pc[i].index;
+		most = WSP_MAX(most, pc[i].raw);
+		k++;
+	}
+	qsort(pc, n, sizeof(*pc), by_dst);
+	uint64_t at = 0, raw = pk->layers[l].raw_bytes;
+	for (uint32_t i = 0; i <= n; i++) {
+		uint64_t next = i < n ? pc[i].dst : raw;
+		if (next > at) {
+			jobs[k] = (struct exprans_gpu_job){ .out_off = at, .in_bytes = next - at,
+							    .kind = EXPRANS_GPU_ZERO };
+			tensor_of[k] = L->first_tensor;
+			chunk_of[k] = 0;
+			most = WSP_MAX(most, next - at);
+			k++;
+		}
+		if (i < n)
+			at = WSP_MAX(at, pc[i].dst + pc[i].raw);
+	}
+	*max_out = most;
+	return k;
+}
+
+void unpacker_destroy(struct unpacker *u)
+{
+	if (!u)
+		return;
+	struct dev *d = u->dev;
+	for (int k = 0; k < 2; k++) {
+		d->ops->free(d, u->stage[k]);
+		if (u->stage_free[k])
+			d->ops->event_destroy(d, u->stage_free[k]);
+	}
+	if (u->copied)
+		d->ops->event_destroy(d, u->copied);
+	d->ops->free(d, u->jobs_dev);
+	d->ops->free(d, u->status_dev);
+	if (u->host_pinned)
+		d->ops->unpin(d, u->status_host);
+	free(u->status_host);
+	free(u->job0);
+	free(u->max_out);
+	free(u->chunk_of);
+	free(u->tensor_of);
+	free(u);
+}
+
+int unpacker_create(struct dev *d, const struct wsp_pack_s *pk, const struct hcache *hc,
+		    struct unpacker **out, struct wsp_err *err)
+{
+	uint32_t n_layers = pk->m.hdr->n_layers;
+	uint64_t total = 0, max_pieces = 0, stage = 0;
+	struct hcache_piece one;
+	int any = 0;
+	*out = NULL;
+	for (uint32_t l = 0; l < n_layers; l++) {
+		uint64_t c = layer_chunks(pk, l);
+		total += 2 * c + 1;   /* a job a piece, a zero job a gap */
+		max_pieces = WSP_MAX(max_pieces, c);
+		any |= hcache_pieces(hc, l, &one, 1) > 0;
+	}
+	if (!any || !d->ops->unpack)
+		return 0;
+
+	struct unpacker *u = calloc(1, sizeof(*u));
+	struct exprans_gpu_job *jobs = u ? malloc(total * sizeof(*jobs)) : NULL;
+	struct hcache_piece *pc = malloc((max_pieces ? max_pieces : 1) * sizeof(*pc));
+	int rc = 0;
+	if (u) {
+		u->dev = d;
+		u->n_layers = n_layers;
+		u->job0 = calloc((size_t)n_layers + 1, sizeof(*u->job0));
+		u->max_out = calloc(n_layers ? n_layers : 1, sizeof(*u->max_out));
+		u->chunk_of = malloc(total * sizeof(*u->chunk_of));
+		u->tensor_of = malloc(total * sizeof(*u->tensor_of));
+		u->status_host = aligned_alloc(4096, wsp_align_up(total * sizeof(uint32_t), 4096));
+	}
+	if (!u || !jobs || !pc || !u->job0 || !u->max_out || !u->chunk_of || !u->tensor_of ||
+	    !u->status_host) {
+		free(jobs);
+		free(pc);
+		unpacker_destroy(u);
+		return WSP_ERR(err, -ENOMEM, "GPU decode: out of memory for the job tables");
+	}
+	uint64_t k = 0;
+	for (uint32_t l = 0; l < n_layers; l++) {
+		u->job0[l] = k;
+		if (hcache_pieces(hc, l, &one, 1)) {
+			k += layer_jobs(pk, hc, l, pc, (uint32_t)max_pieces, jobs + k, u->chunk_of + k,
+					u->tensor_of + k, &u->max_out[l]);
+			stage = WSP_MAX(stage, hcache_layer_bytes(hc, l));
+		}
+	}
+	u->job0[n_layers] = k;
+	u->n_jobs = k;
+	u->stage_bytes = wsp_align_up(stage ? stage : 1, 256);
+	memset(u->status_host, 0, k * sizeof(uint32_t));
+	if ((rc = d->ops->alloc(d, k * sizeof(*jobs), (void **)&u->jobs_dev, err)) < 0 ||
+	    (rc = d->ops->alloc(d, k * sizeof(uint32_t), (void **)&u->status_dev, err)) < 0 ||
+	    (rc = d->ops->alloc(d, u->stage_bytes, &u->stage[0], err)) < 0 ||
+	    (rc = d->ops->alloc(d, u->stage_bytes, &u->stage[1], err)) < 0 ||
+	    (rc = d->ops->event_create(d, 0, &u->stage_free[0], err)) < 0 ||
+	    (rc = d->ops->event_create(d, 0, &u->stage_free[1], err)) < 0 ||
+	    (rc = d->ops->event_create(d, 0, &u->copied, err)) < 0 ||
+	    (rc = d->ops->pin(d, u->status_host, wsp_align_up(k * sizeof(uint32_t), 4096), err)) < 0)
+		goto fail;
+	u->host_pinned = 1;
+	/* The tables go up once, synchronously (the copy stream is idle). */
+	if ((rc = d->ops->copy_h2d(d, u->jobs_dev, jobs, k * sizeof(*jobs), err)) < 0 ||
+	    (rc = d->ops->sync_copy(d, err)) < 0)
+		goto fail;
+	free(jobs);
+	free(pc);
+	*out = u;
+	return 0;
+fail:
+	wsp_err_prefix(err, "GPU decode of packed layers");
+	free(jobs);
+	free(pc);
+	unpacker_destroy(u);
+	return rc;
+}
+
+uint64_t unpacker_device_bytes(const struct unpacker *u)
+{
+	return u ? 2 * u->stage_bytes + u->n_jobs * (sizeof(struct exprans_gpu_job) + 4) : 0;
+}
+
+int unpacker_fill(struct unpacker *u, void *slot, const struct hcache_ref *ref,
+		  struct wsp_err *err)
+{
+	struct dev *d = u->dev;
+	uint32_t l = ref->layer;
+	unsigned k = u->next;
+	int rc;
+	if (ref->bytes > u->stage_bytes || u->job0[l + 1] == u->job0[l])
+		return WSP_ERR(err, WSP_ESTATE, "layer %u: packed form of %" PRIu64 " bytes has no "
+			       "job table or exceeds the staging buffers (%" PRIu64 ")", l,
+			       ref->bytes, u->stage_bytes);
+	u->next ^= 1;
+	/* The staging buffer is free once the decode that read it is done. */
+	if (u->stage_used[k] && (rc = d->ops->wait(d, DEV_Q_COPY, NULL, u->stage_free[k], err)) < 0)
+		return rc;
+	uint64_t off = 0;
+	uint32_t p = 0;
+	while (off < ref->bytes) {
+		const char *src = ref->pages[p];
+		uint64_t len = WSP_MIN(ref->page_bytes, ref->bytes - off);
+		p++;
+		while (off + len < ref->bytes && p < ref->n_pages && len < UNPACK_COPY_MAX &&
+		       ref->pages[p] == src + len) {
+			len += WSP_MIN(ref->page_bytes, ref->bytes - off - len);
+			p++;
+		}
+		if ((rc = d->ops->copy_h2d(d, (char *)u->stage[k] + off, src, len, err)) < 0)
+			return rc;
+		off += len;
+	}
+	uint64_t j0 = u->job0[l], n = u->job0[l + 1] - j0;
+	if ((rc = d->ops->record(d, u->copied, DEV_Q_COPY, NULL, err)) < 0 ||
+	    (rc = d->ops->wait(d, DEV_Q_DECODE, NULL, u->copied, err)) < 0 ||
+	    (rc = d->ops->unpack(d, u->stage[k], slot, u->jobs_dev + j0, (unsigned)n, u->max_out[l],
+				 u->status_dev + j0, u->status_host + j0, err)) < 0 ||
+	    (rc = d->ops->record(d, u->stage_free[k], DEV_Q_DECODE, NULL, err)) < 0)
+		return rc;
+	u->stage_used[k] = 1;
+	return 0;
+}
+
+uint32_t unpacker_check(struct unpacker *u, const struct wsp_pack_s *pk, uint32_t layer,
+			char *msg, size_t len)
+{
+	for (uint64_t j = u->job0[layer]; j < u->job0[layer + 1]; j++) {
+		uint32_t st = __atomic_load_n(&u->status_host[j], __ATOMIC_ACQUIRE);
+		if (!st)
+			continue;
+		snprintf(msg, len, "layer %s, tensor %s, chunk %u: the GPU decoder refused it: %s",
+			 pk->layers[layer].name, wspm_str(&pk->m, pk->m.tensors[u->tensor_of[j]].name_off),
+			 u->chunk_of[j], exprans_gpu_status_text(st));
+		return st;
+	}
+	return 0;
+}

@@ -1,0 +1,47 @@
+/*
+ * Slots filled from packed layers.  The host tier keeps a layer's EXPRANS
+ * chunks as stored (hcache_pieces); to fill a slot the copy stream ships
+ * those packed bytes into one of two device staging buffers, and the decode
+ * stream runs the layer's jobs from there into the slot (decode the EXPRANS
+ * chunks, copy the others, zero the padding) and copies the jobs' status
+ * words back to the host.  The link carries the packed bytes, ~1.5x fewer
+ * than raw bf16, and the next layer's copy runs while this one decodes.
+ *
+ * The chunks' checksums were checked on the host when the layer was loaded
+ * (hcache); the GPU decoder checks each stream's structure again and a
+ * refusal is reported by unpacker_check once the fill's work is done.
+ * Not thread-safe: the pager serializes calls with its mutex.
+ */
+#ifndef WSP_GPU_UNPACK_H
+#define WSP_GPU_UNPACK_H
+
+#include <stdint.h>
+#include "cache/hcache.h"
+#include "common/error.h"
+#include "gpu/device.h"
+#include "pack/pack.h"
+
+struct unpacker;
+
+/* The job tables of every packed layer, on the device, and the staging
+ * buffers.  *out is NULL (and 0 returned) when no layer is kept packed. */
+int unpacker_create(struct dev *d, const struct wsp_pack_s *pk, const struct hcache *hc,
+		    struct unpacker **out, struct wsp_err *err);
+/* After the device's streams are idle. */
+void unpacker_destroy(struct unpacker *u);
+/* Device memory the unpacker took (staging, tables). */
+uint64_t unpacker_device_bytes(const struct unpacker *u);
+
+/* Enqueue the fill of `slot` (device memory, the layer's raw size) from the
+ * packed `ref`: the slot's bytes are complete at the point of the decode
+ * queue (DEV_Q_DECODE) right after this returns; the pages are read until
+ * that point too.  The copy queue must already be ordered after whatever
+ * may still read the slot. */
+int unpacker_fill(struct unpacker *u, void *slot, const struct hcache_ref *ref,
+		  struct wsp_err *err);
+/* After the fill of `layer` has completed: 0, or the status bits of the
+ * first job the GPU refused, with a message naming its chunk in msg. */
+uint32_t unpacker_check(struct unpacker *u, const struct wsp_pack_s *pk, uint32_t layer,
+			char *msg, size_t len);
+
+#endif

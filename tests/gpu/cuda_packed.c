@@ -1,0 +1,191 @@
+/* The GPU decodes packed layers into slots.  A pack with EXPRANS bf16
+ * chunks beside zstd fp32 and odd-sized tensors in every layer: by default
+ * the host tier keeps it packed, every slot the pager fills (acquired
+ * twice over, two slots, so each acquire fills) holds exactly the pack's
+ * raw layer, padding zero, and the link carried the packed bytes (fewer
+ * than with WSP_OPEN_HOST_DECODE, which fills the same bytes from raw
+ * layers).  Host memory changed after the host's check (a lane length of
+ * a cached packed chunk) makes the GPU refuse the chunk: the acquires after
+ * that fill fail with WSP_ECHECKSUM naming the layer and the chunk.  Skips
+ * (77) without a GPU. */
+#include <cuda_runtime_api.h>
+#include <math.h>
+
+#include "pager_util.h"
+#include "pack/writer.h"
+#include "pager/pager.h"
+
+#define LAYERS 6u
+
+static uint16_t bf16_of(float f)
+{
+	uint32_t x;
+	memcpy(&x, &f, 4);
+	return (uint16_t)(x >> 16);
+}
+
+static double gauss(uint64_t *s)
+{
+	*s = *s * 6364136223846793005ull + 1442695040888963407ull;
+	double u1 = ((double)(*s >> 11) + 1.0) / 9007199254740993.0;
+	*s = *s * 6364136223846793005ull + 1442695040888963407ull;
+	double u2 = (double)(*s >> 11) / 9007199254740992.0;
+	return sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2);
+}
+
+/* Tensor data, alive until the writer finishes (it reads it then). */
+static void *keep[4 * LAYERS];
+static unsigned n_keep;
+
+static void add(struct pack_writer *pw, const char *name, int dtype, uint64_t rows, uint64_t cols,
+		uint64_t *seed)
+{
+	uint64_t shape[2] = { rows, cols }, n = rows * cols, es = dtype == WSP_DTYPE_F32 ? 4 : 2;
+	uint8_t *buf = malloc(n * es);
+	CHECK(buf);
+	for (uint64_t i = 0; i < n; i++) {
+		float f = (float)(0.02 * gauss(seed));
+		if (es == 4)
+			memcpy(buf + 4 * i, &f, 4);
+		else {
+			uint16_t h = bf16_of(f);
+			memcpy(buf + 2 * i, &h, 2);
+		}
+	}
+	CHECK_RC(pack_writer_add_tensor(pw, name, NULL, dtype, cols > 1 ? 2 : 1, cols > 1 ? shape : &n,
+					buf, n * es, 0, 0, 0), 0);
+	keep[n_keep++] = buf;
+}
+
+static void make_pack(const char *dir)
+{
+	struct wsp_convert_options opt;
+	struct pack_writer *pw;
+	struct wsp_err err;
+	uint64_t seed = 7;
+	wsp_err_init(&err);
+	wsp_convert_options_init(&opt);
+	opt.codec = WSP_CODEC_EXPRANS;
+	opt.chunk_bytes = 256 << 10;
+	opt.threads = 2;
+	CHECK_RC(pack_writer_create(dir, &opt, &pw, &err), 0);
+	for (unsigned l = 0; l < LAYERS; l++) {
+		char name[96];
+		snprintf(name, sizeof(name), "model.layers.%u.input_layernorm.weight", l);
+		add(pw, name, WSP_DTYPE_F32, 512, 1, &seed);
+		snprintf(name, sizeof(name), "model.layers.%u.mlp.up_proj.weight", l);
+		add(pw, name, WSP_DTYPE_BF16, 1024, 512, &seed);
+		snprintf(name, sizeof(name), "model.layers.%u.mlp.down_proj.weight", l);
+		add(pw, name, WSP_DTYPE_BF16, 512, 1001, &seed);
+		snprintf(name, sizeof(name), "model.layers.%u.mlp.bias", l);
+		add(pw, name, WSP_DTYPE_BF16, 3, 1, &seed);
+	}
+	CHECK_RC(pack_writer_finish(pw), 0);
+	pack_writer_free(pw);
+	while (n_keep)
+		free(keep[--n_keep]);
+	wsp_err_destroy(&err);
+}
+
+/* Acquire every layer twice over (each acquire fills a slot), comparing
+ * each slot with the pack's raw layer.  Returns bytes_h2d. */
+static uint64_t sweep(const char *pack, wsp_pack *pk, unsigned flags)
+{
+	struct wsp_options o;
+	wsp_pager *pg;
+	char err[512];
+	wsp_options_init(&o);
+	o.gpu_slots = 2;
+	o.host_cache_bytes = 64 << 20;
+	o.flags = flags | WSP_OPEN_NO_PREFETCH;
+	CHECK_RC(wsp_open(pack, &o, &pg, err, sizeof(err)), 0);
+	uint64_t raw = 0;
+	for (int pass = 0; pass < 2; pass++)
+		for (uint32_t l = 0; l < LAYERS; l++) {
+			const struct wsp_layer *L;
+			CHECK_RC(wsp_acquire(pg, l, NULL, &L), 0);
+			uint8_t *got = malloc(L->raw_bytes), *want = malloc(L->raw_bytes);
+			CHECK(got && want);
+			CHECK(cudaMemcpy(got, L->data, L->raw_bytes, cudaMemcpyDeviceToHost) == cudaSuccess);
+			CHECK_RC(wsp_pack_read_layer(pk, l, want), 0);
+			if (memcmp(got, want, L->raw_bytes)) {
+				uint64_t i = 0;
+				while (got[i] == want[i])
+					i++;
+				fprintf(stderr, "layer %u differs at byte %llu of %llu\n", l,
+					(unsigned long long)i, (unsigned long long)L->raw_bytes);
+			}
+			CHECK(memcmp(got, want, L->raw_bytes) == 0);
+			raw += L->raw_bytes;
+			free(got);
+			free(want);
+			CHECK_RC(wsp_release(pg, l, NULL), 0);
+		}
+	struct wsp_stats st;
+	CHECK_RC(wsp_get_stats(pg, &st), 0);
+	wsp_close(pg);
+	printf("%s: %llu bytes over the link for %llu raw bytes filled\n",
+	       flags & WSP_OPEN_HOST_DECODE ? "host decode" : "GPU decode",
+	       (unsigned long long)st.bytes_h2d, (unsigned long long)raw);
+	return st.bytes_h2d;
+}
+
+int main(void)
+{
+	int devs = 0;
+	cudaError_t crc = cudaGetDeviceCount(&devs);
+	if (crc != cudaSuccess || devs == 0)
+		SKIP("no CUDA device (%s)", crc != cudaSuccess ? cudaGetErrorString(crc) : "count 0");
+	const char *root = t_scratch("cuda-packed");
+	char pack[600], err[512];
+	snprintf(pack, sizeof(pack), "%s/pack", root);
+	make_pack(pack);
+	wsp_pack *pk;
+	CHECK_RC(wsp_pack_open(pack, &pk, err, sizeof(err)), 0);
+
+	uint64_t packed = sweep(pack, pk, 0), raw = sweep(pack, pk, WSP_OPEN_HOST_DECODE);
+	CHECK(packed * 10 < raw * 8);   /* bf16 Gaussian: ~1.5x fewer bytes */
+
+	/* A packed chunk changed in host memory after the host checked it. */
+	struct wsp_options o;
+	wsp_pager *pg;
+	const struct wsp_layer *L;
+	wsp_options_init(&o);
+	o.gpu_slots = 2;
+	o.host_cache_bytes = 64 << 20;
+	o.flags = WSP_OPEN_NO_PREFETCH;
+	CHECK_RC(wsp_open(pack, &o, &pg, err, sizeof(err)), 0);
+	for (uint32_t l = 0; l < LAYERS; l++) {   /* all in the host tier */
+		CHECK_RC(wsp_acquire(pg, l, NULL, &L), 0);
+		CHECK_RC(wsp_release(pg, l, NULL), 0);
+	}
+	struct wsp_pager_s *p = (struct wsp_pager_s *)pg;
+	struct hcache_ref ref;
+	struct hcache_piece pc[64];
+	CHECK(hcache_try_get(p->hc, 2, &ref) == 1 && ref.packed);
+	uint32_t n = hcache_pieces(p->hc, 2, pc, 64), k = 0;
+	while (k < n && !pc[k].exprans)
+		k++;
+	CHECK(k < n);
+	uint64_t at = pc[k].at + 4 + 2 * 256;   /* the first lane's length */
+	uint8_t *byte = (uint8_t *)ref.pages[at / ref.page_bytes] + at % ref.page_bytes;
+	*byte |= 1;   /* odd: no lane has an odd length */
+	hcache_put(p->hc, &ref);
+	int rc = 0;
+	for (int i = 0; i < 8 && rc == 0; i++) {   /* layer 2 is filled again, then refused */
+		uint32_t l = (uint32_t)i % 4;
+		rc = wsp_acquire(pg, l, NULL, &L);
+		if (rc == 0)
+			CHECK_RC(wsp_release(pg, l, NULL), 0);
+		CHECK(cudaDeviceSynchronize() == cudaSuccess);
+	}
+	printf("after changing a cached packed chunk: %d: %s\n", rc, wsp_errmsg(pg));
+	CHECK_RC(rc, WSP_ECHECKSUM);
+	CHECK(strstr(wsp_errmsg(pg), "GPU decode of layer model.layers.2") != NULL);
+	CHECK(strstr(wsp_errmsg(pg), "lane lengths") != NULL);
+	CHECK_RC(wsp_acquire(pg, 0, NULL, &L), WSP_ECHECKSUM);   /* and stays */
+	wsp_close(pg);
+	wsp_pack_close(pk);
+	t_rmrf(root);
+	return 0;
+}
