@@ -515,7 +515,8 @@ struct wsp_convert_options {
 	int level;                 /* zstd level; default 1 */
 	uint64_t chunk_bytes;      /* raw bytes per chunk; default 4 MiB */
 	uint64_t shard_bytes;      /* target shard size; default 4 GiB (layers never split) */
-	enum wsp_codec codec;      /* default zstd; chunks that do not shrink are stored raw */
+	enum wsp_codec codec;      /* default EXPRANS for bf16, zstd for the rest (0.2; was
+	                              zstd); zstd chunks that do not shrink are stored raw */
 	int transform;             /* byte/exponent grouping of float dtypes; default 1 */
 	unsigned threads;          /* 0: all cores */
 	const char *group_regex;   /* extended regex whose first group names the layer; NULL: built-in */

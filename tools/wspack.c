@@ -32,7 +32,7 @@ static const char usage_text[] =
 	"      --level N          zstd level (default 1)\n"
 	"      --chunk-size SIZE  raw bytes per chunk (default 4M)\n"
 	"      --shard-size SIZE  target shard size (default 4G)\n"
-	"      --codec raw|zstd|exprans  chunk codec (default zstd; exprans: bf16 exponents\n"
+	"      --codec raw|zstd|exprans  chunk codec (default exprans: bf16 exponents\n"
 	"                         rANS-coded for GPU decoding, other dtypes zstd)\n"
 	"      --no-transform     do not byte-group float dtypes before compressing\n"
 	"      --threads N        worker threads (default: all cores)\n"

@@ -25,7 +25,7 @@ void wsp_convert_options_init(struct wsp_convert_options *opt)
 	opt->level = 1;
 	opt->chunk_bytes = 4ull << 20;
 	opt->shard_bytes = 4ull << 30;
-	opt->codec = WSP_CODEC_ZSTD;
+	opt->codec = WSP_CODEC_EXPRANS;   /* bf16 chunks; other dtypes keep zstd */
 	opt->transform = 1;
 }
 

@@ -4,9 +4,12 @@
 # exponents near their entropy and keep sign and mantissa), the pack verifies, the
 # pager streams it (host backend, every tensor's checksum checked by
 # `wspager verify`), and `wspack unpack` gives back the checkpoint byte for
-# byte; an unknown codec name is a usage error naming the three.
+# byte; it is the default (a pack converted without --codec is the same
+# size); an unknown codec name is a usage error naming the three.
 . "${top_srcdir:-$(dirname "$0")/../..}/tests/cli/lib.sh"
-make_pack "$TMP/zstd.wsp"
+make_pack "$TMP/zstd.wsp" --codec zstd
+"$WSPACK" convert "$TMP/model.safetensors" -o "$TMP/default.wsp" >/dev/null 2>"$TMP/err" ||
+	{ cat "$TMP/err" >&2; fail "convert with the default codec"; }
 "$WSPACK" convert "$TMP/model.safetensors" -o "$TMP/exprans.wsp" --codec exprans >/dev/null \
 	2>"$TMP/err" || { cat "$TMP/err" >&2; fail "convert --codec exprans"; }
 "$WSPACK" verify "$TMP/exprans.wsp" >/dev/null 2>"$TMP/err" || { cat "$TMP/err" >&2; fail "verify"; }
@@ -17,8 +20,11 @@ make_pack "$TMP/zstd.wsp"
 cmp "$TMP/model.safetensors" "$TMP/back/model.safetensors" || fail "unpacked bytes differ"
 z=$(du -sb "$TMP/zstd.wsp" | cut -f1)
 x=$(du -sb "$TMP/exprans.wsp" | cut -f1)
-echo "pack bytes: zstd $z, exprans $x"
+d=$(du -sb "$TMP/default.wsp" | cut -f1)
+echo "pack bytes: zstd $z, exprans $x, default $d"
 [ "$x" -lt $((z + z / 50)) ] || fail "exprans pack ($x bytes) more than 2% above zstd's ($z)"
+[ "$d" -eq "$x" ] || fail "the default pack ($d bytes) is not the exprans pack ($x bytes)"
+[ "$z" -ne "$x" ] || fail "the zstd and exprans packs have the same size: same codec?"
 if "$WSPACK" convert "$TMP/model.safetensors" -o "$TMP/bad.wsp" --codec lz4 >/dev/null 2>"$TMP/err"; then
 	fail "--codec lz4 accepted"
 fi

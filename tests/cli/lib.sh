@@ -26,13 +26,16 @@ need_python() {
 	[ -n "$PYTHON3" ] && "$PYTHON3" -c 'import json' 2>/dev/null || skip "python3 not available"
 }
 
-# make_pack DIR: a ~5 MiB Llama-shaped bf16 pack (4 blocks, hidden 256).
+# make_pack DIR [CONVERT-OPTION...]: a ~5 MiB Llama-shaped bf16 pack (4
+# blocks, hidden 256).
 make_pack() {
 	[ -x "$WSPACK" ] || fail "$WSPACK not built"
+	out=$1
+	shift
 	"$WSPACK" generate --layers 4 --hidden 256 --intermediate 512 --vocab 1024 \
 		"$TMP/model.safetensors" >/dev/null 2>"$TMP/gen.err" ||
 		{ cat "$TMP/gen.err" >&2; fail "wspack generate"; }
-	"$WSPACK" convert "$TMP/model.safetensors" -o "$1" >/dev/null 2>"$TMP/conv.err" ||
+	"$WSPACK" convert "$TMP/model.safetensors" -o "$out" "$@" >/dev/null 2>"$TMP/conv.err" ||
 		{ cat "$TMP/conv.err" >&2; fail "wspack convert"; }
 }
 
