@@ -68,7 +68,8 @@ struct dev_ops {
 	int (*sync_copy)(struct dev *d, struct wsp_err *err);
 	/* On the decode stream: run jobs[0..n_jobs) (device memory) from `in`
 	 * to `out` (src/pack/exprans/exprans_gpu.h), then copy their n_jobs
-	 * status words to status_host (pinned).  NULL without a GPU. */
+	 * status words to status_host (pinned).  n_jobs 0: load the kernel
+	 * only (at open).  NULL without a GPU. */
 	int (*unpack)(struct dev *d, const void *in, void *out, const struct exprans_gpu_job *jobs,
 		      unsigned n_jobs, uint64_t max_out, uint32_t *status_dev,
 		      uint32_t *status_host, struct wsp_err *err);

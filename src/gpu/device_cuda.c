@@ -267,8 +267,8 @@ static int cuda_unpack(struct dev *d, const void *in, void *out, const struct ex
 		return ret;
 	cudaStream_t s = queue_stream(d, DEV_Q_DECODE, NULL);
 	cudaError_t rc = (cudaError_t)exprans_gpu_decode(in, out, jobs, n_jobs, max_out, status_dev, s);
-	const char *what = "the decode kernel's launch";
-	if (rc == cudaSuccess) {
+	const char *what = n_jobs ? "the decode kernel's launch" : "loading the decode kernel";
+	if (rc == cudaSuccess && n_jobs) {
 		rc = cudaMemcpyAsync(status_host, status_dev, n_jobs * sizeof(*status_dev),
 				     cudaMemcpyDeviceToHost, s);
 		what = "cudaMemcpyAsync (decode status)";

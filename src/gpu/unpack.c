@@ -164,9 +164,15 @@ int unpacker_create(struct dev *d, const struct wsp_pack_s *pk, const struct hca
 	    (rc = d->ops->event_create(d, 0, &u->stage_free[0], err)) < 0 ||
 	    (rc = d->ops->event_create(d, 0, &u->stage_free[1], err)) < 0 ||
 	    (rc = d->ops->event_create(d, 0, &u->copied, err)) < 0 ||
-	    (rc = d->ops->pin(d, u->status_host, wsp_align_up(k * sizeof(uint32_t), 4096), err)) < 0)
+	    (rc = d->ops->unpack(d, NULL, NULL, NULL, 0, 0, NULL, NULL, err)) < 0)
 		goto fail;
-	u->host_pinned = 1;
+	/* Status words copied into pageable memory would make each fill wait
+	 * for its decode: said by the pager (unpacker_pinned), not fatal. */
+	struct wsp_err pin_err;
+	wsp_err_init(&pin_err);
+	u->host_pinned = d->ops->pin(d, u->status_host, wsp_align_up(k * sizeof(uint32_t), 4096),
+				     &pin_err) == 0;
+	wsp_err_destroy(&pin_err);
 	/* The tables go up once, synchronously (the copy stream is idle). */
 	if ((rc = d->ops->copy_h2d(d, u->jobs_dev, jobs, k * sizeof(*jobs), err)) < 0 ||
 	    (rc = d->ops->sync_copy(d, err)) < 0)
@@ -181,6 +187,11 @@ fail:
 	free(pc);
 	unpacker_destroy(u);
 	return rc;
+}
+
+int unpacker_pinned(const struct unpacker *u)
+{
+	return u->host_pinned;
 }
 
 uint64_t unpacker_device_bytes(const struct unpacker *u)

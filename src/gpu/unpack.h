@@ -29,6 +29,9 @@ int unpacker_create(struct dev *d, const struct wsp_pack_s *pk, const struct hca
 		    struct unpacker **out, struct wsp_err *err);
 /* After the device's streams are idle. */
 void unpacker_destroy(struct unpacker *u);
+/* 0 when its status words could not be page-locked (each fill then waits
+ * for its decode to end). */
+int unpacker_pinned(const struct unpacker *u);
 /* Device memory the unpacker took (staging, tables). */
 uint64_t unpacker_device_bytes(const struct unpacker *u);
 

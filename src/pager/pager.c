@@ -213,6 +213,9 @@ static int open_tiers(struct wsp_pager_s *pg, const char *path)
 	struct unpacker *up = NULL;
 	if (cfg.keep_packed && (rc = unpacker_create(pg->dev, pg->pk, pg->hc, &up, err)) < 0)
 		return rc;
+	if (up && !unpacker_pinned(up))
+		pager_notice(pg, "cudaHostRegister refused the GPU decoder's status words: each "
+				 "fill of a packed layer waits for its decode on the host");
 	pthread_mutex_lock(&pg->lock);
 	pg->sp.unpack = up;
 	pg->sp.pk = pg->pk;

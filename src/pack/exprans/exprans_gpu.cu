@@ -230,8 +230,13 @@ extern "C" int exprans_gpu_decode(const uint8_t *in, uint8_t *out,
 				  const struct exprans_gpu_job *jobs, unsigned n_jobs,
 				  uint64_t max_out, uint32_t *status, void *stream)
 {
-	if (n_jobs == 0)
-		return 0;
+	if (n_jobs == 0) {
+		/* Load the kernel now: with CUDA's lazy loading its first launch
+		 * would load it then, which can wait for work already running
+		 * on the device (a user's kernel) and stall every caller. */
+		struct cudaFuncAttributes attr;
+		return (int)cudaFuncGetAttributes(&attr, exprans_decode_kernel);
+	}
 	/* A thread block per 8 blocks of values (512 KiB of output). */
 	uint64_t parts = (max_out + (uint64_t)WARPS * BLOCK * 2 - 1) / ((uint64_t)WARPS * BLOCK * 2);
 	if (parts > MAX_BLOCKS / WARPS)   /* larger decode jobs fail TOO_BIG */

@@ -55,7 +55,9 @@ struct exprans_gpu_job {
  * (device memory) on `stream` (a cudaStream_t; NULL the default stream);
  * max_out bounds any job's output bytes (it sizes the grid).  status[i]
  * (device memory) gets job i's bits (0 for COPY and ZERO jobs).  Returns 0
- * or the cudaError_t of the launch. */
+ * or the cudaError_t of the launch.  With n_jobs 0 it only loads the
+ * kernel (do it before the first use: a lazy load can wait for the device
+ * to go idle). */
 int exprans_gpu_decode(const uint8_t *in, uint8_t *out, const struct exprans_gpu_job *jobs,
 		       unsigned n_jobs, uint64_t max_out, uint32_t *status, void *stream);
 /* The first problem named in a status word, for messages. */
