@@ -292,7 +292,15 @@ struct wsp_options {
 	/* The overflow file's directory; NULL: the pack's directory, else
 	 * $TMPDIR, else /var/tmp. */
 	const char *overflow_dir;
-	uint64_t reserved[13];      /* zero (wsp_options_init) */
+	/* A GPU tier of packed layers (added in 0.2; 0, the default: none):
+	 * up to this many bytes of device memory, besides the slots, keep
+	 * packed layers (exprans packs on a GPU, WSP_OPEN_HOST_DECODE not
+	 * set) after their copy, so that their next fills decode on the
+	 * device without touching the link.  A layer that does not fit
+	 * displaces only layers filled less often: a loop over more layers
+	 * than fit keeps a fixed set of them. */
+	uint64_t gpu_packed_bytes;
+	uint64_t reserved[12];      /* zero (wsp_options_init) */
 };
 #define WSP_OPEN_NO_DIRECT  1u   /* buffered reads even where O_DIRECT works */
 #define WSP_OPEN_NO_PIN     2u   /* do not page-lock the host cache (slower H2D; says so) */
@@ -402,7 +410,9 @@ struct wsp_stats {
 	uint64_t updated_resident;  /* of those, bytes in host memory now (0.2) */
 	uint64_t overflow_written;  /* bytes spilled to the overflow file (0.2) */
 	uint64_t overflow_read;     /* bytes read back from it (0.2) */
-	uint64_t reserved[7];
+	uint64_t packed_gpu_hits;   /* fills decoded from the GPU tier of packed layers (0.2) */
+	uint64_t packed_gpu_bytes;  /* device bytes that tier holds now (0.2; not reset) */
+	uint64_t reserved[5];
 };
 /* The counters, each read at one moment (not all under one lock: see
  * wsp_get_stats(3)).  Thread-safe. */

@@ -117,7 +117,10 @@ run() {
 		mkdir -p "$work/gpu-exprans" "$work/gpu-zstd"
 		step bench-gpu-zstd 400 "$lane/bench/gpu_bench" --dir "$work/gpu-zstd"
 		step bench-gpu-exprans 400 "$lane/bench/gpu_bench" --codec exprans --dir "$work/gpu-exprans"
-		for f in bench-exprans bench-gpu-zstd bench-gpu-exprans; do
+		# the same pack with a GPU tier that holds all of it packed
+		step bench-gpu-exprans-tier 400 "$lane/bench/gpu_bench" --codec exprans \
+			--dir "$work/gpu-exprans" --gpu-packed 1200M
+		for f in bench-exprans bench-gpu-zstd bench-gpu-exprans bench-gpu-exprans-tier; do
 			echo "== $f"; tail -n 16 "$out/$f.log"
 		done ;;
 	esac

@@ -318,7 +318,7 @@ class AcquiredLayer:
 
 _IO = {"auto": 0, "uring": 1, "pread": 2, "mmap": 3}
 _POLICY = {"predict": 0, "lru": 1}
-OPEN_NO_DIRECT, OPEN_NO_PIN, OPEN_NO_PREFETCH, OPEN_HOST_TOTAL = 1, 2, 4, 8
+OPEN_NO_DIRECT, OPEN_NO_PIN, OPEN_NO_PREFETCH, OPEN_HOST_TOTAL, OPEN_HOST_DECODE = 1, 2, 4, 8, 16
 
 
 class Pager(_Closing):
@@ -336,6 +336,10 @@ class Pager(_Closing):
         True: `host_cache` bounds all the pager's host memory (cache, read
         staging, decode buffers, host-backend slots), not only the cache
         (WSP_OPEN_HOST_TOTAL).
+    host_decode : bool
+        True: decode every chunk on the host (WSP_OPEN_HOST_DECODE); by
+        default, on a GPU, exprans chunks stay packed in the host tier and
+        the GPU decodes them.
     gpu_slots : int
         Slots of the largest layer in the third tier (default 3).
     io : {"auto", "uring", "pread", "mmap"}
@@ -352,6 +356,10 @@ class Pager(_Closing):
         quarter of `host_cache`); the rest go to an unnamed overflow file.
     overflow_dir : str, optional
         That file's directory (default: the pack's, else $TMPDIR).
+    gpu_packed : int or str, optional
+        Device memory, besides the slots, that keeps packed layers of an
+        exprans pack on the GPU (wsp_options.gpu_packed_bytes): their next
+        fills decode there without the link.
     log : callable(str), optional
         Receives notices ("io_uring refused ...").
     """
@@ -362,8 +370,10 @@ class Pager(_Closing):
                  io_threads: Optional[int] = None, decode_threads: int = 0,
                  page_bytes: Optional[SizeLike] = None, prefetch: bool = True,
                  direct: bool = True, pin: bool = True, host_total: bool = False,
+                 host_decode: bool = False,
                  on_demand: Sequence[str] = (), updated_cache: Optional[SizeLike] = None,
                  overflow_dir: Optional[Union[str, os.PathLike]] = None,
+                 gpu_packed: Optional[SizeLike] = None,
                  log: Optional[Callable[[str], object]] = None):
         L = _c.lib()
         o = _c.Options()
@@ -387,11 +397,14 @@ class Pager(_Closing):
             o.page_bytes = parse_size(page_bytes)
         if updated_cache is not None:
             o.updated_bytes = parse_size(updated_cache)
+        if gpu_packed is not None:
+            o.gpu_packed_bytes = parse_size(gpu_packed)
         if overflow_dir is not None:
             self._overflow_dir = os.fsencode(overflow_dir)   # alive during the open
             o.overflow_dir = self._overflow_dir
         o.flags = (0 if prefetch else OPEN_NO_PREFETCH) | (0 if direct else OPEN_NO_DIRECT) | \
-            (0 if pin else OPEN_NO_PIN) | (OPEN_HOST_TOTAL if host_total else 0)
+            (0 if pin else OPEN_NO_PIN) | (OPEN_HOST_TOTAL if host_total else 0) | \
+            (OPEN_HOST_DECODE if host_decode else 0)
         # The callback is called from library threads: kept alive with self.
         self._log = _c.LOG_FN(lambda _ctx, msg: log(msg.decode(errors="replace"))) if log \
             else _c.LOG_FN()

@@ -93,7 +93,8 @@ class Options(ctypes.Structure):
         ("on_demand", ctypes.POINTER(c_char_p)),
         ("updated_bytes", c_u64),
         ("overflow_dir", c_char_p),
-        ("reserved", c_u64 * 13),
+        ("gpu_packed_bytes", c_u64),
+        ("reserved", c_u64 * 12),
     ]
 
 
@@ -116,7 +117,9 @@ class Stats(ctypes.Structure):
         ("updated_resident", c_u64),
         ("overflow_written", c_u64),
         ("overflow_read", c_u64),
-        ("reserved", c_u64 * 7),
+        ("packed_gpu_hits", c_u64),
+        ("packed_gpu_bytes", c_u64),
+        ("reserved", c_u64 * 5),
     ]
 
 

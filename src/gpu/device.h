@@ -73,6 +73,12 @@ struct dev_ops {
 	int (*unpack)(struct dev *d, const void *in, void *out, const struct exprans_gpu_job *jobs,
 		      unsigned n_jobs, uint64_t max_out, uint32_t *status_dev,
 		      uint32_t *status_host, struct wsp_err *err);
+	/* Stream-ordered device memory from the pager's own pool: allocated
+	 * in the order of queue q, freed in the order of queue q (never a
+	 * host sync).  -ENOMEM (with the detail) when the device has none.
+	 * NULL without a GPU. */
+	int (*alloc_async)(struct dev *d, int q, uint64_t bytes, void **out, struct wsp_err *err);
+	void (*free_async)(struct dev *d, int q, void *p);
 	int (*pin)(struct dev *d, void *p, uint64_t len, struct wsp_err *err);
 	void (*unpin)(struct dev *d, void *p);
 };

@@ -22,6 +22,8 @@ struct cuda_priv {
 	cudaStream_t copy;   /* host -> GPU */
 	cudaStream_t back;   /* GPU -> host (write-back) */
 	cudaStream_t decode; /* packed layers into slots */
+	cudaMemPool_t pool;  /* packed layers kept on the GPU; made at first use */
+	int has_pool;
 };
 
 struct dev_event {
@@ -81,6 +83,8 @@ static void cuda_close(struct dev *d)
 				(void)cudaStreamSynchronize(cp->decode);
 				(void)cudaStreamDestroy(cp->decode);
 			}
+			if (cp->has_pool)
+				(void)cudaMemPoolDestroy(cp->pool);
 			leave(d, prev);
 		}
 		free(cp);
@@ -277,6 +281,52 @@ static int cuda_unpack(struct dev *d, const void *in, void *out, const struct ex
 	return rc == cudaSuccess ? 0 : CU_ERR(err, rc, what);
 }
 
+/* A pool of the pager's own, which keeps what is freed (no release to
+ * the driver at each sync) and never hands the application's memory. */
+static int make_pool(struct dev *d, struct cuda_priv *cp, struct wsp_err *err)
+{
+	struct cudaMemPoolProps props = {
+		.allocType = cudaMemAllocationTypePinned,
+		.location = { .type = cudaMemLocationTypeDevice, .id = d->ordinal },
+	};
+	cudaError_t rc = cudaMemPoolCreate(&cp->pool, &props);
+	if (rc != cudaSuccess)
+		return CU_ERR(err, rc, "cudaMemPoolCreate");
+	uint64_t keep = UINT64_MAX;
+	(void)cudaMemPoolSetAttribute(cp->pool, cudaMemPoolAttrReleaseThreshold, &keep);
+	cp->has_pool = 1;
+	return 0;
+}
+
+static int cuda_alloc_async(struct dev *d, int q, uint64_t bytes, void **out, struct wsp_err *err)
+{
+	struct cuda_priv *cp = d->priv;
+	int prev, ret;
+	if ((ret = enter(d, &prev, err)) < 0)
+		return ret;
+	if (!cp->has_pool && (ret = make_pool(d, cp, err)) < 0) {
+		leave(d, prev);
+		return ret;
+	}
+	cudaError_t rc = cudaMallocFromPoolAsync(out, (size_t)bytes, cp->pool, queue_stream(d, q, NULL));
+	leave(d, prev);
+	if (rc == cudaErrorMemoryAllocation) {
+		(void)cudaGetLastError();
+		return WSP_ERR(err, -ENOMEM, "cudaMallocFromPoolAsync of %llu bytes: out of device "
+			       "memory", (unsigned long long)bytes);
+	}
+	return rc == cudaSuccess ? 0 : CU_ERR(err, rc, "cudaMallocFromPoolAsync");
+}
+
+static void cuda_free_async(struct dev *d, int q, void *p)
+{
+	int prev;
+	if (p && enter(d, &prev, NULL) == 0) {
+		(void)cudaFreeAsync(p, queue_stream(d, q, NULL));
+		leave(d, prev);
+	}
+}
+
 static int cuda_pin(struct dev *d, void *p, uint64_t len, struct wsp_err *err)
 {
 	int prev, ret;
@@ -318,6 +368,8 @@ static const struct dev_ops cuda_ops = {
 	.copy_d2h = cuda_copy_d2h,
 	.sync_copy = cuda_sync_copy,
 	.unpack = cuda_unpack,
+	.alloc_async = cuda_alloc_async,
+	.free_async = cuda_free_async,
 	.pin = cuda_pin,
 	.unpin = cuda_unpin,
 };

@@ -264,7 +264,7 @@ int slots_fill(struct slot_pool *sp, struct slot *s, const struct wsp_pack_s *pk
 	s->n_rel = 0;
 
 	if ((rc = d->ops->record(d, pp.start, DEV_Q_COPY, NULL, err)) < 0 ||
-	    (rc = ref->packed ? unpacker_fill(sp->unpack, s->base, ref, err)
+	    (rc = ref->packed ? unpacker_fill(sp->unpack, s->base, ref, &pp.bytes, err)
 			      : enqueue_copies(sp, s, ref, err)) < 0 ||
 	    (rc = d->ops->record(d, s->fill_ev, q, NULL, err)) < 0 ||
 	    (rc = d->ops->record(d, pp.end, q, NULL, err)) < 0)

@@ -53,7 +53,7 @@ struct slot {
 struct pending_put {
 	struct hcache_ref ref;
 	struct dev_event *start, *end;   /* timing events around the copies (and decode) */
-	uint64_t bytes;
+	uint64_t bytes;                  /* sent over the link */
 };
 
 /* A completed copy, handed back by slots_reap: the host reference to put

@@ -27,7 +27,19 @@ struct unpacker {
 	int stage_used[2];
 	unsigned next;
 	int host_pinned;
+	/* The GPU tier of packed layers: kept[l] holds layer l's packed
+	 * bytes in device memory (stream-ordered allocations).  uses[l]
+	 * counts layer l's fills (halved every AGE_FILLS x layers fills); a
+	 * layer that does not fit displaces only layers filled less often
+	 * than itself.  A loop over more layers than fit so keeps a fixed set
+	 * (LRU would keep none: each pass evicts the layers the next pass
+	 * needs first), and routed experts that run often displace rare ones. */
+	uint64_t gpu_budget, gpu_resident, fills, hits;
+	void **kept;
+	uint64_t *kept_bytes, *uses;
 };
+
+#define AGE_FILLS 16u
 
 static uint64_t layer_chunks(const struct wsp_pack_s *pk, uint32_t l)
 {
@@ -95,6 +107,11 @@ void unpacker_destroy(struct unpacker *u)
 	}
 	if (u->copied)
 		d->ops->event_destroy(d, u->copied);
+	for (uint32_t l = 0; u->kept && l < u->n_layers; l++)
+		d->ops->free_async(d, DEV_Q_DECODE, u->kept[l]);
+	free(u->kept);
+	free(u->kept_bytes);
+	free(u->uses);
 	d->ops->free(d, u->jobs_dev);
 	d->ops->free(d, u->status_dev);
 	if (u->host_pinned)
@@ -108,7 +125,7 @@ void unpacker_destroy(struct unpacker *u)
 }
 
 int unpacker_create(struct dev *d, const struct wsp_pack_s *pk, const struct hcache *hc,
-		    struct unpacker **out, struct wsp_err *err)
+		    uint64_t gpu_bytes, struct unpacker **out, struct wsp_err *err)
 {
 	uint32_t n_layers = pk->m.hdr->n_layers;
 	uint64_t total = 0, max_pieces = 0, stage = 0;
@@ -136,9 +153,13 @@ int unpacker_create(struct dev *d, const struct wsp_pack_s *pk, const struct hca
 		u->chunk_of = malloc(total * sizeof(*u->chunk_of));
 		u->tensor_of = malloc(total * sizeof(*u->tensor_of));
 		u->status_host = aligned_alloc(4096, wsp_align_up(total * sizeof(uint32_t), 4096));
+		u->gpu_budget = d->ops->alloc_async ? gpu_bytes : 0;
+		u->kept = calloc(n_layers ? n_layers : 1, sizeof(*u->kept));
+		u->kept_bytes = calloc(n_layers ? n_layers : 1, sizeof(*u->kept_bytes));
+		u->uses = calloc(n_layers ? n_layers : 1, sizeof(*u->uses));
 	}
 	if (!u || !jobs || !pc || !u->job0 || !u->max_out || !u->chunk_of || !u->tensor_of ||
-	    !u->status_host) {
+	    !u->status_host || !u->kept || !u->kept_bytes || !u->uses) {
 		free(jobs);
 		free(pc);
 		unpacker_destroy(u);
@@ -199,21 +220,63 @@ uint64_t unpacker_device_bytes(const struct unpacker *u)
 	return u ? 2 * u->stage_bytes + u->n_jobs * (sizeof(struct exprans_gpu_job) + 4) : 0;
 }
 
-int unpacker_fill(struct unpacker *u, void *slot, const struct hcache_ref *ref,
-		  struct wsp_err *err)
+/* Room in the GPU tier for layer l's `bytes`: 1 when there is (after
+ * displacing layers filled less often than l; freed in the decode
+ * stream's order, after the decodes that read them), 0 when not. */
+static int gpu_tier_room(struct unpacker *u, uint32_t l, uint64_t bytes)
+{
+	if (bytes > u->gpu_budget)
+		return 0;
+	while (u->gpu_resident + bytes > u->gpu_budget) {
+		uint32_t v = UINT32_MAX;
+		for (uint32_t k = 0; k < u->n_layers; k++)
+			if (u->kept[k] && (v == UINT32_MAX || u->uses[k] < u->uses[v]))
+				v = k;
+		if (v == UINT32_MAX || u->uses[v] >= u->uses[l])
+			return 0;
+		u->dev->ops->free_async(u->dev, DEV_Q_DECODE, u->kept[v]);
+		u->kept[v] = NULL;
+		u->gpu_resident -= u->kept_bytes[v];
+	}
+	return 1;
+}
+
+/* Where layer l's packed bytes go for this fill: a new GPU-tier buffer
+ * when the tier takes it, else one of the two staging buffers (*stage
+ * then says which, else -1). */
+static int packed_home(struct unpacker *u, uint32_t l, uint64_t bytes, void **dst, int *stage,
+		       struct wsp_err *err)
 {
 	struct dev *d = u->dev;
-	uint32_t l = ref->layer;
+	*stage = -1;
+	if (u->gpu_budget && gpu_tier_room(u, l, bytes)) {
+		struct wsp_err quiet;
+		wsp_err_init(&quiet);
+		int rc = d->ops->alloc_async(d, DEV_Q_COPY, bytes, dst, &quiet);
+		wsp_err_destroy(&quiet);
+		if (rc == 0) {   /* out of device memory: stage it instead */
+			u->kept[l] = *dst;
+			u->kept_bytes[l] = bytes;
+			u->gpu_resident += bytes;
+			return 0;
+		}
+	}
 	unsigned k = u->next;
-	int rc;
-	if (ref->bytes > u->stage_bytes || u->job0[l + 1] == u->job0[l])
-		return WSP_ERR(err, WSP_ESTATE, "layer %u: packed form of %" PRIu64 " bytes has no "
-			       "job table or exceeds the staging buffers (%" PRIu64 ")", l,
-			       ref->bytes, u->stage_bytes);
 	u->next ^= 1;
 	/* The staging buffer is free once the decode that read it is done. */
-	if (u->stage_used[k] && (rc = d->ops->wait(d, DEV_Q_COPY, NULL, u->stage_free[k], err)) < 0)
-		return rc;
+	if (u->stage_used[k]) {
+		int rc = d->ops->wait(d, DEV_Q_COPY, NULL, u->stage_free[k], err);
+		if (rc < 0)
+			return rc;
+	}
+	*dst = u->stage[k];
+	*stage = (int)k;
+	return 0;
+}
+
+static int copy_pages(struct unpacker *u, void *dst, const struct hcache_ref *ref,
+		      struct wsp_err *err)
+{
 	uint64_t off = 0;
 	uint32_t p = 0;
 	while (off < ref->bytes) {
@@ -225,19 +288,64 @@ int unpacker_fill(struct unpacker *u, void *slot, const struct hcache_ref *ref,
 			len += WSP_MIN(ref->page_bytes, ref->bytes - off - len);
 			p++;
 		}
-		if ((rc = d->ops->copy_h2d(d, (char *)u->stage[k] + off, src, len, err)) < 0)
+		int rc = u->dev->ops->copy_h2d(u->dev, (char *)dst + off, src, len, err);
+		if (rc < 0)
 			return rc;
 		off += len;
 	}
+	return 0;
+}
+
+int unpacker_fill(struct unpacker *u, void *slot, const struct hcache_ref *ref,
+		  uint64_t *copied, struct wsp_err *err)
+{
+	struct dev *d = u->dev;
+	uint32_t l = ref->layer;
+	int rc, stage = -1;
+	void *src = u->kept[l];
+	*copied = 0;
+	if (ref->bytes > u->stage_bytes || u->job0[l + 1] == u->job0[l])
+		return WSP_ERR(err, WSP_ESTATE, "layer %u: packed form of %" PRIu64 " bytes has no "
+			       "job table or exceeds the staging buffers (%" PRIu64 ")", l,
+			       ref->bytes, u->stage_bytes);
+	if (u->gpu_budget && ++u->fills % ((uint64_t)AGE_FILLS * u->n_layers) == 0)
+		for (uint32_t k = 0; k < u->n_layers; k++)
+			u->uses[k] /= 2;
+	u->uses[l]++;
+	if (src) {
+		u->hits++;   /* on the GPU already: no copy */
+	} else if ((rc = packed_home(u, l, ref->bytes, &src, &stage, err)) < 0 ||
+		   (rc = copy_pages(u, src, ref, err)) < 0) {
+		return rc;
+	} else {
+		*copied = ref->bytes;
+	}
+	/* The decode follows the copy stream: the copy, and the waits for the
+	 * slot's releases that slots_fill put there. */
 	uint64_t j0 = u->job0[l], n = u->job0[l + 1] - j0;
 	if ((rc = d->ops->record(d, u->copied, DEV_Q_COPY, NULL, err)) < 0 ||
 	    (rc = d->ops->wait(d, DEV_Q_DECODE, NULL, u->copied, err)) < 0 ||
-	    (rc = d->ops->unpack(d, u->stage[k], slot, u->jobs_dev + j0, (unsigned)n, u->max_out[l],
-				 u->status_dev + j0, u->status_host + j0, err)) < 0 ||
-	    (rc = d->ops->record(d, u->stage_free[k], DEV_Q_DECODE, NULL, err)) < 0)
+	    (rc = d->ops->unpack(d, src, slot, u->jobs_dev + j0, (unsigned)n, u->max_out[l],
+				 u->status_dev + j0, u->status_host + j0, err)) < 0)
 		return rc;
-	u->stage_used[k] = 1;
+	if (stage >= 0) {
+		if ((rc = d->ops->record(d, u->stage_free[stage], DEV_Q_DECODE, NULL, err)) < 0)
+			return rc;
+		u->stage_used[stage] = 1;
+	}
 	return 0;
+}
+
+void unpacker_reset_counters(struct unpacker *u)
+{
+	if (u)
+		u->hits = 0;
+}
+
+void unpacker_counters(const struct unpacker *u, uint64_t *hits, uint64_t *bytes)
+{
+	*hits = u ? u->hits : 0;
+	*bytes = u ? u->gpu_resident : 0;
 }
 
 uint32_t unpacker_check(struct unpacker *u, const struct wsp_pack_s *pk, uint32_t layer,

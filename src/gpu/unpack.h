@@ -6,6 +6,8 @@
  * chunks, copy the others, zero the padding) and copies the jobs' status
  * words back to the host.  The link carries the packed bytes, ~1.5x fewer
  * than raw bf16, and the next layer's copy runs while this one decodes.
+ * Optionally packed layers also stay in device memory (a GPU tier), so a
+ * model ~1.4x larger than the slots' memory streams without the link.
  *
  * The chunks' checksums were checked on the host when the layer was loaded
  * (hcache); the GPU decoder checks each stream's structure again and a
@@ -24,9 +26,13 @@
 struct unpacker;
 
 /* The job tables of every packed layer, on the device, and the staging
- * buffers.  *out is NULL (and 0 returned) when no layer is kept packed. */
+ * buffers; with gpu_bytes > 0 also a GPU tier of packed layers: up to that
+ * many bytes of them stay on the device after their copy (a layer that
+ * does not fit displaces only layers filled less often), and their next
+ * fills decode from there without touching the link.  *out is NULL (and 0 returned) when no layer is kept
+ * packed. */
 int unpacker_create(struct dev *d, const struct wsp_pack_s *pk, const struct hcache *hc,
-		    struct unpacker **out, struct wsp_err *err);
+		    uint64_t gpu_bytes, struct unpacker **out, struct wsp_err *err);
 /* After the device's streams are idle. */
 void unpacker_destroy(struct unpacker *u);
 /* 0 when its status words could not be page-locked (each fill then waits
@@ -38,10 +44,14 @@ uint64_t unpacker_device_bytes(const struct unpacker *u);
 /* Enqueue the fill of `slot` (device memory, the layer's raw size) from the
  * packed `ref`: the slot's bytes are complete at the point of the decode
  * queue (DEV_Q_DECODE) right after this returns; the pages are read until
- * that point too.  The copy queue must already be ordered after whatever
+ * that point too.  *copied: the bytes it sends over the link (0 when the
+ * GPU tier holds the layer).  The copy queue must already be ordered after whatever
  * may still read the slot. */
 int unpacker_fill(struct unpacker *u, void *slot, const struct hcache_ref *ref,
-		  struct wsp_err *err);
+		  uint64_t *copied, struct wsp_err *err);
+/* Fills decoded from the GPU tier, and the bytes it holds now. */
+void unpacker_counters(const struct unpacker *u, uint64_t *hits, uint64_t *bytes);
+void unpacker_reset_counters(struct unpacker *u);
 /* After the fill of `layer` has completed: 0, or the status bits of the
  * first job the GPU refused, with a message naming its chunk in msg. */
 uint32_t unpacker_check(struct unpacker *u, const struct wsp_pack_s *pk, uint32_t layer,

@@ -211,7 +211,8 @@ static int open_tiers(struct wsp_pager_s *pg, const char *path)
 	if ((rc = hcache_create(&cfg, pg->pk, &pg->hc, err)) < 0)
 		return rc;
 	struct unpacker *up = NULL;
-	if (cfg.keep_packed && (rc = unpacker_create(pg->dev, pg->pk, pg->hc, &up, err)) < 0)
+	if (cfg.keep_packed && (rc = unpacker_create(pg->dev, pg->pk, pg->hc, pg->opt.gpu_packed_bytes, &up,
+						   err)) < 0)
 		return rc;
 	if (up && !unpacker_pinned(up))
 		pager_notice(pg, "cudaHostRegister refused the GPU decoder's status words: each "

@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "gpu/unpack.h"
 #include "pager/pager.h"
 
 int wsp_get_stats(wsp_pager *pg, struct wsp_stats *out)
@@ -30,6 +31,7 @@ int wsp_get_stats(wsp_pager *pg, struct wsp_stats *out)
 	out->prefetch_wasted = pg->sp.prefetch_wasted;
 	out->slot_bytes = pg->sp.slot_bytes;
 	out->gpu_slots = pg->sp.n;
+	unpacker_counters(pg->sp.unpack, &out->packed_gpu_hits, &out->packed_gpu_bytes);
 	pthread_mutex_unlock(&pg->lock);
 
 	out->prefetches = hs.prefetches;
@@ -78,5 +80,6 @@ void wsp_reset_stats(wsp_pager *pg)
 	pg->predicted = pg->acquire_block_ns = pg->acquire_failures = 0;
 	pg->sp.bytes_h2d = pg->sp.h2d_ns = pg->sp.fills = 0;
 	pg->sp.gpu_evictions = pg->sp.prefetch_fills = pg->sp.prefetch_wasted = 0;
+	unpacker_reset_counters(pg->sp.unpack);
 	pthread_mutex_unlock(&pg->lock);
 }

@@ -4,7 +4,9 @@
  * twice over, two slots, so each acquire fills) holds exactly the pack's
  * raw layer, padding zero, and the link carried the packed bytes (fewer
  * than with WSP_OPEN_HOST_DECODE, which fills the same bytes from raw
- * layers).  Host memory changed after the host's check (a lane length of
+ * layers).  With a GPU tier of packed layers the second pass's fills
+ * decode from device memory (a tier for the whole model: no byte crosses
+ * the link twice; for half of it: some do not).  Host memory changed after the host's check (a lane length of
  * a cached packed chunk) makes the GPU refuse the chunk: the acquires after
  * that fill fail with WSP_ECHECKSUM naming the layer and the chunk.  Skips
  * (77) without a GPU. */
@@ -87,9 +89,27 @@ static void make_pack(const char *dir)
 	wsp_err_destroy(&err);
 }
 
+/* Bytes the layers take packed in the host tier, all together. */
+static uint64_t packed_model_bytes(const char *pack)
+{
+	struct wsp_options o;
+	wsp_pager *pg;
+	char err[512];
+	wsp_options_init(&o);
+	o.host_cache_bytes = 64 << 20;
+	o.flags = WSP_OPEN_NO_PREFETCH;
+	CHECK_RC(wsp_open(pack, &o, &pg, err, sizeof(err)), 0);
+	struct hcache *hc = ((struct wsp_pager_s *)pg)->hc;
+	uint64_t b = 0;
+	for (uint32_t l = 0; l < LAYERS; l++)
+		b += hcache_layer_bytes(hc, l);
+	wsp_close(pg);
+	return b;
+}
+
 /* Acquire every layer twice over (each acquire fills a slot), comparing
- * each slot with the pack's raw layer.  Returns bytes_h2d. */
-static uint64_t sweep(const char *pack, wsp_pack *pk, unsigned flags)
+ * each slot with the pack's raw layer.  Returns the stats. */
+static struct wsp_stats sweep(const char *pack, wsp_pack *pk, unsigned flags, uint64_t gpu_packed)
 {
 	struct wsp_options o;
 	wsp_pager *pg;
@@ -98,6 +118,7 @@ static uint64_t sweep(const char *pack, wsp_pack *pk, unsigned flags)
 	o.gpu_slots = 2;
 	o.host_cache_bytes = 64 << 20;
 	o.flags = flags | WSP_OPEN_NO_PREFETCH;
+	o.gpu_packed_bytes = gpu_packed;
 	CHECK_RC(wsp_open(pack, &o, &pg, err, sizeof(err)), 0);
 	uint64_t raw = 0;
 	for (int pass = 0; pass < 2; pass++)
@@ -124,10 +145,13 @@ static uint64_t sweep(const char *pack, wsp_pack *pk, unsigned flags)
 	struct wsp_stats st;
 	CHECK_RC(wsp_get_stats(pg, &st), 0);
 	wsp_close(pg);
-	printf("%s: %llu bytes over the link for %llu raw bytes filled\n",
+	printf("%s%s: %llu bytes over the link for %llu raw bytes filled; %llu fills from the "
+	       "GPU tier, which holds %llu bytes\n",
 	       flags & WSP_OPEN_HOST_DECODE ? "host decode" : "GPU decode",
-	       (unsigned long long)st.bytes_h2d, (unsigned long long)raw);
-	return st.bytes_h2d;
+	       gpu_packed ? " with a GPU tier" : "", (unsigned long long)st.bytes_h2d,
+	       (unsigned long long)raw, (unsigned long long)st.packed_gpu_hits,
+	       (unsigned long long)st.packed_gpu_bytes);
+	return st;
 }
 
 int main(void)
@@ -143,8 +167,18 @@ int main(void)
 	wsp_pack *pk;
 	CHECK_RC(wsp_pack_open(pack, &pk, err, sizeof(err)), 0);
 
-	uint64_t packed = sweep(pack, pk, 0), raw = sweep(pack, pk, WSP_OPEN_HOST_DECODE);
-	CHECK(packed * 10 < raw * 8);   /* bf16 Gaussian: ~1.5x fewer bytes */
+	struct wsp_stats packed = sweep(pack, pk, 0, 0), raw = sweep(pack, pk, WSP_OPEN_HOST_DECODE, 0);
+	CHECK(packed.bytes_h2d * 10 < raw.bytes_h2d * 8);   /* bf16 Gaussian: ~1.5x fewer bytes */
+	CHECK(packed.packed_gpu_hits == 0 && raw.packed_gpu_hits == 0);
+	/* A GPU tier for about half the packed model: the second pass decodes
+	 * what it holds without the link; whole model: no layer crosses twice. */
+	uint64_t model = packed_model_bytes(pack);
+	CHECK(packed.bytes_h2d > model);   /* some layers were filled twice */
+	struct wsp_stats tier = sweep(pack, pk, 0, model / 2), whole = sweep(pack, pk, 0, model);
+	CHECK(tier.packed_gpu_hits > 0 && tier.packed_gpu_bytes <= model / 2);
+	CHECK(tier.bytes_h2d < packed.bytes_h2d);
+	CHECK(whole.packed_gpu_hits > 0 && whole.bytes_h2d == model && whole.packed_gpu_bytes == model);
+	CHECK(sweep(pack, pk, WSP_OPEN_HOST_DECODE, model).packed_gpu_hits == 0);
 
 	/* A packed chunk changed in host memory after the host checked it. */
 	struct wsp_options o;

@@ -71,6 +71,7 @@ int main(void)
 	F(wsp_options, on_demand);
 	F(wsp_options, updated_bytes);
 	F(wsp_options, overflow_dir);
+	F(wsp_options, gpu_packed_bytes);
 	F(wsp_options, reserved);
 	printf("]}");
 	printf(", \"wsp_stats\": {\"size\": %zu, \"fields\": [", sizeof(struct wsp_stats));
@@ -107,6 +108,8 @@ int main(void)
 	F(wsp_stats, updated_resident);
 	F(wsp_stats, overflow_written);
 	F(wsp_stats, overflow_read);
+	F(wsp_stats, packed_gpu_hits);
+	F(wsp_stats, packed_gpu_bytes);
 	F(wsp_stats, reserved);
 	printf("]}");
 	printf(", \"wsp_convert_options\": {\"size\": %zu, \"fields\": [", sizeof(struct wsp_convert_options));
