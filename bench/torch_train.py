@@ -8,9 +8,15 @@ torch's AdamW and with the library's (wspager.torch.AdamW).  Printed: seconds pe
 from the pager's counters; the time those bytes need at the pinned
 host->GPU and GPU->host bandwidths measured in the same run; and the step's
 efficiency: max(compute, transfer in, transfer out) / step time, where
-compute is the resident model's forward+backward.
+compute is the resident model's forward+backward.  From the pager's trace
+(the device times of every gradient push's copies) and CUDA events around
+each timed step's backward: the share of the gradient copies' time that
+ran while the backward computed, and how long the GPU waited: (paged step -
+resident step) / paged step, with whether compute was >= 1.2x the step's
+transfer (the condition under which that wait should be small; raise
+--batch to get there).
 
-  python3 bench/torch_train.py --dir /var/tmp/wsp-train [--layers 8 --hidden 4096]
+  python3 bench/torch_train.py --dir /var/tmp/wsp-train [--layers 8 --hidden 4096 --batch 4]
 """
 import argparse
 import os
@@ -63,6 +69,55 @@ def step_time(model, batches, reps: int = 3, before=None) -> float:
     return statistics.median(ts)
 
 
+class Timeline:
+    """The pager's trace events and CUDA events of the timed steps, on one
+    clock: an event recorded on the idle device is read against
+    time.monotonic_ns() (the clock the library's events use), and every
+    later CUDA event is placed from it (to within the ~10 us of a sync)."""
+
+    def __init__(self):
+        self.events = []    # (stage, layer, begin_ns, end_ns, bytes), library threads
+        self.windows = []   # (backward begin, backward end) per timed step
+
+    def trace(self, *ev):
+        self.events.append(ev)
+
+    def d2h_overlap(self):
+        """Share of the gradient copies' time inside a backward window."""
+        total = inside = 0
+        for stage, _, b, e, _ in self.events:
+            if stage != "d2h" or not self.windows:
+                continue
+            total += e - b
+            inside += sum(max(0, min(e, we) - max(b, wb)) for wb, we in self.windows)
+        return inside / total if total else float("nan"), total
+
+
+def traced_steps(model, batches, reps, before, tl: Timeline):
+    """step_time, with each step's backward (the warm-up's too: its
+    gradients are traced as well) placed on the host clock."""
+    ts = []
+    for i in range(reps + 1):
+        ids = batches[i % len(batches)]
+        before()
+        torch.cuda.synchronize()
+        e0, b0, b1 = (torch.cuda.Event(enable_timing=True) for _ in range(3))
+        e0.record()
+        e0.synchronize()
+        t0_ns = time.monotonic_ns()
+        t0 = time.perf_counter()
+        loss = model(ids, labels=ids).loss
+        b0.record()
+        loss.backward()
+        b1.record()
+        torch.cuda.synchronize()
+        if i:
+            ts.append(time.perf_counter() - t0)
+        tl.windows.append((t0_ns + int(e0.elapsed_time(b0) * 1e6),
+                           t0_ns + int(e0.elapsed_time(b1) * 1e6)))
+    return statistics.median(ts)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--dir", default="/var/tmp/wsp-train")
@@ -94,13 +149,17 @@ def main():
     print(f"weights {weight_bytes / 1e9:.2f} GB bf16, {a.batch}x{a.seq} tokens; resident "
           f"forward+backward {t_res * 1e3:.1f} ms")
 
-    model = wt.from_pretrained(d, device="cuda", host_cache=a.host_cache, gpu_slots=4, train=True)
+    tl = Timeline()
+    model = wt.from_pretrained(d, device="cuda", host_cache=a.host_cache, gpu_slots=4, train=True,
+                               trace=tl.trace)
     pg = model._wspager.pager
     step_time(model, batches, reps=1)   # fills the host cache
     wt.zero_grad(model)
+    wt.grads(model)
     pg.reset_stats()
+    tl.events.clear()
     reps = 3
-    t_pag = step_time(model, batches, reps=reps, before=lambda: wt.zero_grad(model))
+    t_pag = traced_steps(model, batches, reps, lambda: wt.zero_grad(model), tl)
     wt.grads(model)   # every gradient copy and addition done
     st = pg.stats()
     # The counters include the warm-up step of step_time: reps + 1 steps.
@@ -115,6 +174,13 @@ def main():
     print(f"  efficiency max(compute, in, out) / step = {bound / t_pag:.3f}; "
           f"{h2d / t_pag / 1e9:.1f} GB/s in = {h2d / t_pag / 1e9 / ceil['h2d']:.3f} of pinned "
           f"host->GPU; slowdown against resident {t_pag / t_res:.2f}x")
+    share, d2h_ns = tl.d2h_overlap()
+    print(f"  gradient copies (trace, {reps + 1} steps): {d2h_ns / (reps + 1) / 1e6:.1f} ms a step on the "
+          f"write-back stream, {share * 100:.1f}% of it during the backward")
+    heavy = t_res >= 1.2 * max(t_in, t_out)
+    print(f"  GPU waited (paged - resident) / paged = {(t_pag - t_res) / t_pag * 100:.1f}% of the "
+          f"step; compute {t_res * 1e3:.1f} ms is {t_res / max(t_in, t_out):.2f}x the step's "
+          f"transfer ({'>=' if heavy else '<'} 1.2x)")
 
     n = sum(p.numel() for p in wt.parameters(model))
     for name, cls in (("torch.optim.AdamW", torch.optim.AdamW), ("wspager.torch.AdamW", wt.AdamW)):

@@ -184,6 +184,7 @@ static const char *stage_name(int stage)
 	case WSP_STAGE_DECODE: return "decode";
 	case WSP_STAGE_H2D: return "h2d";
 	case WSP_STAGE_WAIT: return "wait";
+	case WSP_STAGE_D2H: return "d2h";
 	case WT_STAGE_COMPUTE: return "compute";
 	default: return "other";
 	}
@@ -198,19 +199,21 @@ static int stage_tid(int stage, int thread)
 	case WSP_STAGE_H2D: return 300 + w;
 	case WSP_STAGE_WAIT: return 400 + w;
 	case WT_STAGE_COMPUTE: return 500;
+	case WSP_STAGE_D2H: return 600;
 	default: return 900;
 	}
 }
 
 static const char *row_name(int tid, char *buf, size_t len)
 {
-	static const char *const rows[] = {"disk read", "decode", "H2D copy", "acquire wait", "compute"};
+	static const char *const rows[] = {"disk read", "decode", "H2D copy", "acquire wait", "compute",
+					   "D2H gradients"};
 	int k = tid / 100 - 1;
-	if (k < 0 || k > 4) {
+	if (k < 0 || k > 5) {
 		snprintf(buf, len, "other");
 		return buf;
 	}
-	if (k == 4)
+	if (k >= 4)
 		snprintf(buf, len, "%s", rows[k]);
 	else
 		snprintf(buf, len, "%s %d", rows[k], tid % 100);

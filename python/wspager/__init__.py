@@ -362,6 +362,11 @@ class Pager(_Closing):
         fills decode there without the link.
     log : callable(str), optional
         Receives notices ("io_uring refused ...").
+    trace : callable(stage, layer, begin_ns, end_ns, nbytes), optional
+        Receives the pager's timeline (wsp_options.trace): `stage` is
+        "read", "decode", "h2d" (a slot fill), "wait" (an acquire blocked)
+        or "d2h" (a gradient push's copies); times are
+        ``time.monotonic_ns()`` values.  Called from library threads.
     """
 
     def __init__(self, path: Union[str, os.PathLike], *, device: Union[str, int] = "host",
@@ -374,7 +379,8 @@ class Pager(_Closing):
                  on_demand: Sequence[str] = (), updated_cache: Optional[SizeLike] = None,
                  overflow_dir: Optional[Union[str, os.PathLike]] = None,
                  gpu_packed: Optional[SizeLike] = None,
-                 log: Optional[Callable[[str], object]] = None):
+                 log: Optional[Callable[[str], object]] = None,
+                 trace: Optional[Callable[[str, int, int, int, int], object]] = None):
         L = _c.lib()
         o = _c.Options()
         L.wsp_options_init(ctypes.byref(o))
@@ -409,6 +415,13 @@ class Pager(_Closing):
         self._log = _c.LOG_FN(lambda _ctx, msg: log(msg.decode(errors="replace"))) if log \
             else _c.LOG_FN()
         o.log = self._log
+        if trace:
+            def on_event(_ctx, ev):
+                e = ctypes.cast(ev, ctypes.POINTER(_c.TraceEvent)).contents
+                name = _c.STAGES[e.stage] if 0 <= e.stage < len(_c.STAGES) else str(e.stage)
+                trace(name, e.layer, e.begin_ns, e.end_ns, e.bytes)
+            self._trace = _c.TRACE_FN(on_event)   # kept alive with self
+            o.trace = self._trace
         if on_demand:
             names = [n.encode() for n in on_demand] + [None]
             self._on_demand = (ctypes.c_char_p * len(names))(*names)   # alive during the open

@@ -28,6 +28,20 @@ PROGRESS_FN = ctypes.CFUNCTYPE(c_int, c_void_p, c_u64, c_u64)
 TRACE_FN = ctypes.CFUNCTYPE(None, c_void_p, c_void_p)
 
 
+class TraceEvent(ctypes.Structure):
+    _fields_ = [
+        ("stage", c_int),
+        ("layer", c_u32),
+        ("begin_ns", c_u64),
+        ("end_ns", c_u64),
+        ("bytes", c_u64),
+        ("thread", c_int),
+    ]
+
+
+STAGES = ("read", "decode", "h2d", "wait", "d2h")
+
+
 class Tensor(ctypes.Structure):
     _fields_ = [
         ("name", c_char_p),
@@ -165,7 +179,7 @@ class AdamWParams(ctypes.Structure):
 STRUCTS = {
     "wsp_tensor": Tensor, "wsp_layer": Layer, "wsp_pack_summary": PackSummary,
     "wsp_options": Options, "wsp_stats": Stats, "wsp_convert_options": ConvertOptions,
-    "wsp_grads": Grads, "wsp_adamw": AdamWParams,
+    "wsp_grads": Grads, "wsp_adamw": AdamWParams, "wsp_trace_event": TraceEvent,
 }
 ALL_LAYERS = 0xFFFFFFFF
 

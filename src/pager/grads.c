@@ -23,7 +23,7 @@ static struct wb *room(struct wsp_pager_s *pg, int make, struct wsp_err *err, in
 {
 	pthread_mutex_lock(&pg->lock);
 	if (!pg->wb && make)
-		*rc = wb_create(pg->dev, pg->pk, &pg->wb, err);
+		*rc = wb_create(pg->dev, pg->pk, pg->opt.trace, pg->opt.trace_ctx, &pg->wb, err);
 	struct wb *wb = pg->wb;
 	pthread_mutex_unlock(&pg->lock);
 	return wb;

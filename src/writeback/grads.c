@@ -31,6 +31,8 @@ struct wb_stage {
 	void *mem;                 /* max layer bytes, pinned where the device pins */
 	int pinned;
 	struct dev_event *after_user, *copied;
+	struct dev_event *begin;   /* timing, before the copies (traced pushes only) */
+	uint64_t bytes;            /* copied by this push */
 	uint32_t layer;
 	uint8_t *present;          /* per tensor of the layer: pushed in this one */
 	uint8_t *landed;           /* ... and copied into the landing buffer, not mem */
@@ -74,15 +76,22 @@ struct wb {
 	int failed_code;
 	uint64_t n_pushes, bytes_d2h;
 	uint64_t add_ns;           /* time the worker spent adding (after each copy) */
+	wsp_trace_fn trace;        /* D2H events, timed from `epoch` (host time epoch_ns) */
+	void *trace_ctx;
+	struct dev_event *epoch;
+	uint64_t epoch_ns;
 };
 
-int wb_create(struct dev *d, const struct wsp_pack_s *pk, struct wb **out, struct wsp_err *err)
+int wb_create(struct dev *d, const struct wsp_pack_s *pk, wsp_trace_fn trace, void *trace_ctx,
+	      struct wb **out, struct wsp_err *err)
 {
 	struct wb *wb = calloc(1, sizeof(*wb));
 	if (!wb)
 		return WSP_ERR(err, -ENOMEM, "write-back: out of memory");
 	wb->dev = d;
 	wb->pk = pk;
+	wb->trace = trace;
+	wb->trace_ctx = trace_ctx;
 	wb->add_threads = (unsigned)WSP_MAX(WSP_MIN((uint64_t)wsp_cpu_count(), WB_ADD_THREADS), 1);
 	wb->n_layers = pk->m.hdr->n_layers;
 	for (uint32_t l = 0; l < wb->n_layers; l++) {
@@ -231,6 +240,21 @@ static int apply_push(struct wb *wb, struct wb_stage *s, struct wsp_err *err)
 	return rc;
 }
 
+/* The push's copies as a D2H event: their device times on the host clock. */
+static void trace_push(struct wb *wb, const struct wb_stage *s)
+{
+	struct dev *d = wb->dev;
+	uint64_t b, e;
+	if (d->ops->elapsed_ns(d, wb->epoch, s->begin, &b, NULL) < 0 ||
+	    d->ops->elapsed_ns(d, wb->epoch, s->copied, &e, NULL) < 0)
+		return;
+	struct wsp_trace_event ev = {
+		.stage = WSP_STAGE_D2H, .layer = s->layer, .begin_ns = wb->epoch_ns + b,
+		.end_ns = wb->epoch_ns + e, .bytes = s->bytes,
+	};
+	wb->trace(wb->trace_ctx, &ev);
+}
+
 static void *worker_main(void *arg)
 {
 	struct wb *wb = arg;
@@ -245,6 +269,8 @@ static void *worker_main(void *arg)
 		struct wsp_err e;
 		wsp_err_init(&e);
 		int rc = wb->dev->ops->event_sync(wb->dev, s->copied, &e);
+		if (rc == 0 && wb->trace)
+			trace_push(wb, s);
 		uint64_t t0 = wsp_now_ns();
 		if (rc == 0)
 			rc = apply_push(wb, s, &e);
@@ -281,6 +307,8 @@ static void stages_free(struct wb *wb)
 			d->ops->event_destroy(d, s->after_user);
 		if (s->copied)
 			d->ops->event_destroy(d, s->copied);
+		if (s->begin)
+			d->ops->event_destroy(d, s->begin);
 		if (s->pinned)
 			d->ops->unpin(d, s->mem);
 		free(s->mem);
@@ -289,6 +317,9 @@ static void stages_free(struct wb *wb)
 		memset(s, 0, sizeof(*s));
 	}
 	wb->free = NULL;
+	if (wb->epoch)
+		d->ops->event_destroy(d, wb->epoch);
+	wb->epoch = NULL;
 }
 
 /* Staging buffers, their events and the worker, at the first push; all or
@@ -328,11 +359,24 @@ static int start_stages(struct wb *wb, struct wsp_err *err)
 				return rc;
 			s->pinned = 1;
 		}
+		/* Timing events only when traced (they cost a little). */
+		int timed = wb->trace != NULL;
 		if ((rc = d->ops->event_create(d, 0, &s->after_user, err)) < 0 ||
-		    (rc = d->ops->event_create(d, 0, &s->copied, err)) < 0)
+		    (rc = d->ops->event_create(d, timed, &s->copied, err)) < 0 ||
+		    (timed && (rc = d->ops->event_create(d, 1, &s->begin, err)) < 0))
 			return rc;
 		s->next = wb->free;
 		wb->free = s;
+	}
+	if (wb->trace) {
+		/* Device time 0 of the trace: an event on the idle write-back
+		 * stream, completed at once, read against the host clock. */
+		int rc;
+		if ((rc = d->ops->event_create(d, 1, &wb->epoch, err)) < 0 ||
+		    (rc = d->ops->record(d, wb->epoch, DEV_Q_BACK, NULL, err)) < 0 ||
+		    (rc = d->ops->event_sync(d, wb->epoch, err)) < 0)
+			return rc;
+		wb->epoch_ns = wsp_now_ns();
 	}
 	return 0;
 }
@@ -403,6 +447,8 @@ static int enqueue_push(struct wb *wb, struct wb_stage *s, uint32_t layer,
 	int rc = d->ops->record(d, s->after_user, DEV_Q_USER, stream, err);
 	if (rc == 0)
 		rc = d->ops->wait(d, DEV_Q_BACK, NULL, s->after_user, err);
+	if (rc == 0 && s->begin)
+		rc = d->ops->record(d, s->begin, DEV_Q_BACK, NULL, err);
 	for (uint32_t i = 0; rc == 0 && i < L->n_tensors; i++) {
 		s->present[i] = grads[i] != NULL;
 		s->landed[i] = grads[i] && !wl->planned[i];
@@ -446,6 +492,7 @@ int wb_push(struct wb *wb, uint32_t layer, const void *const *grads, void *strea
 	s->layer = layer;
 	uint64_t bytes = 0;
 	rc = enqueue_push(wb, s, layer, grads, stream, &bytes, err);
+	s->bytes = bytes;
 	if (rc < 0) {
 		/* Nothing queued.  Copies that were enqueued may still run: wait
 		 * for the write-back stream before the stage or landing buffer is

@@ -22,8 +22,11 @@
 
 struct wb;
 
-/* Nothing is allocated until the first push. */
-int wb_create(struct dev *d, const struct wsp_pack_s *pk, struct wb **out, struct wsp_err *err);
+/* Nothing is allocated until the first push.  `trace` (may be NULL) gets a
+ * WSP_STAGE_D2H event per push once its copies are done, timed on the
+ * device (CLOCK_MONOTONIC, like the pager's other events). */
+int wb_create(struct dev *d, const struct wsp_pack_s *pk, wsp_trace_fn trace, void *trace_ctx,
+	      struct wb **out, struct wsp_err *err);
 /* Waits for pushes in flight, then frees everything. */
 void wb_destroy(struct wb *wb);
 

@@ -148,6 +148,16 @@ int main(void)
 	F(wsp_adamw, threads);
 	F(wsp_adamw, reserved);
 	printf("]}");
+	printf(", \"wsp_trace_event\": {\"size\": %zu, \"fields\": [",
+	       sizeof(struct wsp_trace_event));
+	first = 0;
+	F(wsp_trace_event, stage);
+	F(wsp_trace_event, layer);
+	F(wsp_trace_event, begin_ns);
+	F(wsp_trace_event, end_ns);
+	F(wsp_trace_event, bytes);
+	F(wsp_trace_event, thread);
+	printf("]}");
 	printf("}\n");
 	return 0;
 }

@@ -56,7 +56,9 @@ for name, cfg in CASES:
     batches = [torch.randint(0, cfg.vocab_size, (2, 24), device=device) for _ in range(2)]
 
     model = cls.from_config(cfg).float().eval()
-    wt.offload(model, pack, device=device, host_cache="64M", gpu_slots=3, train=True)
+    events = []   # the pager's timeline: fills in, gradients out
+    wt.offload(model, pack, device=device, host_cache="64M", gpu_slots=3, train=True,
+               trace=lambda *ev: events.append(ev))
     for step, ids in enumerate(batches):
         want = ref(ids, labels=ids)
         got = model(ids, labels=ids)
@@ -86,6 +88,11 @@ for name, cfg in CASES:
     st = model._wspager.pager.stats()
     print(f"{tag}: {st['grad_pushes']} pushes, {st['bytes_d2h']} bytes out")
     check(st["grad_pushes"] > 0, f"{tag}: no gradient pushed")
+    d2h = [e for e in events if e[0] == "d2h"]
+    check(len(d2h) == st["grad_pushes"] and sum(e[4] for e in d2h) == st["bytes_d2h"],
+          f"{tag}: {len(d2h)} d2h trace events for {st['grad_pushes']} pushes")
+    check(all(e[2] <= e[3] for e in events) and any(e[0] == "h2d" for e in events),
+          f"{tag}: trace events out of order, or no h2d")
     wt.zero_grad(model)
     check(all(float(t.abs().max()) == 0.0 for t in wt.grads(model).values()),
           f"{tag}: zero_grad left a non-zero accumulator")
