@@ -578,13 +578,13 @@ def _device_ordinal(device: Union[str, int]) -> int:
     raise ValueError(f"device must be 'host', 'cpu', 'cuda', 'cuda:N' or an ordinal, not {device!r}")
 
 
-_CODECS = {"zstd": 0, "raw": 1}
+_CODECS = {"zstd": 0, "raw": 1, "exprans": 2}
 
 
 def convert(inputs: Union[str, os.PathLike, Sequence[Union[str, os.PathLike]]],
             out: Union[str, os.PathLike], *, level: int = 1,
             chunk_size: Optional[SizeLike] = None, shard_size: Optional[SizeLike] = None,
-            codec: str = "zstd", transform: bool = True, threads: int = 0,
+            codec: Optional[str] = None, transform: bool = True, threads: int = 0,
             group: Optional[str] = None,
             groups: Optional[Union[Dict[str, str], Sequence[Tuple[str, str]]]] = None,
             force: bool = False,
@@ -599,6 +599,9 @@ def convert(inputs: Union[str, os.PathLike, Sequence[Union[str, os.PathLike]]],
     come first in the pack, in their order here).  `progress(done, total)`
     is called with raw bytes (a true return value cancels); `log(message)`
     receives notes about the inputs (orphan tensors, stray files).
+    `codec`: "exprans" (bf16 exponents rANS-coded, decoded by the GPU;
+    other dtypes zstd), "zstd" or "raw"; None, the library's default
+    (exprans, see wspack(1)).
     """
     if isinstance(inputs, (str, os.PathLike)):
         inputs = [inputs]
@@ -611,9 +614,10 @@ def convert(inputs: Union[str, os.PathLike, Sequence[Union[str, os.PathLike]]],
         o.chunk_bytes = parse_size(chunk_size)
     if shard_size is not None:
         o.shard_bytes = parse_size(shard_size)
-    if codec not in _CODECS:
-        raise ValueError(f"codec must be one of {sorted(_CODECS)}, not {codec!r}")
-    o.codec = _CODECS[codec]
+    if codec is not None:
+        if codec not in _CODECS:
+            raise ValueError(f"codec must be one of {sorted(_CODECS)}, not {codec!r}")
+        o.codec = _CODECS[codec]
     o.transform = 1 if transform else 0
     o.threads = threads
     group_b = group.encode() if group else None

@@ -108,6 +108,11 @@ ok, e = raises(lambda: wspager.Pager(os.path.join(T, "missing.wsp")), -errno.ENO
 check(ok, f"missing pack: {e}")
 ok, e = raises(lambda: wspager.convert(ckpt, ckpt, force=True), -errno.EINVAL, "is the input")
 check(ok, f"convert onto its input: {e}")
+try:
+    wspager.convert(ckpt, os.path.join(T, "lz4.wsp"), codec="lz4")
+    check(False, "convert accepted codec='lz4'")
+except ValueError as err:
+    check("exprans" in str(err), f"unclear codec error: {err}")
 check(raises(lambda: wspager.parse_size("12Q"))[0], "parse_size('12Q')")
 check(wspager.parse_size("1.5K") == 1536, "parse_size('1.5K')")
 ok, e = raises(lambda: wspager.Pager(os.path.join(T, "m.wsp"), device="gpu"), None, "device must be")
