@@ -14,51 +14,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/fdio.h"
 #include "common/outguard.h"
 #include "pack/fsutil.h"
 #include "pack/manifest.h"
-
-int pack_pwrite_full(int fd, const void *buf, uint64_t len, uint64_t off)
-{
-	const char *p = buf;
-
-	while (len) {
-		ssize_t w = pwrite(fd, p, len > (1u << 30) ? (1u << 30) : len, (off_t)off);
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w < 0)
-			return -errno;
-		if (w == 0)
-			return -EIO;
-		p += w;
-		off += (uint64_t)w;
-		len -= (uint64_t)w;
-	}
-	return 0;
-}
-
-int pack_pread_full(int fd, void *buf, uint64_t len, uint64_t off, uint64_t *got)
-{
-	char *p = buf;
-	uint64_t done = 0;
-
-	while (done < len) {
-		uint64_t want = len - done;
-		ssize_t r = pread(fd, p + done, want > (1u << 30) ? (1u << 30) : want,
-				  (off_t)(off + done));
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r <= 0) {
-			if (got)
-				*got = done;
-			return r < 0 ? -errno : WSP_EFORMAT;
-		}
-		done += (uint64_t)r;
-	}
-	if (got)
-		*got = done;
-	return 0;
-}
 
 int pack_fsync_dir(const char *path)
 {
@@ -187,7 +146,7 @@ int pack_make_locked_tmpdir(const char *out, char **tmp, int *lock_fd, struct ws
 				    O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600)) < 0)
 		rc = -errno;
 	if (rc == 0 && (flock(fd, LOCK_EX | LOCK_NB) < 0 ||
-			pack_pwrite_full(fd, PACK_TMP_SIGNATURE, strlen(PACK_TMP_SIGNATURE), 0) < 0 ||
+			fd_write_at(fd, PACK_TMP_SIGNATURE, strlen(PACK_TMP_SIGNATURE), 0) < 0 ||
 			renameat(dfd, PACK_TMP_LOCK "-new", dfd, PACK_TMP_LOCK) < 0))
 		rc = -errno;
 	if (dfd >= 0)

@@ -1,5 +1,6 @@
-/* File-system helpers of the pack area: full writes and reads, directory
- * fsync, removal of a tree, and the commit of a temporary output directory. */
+/* File-system helpers of the pack area: directory fsync, removal of a tree,
+ * and the commit of a temporary output directory (whole reads and writes
+ * are common/fdio.h's). */
 #ifndef WSP_PACK_FSUTIL_H
 #define WSP_PACK_FSUTIL_H
 
@@ -7,11 +8,6 @@
 #include "common/error.h"
 #include "wspager.h"
 
-/* pwrite all `len` bytes at `off`; returns 0 or -errno. */
-int pack_pwrite_full(int fd, const void *buf, uint64_t len, uint64_t off);
-/* pread all `len` bytes at `off`; returns 0, -errno, or WSP_EFORMAT when the
- * file ends first (*got says how much was read). */
-int pack_pread_full(int fd, void *buf, uint64_t len, uint64_t off, uint64_t *got);
 /* fsync a directory (its entries). */
 int pack_fsync_dir(const char *path);
 /* Remove a file or directory tree (no symlinks followed); 0 or -errno. */

@@ -18,6 +18,7 @@
 #include <xxhash.h>
 
 #include "common/util.h"
+#include "common/fdio.h"
 #include "pack/manifest.h"
 
 #define FMT(...) WSP_ERR(err, WSP_EFORMAT, __VA_ARGS__)
@@ -429,19 +430,14 @@ static int read_manifest(const char *path, void **map, uint64_t *size, struct ws
 		return WSP_ERR(err, -ENOMEM, "%s: cannot allocate %llu bytes", path,
 			       (unsigned long long)n);
 	}
-	while (got < n) {
-		ssize_t r = pread(fd, (char *)p + got, n - got, (off_t)got);
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r <= 0) {
-			int rc = r < 0 ? -errno : WSP_EFORMAT;
-			munmap(p, n);
-			close(fd);
-			return WSP_ERR(err, rc, "%s: short read at %llu of %llu bytes%s%s", path,
-				       (unsigned long long)got, (unsigned long long)n,
-				       r < 0 ? ": " : " (file shrank)", r < 0 ? strerror(-rc) : "");
-		}
-		got += (uint64_t)r;
+	int rc = fd_read_at(fd, p, n, 0, &got);
+	if (rc < 0) {
+		munmap(p, n);
+		close(fd);
+		return WSP_ERR(err, rc, "%s: short read at %llu of %llu bytes%s%s", path,
+			       (unsigned long long)got, (unsigned long long)n,
+			       rc != WSP_EFORMAT ? ": " : " (file shrank)",
+			       rc != WSP_EFORMAT ? strerror(-rc) : "");
 	}
 	close(fd);
 	mprotect(p, n, PROT_READ);

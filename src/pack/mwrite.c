@@ -10,6 +10,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "common/fdio.h"
 #include "common/util.h"
 #include "pack/fsutil.h"
 #include "pack/writer_int.h"
@@ -125,7 +126,7 @@ static int write_file(struct pack_writer *pw, const char *img, uint64_t size)
 	fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
 	if (fd < 0)
 		return WSP_ERR(pw->err, -errno, "%s: %s", path, strerror(errno));
-	rc = pack_pwrite_full(fd, img, size, 0);
+	rc = fd_write_at(fd, img, size, 0);
 	if (rc == 0 && fsync(fd) < 0)
 		rc = -errno;
 	if (close(fd) < 0 && rc == 0)

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/fdio.h"
 #include "common/util.h"
 #include "pack/fsutil.h"
 #include "pack/pack.h"
@@ -23,7 +24,7 @@ int pack_read_stored(struct wsp_pack_s *pk, uint32_t li, void *stored, struct ws
 	fd = pack_shard_fd(pk, l->shard, err);
 	if (fd < 0)
 		return fd;
-	rc = pack_pread_full(fd, stored, l->stored_bytes, l->offset, &got);
+	rc = fd_read_at(fd, stored, l->stored_bytes, l->offset, &got);
 	if (rc < 0) {
 		pack_shard_path(pk, l->shard, path, sizeof(path));
 		return WSP_ERR(err, rc, "%s: layer %u (%s): %s reading [%llu, +%llu): %s", path, li,

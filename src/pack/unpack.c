@@ -13,6 +13,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/fdio.h"
 #include "common/outguard.h"
 #include "common/util.h"
 #include "pack/fsutil.h"
@@ -30,7 +31,7 @@ static int write_whole(struct wsp_pack_s *pk, const char *dir, const char *name,
 	fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
 	if (fd < 0)
 		return WSP_ERR(&pk->err, -errno, "%s: %s", path, strerror(errno));
-	rc = pack_pwrite_full(fd, buf, len, 0);
+	rc = fd_write_at(fd, buf, len, 0);
 	if (rc == 0 && fsync(fd) < 0)
 		rc = -errno;
 	if (close(fd) < 0 && rc == 0)
@@ -57,9 +58,9 @@ static int create_sources(struct wsp_pack_s *pk, const char *tmp, int *fds)
 			return WSP_ERR(&pk->err, -errno, "%s: %s", path, strerror(errno));
 		if (ckd_add(&size, 8 + len, s->data_bytes) || size > (uint64_t)INT64_MAX)
 			return WSP_ERR(&pk->err, WSP_ETOOBIG, "%s: size overflows", path);
-		rc = pack_pwrite_full(fds[i], &len, 8, 0);   /* little-endian host */
+		rc = fd_write_at(fds[i], &len, 8, 0);   /* little-endian host */
 		if (rc == 0)
-			rc = pack_pwrite_full(fds[i], m->blobs + s->header_off, len, 8);
+			rc = fd_write_at(fds[i], m->blobs + s->header_off, len, 8);
 		if (rc == 0 && ftruncate(fds[i], (off_t)size) < 0)
 			rc = -errno;
 		if (rc < 0)
@@ -93,7 +94,7 @@ static int write_tensors(struct wsp_pack_s *pk, const char *tmp, const int *fds,
 			if (t->source == WSPM_NO_SOURCE || t->raw_bytes == 0)
 				continue;
 			const struct wspm_source *s = &m->sources[t->source];
-			rc = pack_pwrite_full(fds[t->source], (char *)buf + t->layer_offset,
+			rc = fd_write_at(fds[t->source], (char *)buf + t->layer_offset,
 					      t->raw_bytes, 8 + s->header_len + t->source_offset);
 			if (rc < 0)
 				return WSP_ERR(&pk->err, rc, "%s/%s: write of tensor %s: %s", tmp,

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/fdio.h"
 #include "common/util.h"
 #include "pack/fsutil.h"
 #include "pack/pack.h"
@@ -97,7 +98,7 @@ static int check_gap(struct wsp_pack_s *pk, uint32_t si, uint64_t from, uint64_t
 		return fd;
 	while (from < to) {
 		uint64_t n = WSP_MIN((uint64_t)len, to - from), got = 0;
-		int rc = pack_pread_full(fd, buf, n, from, &got);
+		int rc = fd_read_at(fd, buf, n, from, &got);
 		pack_shard_path(pk, si, path, sizeof(path));
 		if (rc < 0)
 			return WSP_ERR(&pk->err, rc, "%s: reading the padding at %llu: %s", path,

@@ -12,6 +12,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "common/fdio.h"
 #include "common/util.h"
 #include "pack/chunk.h"
 #include "pack/fsutil.h"
@@ -46,7 +47,7 @@ static int chunk_raw(struct pack_writer *pw, const struct pw_tensor *t, uint64_t
 		return 0;
 	}
 	s = &pw->sources[t->source];
-	rc = pack_pread_full(s->fd, rbuf, len, s->data_offset + t->source_offset + off, &got);
+	rc = fd_read_at(s->fd, rbuf, len, s->data_offset + t->source_offset + off, &got);
 	if (rc < 0)
 		return wsp_err_set_first(pw->err, rc, "%s: tensor %s: %s at byte %llu", s->path,
 					 t->name,
@@ -164,7 +165,7 @@ static int write_chunk(struct pipe *p, uint64_t i, int fd, uint32_t shard, uint6
 	if (rc < 0)
 		return rc;
 	pw->chunks[i].offset = *pos;
-	rc = pack_pwrite_full(fd, s->buf, pw->chunks[i].stored_bytes, *pos);
+	rc = fd_write_at(fd, s->buf, pw->chunks[i].stored_bytes, *pos);
 	if (rc < 0) {
 		char path[4096];
 		snprintf(path, sizeof(path), "%s/" WSPM_SHARD_FMT, pw->tmp, shard);

@@ -24,6 +24,7 @@
 #include "common/error.h"
 #include "common/outguard.h"
 #include "common/util.h"
+#include "common/fdio.h"
 #include "safetensors/safetensors.h"
 
 #define BLOCK_ELEMS (1u << 20)
@@ -136,22 +137,6 @@ static void fill(const struct gen *g, uint32_t ti, uint64_t first, uint64_t n, v
 	}
 }
 
-static int write_full(int fd, const void *buf, size_t len, uint64_t off)
-{
-	const char *p = buf;
-	while (len) {
-		ssize_t w = pwrite(fd, p, len, (off_t)off);
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w < 0)
-			return -errno;
-		p += w;
-		len -= (size_t)w;
-		off += (uint64_t)w;
-	}
-	return 0;
-}
-
 static void *worker(void *arg)
 {
 	struct gen *g = arg;
@@ -182,7 +167,7 @@ static void *worker(void *arg)
 		uint64_t first = (b - t->first_block) * BLOCK_ELEMS;
 		uint64_t n = WSP_MIN((uint64_t)BLOCK_ELEMS, t->elems - first);
 		fill(g, lo, first, n, buf);
-		int rc = write_full(g->s[t->shard].fd, buf, n * g->esize, t->file_off + first * g->esize);
+		int rc = fd_write_at(g->s[t->shard].fd, buf, n * g->esize, t->file_off + first * g->esize);
 		pthread_mutex_lock(&g->lock);
 		if (rc < 0) {
 			g->stop = 1;
@@ -349,7 +334,7 @@ static int write_index(struct gen *g, const char *dir, struct wsp_err *err)
 	if (rc == 0) {
 		int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
 		size_t n = strlen(text);
-		if (fd < 0 || write_full(fd, text, n, 0) || write_full(fd, "\n", 1, n) || fsync(fd))
+		if (fd < 0 || fd_write_at(fd, text, n, 0) || fd_write_at(fd, "\n", 1, n) || fsync(fd))
 			rc = errno ? -errno : -EIO;
 		if (fd >= 0)
 			close(fd);
@@ -409,7 +394,7 @@ static int write_shards(struct gen *g, const char *dir, const char *file)
 				rc = WSP_ERR(g->err, -errno, "%s: %s", path, strerror(errno));
 		}
 		if (rc == 0 && (ftruncate(sh->fd, (off_t)(sh->header_len + sh->data_bytes)) ||
-				write_full(sh->fd, sh->header, sh->header_len, 0)))
+				fd_write_at(sh->fd, sh->header, sh->header_len, 0)))
 			rc = WSP_ERR(g->err, -errno, "%s: write: %s", path, strerror(errno));
 		free(path);
 	}

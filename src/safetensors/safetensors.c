@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "common/util.h"
+#include "common/fdio.h"
 #include "safetensors/safetensors.h"
 
 /* Names in messages are cut so that the file name always fits. */
@@ -355,20 +356,11 @@ int st_parse(const void *buf, uint64_t len, uint64_t file_size, struct st_file *
 static int read_full(int fd, const char *path, void *buf, uint64_t len, uint64_t off,
 		     struct wsp_err *err)
 {
-	unsigned char *p = buf;
-	while (len) {
-		ssize_t r = pread(fd, p, len > (1u << 30) ? (1u << 30) : len, (off_t)off);
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r < 0)
-			return WSP_ERR(err, -errno, "%s: read: %s", path, strerror(errno));
-		if (r == 0)
-			return WSP_ERR(err, WSP_EFORMAT, "%s: file truncated while reading the header",
-				       path);
-		p += r;
-		off += (uint64_t)r;
-		len -= (uint64_t)r;
-	}
+	int rc = fd_read_at(fd, buf, len, off, NULL);
+	if (rc == WSP_EFORMAT)
+		return WSP_ERR(err, rc, "%s: file truncated while reading the header", path);
+	if (rc < 0)
+		return WSP_ERR(err, rc, "%s: read: %s", path, strerror(-rc));
 	return 0;
 }
 

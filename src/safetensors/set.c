@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "common/util.h"
+#include "common/fdio.h"
 #include "safetensors/safetensors.h"
 
 #define INDEX_NAME "model.safetensors.index.json"
@@ -181,16 +182,11 @@ static int read_index(struct st_set *s, const char *path, struct wsp_err *err)
 		rc = WSP_ERR(err, -ENOMEM, "%s: out of memory", path);
 		goto out;
 	}
-	for (uint64_t got = 0; got < s->index_len;) {
-		ssize_t r = pread(fd, s->index_json + got, s->index_len - got, (off_t)got);
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r <= 0) {
-			rc = r < 0 ? WSP_ERR(err, -errno, "%s: read: %s", path, strerror(errno))
-				   : WSP_ERR(err, WSP_EFORMAT, "%s: truncated while reading", path);
-			goto out;
-		}
-		got += (uint64_t)r;
+	rc = fd_read_at(fd, s->index_json, s->index_len, 0, NULL);
+	if (rc < 0) {
+		rc = rc == WSP_EFORMAT ? WSP_ERR(err, rc, "%s: truncated while reading", path)
+				       : WSP_ERR(err, rc, "%s: read: %s", path, strerror(-rc));
+		goto out;
 	}
 	s->index_json[s->index_len] = '\0';
 out:
