@@ -262,6 +262,12 @@ int slots_fill(struct slot_pool *sp, struct slot *s, const struct wsp_pack_s *pk
 	for (unsigned i = 0; i < s->n_rel; i++)
 		put_event(sp, 0, s->rel[i].ev);
 	s->n_rel = 0;
+	/* And after the slot's previous fill: a packed layer's decode writes
+	 * it from the decode stream, which the copy stream does not follow
+	 * (a fill never used is replaced without a release to wait for). */
+	rc = d->ops->wait(d, DEV_Q_COPY, NULL, s->fill_ev, err);
+	if (rc < 0)
+		goto fail;
 
 	if ((rc = d->ops->record(d, pp.start, DEV_Q_COPY, NULL, err)) < 0 ||
 	    (rc = ref->packed ? unpacker_fill(sp->unpack, s->base, ref, &pp.bytes, err)
