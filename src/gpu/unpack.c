@@ -215,11 +215,6 @@ int unpacker_pinned(const struct unpacker *u)
 	return u->host_pinned;
 }
 
-uint64_t unpacker_device_bytes(const struct unpacker *u)
-{
-	return u ? 2 * u->stage_bytes + u->n_jobs * (sizeof(struct exprans_gpu_job) + 4) : 0;
-}
-
 /* Room in the GPU tier for layer l's `bytes`: 1 when there is (after
  * displacing layers filled less often than l; freed in the decode
  * stream's order, after the decodes that read them), 0 when not. */

@@ -38,8 +38,6 @@ void unpacker_destroy(struct unpacker *u);
 /* 0 when its status words could not be page-locked (each fill then waits
  * for its decode to end). */
 int unpacker_pinned(const struct unpacker *u);
-/* Device memory the unpacker took (staging, tables). */
-uint64_t unpacker_device_bytes(const struct unpacker *u);
 
 /* Enqueue the fill of `slot` (device memory, the layer's raw size) from the
  * packed `ref`: the slot's bytes are complete at the point of the decode
