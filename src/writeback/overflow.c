@@ -107,7 +107,7 @@ static void queue(struct overflow *of, int wr, const struct span *s, unsigned i)
 static int ring_io(struct overflow *of, int wr, uint64_t off, char *buf, uint64_t len)
 {
 	struct span fl[RING_DEPTH];
-	unsigned busy = 0, queued = 0;
+	unsigned busy = 0;
 	uint64_t next = 0;
 	int rc = 0;
 	for (;;) {
@@ -119,16 +119,18 @@ static int ring_io(struct overflow *of, int wr, uint64_t off, char *buf, uint64_
 			next += n;
 			queue(of, wr, &fl[i], i);
 			busy |= 1u << i;
-			queued++;
 		}
 		if (!busy)
 			return rc;
-		int s = queued ? io_uring_submit_and_wait(&of->ring, 1) : 0;
-		queued = 0;
-		struct io_uring_cqe *cqe;
-		if (s < 0 || (s = io_uring_wait_cqe(&of->ring, &cqe)) < 0) {
-			if (s == -EINTR || s == -EAGAIN || s == -EBUSY)
-				continue;
+		/* Submits whatever is queued (also after an interrupted call),
+		 * and waits for one completion. */
+		int s = io_uring_submit_and_wait(&of->ring, 1);
+		struct io_uring_cqe *cqe = NULL;
+		if (s >= 0)
+			s = io_uring_peek_cqe(&of->ring, &cqe);
+		if (s == -EINTR || s == -EAGAIN || s == -EBUSY)
+			continue;
+		if (s < 0) {
 			/* The ring itself failed (not an I/O error): later
 			 * transfers use pread/pwrite; the ring is torn down at
 			 * close, which also ends what may still be in flight. */
@@ -140,7 +142,6 @@ static int ring_io(struct overflow *of, int wr, uint64_t off, char *buf, uint64_
 		io_uring_cqe_seen(&of->ring, cqe);
 		if (res == -EINTR || res == -EAGAIN) {
 			queue(of, wr, &fl[i], i);
-			queued++;
 		} else if (res <= 0) {
 			rc = rc ? rc : res ? res : -EIO;
 			busy &= ~(1u << i);
@@ -149,7 +150,6 @@ static int ring_io(struct overflow *of, int wr, uint64_t off, char *buf, uint64_
 			fl[i].buf += res;
 			fl[i].len -= (uint64_t)res;
 			queue(of, wr, &fl[i], i);
-			queued++;
 		} else {
 			busy &= ~(1u << i);
 		}
