@@ -5,7 +5,6 @@
  */
 #include <errno.h>
 #include <inttypes.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,31 +18,6 @@
 #define HC_MIN_PAGES 16u
 /* A zstd decompression context with its window and buffers, per worker. */
 #define HC_DECODER_OVERHEAD (1ull << 20)
-
-void hc_notice(struct hcache *hc, const char *fmt, ...)
-{
-	va_list ap;
-	va_start(ap, fmt);
-	wsp_vnotice(hc->cfg.notice, hc->cfg.notice_ctx, fmt, ap);
-	va_end(ap);
-}
-
-void hc_trace(struct hcache *hc, enum wsp_stage st, uint32_t layer, uint64_t b, uint64_t e,
-	      uint64_t bytes, int thread)
-{
-	if (!hc->cfg.trace)
-		return;
-	struct wsp_trace_event ev = {
-		.stage = st, .layer = layer, .begin_ns = b, .end_ns = e, .bytes = bytes,
-		.thread = thread,
-	};
-	hc->cfg.trace(hc->cfg.trace_ctx, &ev);
-}
-
-const char *hc_layer_name(const struct hcache *hc, uint32_t layer)
-{
-	return wspm_str(hc->m, hc->m->layers[layer].name_off);
-}
 
 /*
  * The budget actually used: `want`, clamped so that the cache plus `reserve`

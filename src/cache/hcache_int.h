@@ -5,6 +5,7 @@
  *	pages.c        the page arena, the free-page stack, background pinning
  *	loader.c       the loader thread: staging slots, reads, slices of a layer
  *	decode_pool.c  decode workers and the completion of a load
+ *	report.c       notices, trace events, layer names (used by all of them)
  *
  * Locks, in order: hc->lock (entries, free pages, counters that need
  * consistency) -> predictor's own lock.  hc->pool_lock (decode queue) and
