@@ -17,18 +17,6 @@
 #include "pack/writer.h"
 #include "safetensors/safetensors.h"
 
-void wsp_convert_options_init(struct wsp_convert_options *opt)
-{
-	if (!opt)
-		return;
-	memset(opt, 0, sizeof(*opt));   /* progress and log: NULL, none */
-	opt->level = 1;
-	opt->chunk_bytes = 4ull << 20;
-	opt->shard_bytes = 4ull << 30;
-	opt->codec = WSP_CODEC_EXPRANS;   /* bf16 chunks; other dtypes keep zstd */
-	opt->transform = 1;
-}
-
 static const char *base_name(const char *path)
 {
 	const char *s = strrchr(path, '/');

@@ -19,6 +19,20 @@
 #define DEFAULT_CHUNK (4ull << 20)
 #define DEFAULT_SHARD (4ull << 30)
 
+/* The defaults live beside the writer that applies them (convert.c only
+ * calls into the writer). */
+void wsp_convert_options_init(struct wsp_convert_options *opt)
+{
+	if (!opt)
+		return;
+	memset(opt, 0, sizeof(*opt));   /* progress and log: NULL, none */
+	opt->level = 1;
+	opt->chunk_bytes = DEFAULT_CHUNK;
+	opt->shard_bytes = DEFAULT_SHARD;
+	opt->codec = WSP_CODEC_EXPRANS;   /* bf16 chunks; other dtypes keep zstd */
+	opt->transform = 1;
+}
+
 static int check_plain_name(struct pack_writer *pw, const char *what, const char *name)
 {
 	size_t n = strnlen(name, WSPM_MAX_NAME + 1);
