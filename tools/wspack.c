@@ -338,61 +338,6 @@ static int cmd_verify(int argc, char **argv)
 
 /* ---- info ---- */
 
-static int info_text(const char *path, wsp_pack *pk, const struct wsp_pack_summary *s,
-		     const uint32_t *dtype_tensors, int layers)
-{
-	char a[32], b[32];
-	printf("pack:          %s\n", path);
-	printf("format:        version %u\n", s->format_version);
-	printf("layers:        %u\n", s->n_layers);
-	printf("tensors:       %u\n", s->n_tensors);
-	printf("shards:        %u\n", s->n_shards);
-	printf("sources:       %u safetensors file%s\n", s->n_sources, s->n_sources == 1 ? "" : "s");
-	printf("chunks:        %llu of %s\n", (unsigned long long)s->n_chunks,
-	       wsp_format_size(s->chunk_bytes, a, sizeof(a)));
-	printf("raw size:      %s (%llu bytes)\n", wsp_format_size(s->raw_bytes, a, sizeof(a)),
-	       (unsigned long long)s->raw_bytes);
-	printf("stored size:   %s (%llu bytes)\n", wsp_format_size(s->stored_bytes, a, sizeof(a)),
-	       (unsigned long long)s->stored_bytes);
-	printf("ratio:         %.3f\n", ratio(s->raw_bytes, s->stored_bytes));
-	printf("largest layer: %s\n", wsp_format_size(s->max_layer_raw_bytes, a, sizeof(a)));
-	printf("metadata:      %s\n", s->metadata_json ? s->metadata_json : "(none)");
-	printf("\n%-10s %8s %14s %14s %7s\n", "dtype", "tensors", "raw", "stored", "ratio");
-	for (int dt = 0; dt < WSP_DTYPE_COUNT; dt++) {
-		uint64_t raw = 0, stored = 0;
-		if (!dtype_tensors[dt] || wsp_pack_dtype_bytes(pk, dt, &raw, &stored) < 0)
-			continue;
-		printf("%-10s %8u %14s %14s %7.3f\n", wsp_dtype_name(dt), dtype_tensors[dt],
-		       wsp_format_size(raw, a, sizeof(a)), wsp_format_size(stored, b, sizeof(b)),
-		       ratio(raw, stored));
-	}
-	if (!layers)
-		return 0;
-	printf("\n%6s  %-40s %8s %14s %14s %7s\n", "layer", "name", "tensors", "raw", "stored",
-	       "ratio");
-	for (uint32_t i = 0; i < s->n_layers; i++) {
-		const struct wsp_layer *l = wsp_pack_layer(pk, i);
-		if (!l)
-			continue;
-		char name[4 * 1024 + 1];   /* names are data: escaped for the terminal */
-		printf("%6u  %-40s %8u %14s %14s %7.3f\n", l->index,
-		       wsp_escape_text(l->name, name, sizeof(name)), l->n_tensors,
-		       wsp_format_size(l->raw_bytes, a, sizeof(a)),
-		       wsp_format_size(l->stored_bytes, b, sizeof(b)),
-		       ratio(l->raw_bytes, l->stored_bytes));
-		for (uint32_t t = 0; layers > 1 && t < l->n_tensors; t++) {
-			const struct wsp_tensor *x = &l->tensors[t];
-			char shape[256] = "";
-			for (unsigned d = 0; d < x->rank; d++)
-				snprintf(shape + strlen(shape), sizeof(shape) - strlen(shape), "%s%llu",
-					 d ? ", " : "", (unsigned long long)x->shape[d]);
-			printf("%8s%s  %s [%s]\n", "", wsp_escape_text(x->name, name, sizeof(name)),
-			       wsp_dtype_name(x->dtype), shape);
-		}
-	}
-	return 0;
-}
-
 static int info_json(const char *path, wsp_pack *pk, const struct wsp_pack_summary *s, int layers)
 {
 	json_t *root = pi_pack_json(path, pk);
@@ -455,15 +400,10 @@ static int cmd_info(int argc, char **argv)
 		rc = fail(wsp_pack_errmsg(pk), rc);
 		goto out;
 	}
-	uint32_t dtype_tensors[WSP_DTYPE_COUNT] = {0};
-	for (uint32_t i = 0; i < s.n_layers; i++) {
-		const struct wsp_layer *l = wsp_pack_layer(pk, i);
-		for (uint32_t t = 0; l && t < l->n_tensors; t++)
-			if ((unsigned)l->tensors[t].dtype < WSP_DTYPE_COUNT)
-				dtype_tensors[l->tensors[t].dtype]++;
-	}
-	rc = json ? info_json(argv[optind], pk, &s, layers)
-		  : info_text(argv[optind], pk, &s, dtype_tensors, layers);
+	if (json)
+		rc = info_json(argv[optind], pk, &s, layers);
+	else
+		pi_print_text(argv[optind], pk, layers);
 out:
 	wsp_pack_close(pk);
 	return rc;

@@ -1,7 +1,7 @@
 #!/bin/sh
-# wspack info --json and wspager info --json print one schema: the same
-# object for the same pack, with and without --layers, and the keys that
-# wspack(1) documents under INFO JSON.
+# wspack info and wspager info print one layout: the same text and the
+# same JSON object for the same pack, with and without --layers, and the
+# JSON has the keys that wspack(1) documents under INFO JSON.
 . "${top_srcdir:-$(dirname "$0")/../..}/tests/cli/lib.sh"
 need_python
 make_pack "$TMP/pack"
@@ -9,6 +9,10 @@ for flags in "" "--layers"; do
 	"$WSPACK" info "$TMP/pack" --json $flags >"$TMP/a.json" || fail "wspack info --json $flags"
 	"$WSPAGER" info "$TMP/pack" --json $flags >"$TMP/b.json" || fail "wspager info --json $flags"
 	cmp "$TMP/a.json" "$TMP/b.json" || { diff "$TMP/a.json" "$TMP/b.json" >&2; fail "they differ ($flags)"; }
+	"$WSPACK" info "$TMP/pack" $flags >"$TMP/a.txt" || fail "wspack info $flags"
+	"$WSPAGER" info "$TMP/pack" $flags >"$TMP/b.txt" || fail "wspager info $flags"
+	cmp "$TMP/a.txt" "$TMP/b.txt" || { diff "$TMP/a.txt" "$TMP/b.txt" >&2; fail "text differs ($flags)"; }
+	grep -q '^largest layer: ' "$TMP/a.txt" || fail "no largest layer line ($flags)"
 done
 "$PYTHON3" - "$TMP/a.json" <<'PY' || fail "schema check"
 import json, sys

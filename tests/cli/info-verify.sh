@@ -4,8 +4,8 @@
 need_python
 make_pack "$TMP/pack"
 expect info-text "$WSPAGER" info "$TMP/pack"
-grep -q '^layers  *7$' "$TMP/info-text.out" || fail "info: layer count"
-grep -q '^largest layer  model.layers.0, ' "$TMP/info-text.out" || fail "info: largest layer"
+grep -q '^layers: *7$' "$TMP/info-text.out" || fail "info: layer count"
+grep -q '^largest layer: model.layers.0, ' "$TMP/info-text.out" || fail "info: largest layer"
 expect info-json "$WSPAGER" info --json --layers "$TMP/pack"
 "$PYTHON3" - "$TMP/info-json.out" <<'PY' || fail "info JSON check"
 import json, sys
