@@ -4,12 +4,9 @@
 #include <string.h>
 
 #include "common/util.h"
+#include "gpu/pagecopy.h"
 #include "gpu/slots.h"
 #include "gpu/unpack.h"
-
-/* Pieces of one cudaMemcpyAsync: adjacent cache pages are merged so that
- * copies are large (>= 2 MiB pages, up to this bound) and few. */
-#define SLOT_COPY_MAX (64ull << 20)
 
 static int grow(void **arr, unsigned *cap, unsigned need, size_t elem)
 {
@@ -181,30 +178,6 @@ static void build_view(struct slot *s, const struct wsp_pack_s *pk, uint32_t lay
 	s->view.tensors = s->tensors;
 }
 
-/* Copy the layer page by page, merging pages that are adjacent in memory. */
-static int enqueue_copies(struct slot_pool *sp, struct slot *s, const struct hcache_ref *ref,
-			  struct wsp_err *err)
-{
-	uint64_t off = 0;
-	uint32_t k = 0;
-	while (off < ref->raw_bytes) {
-		const char *src = ref->pages[k];
-		uint64_t len = WSP_MIN(ref->page_bytes, ref->raw_bytes - off);
-		k++;
-		while (off + len < ref->raw_bytes && k < ref->n_pages && len < SLOT_COPY_MAX &&
-		       ref->pages[k] == src + len) {
-			uint64_t more = WSP_MIN(ref->page_bytes, ref->raw_bytes - off - len);
-			len += more;
-			k++;
-		}
-		int rc = sp->dev->ops->copy_h2d(sp->dev, (char *)s->base + off, src, len, err);
-		if (rc < 0)
-			return rc;
-		off += len;
-	}
-	return 0;
-}
-
 int slots_forget(struct slot_pool *sp, uint32_t layer)
 {
 	struct slot *s = slots_find(sp, layer);
@@ -271,7 +244,7 @@ int slots_fill(struct slot_pool *sp, struct slot *s, const struct wsp_pack_s *pk
 
 	if ((rc = d->ops->record(d, pp.start, DEV_Q_COPY, NULL, err)) < 0 ||
 	    (rc = ref->packed ? unpacker_fill(sp->unpack, s->base, ref, &pp.bytes, err)
-			      : enqueue_copies(sp, s, ref, err)) < 0 ||
+			      : copy_ref_pages(d, s->base, ref, ref->raw_bytes, err)) < 0 ||
 	    (rc = d->ops->record(d, s->fill_ev, q, NULL, err)) < 0 ||
 	    (rc = d->ops->record(d, pp.end, q, NULL, err)) < 0)
 		goto fail;

@@ -6,10 +6,9 @@
 #include <string.h>
 
 #include "common/util.h"
+#include "gpu/pagecopy.h"
 #include "gpu/unpack.h"
 #include "pack/exprans/exprans_gpu.h"
-
-#define UNPACK_COPY_MAX (64ull << 20)   /* merged pages per copy, as slots.c */
 
 struct unpacker {
 	struct dev *dev;
@@ -269,28 +268,6 @@ static int packed_home(struct unpacker *u, uint32_t l, uint64_t bytes, void **ds
 	return 0;
 }
 
-static int copy_pages(struct unpacker *u, void *dst, const struct hcache_ref *ref,
-		      struct wsp_err *err)
-{
-	uint64_t off = 0;
-	uint32_t p = 0;
-	while (off < ref->bytes) {
-		const char *src = ref->pages[p];
-		uint64_t len = WSP_MIN(ref->page_bytes, ref->bytes - off);
-		p++;
-		while (off + len < ref->bytes && p < ref->n_pages && len < UNPACK_COPY_MAX &&
-		       ref->pages[p] == src + len) {
-			len += WSP_MIN(ref->page_bytes, ref->bytes - off - len);
-			p++;
-		}
-		int rc = u->dev->ops->copy_h2d(u->dev, (char *)dst + off, src, len, err);
-		if (rc < 0)
-			return rc;
-		off += len;
-	}
-	return 0;
-}
-
 int unpacker_fill(struct unpacker *u, void *slot, const struct hcache_ref *ref,
 		  uint64_t *copied, struct wsp_err *err)
 {
@@ -310,7 +287,7 @@ int unpacker_fill(struct unpacker *u, void *slot, const struct hcache_ref *ref,
 	if (src) {
 		u->hits++;   /* on the GPU already: no copy */
 	} else if ((rc = packed_home(u, l, ref->bytes, &src, &stage, err)) < 0 ||
-		   (rc = copy_pages(u, src, ref, err)) < 0) {
+		   (rc = copy_ref_pages(d, src, ref, ref->bytes, err)) < 0) {
 		return rc;
 	} else {
 		*copied = ref->bytes;
