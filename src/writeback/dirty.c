@@ -283,16 +283,28 @@ int dirty_update(struct dirty *dt, uint32_t layer, const void *const *values,
 	return rc;
 }
 
+/* Layer's current buffer in memory (read back if spilled), used now: 1 and
+ * *out, 0 when the layer is clean, < 0 when it cannot be read back.  Under
+ * the lock. */
+static int in_memory(struct dirty *dt, uint32_t layer, struct dbuf **out, struct wsp_err *err)
+{
+	struct dbuf *b = dt->cur[layer];
+	if (!b)
+		return 0;
+	if (b->spilled)
+		WSP_TRY(read_back(dt, b, err));
+	b->used = ++dt->clock;
+	*out = b;
+	return 1;
+}
+
 int dirty_get(struct dirty *dt, uint32_t layer, struct hcache_ref *ref, struct wsp_err *err)
 {
-	int rc = 0;
+	struct dbuf *b;
 	pthread_mutex_lock(&dt->lock);
-	struct dbuf *b = dt->cur[layer];
-	if (b && b->spilled)
-		rc = read_back(dt, b, err);
-	if (b && rc == 0) {
+	int rc = in_memory(dt, layer, &b, err);
+	if (rc == 1) {
 		b->refs++;
-		b->used = ++dt->clock;
 		ref->layer = layer;
 		ref->n_pages = 1;
 		ref->pages = b->page;
@@ -300,7 +312,6 @@ int dirty_get(struct dirty *dt, uint32_t layer, struct hcache_ref *ref, struct w
 		ref->raw_bytes = dt->pk->layers[layer].raw_bytes;
 		ref->bytes = ref->raw_bytes;
 		ref->packed = 0;
-		rc = 1;
 	}
 	pthread_mutex_unlock(&dt->lock);
 	return rc;
@@ -359,16 +370,11 @@ uint64_t dirty_checksum(const struct hcache_ref *ref, uint32_t k)
 
 int dirty_copy(struct dirty *dt, uint32_t layer, void *dst, struct wsp_err *err)
 {
-	int rc = 0;
+	struct dbuf *b;
 	pthread_mutex_lock(&dt->lock);
-	struct dbuf *b = dt->cur[layer];
-	if (b && b->spilled)
-		rc = read_back(dt, b, err);
-	if (b && rc == 0) {
+	int rc = in_memory(dt, layer, &b, err);
+	if (rc == 1)
 		memcpy(dst, b->mem, dt->pk->layers[layer].raw_bytes);
-		b->used = ++dt->clock;
-		rc = 1;
-	}
 	pthread_mutex_unlock(&dt->lock);
 	return rc;
 }
