@@ -30,19 +30,11 @@
 
 #include <cuda_runtime_api.h>
 
+#include "cuda_bench.h"
+
 #include "common/util.h"
 #include "pack/exprans/exprans.h"
 #include "pack/exprans/exprans_gpu.h"
-
-#define CU(call)                                                                       \
-	do {                                                                           \
-		cudaError_t cu_rc_ = (call);                                           \
-		if (cu_rc_ != cudaSuccess) {                                           \
-			fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #call,  \
-				cudaGetErrorString(cu_rc_));                           \
-			exit(1);                                                       \
-		}                                                                      \
-	} while (0)
 
 static double now_s(void)
 {
@@ -126,13 +118,6 @@ static void run_threads(void *(*fn)(void *), struct job *proto, unsigned nt)
 	}
 	for (unsigned t = 0; t < nt; t++)
 		pthread_join(th[t], NULL);
-}
-
-static double ms_between(cudaEvent_t a, cudaEvent_t b)
-{
-	float ms = 0;
-	CU(cudaEventElapsedTime(&ms, a, b));
-	return ms;
 }
 
 static void check_output(const uint16_t *dout, const uint16_t *raw, uint64_t n, const uint32_t *dstatus,

@@ -39,21 +39,13 @@
 
 #include <cuda_runtime_api.h>
 
+#include "cuda_bench.h"
+
 #include "common/util.h"
 #include "wspager.h"
 
 int wsp_bench_launch_spin(const void *w, uint64_t spin_ns, unsigned long long *sink,
 			  cudaStream_t s);
-
-#define CU(call)                                                                       \
-	do {                                                                           \
-		cudaError_t cu_rc_ = (call);                                           \
-		if (cu_rc_ != cudaSuccess) {                                           \
-			fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #call,  \
-				cudaGetErrorString(cu_rc_));                           \
-			exit(1);                                                       \
-		}                                                                      \
-	} while (0)
 
 struct args {
 	unsigned layers, hidden, passes, slots;
@@ -63,13 +55,6 @@ struct args {
 	int device, keep;
 	const char *dir;
 };
-
-static double ms_between(cudaEvent_t a, cudaEvent_t b)
-{
-	float ms = 0;
-	CU(cudaEventElapsedTime(&ms, a, b));
-	return ms;
-}
 
 /* 0. The ceiling: 64 MiB pieces from page-locked memory. */
 static double pinned_ceiling(int device)

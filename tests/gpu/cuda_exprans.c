@@ -11,20 +11,12 @@
  * without a GPU. */
 #include <cuda_runtime_api.h>
 
+#include "cuda_check.h"
+
 #include "../codec/codec_test.h"
 #include "../codec/bf16_data.h"
 #include "pack/exprans/exprans.h"
 #include "pack/exprans/exprans_gpu.h"
-
-#define CUDA_OK(call)                                                              \
-	do {                                                                        \
-		cudaError_t e_ = (call);                                            \
-		if (e_ != cudaSuccess) {                                            \
-			fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #call, \
-				cudaGetErrorString(e_));                            \
-			exit(1);                                                    \
-		}                                                                   \
-	} while (0)
 
 struct stream {
 	uint8_t *enc;       /* host copy of the stored bytes */
@@ -51,27 +43,27 @@ static void gpu_decode(struct stream *s, unsigned k, unsigned misalign_last, uin
 	uint32_t *dstatus;
 	struct exprans_gpu_job *jobs = calloc(k, sizeof(*jobs)), *djobs;
 	CHECK(jobs);
-	CUDA_OK(cudaMalloc((void **)&din, in_total + 16));
-	CUDA_OK(cudaMalloc((void **)&dout, out_total + 16));
-	CUDA_OK(cudaMalloc((void **)&dstatus, k * sizeof(uint32_t)));
-	CUDA_OK(cudaMalloc((void **)&djobs, k * sizeof(*jobs)));
-	CUDA_OK(cudaMemset(dout, 0xee, out_total + 16));
-	CUDA_OK(cudaMemset(dstatus, 0xff, k * sizeof(uint32_t)));   /* the decoder sets them */
+	CU(cudaMalloc((void **)&din, in_total + 16));
+	CU(cudaMalloc((void **)&dout, out_total + 16));
+	CU(cudaMalloc((void **)&dstatus, k * sizeof(uint32_t)));
+	CU(cudaMalloc((void **)&djobs, k * sizeof(*jobs)));
+	CU(cudaMemset(dout, 0xee, out_total + 16));
+	CU(cudaMemset(dstatus, 0xff, k * sizeof(uint32_t)));   /* the decoder sets them */
 	uint64_t o = 0;
 	for (unsigned i = 0; i < k; i++) {
-		CUDA_OK(cudaMemcpy(din + s[i].at, s[i].enc, s[i].len, cudaMemcpyHostToDevice));
+		CU(cudaMemcpy(din + s[i].at, s[i].enc, s[i].len, cudaMemcpyHostToDevice));
 		jobs[i] = (struct exprans_gpu_job){ .in_off = s[i].at, .out_off = o, .in_bytes = s[i].len,
 						    .n = s[i].n, .kind = EXPRANS_GPU_DECODE };
 		o += (s[i].n * 2 + 15) & ~15ull;
 	}
-	CUDA_OK(cudaMemcpy(djobs, jobs, k * sizeof(*jobs), cudaMemcpyHostToDevice));
+	CU(cudaMemcpy(djobs, jobs, k * sizeof(*jobs), cudaMemcpyHostToDevice));
 	CHECK_RC(exprans_gpu_decode(din, dout, djobs, k, 2 * max_n, dstatus, NULL), 0);
-	CUDA_OK(cudaDeviceSynchronize());
-	CUDA_OK(cudaMemcpy(status, dstatus, k * sizeof(uint32_t), cudaMemcpyDeviceToHost));
+	CU(cudaDeviceSynchronize());
+	CU(cudaMemcpy(status, dstatus, k * sizeof(uint32_t), cudaMemcpyDeviceToHost));
 	for (unsigned i = 0; i < k; i++) {
 		out[i] = malloc(s[i].n * 2 + 2);
 		CHECK(out[i]);
-		CUDA_OK(cudaMemcpy(out[i], dout + jobs[i].out_off, s[i].n * 2, cudaMemcpyDeviceToHost));
+		CU(cudaMemcpy(out[i], dout + jobs[i].out_off, s[i].n * 2, cudaMemcpyDeviceToHost));
 	}
 	cudaFree(din);
 	cudaFree(dout);
@@ -108,10 +100,7 @@ static struct stream encode(uint64_t n, enum kind kind)
 
 int main(void)
 {
-	int devs = 0;
-	cudaError_t crc = cudaGetDeviceCount(&devs);
-	if (crc != cudaSuccess || devs == 0)
-		SKIP("no CUDA device (%s)", crc != cudaSuccess ? cudaGetErrorString(crc) : "count 0");
+	t_need_gpu();
 
 	/* Good streams: every kind, odd sizes. */
 	static const uint64_t sizes[] = { 0, 1, 2, 3, 31, 32, 33, 1000, 32767, 32768, 32769,
@@ -167,16 +156,16 @@ int main(void)
 				memcpy(want + cj[i].out_off, hin + cj[i].in_off, cj[i].in_bytes);
 			else
 				memset(want + cj[i].out_off, 0, cj[i].in_bytes);
-		CUDA_OK(cudaMalloc((void **)&din, cap));
-		CUDA_OK(cudaMalloc((void **)&dout, cap));
-		CUDA_OK(cudaMalloc((void **)&dj, sizeof(cj)));
-		CUDA_OK(cudaMalloc((void **)&dst, sizeof(st)));
-		CUDA_OK(cudaMemcpy(din, hin, cap, cudaMemcpyHostToDevice));
-		CUDA_OK(cudaMemset(dout, 0xee, cap));
-		CUDA_OK(cudaMemcpy(dj, cj, sizeof(cj), cudaMemcpyHostToDevice));
+		CU(cudaMalloc((void **)&din, cap));
+		CU(cudaMalloc((void **)&dout, cap));
+		CU(cudaMalloc((void **)&dj, sizeof(cj)));
+		CU(cudaMalloc((void **)&dst, sizeof(st)));
+		CU(cudaMemcpy(din, hin, cap, cudaMemcpyHostToDevice));
+		CU(cudaMemset(dout, 0xee, cap));
+		CU(cudaMemcpy(dj, cj, sizeof(cj), cudaMemcpyHostToDevice));
 		CHECK_RC(exprans_gpu_decode(din, dout, dj, NJ, big, dst, NULL), 0);
-		CUDA_OK(cudaMemcpy(hout, dout, cap, cudaMemcpyDeviceToHost));
-		CUDA_OK(cudaMemcpy(st, dst, sizeof(st), cudaMemcpyDeviceToHost));
+		CU(cudaMemcpy(hout, dout, cap, cudaMemcpyDeviceToHost));
+		CU(cudaMemcpy(st, dst, sizeof(st), cudaMemcpyDeviceToHost));
 		for (int i = 0; i < NJ; i++)
 			CHECK(st[i] == 0);
 		CHECK(memcmp(hout, want, cap) == 0);

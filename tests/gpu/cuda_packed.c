@@ -13,6 +13,8 @@
 #include <cuda_runtime_api.h>
 #include <math.h>
 
+#include "cuda_check.h"
+
 #include "pager_util.h"
 #include "pack/writer.h"
 #include "pager/pager.h"
@@ -156,10 +158,7 @@ static struct wsp_stats sweep(const char *pack, wsp_pack *pk, unsigned flags, ui
 
 int main(void)
 {
-	int devs = 0;
-	cudaError_t crc = cudaGetDeviceCount(&devs);
-	if (crc != cudaSuccess || devs == 0)
-		SKIP("no CUDA device (%s)", crc != cudaSuccess ? cudaGetErrorString(crc) : "count 0");
+	t_need_gpu();
 	const char *root = t_scratch("cuda-packed");
 	char pack[600], err[512];
 	snprintf(pack, sizeof(pack), "%s/pack", root);

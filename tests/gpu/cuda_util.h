@@ -1,34 +1,12 @@
-/* CUDA helpers for the gpu-area tests (.cu files): skip without a device,
- * check every runtime call, and wsp_checksum64 computed on the device. */
+/* CUDA helpers for the gpu-area tests (.cu files): cuda_check.h's, and
+ * wsp_checksum64 computed on the device. */
 #ifndef WSP_TESTS_GPU_CUDA_UTIL_H
 #define WSP_TESTS_GPU_CUDA_UTIL_H
 
 #include <cuda_runtime.h>
 #include <stdint.h>
-#include <stdio.h>
-#include <stdlib.h>
 
-#define CU(call)                                                                       \
-	do {                                                                           \
-		cudaError_t cu_rc_ = (call);                                           \
-		if (cu_rc_ != cudaSuccess) {                                           \
-			fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #call,  \
-				cudaGetErrorString(cu_rc_));                           \
-			exit(1);                                                       \
-		}                                                                      \
-	} while (0)
-
-/* Exit 77 when there is no usable CUDA device (CI machines). */
-static inline void t_need_gpu(void)
-{
-	int n = 0;
-	cudaError_t rc = cudaGetDeviceCount(&n);
-	if (rc != cudaSuccess || n == 0) {
-		fprintf(stderr, "skip: no CUDA device (%s)\n",
-			rc != cudaSuccess ? cudaGetErrorString(rc) : "count 0");
-		exit(77);
-	}
-}
+#include "cuda_check.h"
 
 #define T_CK_K 0x9E3779B97F4A7C15ull
 
