@@ -14,6 +14,8 @@
 #include <math.h>
 
 #include "cuda_check.h"
+#include "../codec/codec_test.h"
+#include "../codec/bf16_data.h"
 
 #include "pager_util.h"
 #include "pack/writer.h"
@@ -21,34 +23,17 @@
 
 #define LAYERS 6u
 
-static uint16_t bf16_of(float f)
-{
-	uint32_t x;
-	memcpy(&x, &f, 4);
-	return (uint16_t)(x >> 16);
-}
-
-static double gauss(uint64_t *s)
-{
-	*s = *s * 6364136223846793005ull + 1442695040888963407ull;
-	double u1 = ((double)(*s >> 11) + 1.0) / 9007199254740993.0;
-	*s = *s * 6364136223846793005ull + 1442695040888963407ull;
-	double u2 = (double)(*s >> 11) / 9007199254740992.0;
-	return sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2);
-}
-
 /* Tensor data, alive until the writer finishes (it reads it then). */
 static void *keep[4 * LAYERS];
 static unsigned n_keep;
 
-static void add(struct pack_writer *pw, const char *name, int dtype, uint64_t rows, uint64_t cols,
-		uint64_t *seed)
+static void add(struct pack_writer *pw, const char *name, int dtype, uint64_t rows, uint64_t cols)
 {
 	uint64_t shape[2] = { rows, cols }, n = rows * cols, es = dtype == WSP_DTYPE_F32 ? 4 : 2;
 	uint8_t *buf = malloc(n * es);
 	CHECK(buf);
 	for (uint64_t i = 0; i < n; i++) {
-		float f = (float)(0.02 * gauss(seed));
+		float f = (float)t_gauss(0.02);
 		if (es == 4)
 			memcpy(buf + 4 * i, &f, 4);
 		else {
@@ -66,7 +51,6 @@ static void make_pack(const char *dir)
 	struct wsp_convert_options opt;
 	struct pack_writer *pw;
 	struct wsp_err err;
-	uint64_t seed = 7;
 	wsp_err_init(&err);
 	wsp_convert_options_init(&opt);
 	opt.codec = WSP_CODEC_EXPRANS;
@@ -76,13 +60,13 @@ static void make_pack(const char *dir)
 	for (unsigned l = 0; l < LAYERS; l++) {
 		char name[96];
 		snprintf(name, sizeof(name), "model.layers.%u.input_layernorm.weight", l);
-		add(pw, name, WSP_DTYPE_F32, 512, 1, &seed);
+		add(pw, name, WSP_DTYPE_F32, 512, 1);
 		snprintf(name, sizeof(name), "model.layers.%u.mlp.up_proj.weight", l);
-		add(pw, name, WSP_DTYPE_BF16, 1024, 512, &seed);
+		add(pw, name, WSP_DTYPE_BF16, 1024, 512);
 		snprintf(name, sizeof(name), "model.layers.%u.mlp.down_proj.weight", l);
-		add(pw, name, WSP_DTYPE_BF16, 512, 1001, &seed);
+		add(pw, name, WSP_DTYPE_BF16, 512, 1001);
 		snprintf(name, sizeof(name), "model.layers.%u.mlp.bias", l);
-		add(pw, name, WSP_DTYPE_BF16, 3, 1, &seed);
+		add(pw, name, WSP_DTYPE_BF16, 3, 1);
 	}
 	CHECK_RC(pack_writer_finish(pw), 0);
 	pack_writer_free(pw);
