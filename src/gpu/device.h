@@ -30,10 +30,14 @@ struct dev_event;
 
 /* Where an event is recorded or waited for: the user's stream (passed
  * beside), the copy stream (host -> GPU), the write-back stream (GPU ->
- * host) or the decode stream (packed layers into slots).  The library's
- * streams are apart so gradients leaving the GPU never queue behind weights
- * coming in, and the next layer's copy runs while this one decodes. */
+ * host) or one of the decode streams (packed layers into slots):
+ * DEV_Q_DECODE + k, k < DEV_DECODE_QUEUES.  The library's streams are
+ * apart so gradients leaving the GPU never queue behind weights coming in,
+ * and the next layer's copy runs while this one decodes.  Two decode
+ * streams let two layers decode at once: one layer's blocks (~1400 warps
+ * for 86 MiB) occupy a sixth of an H100's warp slots. */
 enum dev_queue { DEV_Q_USER = 0, DEV_Q_COPY = 1, DEV_Q_BACK = 2, DEV_Q_DECODE = 3 };
+#define DEV_DECODE_QUEUES 2
 
 struct exprans_gpu_job;
 
@@ -66,11 +70,12 @@ struct dev_ops {
 			struct wsp_err *err);
 	/* Wait for everything enqueued on the copy and decode streams. */
 	int (*sync_copy)(struct dev *d, struct wsp_err *err);
-	/* On the decode stream: run jobs[0..n_jobs) (device memory) from `in`
+	/* On decode queue q: run jobs[0..n_jobs) (device memory) from `in`
 	 * to `out` (src/pack/exprans/exprans_gpu.h), then copy their n_jobs
 	 * status words to status_host (pinned).  n_jobs 0: load the kernel
 	 * only (at open).  NULL without a GPU. */
-	int (*unpack)(struct dev *d, const void *in, void *out, const struct exprans_gpu_job *jobs,
+	int (*unpack)(struct dev *d, int q, const void *in, void *out,
+		      const struct exprans_gpu_job *jobs,
 		      unsigned n_jobs, uint64_t max_out, uint32_t *status_dev,
 		      uint32_t *status_host, struct wsp_err *err);
 	/* Stream-ordered device memory from the pager's own pool: allocated

@@ -21,7 +21,7 @@
 struct cuda_priv {
 	cudaStream_t copy;   /* host -> GPU */
 	cudaStream_t back;   /* GPU -> host (write-back) */
-	cudaStream_t decode; /* packed layers into slots */
+	cudaStream_t decode[DEV_DECODE_QUEUES]; /* packed layers into slots */
 	cudaMemPool_t pool;  /* packed layers kept on the GPU; made at first use */
 	int has_pool;
 };
@@ -63,8 +63,9 @@ static cudaStream_t copy_stream(struct dev *d)
 static cudaStream_t queue_stream(struct dev *d, int q, void *stream)
 {
 	struct cuda_priv *cp = d->priv;
-	return q == DEV_Q_COPY ? cp->copy : q == DEV_Q_BACK ? cp->back :
-	       q == DEV_Q_DECODE ? cp->decode : (cudaStream_t)stream;
+	if (q >= DEV_Q_DECODE && q < DEV_Q_DECODE + DEV_DECODE_QUEUES)
+		return cp->decode[q - DEV_Q_DECODE];
+	return q == DEV_Q_COPY ? cp->copy : q == DEV_Q_BACK ? cp->back : (cudaStream_t)stream;
 }
 
 static void cuda_close(struct dev *d)
@@ -79,10 +80,11 @@ static void cuda_close(struct dev *d)
 				(void)cudaStreamSynchronize(cp->back);
 				(void)cudaStreamDestroy(cp->back);
 			}
-			if (cp->decode) {
-				(void)cudaStreamSynchronize(cp->decode);
-				(void)cudaStreamDestroy(cp->decode);
-			}
+			for (int k = 0; k < DEV_DECODE_QUEUES; k++)
+				if (cp->decode[k]) {
+					(void)cudaStreamSynchronize(cp->decode[k]);
+					(void)cudaStreamDestroy(cp->decode[k]);
+				}
 			if (cp->has_pool)
 				(void)cudaMemPoolDestroy(cp->pool);
 			leave(d, prev);
@@ -256,20 +258,21 @@ static int cuda_sync_copy(struct dev *d, struct wsp_err *err)
 		return ret;
 	/* The decode stream writes slots too (after the copy stream). */
 	cudaError_t rc = cudaStreamSynchronize(copy_stream(d));
-	if (rc == cudaSuccess)
-		rc = cudaStreamSynchronize(queue_stream(d, DEV_Q_DECODE, NULL));
+	for (int k = 0; k < DEV_DECODE_QUEUES && rc == cudaSuccess; k++)
+		rc = cudaStreamSynchronize(queue_stream(d, DEV_Q_DECODE + k, NULL));
 	leave(d, prev);
 	return rc == cudaSuccess ? 0 : CU_ERR(err, rc, "cudaStreamSynchronize(copy and decode streams)");
 }
 
-static int cuda_unpack(struct dev *d, const void *in, void *out, const struct exprans_gpu_job *jobs,
+static int cuda_unpack(struct dev *d, int q, const void *in, void *out,
+		       const struct exprans_gpu_job *jobs,
 		       unsigned n_jobs, uint64_t max_out, uint32_t *status_dev,
 		       uint32_t *status_host, struct wsp_err *err)
 {
 	int prev, ret;
 	if ((ret = enter(d, &prev, err)) < 0)
 		return ret;
-	cudaStream_t s = queue_stream(d, DEV_Q_DECODE, NULL);
+	cudaStream_t s = queue_stream(d, q, NULL);
 	cudaError_t rc = (cudaError_t)exprans_gpu_decode(in, out, jobs, n_jobs, max_out, status_dev, s);
 	const char *what = n_jobs ? "the decode kernel's launch" : "loading the decode kernel";
 	if (rc == cudaSuccess && n_jobs) {
@@ -417,11 +420,13 @@ int dev_cuda_open(int ordinal, struct dev **out, struct wsp_err *err)
 		if (rc != cudaSuccess)
 			(void)cudaStreamDestroy(cp->copy);
 	}
-	if (rc == cudaSuccess) {
-		rc = cudaStreamCreateWithFlags(&cp->decode, cudaStreamNonBlocking);
+	for (int k = 0; k < DEV_DECODE_QUEUES && rc == cudaSuccess; k++) {
+		rc = cudaStreamCreateWithFlags(&cp->decode[k], cudaStreamNonBlocking);
 		if (rc != cudaSuccess) {
 			(void)cudaStreamDestroy(cp->copy);
 			(void)cudaStreamDestroy(cp->back);
+			while (k-- > 0)
+				(void)cudaStreamDestroy(cp->decode[k]);
 		}
 	}
 	leave(d, prev);

@@ -196,7 +196,7 @@ int slots_fill(struct slot_pool *sp, struct slot *s, const struct wsp_pack_s *pk
 	struct dev *d = sp->dev;
 	struct pending_put pp = { .ref = *ref, .bytes = ref->bytes };
 	int rc;
-	int q = ref->packed ? DEV_Q_DECODE : DEV_Q_COPY;   /* where the slot is complete */
+	int q = DEV_Q_COPY;   /* where the slot is complete (a decode queue when packed) */
 
 	if (ref->raw_bytes > sp->slot_bytes)
 		return WSP_ERR(err, WSP_ETOOBIG, "layer %u: %llu bytes do not fit a slot of %llu",
@@ -243,7 +243,7 @@ int slots_fill(struct slot_pool *sp, struct slot *s, const struct wsp_pack_s *pk
 		goto fail;
 
 	if ((rc = d->ops->record(d, pp.start, DEV_Q_COPY, NULL, err)) < 0 ||
-	    (rc = ref->packed ? unpacker_fill(sp->unpack, s->base, ref, &pp.bytes, err)
+	    (rc = ref->packed ? unpacker_fill(sp->unpack, s->base, ref, &pp.bytes, &q, err)
 			      : copy_ref_pages(d, s->base, ref, ref->raw_bytes, err)) < 0 ||
 	    (rc = d->ops->record(d, s->fill_ev, q, NULL, err)) < 0 ||
 	    (rc = d->ops->record(d, pp.end, q, NULL, err)) < 0)

@@ -20,10 +20,12 @@ struct unpacker {
 	struct exprans_gpu_job *jobs_dev;
 	uint32_t *status_dev, *status_host;   /* per job; status_host pinned */
 	uint64_t n_jobs;
-	void *stage[2];
+	/* Fills take turns: fill i decodes on decode queue i % 2 and, when
+	 * its bytes come over the link, from staging buffer i % 2. */
+	void *stage[DEV_DECODE_QUEUES];
 	uint64_t stage_bytes;
-	struct dev_event *stage_free[2], *copied;
-	int stage_used[2];
+	struct dev_event *stage_free[DEV_DECODE_QUEUES], *copied, *decoded;
+	int stage_used[DEV_DECODE_QUEUES];
 	unsigned next;
 	int host_pinned;
 	/* The GPU tier of packed layers: kept[l] holds layer l's packed
@@ -99,13 +101,15 @@ void unpacker_destroy(struct unpacker *u)
 	if (!u)
 		return;
 	struct dev *d = u->dev;
-	for (int k = 0; k < 2; k++) {
+	for (int k = 0; k < DEV_DECODE_QUEUES; k++) {
 		d->ops->free(d, u->stage[k]);
 		if (u->stage_free[k])
 			d->ops->event_destroy(d, u->stage_free[k]);
 	}
 	if (u->copied)
 		d->ops->event_destroy(d, u->copied);
+	if (u->decoded)
+		d->ops->event_destroy(d, u->decoded);
 	for (uint32_t l = 0; u->kept && l < u->n_layers; l++)
 		d->ops->free_async(d, DEV_Q_DECODE, u->kept[l]);
 	free(u->kept);
@@ -177,14 +181,15 @@ int unpacker_create(struct dev *d, const struct wsp_pack_s *pk, const struct hca
 	u->n_jobs = k;
 	u->stage_bytes = wsp_align_up(stage ? stage : 1, 256);
 	memset(u->status_host, 0, k * sizeof(uint32_t));
+	for (int q = 0; q < DEV_DECODE_QUEUES; q++)
+		if ((rc = d->ops->alloc(d, u->stage_bytes, &u->stage[q], err)) < 0 ||
+		    (rc = d->ops->event_create(d, 0, &u->stage_free[q], err)) < 0)
+			goto fail;
 	if ((rc = d->ops->alloc(d, k * sizeof(*jobs), (void **)&u->jobs_dev, err)) < 0 ||
 	    (rc = d->ops->alloc(d, k * sizeof(uint32_t), (void **)&u->status_dev, err)) < 0 ||
-	    (rc = d->ops->alloc(d, u->stage_bytes, &u->stage[0], err)) < 0 ||
-	    (rc = d->ops->alloc(d, u->stage_bytes, &u->stage[1], err)) < 0 ||
-	    (rc = d->ops->event_create(d, 0, &u->stage_free[0], err)) < 0 ||
-	    (rc = d->ops->event_create(d, 0, &u->stage_free[1], err)) < 0 ||
 	    (rc = d->ops->event_create(d, 0, &u->copied, err)) < 0 ||
-	    (rc = d->ops->unpack(d, NULL, NULL, NULL, 0, 0, NULL, NULL, err)) < 0)
+	    (rc = d->ops->event_create(d, 0, &u->decoded, err)) < 0 ||
+	    (rc = d->ops->unpack(d, DEV_Q_DECODE, NULL, NULL, NULL, 0, 0, NULL, NULL, err)) < 0)
 		goto fail;
 	/* Status words copied into pageable memory would make each fill wait
 	 * for its decode: said by the pager (unpacker_pinned), not fatal. */
@@ -215,10 +220,14 @@ int unpacker_pinned(const struct unpacker *u)
 }
 
 /* Room in the GPU tier for layer l's `bytes`: 1 when there is (after
- * displacing layers filled less often than l; freed in the decode
- * stream's order, after the decodes that read them), 0 when not. */
-static int gpu_tier_room(struct unpacker *u, uint32_t l, uint64_t bytes)
+ * displacing layers filled less often than l; freed in the order of
+ * decode queue dq, after the decodes on either queue that read them), 0
+ * when not.  -errno when the queues cannot be ordered. */
+static int gpu_tier_room(struct unpacker *u, uint32_t l, uint64_t bytes, int dq,
+			 struct wsp_err *err)
 {
+	struct dev *d = u->dev;
+	int ordered = 0, rc;
 	if (bytes > u->gpu_budget)
 		return 0;
 	while (u->gpu_resident + bytes > u->gpu_budget) {
@@ -228,65 +237,74 @@ static int gpu_tier_room(struct unpacker *u, uint32_t l, uint64_t bytes)
 				v = k;
 		if (v == UINT32_MAX || u->uses[v] >= u->uses[l])
 			return 0;
-		u->dev->ops->free_async(u->dev, DEV_Q_DECODE, u->kept[v]);
+		/* v's last decode may be on the other queue. */
+		for (int k = 0; k < DEV_DECODE_QUEUES && !ordered; k++)
+			if (DEV_Q_DECODE + k != dq &&
+			    ((rc = d->ops->record(d, u->decoded, DEV_Q_DECODE + k, NULL, err)) < 0 ||
+			     (rc = d->ops->wait(d, dq, NULL, u->decoded, err)) < 0))
+				return rc;
+		ordered = 1;
+		d->ops->free_async(d, dq, u->kept[v]);
 		u->kept[v] = NULL;
 		u->gpu_resident -= u->kept_bytes[v];
 	}
 	return 1;
 }
 
-/* Where layer l's packed bytes go for this fill: a new GPU-tier buffer
- * when the tier takes it, else one of the two staging buffers (*stage
- * then says which, else -1). */
-static int packed_home(struct unpacker *u, uint32_t l, uint64_t bytes, void **dst, int *stage,
-		       struct wsp_err *err)
+/* Where layer l's packed bytes go for fill turn k: a new GPU-tier buffer
+ * when the tier takes it, else staging buffer k (*stage then says k, else
+ * -1). */
+static int packed_home(struct unpacker *u, uint32_t l, uint64_t bytes, unsigned k, void **dst,
+		       int *stage, struct wsp_err *err)
 {
 	struct dev *d = u->dev;
+	int rc;
 	*stage = -1;
-	if (u->gpu_budget && gpu_tier_room(u, l, bytes)) {
+	if (u->gpu_budget && (rc = gpu_tier_room(u, l, bytes, DEV_Q_DECODE + (int)k, err)) != 0) {
+		if (rc < 0)
+			return rc;
 		struct wsp_err quiet;
 		wsp_err_init(&quiet);
-		int rc = d->ops->alloc_async(d, DEV_Q_COPY, bytes, dst, &quiet);
+		rc = d->ops->alloc_async(d, DEV_Q_COPY, bytes, dst, &quiet);
 		wsp_err_destroy(&quiet);
-		if (rc == 0) {   /* out of device memory: stage it instead */
+		if (rc == 0) {   /* else out of device memory: stage it instead */
 			u->kept[l] = *dst;
 			u->kept_bytes[l] = bytes;
 			u->gpu_resident += bytes;
 			return 0;
 		}
 	}
-	unsigned k = u->next;
-	u->next ^= 1;
 	/* The staging buffer is free once the decode that read it is done. */
-	if (u->stage_used[k]) {
-		int rc = d->ops->wait(d, DEV_Q_COPY, NULL, u->stage_free[k], err);
-		if (rc < 0)
-			return rc;
-	}
+	if (u->stage_used[k] && (rc = d->ops->wait(d, DEV_Q_COPY, NULL, u->stage_free[k], err)) < 0)
+		return rc;
 	*dst = u->stage[k];
 	*stage = (int)k;
 	return 0;
 }
 
 int unpacker_fill(struct unpacker *u, void *slot, const struct hcache_ref *ref,
-		  uint64_t *copied, struct wsp_err *err)
+		  uint64_t *copied, int *queue, struct wsp_err *err)
 {
 	struct dev *d = u->dev;
 	uint32_t l = ref->layer;
 	int rc, stage = -1;
 	void *src = u->kept[l];
+	unsigned k = u->next;
+	int dq = DEV_Q_DECODE + (int)k;
 	*copied = 0;
+	*queue = dq;
 	if (ref->bytes > u->stage_bytes || u->job0[l + 1] == u->job0[l])
 		return WSP_ERR(err, WSP_ESTATE, "layer %u: packed form of %" PRIu64 " bytes has no "
 			       "job table or exceeds the staging buffers (%" PRIu64 ")", l,
 			       ref->bytes, u->stage_bytes);
 	if (u->gpu_budget && ++u->fills % ((uint64_t)AGE_FILLS * u->n_layers) == 0)
-		for (uint32_t k = 0; k < u->n_layers; k++)
-			u->uses[k] /= 2;
+		for (uint32_t i = 0; i < u->n_layers; i++)
+			u->uses[i] /= 2;
 	u->uses[l]++;
+	u->next = (k + 1) % DEV_DECODE_QUEUES;
 	if (src) {
 		u->hits++;   /* on the GPU already: no copy */
-	} else if ((rc = packed_home(u, l, ref->bytes, &src, &stage, err)) < 0 ||
+	} else if ((rc = packed_home(u, l, ref->bytes, k, &src, &stage, err)) < 0 ||
 		   (rc = copy_ref_pages(d, src, ref, ref->bytes, err)) < 0) {
 		return rc;
 	} else {
@@ -296,12 +314,12 @@ int unpacker_fill(struct unpacker *u, void *slot, const struct hcache_ref *ref,
 	 * slot's releases that slots_fill put there. */
 	uint64_t j0 = u->job0[l], n = u->job0[l + 1] - j0;
 	if ((rc = d->ops->record(d, u->copied, DEV_Q_COPY, NULL, err)) < 0 ||
-	    (rc = d->ops->wait(d, DEV_Q_DECODE, NULL, u->copied, err)) < 0 ||
-	    (rc = d->ops->unpack(d, src, slot, u->jobs_dev + j0, (unsigned)n, u->max_out[l],
+	    (rc = d->ops->wait(d, dq, NULL, u->copied, err)) < 0 ||
+	    (rc = d->ops->unpack(d, dq, src, slot, u->jobs_dev + j0, (unsigned)n, u->max_out[l],
 				 u->status_dev + j0, u->status_host + j0, err)) < 0)
 		return rc;
 	if (stage >= 0) {
-		if ((rc = d->ops->record(d, u->stage_free[stage], DEV_Q_DECODE, NULL, err)) < 0)
+		if ((rc = d->ops->record(d, u->stage_free[stage], dq, NULL, err)) < 0)
 			return rc;
 		u->stage_used[stage] = 1;
 	}

@@ -1,8 +1,8 @@
 /*
  * Slots filled from packed layers.  The host tier keeps a layer's EXPRANS
  * chunks as stored (hcache_pieces); to fill a slot the copy stream ships
- * those packed bytes into one of two device staging buffers, and the decode
- * stream runs the layer's jobs from there into the slot (decode the EXPRANS
+ * those packed bytes into one of two device staging buffers, and one of two
+ * decode streams (fills take turns) runs the layer's jobs from there into the slot (decode the EXPRANS
  * chunks, copy the others, zero the padding) and copies the jobs' status
  * words back to the host.  The link carries the packed bytes, ~1.5x fewer
  * than raw bf16, and the next layer's copy runs while this one decodes.
@@ -40,13 +40,13 @@ void unpacker_destroy(struct unpacker *u);
 int unpacker_pinned(const struct unpacker *u);
 
 /* Enqueue the fill of `slot` (device memory, the layer's raw size) from the
- * packed `ref`: the slot's bytes are complete at the point of the decode
- * queue (DEV_Q_DECODE) right after this returns; the pages are read until
- * that point too.  *copied: the bytes it sends over the link (0 when the
+ * packed `ref`: the slot's bytes are complete at the point of decode queue
+ * *queue right after this returns; the pages are read until that point
+ * too.  *copied: the bytes it sends over the link (0 when the
  * GPU tier holds the layer).  The copy queue must already be ordered after whatever
  * may still read the slot. */
 int unpacker_fill(struct unpacker *u, void *slot, const struct hcache_ref *ref,
-		  uint64_t *copied, struct wsp_err *err);
+		  uint64_t *copied, int *queue, struct wsp_err *err);
 /* Fills decoded from the GPU tier, and the bytes it holds now. */
 void unpacker_counters(const struct unpacker *u, uint64_t *hits, uint64_t *bytes);
 void unpacker_reset_counters(struct unpacker *u);
