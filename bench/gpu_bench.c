@@ -23,8 +23,13 @@
  * --gpu-packed SIZE adds a GPU tier of packed layers of that size: fills of
  * the layers it holds decode on the device without the link.
  *
+ * --gpu-free SIZE first takes all but SIZE of the device's free memory (a
+ * ballast allocation, as another program's tensors would), so a model
+ * larger than the memory left can be shown streaming from the GPU tier:
+ * the table then gives the model's raw size over the free memory.
+ *
  *	gpu_bench [--layers N] [--hidden H] [--passes P] [--slots S] [--codec C]
- *	          [--gpu-packed SIZE]
+ *	          [--gpu-packed SIZE] [--gpu-free SIZE]
  *	          [--device D] [--dir DIR] [--keep]
  */
 #include <errno.h>
@@ -52,6 +57,7 @@ struct args {
 	int exprans;                 /* --codec exprans (else zstd): the GPU decodes, the link
 	                                carries packed bytes */
 	uint64_t gpu_packed;         /* --gpu-packed SIZE: a GPU tier of packed layers */
+	uint64_t gpu_free;           /* --gpu-free SIZE: device memory left to the pager */
 	int device, keep;
 	const char *dir;
 };
@@ -161,7 +167,7 @@ int main(int argc, char **argv)
 		{ "layers", 1, 0, 'l' }, { "hidden", 1, 0, 'H' }, { "passes", 1, 0, 'p' },
 		{ "slots", 1, 0, 's' },  { "device", 1, 0, 'd' }, { "dir", 1, 0, 'D' },
 		{ "keep", 0, 0, 'k' },   { "codec", 1, 0, 'c' }, { "gpu-packed", 1, 0, 'g' },
-		{ 0, 0, 0, 0 },
+		{ "gpu-free", 1, 0, 'f' }, { 0, 0, 0, 0 },
 	};
 	int c;
 	while ((c = getopt_long(argc, argv, "", lo, NULL)) != -1) {
@@ -181,15 +187,17 @@ int main(int argc, char **argv)
 			a.exprans = strcmp(optarg, "exprans") == 0;
 			break;
 		case 'g':
-			if (wsp_parse_size(optarg, &a.gpu_packed) < 0) {
-				fprintf(stderr, "--gpu-packed: a size, e.g. 2G\n");
+		case 'f':
+			if (wsp_parse_size(optarg, c == 'g' ? &a.gpu_packed : &a.gpu_free) < 0) {
+				fprintf(stderr, "--%s: a size, e.g. 2G\n",
+					c == 'g' ? "gpu-packed" : "gpu-free");
 				return 2;
 			}
 			break;
 		default:
 			fprintf(stderr, "usage: %s [--layers N] [--hidden H] [--passes P] [--slots S] "
 					"[--device D] [--dir DIR] [--keep] [--codec zstd|exprans] "
-					"[--gpu-packed SIZE]\n", argv[0]);
+					"[--gpu-packed SIZE] [--gpu-free SIZE]\n", argv[0]);
 			return 2;
 		}
 	}
@@ -220,6 +228,16 @@ int main(int argc, char **argv)
 	make_pack(&a, dir, pack, sizeof(pack));
 
 	double ceiling = pinned_ceiling(a.device);
+
+	/* --gpu-free: what the device has beyond SIZE goes to a ballast. */
+	void *ballast = NULL;
+	size_t free_b = 0, total_b = 0;
+	CU(cudaMemGetInfo(&free_b, &total_b));
+	if (a.gpu_free) {
+		if (a.gpu_free < free_b)
+			CU(cudaMalloc(&ballast, free_b - a.gpu_free));
+		CU(cudaMemGetInfo(&free_b, &total_b));
+	}
 
 	/* A host tier holding the whole model: after a warm pass every acquire
 	 * is served from pinned host pages. */
@@ -312,6 +330,10 @@ int main(int argc, char **argv)
 	       wsp_format_size(st.host_cache_bytes, b3, sizeof(b3)));
 	printf("| measurement | result | target |\n| --- | --- | --- |\n");
 	printf("| pinned host->GPU, 64 MiB cudaMemcpyAsync (ceiling) | %.1f GB/s | |\n", ceiling);
+	if (a.gpu_free)
+		printf("| device memory free when the pager opened (a ballast holds the rest) | %s: "
+		       "the model's raw weights are %.2fx that | |\n",
+		       wsp_format_size(free_b, b1, sizeof(b1)), (double)sum.raw_bytes / (double)free_b);
 	printf("| host-resident streaming, no compute (%s) | %.1f GB/s of raw weights = %.1f%% of "
 	       "ceiling | >= 95%% |\n", a.exprans ? "exprans, GPU decode" : "zstd, host decode",
 	       stream_gbs, 100.0 * stream_gbs / ceiling);
@@ -338,6 +360,7 @@ int main(int argc, char **argv)
 	CU(cudaFree(sink));
 	CU(cudaStreamDestroy(s));
 	wsp_close(pg);
+	CU(cudaFree(ballast));
 	if (!a.dir && !a.keep)
 		nftw(dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
 	else
