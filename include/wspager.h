@@ -315,8 +315,8 @@ struct wsp_options {
 #define WSP_OPEN_HOST_TOTAL 8u
 /* Decode every chunk on the host and keep layers raw in the host tier.  By
  * default, with a GPU, the host tier keeps EXPRANS chunks (wspack(5),
- * codec 2) as stored, ~1.5x smaller, after checking them, and the GPU
- * decodes them at each slot fill, so the link carries fewer bytes (added
+ * codec 2) as stored, ~1.5x smaller, after checking their stored bytes
+ * (no host decode), and the GPU decodes them at each slot fill, so the link carries fewer bytes (added
  * in 0.2). */
 #define WSP_OPEN_HOST_DECODE 16u
 

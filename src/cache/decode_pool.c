@@ -62,9 +62,14 @@ static void run_job(struct hc_worker *w, struct hc_slice *s, uint64_t j)
 				(c->offset - s->file_off);
 	unsigned n = 0;
 	uint64_t d = job->at, left = c->raw_bytes;
+	uint64_t t0 = wsp_now_ns();
+	int rc = 1;
+	wsp_err_clear(&w->err);
 	if (job->keep_stored) {
-		/* Decoded here only to be checked (the checksum is of the raw
-		 * bytes); the pages keep the stream for the GPU. */
+		/* The pages keep the stream for the GPU.  Its stored bytes are
+		 * checked here when the pack records their check; else the
+		 * chunk is decoded, only to check the raw bytes' checksum. */
+		rc = chunk_check_stored(c, stored, &w->err);
 		w->spans[n++] = (struct wsp_span){ w->check, (size_t)c->raw_bytes };
 		left = 0;
 	}
@@ -75,16 +80,17 @@ static void run_job(struct hc_worker *w, struct hc_slice *s, uint64_t j)
 		d += len;
 		left -= len;
 	}
-	uint64_t t0 = wsp_now_ns();
-	wsp_err_clear(&w->err);
-	int rc = chunk_decode(w->dec, c, T->dtype, stored, w->spans, n, &w->err);
+	int decoded = rc > 0;
+	if (decoded)
+		rc = chunk_decode(w->dec, c, T->dtype, stored, w->spans, n, &w->err);
 	uint64_t t1 = wsp_now_ns();
 	atomic_fetch_add(&hc->c_decode_ns, t1 - t0);
 	hc_trace(hc, WSP_STAGE_DECODE, s->layer, t0, t1, c->raw_bytes, (int)w->index);
 	if (rc >= 0) {
 		if (job->keep_stored)
 			to_pages(hc, e, job->at, stored, c->stored_bytes);
-		atomic_fetch_add(&hc->c_bytes_decoded, c->raw_bytes);
+		if (decoded)
+			atomic_fetch_add(&hc->c_bytes_decoded, c->raw_bytes);
 		return;
 	}
 	int zero = 0;

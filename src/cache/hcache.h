@@ -37,8 +37,10 @@ struct hcache_config {
 	                               decoders' buffers and reserve_bytes: the
 	                               cache gets what is left; staging is then
 	                               at most budget_bytes / 8 unless given */
-	/* Keep layers packed: their EXPRANS chunks stay as stored (checked
-	 * on the host at load, decoded again by the GPU at each slot fill),
+	/* Keep layers packed: their EXPRANS chunks stay as stored (their
+	 * stored bytes checked on the host at load, or in packs without
+	 * stored checks decoded once to check them; decoded by the GPU at
+	 * each slot fill),
 	 * their other chunks decoded; see hcache_pieces.  Off for the host
 	 * device, which has nothing else to decode with. */
 	int keep_packed;

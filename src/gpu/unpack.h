@@ -9,7 +9,7 @@
  * Optionally packed layers also stay in device memory (a GPU tier), so a
  * model ~1.4x larger than the slots' memory streams without the link.
  *
- * The chunks' checksums were checked on the host when the layer was loaded
+ * The chunks' stored bytes were checked on the host when the layer was loaded
  * (hcache); the GPU decoder checks each stream's structure again and a
  * refusal is reported by unpacker_check once the fill's work is done.
  * Not thread-safe: the pager serializes calls with its mutex.

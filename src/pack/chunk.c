@@ -272,6 +272,18 @@ static const char *dt_name(int dtype)
 	return n ? n : "(unknown)";
 }
 
+int chunk_check_stored(const struct wspm_chunk *c, const void *stored, struct wsp_err *err)
+{
+	uint64_t want = wspm_chunk_stored_check(c), got;
+	if (!want)
+		return 1;
+	got = wspm_stored_check(stored, c->stored_bytes);
+	if (got != want)
+		return WSP_ERR(err, WSP_ECHECKSUM, "stored bytes check mismatch: recorded %012llx, "
+			       "read %012llx", (unsigned long long)want, (unsigned long long)got);
+	return 0;
+}
+
 int chunk_decode(struct chunk_decoder *d, const struct wspm_chunk *c, int dtype,
 		 const void *stored, const struct wsp_span *dst, unsigned n_dst,
 		 struct wsp_err *err)
@@ -307,9 +319,9 @@ int chunk_decode(struct chunk_decoder *d, const struct wspm_chunk *c, int dtype,
 		if (c->raw_bytes > d->cap)
 			return WSP_ERR(err, WSP_EFORMAT, "chunk raw size %u above the decoder's %llu",
 				       c->raw_bytes, (unsigned long long)d->cap);
-		rc = exprans_decode_bf16(stored, c->stored_bytes, (uint16_t *)d->scratch,
-					 c->raw_bytes / 2, err);
-		if (rc < 0)
+		if ((rc = chunk_check_stored(c, stored, err)) < 0 ||
+		    (rc = exprans_decode_bf16(stored, c->stored_bytes, (uint16_t *)d->scratch,
+					      c->raw_bytes / 2, err)) < 0)
 			return rc;
 		planes = d->scratch;
 		break;
@@ -490,7 +502,7 @@ int chunk_encode_xform(struct chunk_encoder *e, const void *raw, uint64_t raw_by
 	if (es < 0)
 		return WSP_ERR(err, WSP_EFORMAT, "transform %d does not fit dtype %s", (int)t,
 			       dt_name(dtype));
-	memset(c->reserved, 0, sizeof(c->reserved));
+	memset(c->stored_check, 0, sizeof(c->stored_check));
 	c->raw_bytes = (uint32_t)raw_bytes;
 	c->checksum = XXH3_64bits(raw, raw_bytes);
 
@@ -499,9 +511,20 @@ int chunk_encode_xform(struct chunk_encoder *e, const void *raw, uint64_t raw_by
 		if (n < 0)
 			return WSP_ERR(err, (int)n, "exprans: output of %zu bytes too small", cap);
 		if ((uint64_t)n < raw_bytes) {
+			/* Readers that check only the stored bytes rely on this. */
+			int rc = exprans_decode_bf16(out, (size_t)n, (uint16_t *)e->scratch,
+						     raw_bytes / 2, err);
+			if (rc < 0) {
+				wsp_err_prefix(err, "exprans: the encoded chunk does not decode");
+				return rc;
+			}
+			if (memcmp(e->scratch, raw, raw_bytes) != 0)
+				return WSP_ERR(err, WSP_EFORMAT, "exprans: the encoded chunk decodes to "
+					       "other bytes than its input");
 			c->codec = WSP_CODEC_EXPRANS;
 			c->transform = WSPM_XFORM_NONE;
 			c->stored_bytes = (uint32_t)n;
+			wspm_chunk_set_stored_check(c, wspm_stored_check(out, (uint64_t)n));
 			return 0;
 		}
 	}

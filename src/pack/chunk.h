@@ -27,7 +27,7 @@ void chunk_decoder_free(struct chunk_decoder *d);
 /*
  * Decode chunk `c` whose stored bytes are at `stored` into the segments `dst`
  * (total length == c->raw_bytes), undoing the transform for `dtype`, and
- * check the frame checksum and c->checksum.  Errors: WSP_EZSTD for a frame
+ * check the stored check (EXPRANS), the frame checksum and c->checksum.  Errors: WSP_EZSTD for a frame
  * zstd rejects (message: zstd's reason), WSP_EFORMAT when the decoded size
  * differs from c->raw_bytes or the window is above the limit, WSP_ECHECKSUM.
  * The caller adds shard/layer/tensor/chunk context to the message.
@@ -36,12 +36,20 @@ int chunk_decode(struct chunk_decoder *d, const struct wspm_chunk *c, int dtype,
 		 const void *stored, const struct wsp_span *dst, unsigned n_dst,
 		 struct wsp_err *err);
 
+/* Check the stored bytes of chunk `c` against its recorded stored check:
+ * 0 when they match, 1 when c records none (only a decode can check it
+ * then), WSP_ECHECKSUM when they differ. */
+int chunk_check_stored(const struct wspm_chunk *c, const void *stored, struct wsp_err *err);
+
 /* The transform used for a dtype when transforms are on (NONE if none pays). */
 enum wspm_transform chunk_transform_for(int dtype);
 
 /* Encoding, for the converter: `raw` -> `out` (capacity chunk_encode_bound()).
  * Falls back to raw storage when zstd does not shrink the chunk.  Fills codec,
- * transform, stored_bytes, raw_bytes and checksum of *c. */
+ * transform, stored_bytes, raw_bytes, checksum and (EXPRANS) the stored check
+ * of *c.  An EXPRANS chunk is decoded again and compared with `raw` before it
+ * is accepted, so that a stored stream whose check matches decodes to the
+ * raw bytes. */
 struct chunk_encoder;
 int chunk_encoder_create(int level, uint64_t max_chunk_raw, struct chunk_encoder **out);
 void chunk_encoder_free(struct chunk_encoder *e);

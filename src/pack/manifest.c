@@ -44,6 +44,25 @@ uint64_t wspm_checksum(const void *data, uint64_t len)
 	return XXH3_64bits_digest(&st);
 }
 
+uint64_t wspm_stored_check(const void *stored, uint64_t len)
+{
+	return (XXH3_64bits(stored, (size_t)len) & 0xffffffffffffull) | 1;
+}
+
+uint64_t wspm_chunk_stored_check(const struct wspm_chunk *c)
+{
+	uint64_t v = 0;
+	for (int i = 5; i >= 0; i--)
+		v = v << 8 | c->stored_check[i];
+	return v;
+}
+
+void wspm_chunk_set_stored_check(struct wspm_chunk *c, uint64_t check)
+{
+	for (int i = 0; i < 6; i++, check >>= 8)
+		c->stored_check[i] = (uint8_t)check;
+}
+
 /* A table of `count` entries of `size` bytes at `off`, after `*prev_end`,
  * 8-byte aligned, inside the file.  Tables follow each other in file order,
  * which also proves that they do not overlap. */

@@ -105,9 +105,18 @@ struct wspm_chunk {
 	uint32_t raw_bytes;
 	uint8_t codec;             /* enum wsp_codec */
 	uint8_t transform;         /* enum wspm_transform */
-	uint8_t reserved[6];
+	uint8_t stored_check[6];   /* EXPRANS: wspm_stored_check() of the stored bytes,
+	                              little-endian; 0 in packs written without it */
 	uint64_t checksum;         /* XXH3-64 of the raw (decoded, untransformed) bytes */
 };
+
+/* The 48-bit check of a chunk's stored bytes: XXH3-64's low 48 bits with
+ * bit 0 set, so that a recorded check is never 0.  It lets a host that
+ * ships packed chunks to the GPU check them without decoding. */
+uint64_t wspm_stored_check(const void *stored, uint64_t len);
+/* The check recorded in c (0: none). */
+uint64_t wspm_chunk_stored_check(const struct wspm_chunk *c);
+void wspm_chunk_set_stored_check(struct wspm_chunk *c, uint64_t check);
 
 /* A validated, read-only view of a mapped manifest.  Every index and offset
  * in it has been checked: users may trust them. */

@@ -44,9 +44,12 @@ static int check_reserved(const struct wsp_manifest *m, struct wsp_err *err)
 		    m->tensors[i].reserved2)
 			return FMT("tensor %u (%s): reserved fields are not zero", i,
 				   wspm_str(m, m->tensors[i].name_off));
+	/* Only EXPRANS chunks record a check of their stored bytes. */
 	for (uint64_t i = 0; i < h->n_chunks; i++)
-		if (!all_zero(m->chunks[i].reserved, sizeof(m->chunks[i].reserved)))
-			return FMT("chunk %llu: reserved field is not zero", (unsigned long long)i);
+		if (m->chunks[i].codec != WSP_CODEC_EXPRANS &&
+		    !all_zero(m->chunks[i].stored_check, sizeof(m->chunks[i].stored_check)))
+			return FMT("chunk %llu: stored check set on a chunk of codec %u",
+				   (unsigned long long)i, m->chunks[i].codec);
 	return 0;
 }
 

@@ -1,7 +1,8 @@
 /* libFuzzer target for chunk_decode.
  *
  * Input: a 16-byte header, then the stored chunk bytes:
- *	byte 0 codec, 1 transform, 2 dtype, 3 number of segments (1..16),
+ *	byte 0 codec, 1 transform, 2 dtype, 3 number of segments (1..16, low
+ *	4 bits; bit 7: record the stored bytes' true check, as a writer does),
  *	bytes 4..7 raw_bytes (LE, at most 1 MiB), 8..15 the XXH3 checksum.
  * Each destination segment is its own heap block of exactly its size, so a
  * write past any segment is caught by ASan.  A decode that reports success
@@ -13,6 +14,7 @@
 
 #include "common/error.h"
 #include "pack/chunk.h"
+#include "pack/manifest.h"
 
 #define FUZZ_MAX_RAW (1u << 20)
 
@@ -53,6 +55,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	c.raw_bytes = raw;
 	c.stored_bytes = (uint32_t)(size - 16);
 	memcpy(&c.checksum, data + 8, 8);
+	if (data[3] & 0x80)
+		wspm_chunk_set_stored_check(&c, wspm_stored_check(data + 16, c.stored_bytes));
 	n = data[3] % 16 + 1;
 	for (k = 0; k < n; k++) {
 		size_t len = k + 1 < n ? raw / n / 2 * 2 : raw - at;

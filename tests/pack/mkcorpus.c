@@ -210,6 +210,6 @@ int main(int argc, char **argv)
 	CASE("reserved-header", HDR(m)->reserved0 = 1);
 	CASE("reserved-layer", TBL(m, wspm_layer, layers_off)[0].reserved = 1);
 	CASE("reserved-tensor", TBL(m, wspm_tensor, tensors_off)[2].reserved2 = 1);
-	CASE("reserved-chunk", TBL(m, wspm_chunk, chunks_off)[1].reserved[5] = 1);
+	CASE("reserved-chunk", TBL(m, wspm_chunk, chunks_off)[1].stored_check[5] = 1);
 	return 0;
 }
