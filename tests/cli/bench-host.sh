@@ -11,6 +11,7 @@ d = json.load(open(sys.argv[1]))
 c = d["ceilings"]
 assert c["h2d_pinned_gbps"] is None and c["h2d_pageable_gbps"] is None
 assert c["disk_gbps"] > 0 and c["decode_gbps"] > 0 and c["disk_side_gbps"] > 0
+assert abs(c["disk_x_ratio_gbps"] - c["disk_gbps"] * d["model"]["ratio"]) < 1e-6 * c["disk_x_ratio_gbps"]
 assert c["page_cache_dropped"] is False   # the tests never drop caches
 assert c["decode_from_memory"] is True
 names = [r["name"] for r in d["loaders"]]
