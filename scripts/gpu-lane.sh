@@ -19,8 +19,10 @@
 #                               torch-rss (only the latter), train-bench
 #                               (bench/torch_train.py), codec-bench
 #                               (bench/exprans_bench, gpu_bench with zstd
-#                               and exprans packs); all of them when
-#                               none is named.  Logs go to $OUT (or
+#                               and exprans packs), cold-bench (`wspager
+#                               bench` on an exprans pack larger than the
+#                               host cache); tests, python, bench and
+#                               torch-bench when none is named.  Logs go to $OUT (or
 #                               .gpu-lane/out); a table is printed last.
 set -u
 top=$(cd "$(dirname "$0")/.." && pwd)
@@ -115,14 +117,35 @@ run() {
 	case $parts in *" bench "*|*" codec-bench "*)
 		step bench-exprans 400 "$lane/bench/exprans_bench"
 		mkdir -p "$work/gpu-exprans" "$work/gpu-zstd"
-		step bench-gpu-zstd 400 "$lane/bench/gpu_bench" --dir "$work/gpu-zstd"
-		step bench-gpu-exprans 400 "$lane/bench/gpu_bench" --codec exprans --dir "$work/gpu-exprans"
+		# three runs each: the link's rate varies from run to run here
+		for k in 1 2 3; do
+			step bench-gpu-zstd-$k 400 "$lane/bench/gpu_bench" --dir "$work/gpu-zstd"
+			step bench-gpu-exprans-$k 400 "$lane/bench/gpu_bench" --codec exprans \
+				--dir "$work/gpu-exprans"
+		done
 		# the same pack with a GPU tier that holds all of it packed
 		step bench-gpu-exprans-tier 400 "$lane/bench/gpu_bench" --codec exprans \
 			--dir "$work/gpu-exprans" --gpu-packed 1200M
-		for f in bench-exprans bench-gpu-zstd bench-gpu-exprans bench-gpu-exprans-tier; do
-			echo "== $f"; tail -n 16 "$out/$f.log"
+		# a model 1.4x the device memory left to the pager (a ballast
+		# holds the rest), served by the GPU tier without the link
+		mkdir -p "$work/gpu-larger"
+		step bench-gpu-larger 500 "$lane/bench/gpu_bench" --codec exprans --layers 240 \
+			--hidden 1024 --dir "$work/gpu-larger" --gpu-free "${WSP_LANE_GPU_FREE:-3650M}" \
+			--gpu-packed 3650M
+		echo "== bench-exprans"; tail -n 16 "$out/bench-exprans.log"
+		for f in "$out"/bench-gpu-*.log; do
+			echo "== $(basename "$f" .log)"
+			grep -E '^gpu_bench|ceiling\)|free when|streaming|over the link|GPU tier|overlap' "$f"
 		done ;;
+	esac
+	case $parts in *" cold-bench "*)
+		# the cold path on an exprans pack larger than the host cache
+		step cold-generate 300 wspack generate "$work/cold-model" --layers 32 --hidden 4096 \
+			--intermediate 11008 --vocab 32000 --shard-size 2G --force
+		step cold-convert 300 wspack convert "$work/cold-model" -o "$work/cold.wsp" --force
+		rm -rf "$work/cold-model"
+		step bench-cold 600 wspager bench "$work/cold.wsp" --host-cache 4G
+		echo "== bench-cold"; tail -n 20 "$out/bench-cold.log" ;;
 	esac
 	case $parts in *" torch-bench "*)
 		step bench-torch 540 "${py_env[@]}" python3 "$top/bench/torch_offload.py" --dir "$work/torch" \
