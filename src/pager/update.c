@@ -61,6 +61,11 @@ int wsp_update(wsp_pager *pg, uint32_t layer, const void *const *values)
 		rc = WSP_ERR(&err, WSP_ENOTFOUND, "%s: no layer %u (the pack has %u)", pg->pk->dir,
 			     layer, pg->pk->m.hdr->n_layers);
 	struct dirty *dt = rc == 0 ? room(pg, &err, &rc) : NULL;
+	/* Copies that are done let go of the layer's buffer, which can then
+	 * take the new bytes in place: no new buffer to allocate and pin (and
+	 * none to spill for room) at every optimizer step. */
+	if (rc == 0)
+		pager_reap(pg, 0);
 	if (rc == 0)
 		rc = forget_slot(pg, layer, &err);
 	if (rc == 0) {
