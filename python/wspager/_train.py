@@ -23,6 +23,8 @@ What :func:`wspager.torch.offload` adds with ``train=True``:
   the next forward uses them.  After ``optimizer.zero_grad()`` the next
   backward starts the accumulators over.
 * ``wspager.torch.save(model, out)``: a new pack, atomically (``wsp_save``).
+* Or, with :func:`wspager.torch.step_in_backward`, no host masters: each
+  layer is stepped on the device inside the backward (``_devstep.py``).
 """
 from __future__ import annotations
 
@@ -77,6 +79,7 @@ class Trainer:
         self.callback_queued = False
         self.masters: Optional[Dict[int, List[Optional[torch.nn.Parameter]]]] = None
         self.pushed_since_step: set = set()
+        self.devstep = None                          # _devstep.StepInBackward, when chosen
         for g in off.groups:
             names = [t.name for t in off.pager.pack.layers[g.index].tensors]
             self.pos[g.index] = {n: k for k, n in enumerate(names)}
@@ -97,6 +100,8 @@ class Trainer:
 
     # Saved tensors -------------------------------------------------------
     def _enter(self, _mod, _args):
+        if self.devstep is not None:   # the last step's weights, before they are read
+            self.devstep.reap(block=True)
         if torch.is_grad_enabled():
             ctx = torch.autograd.graph.saved_tensors_hooks(self._pack, self._unpack)
             ctx.__enter__()
@@ -136,6 +141,8 @@ class Trainer:
         if g.index not in self.bwd_held:
             self.off.acquire(g)
             self.bwd_held[g.index] = g
+            if self.devstep is not None:
+                self.devstep.prefetch(g)
 
     def _queue_end(self) -> None:
         if not self.callback_queued:
@@ -153,6 +160,9 @@ class Trainer:
     def _push(self, g) -> None:
         """The layer's gradients to the pager; its parameters' .grad dropped."""
         off = self.off
+        if self.devstep is not None:
+            self._step_on_device(g)
+            return
         if g.index not in self.pushed_since_step:
             self.pushed_since_step.add(g.index)
             # After optimizer.zero_grad() (the masters' .grad set to None),
@@ -180,6 +190,19 @@ class Trainer:
             off.release(g)
         self._reap()
 
+    def _step_on_device(self, g) -> None:
+        grads = []
+        for p, _, _, _ in g.params:
+            grads.append(p.grad.detach() if p.grad is not None else None)
+            p.grad = None
+        g.ready.clear()
+        if any(gr is not None for gr in grads):
+            self.devstep.step_layer(g, grads)
+        if g.index in self.bwd_held:
+            del self.bwd_held[g.index]
+            self.off.release(g)
+        self.devstep.reap(block=False)
+
     def _reap(self) -> None:
         """Drop the gradients whose copies are done (their memory may be reused)."""
         self.inflight = [(layer, ts) for layer, ts in self.inflight
@@ -197,6 +220,8 @@ class Trainer:
     def wait(self) -> None:
         self.off.pager.grad_wait()
         self.inflight.clear()
+        if self.devstep is not None:
+            self.devstep.reap(block=True)
 
     # What the user sees --------------------------------------------------
     def grads(self) -> Dict[str, torch.Tensor]:
@@ -218,6 +243,9 @@ class Trainer:
     def named_parameters(self) -> List[Tuple[str, torch.nn.Parameter]]:
         """fp32 host copies of the paged parameters (made on first use, from
         the pager's current weights), for an optimizer."""
+        if self.devstep is not None:
+            raise ValueError("this model's layers step on the device inside the backward "
+                             "(step_in_backward): it has no host masters")
         if self.masters is None:
             self._make_masters()
         out = []
@@ -282,6 +310,16 @@ class Trainer:
                 keep.append(t)
             off.pager.update(g.index, vals)   # copied before it returns
         self.pushed_since_step.clear()
+
+    def step_in_backward(self, optimizer, kwargs):
+        if self.masters is not None:
+            raise ValueError("wspager.torch.parameters() already made host masters for an "
+                             "optimizer; step_in_backward steps on the device instead: "
+                             "use one or the other")
+        if self.devstep is None:
+            from ._devstep import StepInBackward
+            self.devstep = StepInBackward(self, optimizer, kwargs)
+        return self.devstep
 
     def save(self, out, force: bool = False, progress=None) -> None:
         self.wait()

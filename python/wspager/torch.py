@@ -40,7 +40,8 @@ from . import Pager, Pack, convert as _convert
 from ._optim import AdamW  # noqa: F401  (wspager.torch.AdamW: the native host AdamW)
 
 __all__ = ["offload", "remove", "from_pretrained", "convert", "init_empty", "MismatchError",
-           "TORCH_DTYPES", "grads", "zero_grad", "parameters", "named_parameters", "save", "AdamW"]
+           "TORCH_DTYPES", "grads", "zero_grad", "parameters", "named_parameters", "save", "AdamW",
+           "step_in_backward"]
 
 TORCH_DTYPES = {
     "BOOL": torch.bool, "U8": torch.uint8, "I8": torch.int8, "I16": torch.int16,
@@ -612,6 +613,30 @@ def named_parameters(model: torch.nn.Module) -> List[Tuple[str, torch.nn.Paramet
 def parameters(model: torch.nn.Module) -> List[torch.nn.Parameter]:
     """:func:`named_parameters` without the names."""
     return [p for _, p in named_parameters(model)]
+
+
+def step_in_backward(model: torch.nn.Module, optimizer=torch.optim.AdamW, **kwargs):
+    """Step the model's paged parameters on its device, one layer at a time,
+    inside the backward: as soon as a layer's gradients are complete,
+    ``optimizer(params, **kwargs)`` (any torch optimizer; one per layer)
+    steps its fp32 masters there, and the new weights, in each parameter's
+    dtype, become what the next forward uses.  Masters and optimizer state
+    stay in page-locked host memory between steps and cross the link while
+    the layer's backward runs; gradients never leave the device.
+
+    Each backward is one optimizer step (no accumulation across backward
+    passes).  Returns an object whose ``step()`` waits for the last layers'
+    copies (the next forward also does) and whose ``zero_grad()`` does
+    nothing, so a usual training loop keeps its shape::
+
+        opt = wt.step_in_backward(model, torch.optim.AdamW, lr=1e-4)
+        model(ids, labels=ids).loss.backward(); opt.step(); opt.zero_grad()
+
+    Not with :func:`parameters` (host masters) on the same model."""
+    if not (isinstance(optimizer, type) and issubclass(optimizer, torch.optim.Optimizer)):
+        raise TypeError(f"step_in_backward: optimizer must be a torch.optim.Optimizer class, "
+                        f"not {optimizer!r}")
+    return _trainer(model).step_in_backward(optimizer, kwargs)
 
 
 def save(model: torch.nn.Module, out, *, force: bool = False, progress=None) -> None:
