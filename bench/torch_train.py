@@ -3,7 +3,9 @@ whose weights stream through wspager (train=True, the host cache holding
 the model), its gradients leaving on the pager's write-back stream, against
 the same model resident on the GPU (gradients zeroed before each step, as
 a training loop does); then one step over the fp32 host masters with
-torch's AdamW and with the library's (wspager.torch.AdamW).  Printed: seconds per forward+backward; the bytes the link carried
+torch's AdamW and with the library's (wspager.torch.AdamW); then whole
+training steps with the step on the GPU inside the backward
+(wspager.torch.step_in_backward).  Printed: seconds per forward+backward; the bytes the link carried
 (weights in: forward and backward each acquire every layer; gradients out)
 from the pager's counters; the time those bytes need at the pinned
 host->GPU and GPU->host bandwidths measured in the same run; and the step's
@@ -191,6 +193,51 @@ def main():
         print(f"{name} over the fp32 host masters ({n / 1e9:.2f} G parameters), with the "
               f"update of every layer: {t_step:.2f} s")
         del opt
+    wt.remove(model)
+    model = pg = None
+    torch.cuda.empty_cache()
+    device_step(d, a, batches, ceil, t_pag, n)
+
+
+def device_step(d, a, batches, ceil, t_fwd_bwd: float, n: int):
+    """The step on the GPU inside the backward (wt.step_in_backward): a
+    whole training step (forward, backward, AdamW) against the link's
+    ceilings for what it moves: weights in (the pager's counter), fp32
+    masters and Adam's two moments in and out (12 bytes a parameter each
+    way), and the new bf16 weights out (2)."""
+    model = wt.from_pretrained(d, device="cuda", host_cache=a.host_cache, gpu_slots=4, train=True)
+    pg = model._wspager.pager
+    opt = wt.step_in_backward(model, torch.optim.AdamW, lr=1e-5)
+
+    def one(ids):
+        model(ids, labels=ids).loss.backward()
+        opt.step()
+        opt.zero_grad()
+
+    for ids in batches:   # masters and state made, then moved: two warm-ups
+        one(ids)
+    torch.cuda.synchronize()
+    pg.reset_stats()
+    reps, ts = 3, []
+    for i in range(reps):
+        t0 = time.perf_counter()
+        one(batches[i % len(batches)])
+        torch.cuda.synchronize()
+        ts.append(time.perf_counter() - t0)
+    t = statistics.median(ts)
+    st = pg.stats()
+    w_in = st["bytes_h2d"] / reps
+    s_in, s_out = 12 * n, 14 * n
+    t_in, t_out = (w_in + s_in) / ceil["h2d"] / 1e9, s_out / ceil["d2h"] / 1e9
+    print(f"step inside the backward (wt.step_in_backward, torch.optim.AdamW on the GPU): "
+          f"forward+backward+step {t * 1e3:.1f} ms")
+    print(f"  in: weights {w_in / 1e9:.2f} GB + masters and moments {s_in / 1e9:.2f} GB = "
+          f"{t_in * 1e3:.1f} ms at the link; out: masters, moments and weights "
+          f"{s_out / 1e9:.2f} GB = {t_out * 1e3:.1f} ms at the link")
+    print(f"  efficiency max(in, out) / step = {max(t_in, t_out) / t:.3f}; the paged "
+          f"forward+backward alone took {t_fwd_bwd * 1e3:.1f} ms; gradients through the "
+          f"write-back path: {st['grad_pushes']}")
+    wt.remove(model)
 
 
 if __name__ == "__main__":

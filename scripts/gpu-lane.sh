@@ -21,7 +21,8 @@
 #                               (bench/exprans_bench, gpu_bench with zstd
 #                               and exprans packs), cold-bench (`wspager
 #                               bench` on an exprans pack larger than the
-#                               host cache); tests, python, bench and
+#                               host cache), py-train (the training tests
+#                               of python); tests, python, bench and
 #                               torch-bench when none is named.  Logs go to $OUT (or
 #                               .gpu-lane/out); a table is printed last.
 set -u
@@ -112,7 +113,7 @@ run() {
 	: >"$summary"
 	local parts=" ${*:-tests python bench torch-bench} "
 	case $parts in *" tests "*) lane_tests ;; esac
-	case $parts in *" python "*) lane_python ;; esac
+	case $parts in *" python "*) lane_python ;; *" py-train "*) lane_py_train ;; esac
 	case $parts in *" bench "*) lane_bench ;; esac
 	case $parts in *" bench "*|*" codec-bench "*)
 		step bench-exprans 400 "$lane/bench/exprans_bench"
@@ -155,10 +156,13 @@ run() {
 	case $parts in *" torch-bench "*|*" train-bench "*)
 		step bench-train 500 "${py_env[@]}" python3 "$top/bench/torch_train.py" --dir "$work/train"
 		# compute >= 1.2x the transfer: the GPU's wait should be small
+		# (WSP_LANE_TRAIN_HEAVY=0 leaves it out)
+		[ "${WSP_LANE_TRAIN_HEAVY:-1}" = 0 ] ||
 		step bench-train-heavy 500 "${py_env[@]}" python3 "$top/bench/torch_train.py" \
 			--dir "$work/train" --batch 12
 		for f in bench-train bench-train-heavy; do
-			echo "== $f"; grep -v "Loading weights" "$out/$f.log" | tail -n 10
+			[ -f "$out/$f.log" ] || continue
+			echo "== $f"; grep -v "Loading weights" "$out/$f.log" | tail -n 14
 		done ;;
 	esac
 	case $parts in *" torch-bench "*|*" torch-rss "*)
@@ -188,11 +192,20 @@ lane_python() {
 	step py-from-pretrained-cuda 300 "${py_env[@]}" sh -c '. "$top_srcdir/tests/python/lib.sh"; "$PY" "$HERE/test_from_pretrained.py" cuda'
 	step py-multitask 300 "${py_env[@]}" sh "$top/tests/python/multitask.sh"
 	step py-example 300 "${py_env[@]}" sh "$top/tests/python/example.sh"
+	lane_py_train
+	step py-adamw 300 "${py_env[@]}" sh "$top/tests/python/torch_adamw.sh"
+	for f in py-offload-cuda py-offload-cpu; do
+		echo "== $f"; grep -E 'torch|diff|failures' "$out/$f.log"
+	done
+}
+
+lane_py_train() {
 	step py-train-cuda 300 "${py_env[@]}" sh -c '. "$top_srcdir/tests/python/lib.sh"; "$PY" "$HERE/test_train.py" cuda'
 	step py-train-cpu 300 "${py_env[@]}" sh "$top/tests/python/torch_train.sh"
-	step py-adamw 300 "${py_env[@]}" sh "$top/tests/python/torch_adamw.sh"
-	for f in py-offload-cuda py-offload-cpu py-train-cuda; do
-		echo "== $f"; grep -E 'torch|diff|failures' "$out/$f.log"
+	step py-step-cuda 300 "${py_env[@]}" sh -c '. "$top_srcdir/tests/python/lib.sh"; "$PY" "$HERE/test_step_in_backward.py" cuda'
+	step py-step-cpu 300 "${py_env[@]}" sh "$top/tests/python/torch_step_in_backward.sh"
+	for f in py-train-cuda py-step-cuda py-step-cpu; do
+		echo "== $f"; grep -E 'torch|diff|failures|FAIL|Error' "$out/$f.log"
 	done
 }
 
