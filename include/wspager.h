@@ -186,6 +186,12 @@ int wsp_pack_summary(const wsp_pack *pk, struct wsp_pack_summary *out);
 const struct wsp_layer *wsp_pack_layer(const wsp_pack *pk, uint32_t index);
 const struct wsp_layer *wsp_pack_find_layer(const wsp_pack *pk, const char *name);
 const struct wsp_tensor *wsp_pack_find_tensor(const wsp_pack *pk, const char *full_name);
+/* The path of shard file `shard` (0 .. n_shards - 1): the pack directory
+ * joined with the shard's name (wspack(5)), into buf (len bytes, may be 0).
+ * Returns the length of the whole path, as snprintf does: a value >= len
+ * means buf was too small.  -EINVAL for a NULL pack or buf with len > 0,
+ * WSP_ENOTFOUND for a shard out of range (added in 0.2). */
+int wsp_pack_shard_path(const wsp_pack *pk, uint32_t shard, char *buf, size_t len);
 /* Raw and stored bytes of the tensors of dtype `dt` (either pointer may be
  * NULL); returns how many tensors have that dtype, or -EINVAL. */
 int wsp_pack_dtype_bytes(const wsp_pack *pk, enum wsp_dtype dt, uint64_t *raw, uint64_t *stored);

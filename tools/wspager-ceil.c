@@ -227,12 +227,13 @@ int wt_ceil_disk(const char *pack, wsp_pack *pk, unsigned n_shards, struct wt_di
 		goto out;
 	}
 	for (unsigned i = 0; i < n_shards; i++) {
-		if (asprintf(&paths[i], "%s/shard-%05u.wsd", pack, i) < 0) {
-			paths[i] = NULL;
-			wt_error("out of memory");
+		int need = wsp_pack_shard_path(pk, i, NULL, 0);
+		if (need < 0 || !(paths[i] = malloc((size_t)need + 1))) {
+			wt_error("shard %u: %s", i, need < 0 ? wsp_strerror(need) : "out of memory");
 			rc = WT_EXIT_FAIL;
 			goto out;
 		}
+		wsp_pack_shard_path(pk, i, paths[i], (size_t)need + 1);
 		int fd = open(paths[i], O_RDONLY | O_CLOEXEC | (out->direct ? O_DIRECT : 0));
 		if (fd < 0 && errno == EINVAL && out->direct) {
 			/* tmpfs and overlayfs refuse O_DIRECT: measure buffered

@@ -139,6 +139,16 @@ void pack_shard_path(const struct wsp_pack_s *pk, uint32_t shard, char *buf, siz
 	snprintf(buf, len, "%s/" WSPM_SHARD_FMT, pk->dir, shard);
 }
 
+int wsp_pack_shard_path(const wsp_pack *pk, uint32_t shard, char *buf, size_t len)
+{
+	if (!pk || (!buf && len))
+		return -EINVAL;
+	if (shard >= pk->m.hdr->n_shards)
+		return WSP_ENOTFOUND;
+	int n = snprintf(buf, len, "%s/" WSPM_SHARD_FMT, pk->dir, shard);
+	return n < 0 ? -EINVAL : n;
+}
+
 int pack_shard_fd(struct wsp_pack_s *pk, uint32_t shard, struct wsp_err *err)
 {
 	int fd, rc = 0;

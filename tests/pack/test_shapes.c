@@ -87,6 +87,21 @@ static void run(enum wsp_codec codec, uint64_t chunk)
 	CHECK(raw == 4 + 2244);
 	if (codec == WSP_CODEC_RAW)
 		CHECK(stored == raw);
+	/* Every shard's path names a file of the pack, cut as snprintf cuts. */
+	struct wsp_pack_summary sum;
+	CHECK_RC(wsp_pack_summary(pk, &sum), 0);
+	CHECK(sum.n_shards > 0);
+	for (uint32_t i = 0; i < sum.n_shards; i++) {
+		char path[700], small[8];
+		int n = wsp_pack_shard_path(pk, i, path, sizeof(path));
+		CHECK(n > 0 && (size_t)n == strlen(path) && strncmp(path, dir, strlen(dir)) == 0);
+		CHECK(access(path, R_OK) == 0);
+		CHECK_RC(wsp_pack_shard_path(pk, i, NULL, 0), n);
+		CHECK_RC(wsp_pack_shard_path(pk, i, small, sizeof(small)), n);
+		CHECK(strlen(small) == sizeof(small) - 1 && strncmp(small, path, 7) == 0);
+		CHECK_RC(wsp_pack_shard_path(pk, i, NULL, 4), -EINVAL);
+	}
+	CHECK_RC(wsp_pack_shard_path(pk, sum.n_shards, NULL, 0), WSP_ENOTFOUND);
 	wsp_pack_close(pk);
 	for (size_t i = 0; i < n; i++)
 		free(data[i]);
