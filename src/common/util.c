@@ -10,6 +10,26 @@
 #include "common/error.h"
 #include "common/util.h"
 
+int wsp_grow(void **arr, size_t *cap, size_t need, size_t elem, size_t first)
+{
+	if (need <= *cap)
+		return 0;
+	size_t n = *cap ? *cap : (first ? first : 1);
+	while (n < need) {
+		if (n > SIZE_MAX / 2)
+			return -ENOMEM;
+		n *= 2;
+	}
+	if (elem && n > SIZE_MAX / elem)
+		return -ENOMEM;
+	void *p = realloc(*arr, elem ? n * elem : 1);
+	if (!p)
+		return -ENOMEM;
+	*arr = p;
+	*cap = n;
+	return 0;
+}
+
 unsigned wsp_cpu_count(void)
 {
 	long n = sysconf(_SC_NPROCESSORS_ONLN);

@@ -39,6 +39,11 @@ static inline uint64_t wsp_now_ns(void)
 #define WSP_MAX(a, b) ((a) > (b) ? (a) : (b))
 #define WSP_ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
 
+/* Room for `need` elements of `elem` bytes in the array *arr of capacity
+ * *cap, doubling it from `first` (at least 1): 0, or -ENOMEM when memory
+ * or size_t runs out (then *arr and *cap are unchanged). */
+int wsp_grow(void **arr, size_t *cap, size_t need, size_t elem, size_t first);
+
 /* Number of online CPUs, at least 1. */
 unsigned wsp_cpu_count(void);
 /* Memory the process may use: min(MemAvailable, cgroup limit - usage); 0 if

@@ -8,19 +8,9 @@
 #include "gpu/slots.h"
 #include "gpu/unpack.h"
 
-static int grow(void **arr, unsigned *cap, unsigned need, size_t elem)
+static int grow(void **arr, size_t *cap, size_t need, size_t elem)
 {
-	if (need <= *cap)
-		return 0;
-	unsigned ncap = *cap ? *cap * 2 : 8;
-	while (ncap < need)
-		ncap *= 2;
-	void *p = realloc(*arr, (size_t)ncap * elem);
-	if (!p)
-		return -ENOMEM;
-	*arr = p;
-	*cap = ncap;
-	return 0;
+	return wsp_grow(arr, cap, need, elem, 8);
 }
 
 static int get_event(struct slot_pool *sp, int timing, struct dev_event **out,

@@ -44,7 +44,8 @@ struct slot {
 	void *base;                /* device (or host) address of the slot */
 	struct dev_event *fill_ev; /* recorded on the copy stream after the fill */
 	struct slot_release *rel;  /* releases since the last fill, one per stream */
-	unsigned n_rel, cap_rel;
+	unsigned n_rel;
+	size_t cap_rel;
 	struct wsp_layer view;     /* what wsp_acquire hands out */
 	struct wsp_tensor *tensors;
 };
@@ -81,11 +82,14 @@ struct slot_pool {
 	uint64_t slot_bytes;
 	uint64_t clock;
 	struct dev_event **spare_ev;     /* recycled events (ordering, no timing) */
-	unsigned n_spare, cap_spare;
+	unsigned n_spare;
+	size_t cap_spare;
 	struct dev_event **spare_tev;    /* recycled timing events */
-	unsigned n_spare_t, cap_spare_t;
+	unsigned n_spare_t;
+	size_t cap_spare_t;
 	struct pending_put *pend;
-	unsigned n_pend, cap_pend;
+	unsigned n_pend;
+	size_t cap_pend;
 	/* eviction scratch, n entries, used under the pager's lock */
 	struct evict_cand *cand;
 	struct slot **cand_slot;

@@ -17,23 +17,15 @@
 
 struct strtab {
 	char *buf;
-	uint64_t len, cap;
+	size_t len, cap;
 };
 
 static int str_add(struct strtab *s, const char *str, uint64_t *off)
 {
 	uint64_t n = strlen(str) + 1;
 
-	if (s->len + n > s->cap) {
-		uint64_t cap = s->cap ? s->cap * 2 : 4096;
-		while (cap < s->len + n)
-			cap *= 2;
-		char *b = realloc(s->buf, cap);
-		if (!b)
-			return -ENOMEM;
-		s->buf = b;
-		s->cap = cap;
-	}
+	if (wsp_grow((void **)&s->buf, &s->cap, s->len + n, 1, 4096) < 0)
+		return -ENOMEM;
 	memcpy(s->buf + s->len, str, n);
 	*off = s->len;
 	s->len += n;

@@ -130,14 +130,8 @@ int pack_writer_add_source(struct pack_writer *pw, const char *file_name, const 
 		return WSP_ERR(pw->err, WSP_EFORMAT, "source \"%s\": not a plain file name", file_name);
 	if (pw->n_sources >= UINT32_MAX - 1)
 		return WSP_ERR(pw->err, WSP_ETOOBIG, "too many source files");
-	if (pw->n_sources == pw->cap_sources) {
-		uint32_t cap = pw->cap_sources ? pw->cap_sources * 2 : 8;
-		s = realloc(pw->sources, cap * sizeof(*s));
-		if (!s)
-			return WSP_ERR(pw->err, -ENOMEM, "out of memory");
-		pw->sources = s;
-		pw->cap_sources = cap;
-	}
+	if (wsp_grow((void **)&pw->sources, &pw->cap_sources, pw->n_sources + 1, sizeof(*s), 8) < 0)
+		return WSP_ERR(pw->err, -ENOMEM, "out of memory");
 	s = &pw->sources[pw->n_sources];
 	memset(s, 0, sizeof(*s));
 	s->fd = -1;
@@ -244,14 +238,8 @@ int pack_writer_add_tensor(struct pack_writer *pw, const char *name, const char 
 	WSP_TRY(check_plain_name(pw, "layer", group));
 	if (pw->n_tensors >= UINT32_MAX - 1)
 		return WSP_ERR(pw->err, WSP_ETOOBIG, "too many tensors");
-	if (pw->n_tensors == pw->cap_tensors) {
-		uint32_t cap = pw->cap_tensors ? pw->cap_tensors * 2 : 64;
-		t = realloc(pw->tensors, (size_t)cap * sizeof(*t));
-		if (!t)
-			return WSP_ERR(pw->err, -ENOMEM, "out of memory");
-		pw->tensors = t;
-		pw->cap_tensors = cap;
-	}
+	if (wsp_grow((void **)&pw->tensors, &pw->cap_tensors, pw->n_tensors + 1, sizeof(*t), 64) < 0)
+		return WSP_ERR(pw->err, -ENOMEM, "out of memory");
 	t = &pw->tensors[pw->n_tensors];
 	memset(t, 0, sizeof(*t));
 	t->name = strdup(name);

@@ -58,13 +58,15 @@ struct pack_writer {
 	struct wsp_err *err;
 
 	struct pw_source *sources;
-	uint32_t n_sources, cap_sources;
+	uint32_t n_sources;
+	size_t cap_sources;
 	char *index_json;
 	uint64_t index_len;
 	int has_index;
 
 	struct pw_tensor *tensors; /* in declaration order */
-	uint32_t n_tensors, cap_tensors;
+	uint32_t n_tensors;
+	size_t cap_tensors;
 
 	/* layout */
 	struct pw_layer *layers;   /* pack order */

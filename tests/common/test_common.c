@@ -1,4 +1,4 @@
-/* src/common: error strings, size parsing, checksum, dtype sizes. */
+/* src/common: error strings, size parsing, checksum, dtype sizes, array growth. */
 #include <stdint.h>
 
 #include "common/util.h"
@@ -84,12 +84,40 @@ static void test_dtypes(void)
 	CHECK_RC(wsp_tensor_bytes(WSP_DTYPE_F6_E2M3, 1, f6, &bytes), 0); CHECK(bytes == 3);
 }
 
+/* wsp_grow: doubling from `first`, contents kept, refusals leave the
+ * array as it was. */
+static void test_grow(void)
+{
+	uint32_t *a = NULL;
+	size_t cap = 0;
+	CHECK_RC(wsp_grow((void **)&a, &cap, 0, sizeof(*a), 4), 0);
+	CHECK(a == NULL && cap == 0);
+	for (uint32_t i = 0; i < 1000; i++) {
+		CHECK_RC(wsp_grow((void **)&a, &cap, i + 1, sizeof(*a), 4), 0);
+		a[i] = i;
+	}
+	CHECK(cap == 1024);
+	for (uint32_t i = 0; i < 1000; i++)
+		CHECK(a[i] == i);
+	uint32_t *was = a;
+	CHECK_RC(wsp_grow((void **)&a, &cap, SIZE_MAX / 2, sizeof(*a), 4), -ENOMEM);
+	CHECK_RC(wsp_grow((void **)&a, &cap, SIZE_MAX, 1, 4), -ENOMEM);
+	CHECK(a == was && cap == 1024 && a[999] == 999);
+	free(a);
+	char *b = NULL;
+	size_t bc = 0;
+	CHECK_RC(wsp_grow((void **)&b, &bc, 5000, 1, 4096), 0);
+	CHECK(bc == 8192);
+	free(b);
+}
+
 int main(void)
 {
 	test_strerror();
 	test_sizes();
 	test_checksum();
 	test_dtypes();
+	test_grow();
 	CHECK(wsp_version_number() == WSP_VERSION_NUMBER);
 	return 0;
 }
