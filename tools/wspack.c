@@ -17,12 +17,9 @@
 #include <strings.h>
 #include <unistd.h>
 
+#include "cli.h"
 #include "packinfo.h"
 #include "wspager.h"
-
-#define EXIT_USAGE 2
-
-static const char *cmd = "wspack";   /* "wspack convert" once a subcommand is known */
 
 static const char usage_text[] =
 	"Usage: wspack COMMAND [OPTIONS]\n"
@@ -49,106 +46,16 @@ static const char usage_text[] =
 	"\n"
 	"Exit status: 0 success, 1 failure, 2 bad usage.  See wspack(1).\n";
 
-static int usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static int usage_error(const char *fmt, ...)
-{
-	va_list ap;
-	fprintf(stderr, "%s: ", cmd);
-	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
-	va_end(ap);
-	fprintf(stderr, "\nTry 'wspack --help' for more information.\n");
-	return EXIT_USAGE;
-}
-
 static int fail(const char *msg, int code)
 {
-	fprintf(stderr, "wspack: %s\n", msg && *msg ? msg : wsp_strerror(code));
-	return 1;
+	cli_error("%s", msg && *msg ? msg : wsp_strerror(code));
+	return CLI_EXIT_FAIL;
 }
 
-/* getopt with opterr = 0: one line per bad option, in our words. */
-static int bad_option(int c, char *const *argv)
-{
-	if (c == ':')
-		return usage_error("option '%s' needs an argument", argv[optind - 1]);
-	if (optopt)
-		return usage_error("unknown option '-%c'", optopt);
-	return usage_error("unknown option '%s'", argv[optind - 1]);
-}
-
-static int parse_uint(const char *opt, const char *text, unsigned long long max,
-		      unsigned long long *out)
-{
-	char *end;
-	errno = 0;
-	unsigned long long v = strtoull(text, &end, 10);
-	if (!*text || *text == '-' || *end || errno || v > max)
-		return usage_error("%s: invalid number '%s'", opt, text);
-	*out = v;
-	return 0;
-}
-
-static int parse_size_opt(const char *opt, const char *text, uint64_t *out)
-{
-	if (wsp_parse_size(text, out) < 0 || *out == 0)
-		return usage_error("%s: invalid size '%s'", opt, text);
-	return 0;
-}
-
-/* ---- progress: a single line on stderr, only when it is a terminal ---- */
-
-struct progress {
-	const char *label;
-	pthread_mutex_t lock;  /* the library may report from several threads */
-	int last;
-	int shown;
-};
-
-static int progress_cb(void *ctx, uint64_t done, uint64_t total)
-{
-	struct progress *p = ctx;
-	int pct = total ? (int)(done * 100 / total) : 100;
-	pthread_mutex_lock(&p->lock);
-	if (pct != p->last) {
-		char a[32], b[32];
-		p->last = pct;
-		p->shown = 1;
-		fprintf(stderr, "\r%s %3d%%  %s / %s   ", p->label, pct,
-			wsp_format_size(done, a, sizeof(a)), wsp_format_size(total, b, sizeof(b)));
-		fflush(stderr);
-	}
-	pthread_mutex_unlock(&p->lock);
-	return 0;
-}
-
-static wsp_progress_fn progress_init(struct progress *p, const char *label)
-{
-	*p = (struct progress){.label = label, .last = -1};
-	pthread_mutex_init(&p->lock, NULL);
-	return isatty(STDERR_FILENO) ? progress_cb : NULL;
-}
-
-static void progress_end(struct progress *p)
-{
-	if (p->shown)
-		fputc('\n', stderr);
-	pthread_mutex_destroy(&p->lock);
-}
-
-/* Notices of the converter (files or tensors the index does not name): on
- * a line of their own, also while the progress line is shown. */
+/* Notices of the converter (files or tensors the index does not name). */
 static void note_cb(void *ctx, const char *message)
 {
-	struct progress *p = ctx;
-	pthread_mutex_lock(&p->lock);
-	if (p->shown) {
-		fputc('\n', stderr);
-		p->shown = 0;
-		p->last = -1;   /* redraw the progress line on the next report */
-	}
-	fprintf(stderr, "wspack: note: %s\n", message);
-	pthread_mutex_unlock(&p->lock);
+	cli_progress_note(ctx, message);
 }
 
 static double ratio(uint64_t raw, uint64_t stored)
@@ -175,21 +82,21 @@ static int cmd_convert(int argc, char **argv)
 		switch (c) {
 		case 'o': out = optarg; break;
 		case 'l':
-			if (parse_uint("--level", optarg, 22, &v))
-				return EXIT_USAGE;
+			if (cli_opt_uint("--level", optarg, 0, 22, &v))
+				return CLI_EXIT_USAGE;
 			opt.level = (int)v;
 			break;
 		case 'c':
-			if (parse_size_opt("--chunk-size", optarg, &opt.chunk_bytes))
-				return EXIT_USAGE;
+			if (cli_opt_size("--chunk-size", optarg, 1, &opt.chunk_bytes))
+				return CLI_EXIT_USAGE;
 			/* the library's rule, checked here so that it is a usage error */
 			if (opt.chunk_bytes % 256 || opt.chunk_bytes > (1ull << 30))
-				return usage_error("--chunk-size: %s is not a multiple of 256 up to 1 GiB",
+				return cli_usage("--chunk-size: %s is not a multiple of 256 up to 1 GiB",
 						   optarg);
 			break;
 		case 's':
-			if (parse_size_opt("--shard-size", optarg, &opt.shard_bytes))
-				return EXIT_USAGE;
+			if (cli_opt_size("--shard-size", optarg, 1, &opt.shard_bytes))
+				return CLI_EXIT_USAGE;
 			break;
 		case 'C':
 			if (strcasecmp(optarg, "zstd") == 0)
@@ -199,34 +106,34 @@ static int cmd_convert(int argc, char **argv)
 			else if (strcasecmp(optarg, "exprans") == 0)
 				opt.codec = WSP_CODEC_EXPRANS;
 			else
-				return usage_error("--codec: must be raw, zstd or exprans, not '%s'",
+				return cli_usage("--codec: must be raw, zstd or exprans, not '%s'",
 						   optarg);
 			break;
 		case 'T': opt.transform = 0; break;
 		case 't':
-			if (parse_uint("--threads", optarg, 1024, &v))
-				return EXIT_USAGE;
+			if (cli_opt_uint("--threads", optarg, 0, 1024, &v))
+				return CLI_EXIT_USAGE;
 			opt.threads = (unsigned)v;
 			break;
 		case 'g': opt.group_regex = optarg; break;
 		case 'f': opt.flags |= WSP_CONVERT_FORCE; break;
 		case 'h': fputs(usage_text, stdout); return 0;
-		default: return bad_option(c, argv);
+		default: return cli_bad_option(c, argc, argv);
 		}
 	}
 	if (!out)
-		return usage_error("no output: give -o OUT.wsp");
+		return cli_usage("no output: give -o OUT.wsp");
 	if (optind >= argc)
-		return usage_error("no input: give safetensors files or a checkpoint directory");
-	struct progress p;
-	opt.progress = progress_init(&p, "converting");
+		return cli_usage("no input: give safetensors files or a checkpoint directory");
+	struct cli_progress p;
+	opt.progress = cli_progress_begin(&p, "converting");
 	opt.progress_ctx = &p;
 	opt.log = note_cb;
 	opt.log_ctx = &p;
 	char err[1024] = "";
 	int rc = wsp_convert((const char *const *)argv + optind, (size_t)(argc - optind), out, &opt,
 			     err, sizeof(err));
-	progress_end(&p);
+	cli_progress_end(&p);
 	if (rc < 0)
 		return fail(err, rc);
 	wsp_pack *pk;
@@ -255,9 +162,9 @@ static int open_pack(const char *path, wsp_pack **pk)
 static int one_operand(int argc, char **argv, const char *what)
 {
 	if (optind >= argc)
-		return usage_error("no %s given", what);
+		return cli_usage("no %s given", what);
 	if (optind + 1 < argc)
-		return usage_error("unexpected argument '%s'", argv[optind + 1]);
+		return cli_usage("unexpected argument '%s'", argv[optind + 1]);
 	return 0;
 }
 
@@ -276,20 +183,20 @@ static int cmd_unpack(int argc, char **argv)
 		case 'o': out = optarg; break;
 		case 'f': flags |= WSP_UNPACK_FORCE; break;
 		case 'h': fputs(usage_text, stdout); return 0;
-		default: return bad_option(c, argv);
+		default: return cli_bad_option(c, argc, argv);
 		}
 	}
 	if (one_operand(argc, argv, "pack"))
-		return EXIT_USAGE;
+		return CLI_EXIT_USAGE;
 	if (!out)
-		return usage_error("no output: give -o DIR");
+		return cli_usage("no output: give -o DIR");
 	wsp_pack *pk;
 	if (open_pack(argv[optind], &pk))
 		return 1;
-	struct progress p;
-	wsp_progress_fn fn = progress_init(&p, "unpacking");
+	struct cli_progress p;
+	wsp_progress_fn fn = cli_progress_begin(&p, "unpacking");
 	int rc = wsp_pack_unpack(pk, out, flags, fn, &p);
-	progress_end(&p);
+	cli_progress_end(&p);
 	if (rc < 0)
 		rc = fail(wsp_pack_errmsg(pk), rc);
 	wsp_pack_close(pk);
@@ -307,22 +214,22 @@ static int cmd_verify(int argc, char **argv)
 	while ((c = getopt_long(argc, argv, ":h", lo, NULL)) != -1) {
 		switch (c) {
 		case 't':
-			if (parse_uint("--threads", optarg, 1024, &threads))
-				return EXIT_USAGE;
+			if (cli_opt_uint("--threads", optarg, 0, 1024, &threads))
+				return CLI_EXIT_USAGE;
 			break;
 		case 'h': fputs(usage_text, stdout); return 0;
-		default: return bad_option(c, argv);
+		default: return cli_bad_option(c, argc, argv);
 		}
 	}
 	if (one_operand(argc, argv, "pack"))
-		return EXIT_USAGE;
+		return CLI_EXIT_USAGE;
 	wsp_pack *pk;
 	if (open_pack(argv[optind], &pk))
 		return 1;
-	struct progress p;
-	wsp_progress_fn fn = progress_init(&p, "verifying");
+	struct cli_progress p;
+	wsp_progress_fn fn = cli_progress_begin(&p, "verifying");
 	int rc = wsp_pack_verify(pk, (unsigned)threads, fn, &p);
-	progress_end(&p);
+	cli_progress_end(&p);
 	struct wsp_pack_summary s;
 	if (rc < 0) {
 		rc = fail(wsp_pack_errmsg(pk), rc);
@@ -386,11 +293,11 @@ static int cmd_info(int argc, char **argv)
 		case 'L': layers = layers > 1 ? layers : 1; break;
 		case 'T': layers = 2; break;
 		case 'h': fputs(usage_text, stdout); return 0;
-		default: return bad_option(c, argv);
+		default: return cli_bad_option(c, argc, argv);
 		}
 	}
 	if (one_operand(argc, argv, "pack"))
-		return EXIT_USAGE;
+		return CLI_EXIT_USAGE;
 	wsp_pack *pk;
 	if (open_pack(argv[optind], &pk))
 		return 1;
@@ -442,37 +349,37 @@ static int cmd_generate(int argc, char **argv)
 			else if (strcasecmp(optarg, "f32") == 0)
 				opt.dtype = WSP_DTYPE_F32;
 			else
-				return usage_error("--dtype: must be bf16, f16 or f32, not '%s'", optarg);
+				return cli_usage("--dtype: must be bf16, f16 or f32, not '%s'", optarg);
 			break;
 		case 's':
-			if (parse_size_opt("--shard-size", optarg, &opt.shard_bytes))
-				return EXIT_USAGE;
+			if (cli_opt_size("--shard-size", optarg, 1, &opt.shard_bytes))
+				return CLI_EXIT_USAGE;
 			break;
 		case 'S':
-			if (parse_uint("--seed", optarg, ULLONG_MAX, &v))
-				return EXIT_USAGE;
+			if (cli_opt_uint("--seed", optarg, 0, ULLONG_MAX, &v))
+				return CLI_EXIT_USAGE;
 			opt.seed = v;
 			break;
 		case 'f': opt.flags |= WSP_CONVERT_FORCE; break;
 		case 'h': fputs(usage_text, stdout); return 0;
-		default: return bad_option(c, argv);
+		default: return cli_bad_option(c, argc, argv);
 		}
 		if (dst) {
-			if (parse_uint(name, optarg, UINT_MAX, &v))
-				return EXIT_USAGE;
+			if (cli_opt_uint(name, optarg, 0, UINT_MAX, &v))
+				return CLI_EXIT_USAGE;
 			if (v == 0)
-				return usage_error("%s: must be positive", name);
+				return cli_usage("%s: must be positive", name);
 			*dst = (unsigned)v;
 		}
 	}
 	if (one_operand(argc, argv, "output path"))
-		return EXIT_USAGE;
-	struct progress p;
-	opt.progress = progress_init(&p, "generating");
+		return CLI_EXIT_USAGE;
+	struct cli_progress p;
+	opt.progress = cli_progress_begin(&p, "generating");
 	opt.progress_ctx = &p;
 	char err[1024] = "";
 	int rc = wsp_generate(argv[optind], &opt, err, sizeof(err));
-	progress_end(&p);
+	cli_progress_end(&p);
 	if (rc < 0)
 		return fail(err, rc);
 	return 0;
@@ -485,8 +392,9 @@ int main(int argc, char **argv)
 		int (*fn)(int, char **);
 	} cmds[] = {{"convert", cmd_convert}, {"unpack", cmd_unpack}, {"info", cmd_info},
 		    {"verify", cmd_verify}, {"generate", cmd_generate}};
+	cli_name("wspack", NULL);
 	if (argc < 2)
-		return usage_error("no command given");
+		return cli_usage("no command given");
 	if (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help") || !strcmp(argv[1], "help")) {
 		fputs(usage_text, stdout);
 		return 0;
@@ -499,13 +407,11 @@ int main(int argc, char **argv)
 	opterr = 0;
 	for (size_t i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++) {
 		if (strcmp(argv[1], cmds[i].name) == 0) {
-			static char name[32];
-			snprintf(name, sizeof(name), "wspack %s", cmds[i].name);
-			cmd = name;
+			cli_name("wspack", cmds[i].name);
 			return cmds[i].fn(argc - 1, argv + 1);
 		}
 	}
 	if (argv[1][0] == '-')
-		return usage_error("unknown option '%s'", argv[1]);
-	return usage_error("unknown command '%s'", argv[1]);
+		return cli_usage("unknown option '%s'", argv[1]);
+	return cli_usage("unknown command '%s'", argv[1]);
 }

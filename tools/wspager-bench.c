@@ -82,16 +82,16 @@ static int check_layout(wsp_pack *pk, uint32_t layer, void *buf, uint64_t *off)
 {
 	const struct wsp_layer *L = wsp_pack_layer(pk, layer);
 	if (wsp_pack_read_layer(pk, layer, buf) < 0) {
-		wt_error("%s", wsp_pack_errmsg(pk));
-		return WT_EXIT_FAIL;
+		cli_error("%s", wsp_pack_errmsg(pk));
+		return CLI_EXIT_FAIL;
 	}
 	layout(L, off);
 	for (uint32_t i = 0; i < L->n_tensors; i++) {
 		const struct wsp_tensor *t = &L->tensors[i];
 		if (off[i] + t->bytes > L->raw_bytes ||
 		    wsp_checksum64((char *)buf + off[i], t->bytes) != t->checksum) {
-			wt_error("bench: layer %s: tensor %s is not where the pack layout puts it", L->name, t->name);
-			return WT_EXIT_FAIL;
+			cli_error("bench: layer %s: tensor %s is not where the pack layout puts it", L->name, t->name);
+			return CLI_EXIT_FAIL;
 		}
 	}
 	return 0;
@@ -101,7 +101,7 @@ static int check_layout(wsp_pack *pk, uint32_t layer, void *buf, uint64_t *off)
 	do {                                                                                  \
 		cudaError_t ce_ = (call);                                                     \
 		if (ce_ != cudaSuccess) {                                                     \
-			wt_error("CUDA: %s: %s (%s)", (what), cudaGetErrorString(ce_),        \
+			cli_error("CUDA: %s: %s (%s)", (what), cudaGetErrorString(ce_),        \
 				 cudaGetErrorName(ce_));                                      \
 			goto out;                                                             \
 		}                                                                             \
@@ -116,7 +116,7 @@ static int naive(struct bench *b, bool pinned, int r)
 	uint64_t *off = NULL;
 	struct wsp_tensor *tv = NULL;
 	uint32_t max_t = 0;
-	int rc = WT_EXIT_FAIL;
+	int rc = CLI_EXIT_FAIL;
 	for (uint32_t i = 0; i < s->n_layers; i++)
 		if (wsp_pack_layer(b->pk, i)->n_tensors > max_t)
 			max_t = wsp_pack_layer(b->pk, i)->n_tensors;
@@ -125,7 +125,7 @@ static int naive(struct bench *b, bool pinned, int r)
 	tv = calloc(max_t + 1, sizeof(*tv));
 	if (!off || !tv || posix_memalign(&hbuf, 4096, bytes)) {
 		hbuf = NULL;
-		wt_error("out of memory (%" PRIu64 " bytes for the largest layer)", bytes);
+		cli_error("out of memory (%" PRIu64 " bytes for the largest layer)", bytes);
 		goto out;
 	}
 	memset(hbuf, 0, bytes);
@@ -172,7 +172,7 @@ static int naive(struct bench *b, bool pinned, int r)
 	for (uint32_t i = 0; i < s->n_layers; i++) {
 		const struct wsp_layer *L = wsp_pack_layer(b->pk, i);
 		if (wsp_pack_read_layer(b->pk, i, hbuf) < 0) {
-			wt_error("%s", wsp_pack_errmsg(b->pk));
+			cli_error("%s", wsp_pack_errmsg(b->pk));
 			goto out;
 		}
 		CK(cudaMemcpy(dbuf, hbuf, L->raw_bytes, cudaMemcpyHostToDevice), "cudaMemcpy (layer)");
@@ -224,12 +224,12 @@ static int pager(struct bench *b, uint64_t host_cache, bool set_cache, unsigned 
 	wsp_pager *pg = NULL;
 	struct wt_work *w = NULL;
 	char err[512] = "";
-	int rc = WT_EXIT_FAIL;
+	int rc = CLI_EXIT_FAIL;
 	wt_drop_caches();
 	int orc = wsp_open(b->pack, &opt, &pg, err, sizeof(err));
 	if (orc < 0) {
 		wt_open_error(b->pack, err, orc);
-		return WT_EXIT_FAIL;
+		return CLI_EXIT_FAIL;
 	}
 	struct wt_work_cfg wc = {.device = b->device, .batch = 16, .max_steps = b->s.n_layers};
 	if (wt_work_open(&wc, b->pk, &w))
@@ -253,7 +253,7 @@ static int pager(struct bench *b, uint64_t host_cache, bool set_cache, unsigned 
 			if (wr)
 				goto out;
 			if (rr < 0) {
-				wt_error("release of layer %s: %s", v->name, wsp_errmsg(pg));
+				cli_error("release of layer %s: %s", v->name, wsp_errmsg(pg));
 				goto out;
 			}
 		}
@@ -338,8 +338,8 @@ static int report_json(const struct bench *b)
 				 "device", wt_device_name(b->device, dn, sizeof(dn)), "model", model, "ceilings", ceil,
 				 "loaders", rows);
 	if (!root) {
-		wt_error("out of memory building JSON");
-		return WT_EXIT_FAIL;
+		cli_error("out of memory building JSON");
+		return CLI_EXIT_FAIL;
 	}
 	int rc = wt_json_print(root);
 	json_decref(root);
@@ -408,32 +408,32 @@ int wt_cmd_bench(int argc, char **argv)
 	bool dev_set = false, failed = false;
 	opterr = 0;
 	optind = 1;
-	while (!rc && (o = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
+	while (!rc && (o = getopt_long(argc, argv, ":h", lo, NULL)) != -1) {
 		switch (o) {
 		case O_DEVICE: rc = wt_opt_device("--device", optarg, &dev_req); dev_set = true; break;
 		case O_HOST_CACHE:
-			rc = wt_opt_size("--host-cache", optarg, &b.host_cache);
+			rc = cli_opt_size("--host-cache", optarg, 0, &b.host_cache);
 			if (!rc && !b.host_cache)
-				rc = wt_usage("--host-cache: must be more than 0");
+				rc = cli_usage("--host-cache: must be more than 0");
 			b.host_cache_set = true;
 			break;
 		case O_JSON: b.json = true; break;
-		case 'h': case O_HELP: wt_help(stdout); return WT_EXIT_OK;
-		default: return wt_bad_option("bench", argc, argv);
+		case 'h': case O_HELP: wt_help(stdout); return CLI_EXIT_OK;
+		default: return cli_bad_option(o, argc, argv);
 		}
 	}
 	if (rc)
 		return rc;
 	if (optind >= argc)
-		return wt_usage("bench: missing PACK");
+		return cli_usage("missing PACK");
 	if (optind + 1 < argc)
-		return wt_usage("bench: unexpected argument '%s'", argv[optind + 1]);
+		return cli_usage("unexpected argument '%s'", argv[optind + 1]);
 	b.pack = argv[optind];
 	if ((rc = wt_pick_device(dev_req, dev_set, &b.device)))
 		return rc;
 	if ((rc = wt_pack_open(b.pack, &b.pk)))
 		return rc;
-	rc = WT_EXIT_FAIL;
+	rc = CLI_EXIT_FAIL;
 	if (wsp_pack_summary(b.pk, &b.s) < 0)
 		goto out;
 	b.h2d_pinned = b.h2d_pageable = -1;
@@ -500,10 +500,10 @@ int wt_cmd_bench(int argc, char **argv)
 		rc = report_json(&b);
 	} else {
 		report_text(&b);
-		rc = fflush(stdout) == EOF ? WT_EXIT_FAIL : 0;
+		rc = fflush(stdout) == EOF ? CLI_EXIT_FAIL : 0;
 	}
 	if (failed)
-		rc = WT_EXIT_FAIL;
+		rc = CLI_EXIT_FAIL;
 out:
 	wsp_pack_close(b.pk);
 	return rc;

@@ -43,8 +43,8 @@ bool wt_drop_caches(void)
 #ifdef WSP_HAVE_CUDA
 static int cuda_fail(cudaError_t ce, const char *what)
 {
-	wt_error("CUDA: %s: %s (%s)", what, cudaGetErrorString(ce), cudaGetErrorName(ce));
-	return WT_EXIT_FAIL;
+	cli_error("CUDA: %s: %s (%s)", what, cudaGetErrorString(ce), cudaGetErrorName(ce));
+	return CLI_EXIT_FAIL;
 }
 #define CK(call, what)                                                \
 	do {                                                          \
@@ -64,8 +64,8 @@ int wt_ceil_h2d(int device, double *pinned_gbps, double *pageable_gbps)
 	int rc = 0;
 	CK(cudaSetDevice(device), "cudaSetDevice");
 	if (posix_memalign(&host, 4096, H2D_BYTES)) {
-		wt_error("out of memory (%u MiB copy buffer)", H2D_BYTES >> 20);
-		return WT_EXIT_FAIL;
+		cli_error("out of memory (%u MiB copy buffer)", H2D_BYTES >> 20);
+		return CLI_EXIT_FAIL;
 	}
 	memset(host, 0x5a, H2D_BYTES);  /* fault the pages in before timing */
 	CK(cudaMalloc(&dev, H2D_BYTES), "cudaMalloc (64 MiB copy target)");
@@ -175,8 +175,8 @@ static int disk_pattern(struct disk_file *files, unsigned n_files, unsigned thre
 	j.limit = limit;
 	j.first_req = calloc(n_files ? n_files : 1, sizeof(*j.first_req));
 	if (!j.first_req) {
-		wt_error("out of memory");
-		return WT_EXIT_FAIL;
+		cli_error("out of memory");
+		return CLI_EXIT_FAIL;
 	}
 	for (unsigned i = 0; i < n_files; i++) {
 		j.first_req[i] = j.n_reqs;
@@ -198,8 +198,8 @@ static int disk_pattern(struct disk_file *files, unsigned n_files, unsigned thre
 	uint64_t t1 = wt_now_ns();
 	int rc = 0;
 	if (atomic_load(&j.err)) {
-		wt_error("%s", j.errmsg[0] ? j.errmsg : "out of memory");
-		rc = WT_EXIT_FAIL;
+		cli_error("%s", j.errmsg[0] ? j.errmsg : "out of memory");
+		rc = CLI_EXIT_FAIL;
 	} else {
 		*gbps = wt_gbps(atomic_load(&j.bytes), t1 - t0);
 	}
@@ -222,15 +222,15 @@ int wt_ceil_disk(const char *pack, wsp_pack *pk, unsigned n_shards, struct wt_di
 	memset(out, 0, sizeof(*out));
 	out->direct = true;
 	if (!paths || !files) {
-		wt_error("out of memory");
-		rc = WT_EXIT_FAIL;
+		cli_error("out of memory");
+		rc = CLI_EXIT_FAIL;
 		goto out;
 	}
 	for (unsigned i = 0; i < n_shards; i++) {
 		int need = wsp_pack_shard_path(pk, i, NULL, 0);
 		if (need < 0 || !(paths[i] = malloc((size_t)need + 1))) {
-			wt_error("shard %u: %s", i, need < 0 ? wsp_strerror(need) : "out of memory");
-			rc = WT_EXIT_FAIL;
+			cli_error("shard %u: %s", i, need < 0 ? wsp_strerror(need) : "out of memory");
+			rc = CLI_EXIT_FAIL;
 			goto out;
 		}
 		wsp_pack_shard_path(pk, i, paths[i], (size_t)need + 1);
@@ -242,16 +242,16 @@ int wt_ceil_disk(const char *pack, wsp_pack *pk, unsigned n_shards, struct wt_di
 			fd = open(paths[i], O_RDONLY | O_CLOEXEC);
 		}
 		if (fd < 0) {
-			wt_error("%s: %s", paths[i], strerror(errno));
-			rc = WT_EXIT_FAIL;
+			cli_error("%s: %s", paths[i], strerror(errno));
+			rc = CLI_EXIT_FAIL;
 			goto out;
 		}
 		files[i].fd = fd;
 		files[i].path = paths[i];
 		struct stat sb;
 		if (fstat(fd, &sb) < 0) {
-			wt_error("%s: %s", paths[i], strerror(errno));
-			rc = WT_EXIT_FAIL;
+			cli_error("%s: %s", paths[i], strerror(errno));
+			rc = CLI_EXIT_FAIL;
 			goto out;
 		}
 		files[i].size = (uint64_t)sb.st_size;
@@ -279,8 +279,8 @@ int wt_ceil_disk(const char *pack, wsp_pack *pk, unsigned n_shards, struct wt_di
 	if (wt_drop_caches() || out->direct) {
 		uint64_t bytes = 0, ns = 0;
 		if (wsp_pack_measure_read(pk, NULL, DISK_LIMIT, &bytes, &ns) < 0) {
-			wt_error("%s: %s", pack, wsp_pack_errmsg(pk));
-			rc = WT_EXIT_FAIL;
+			cli_error("%s: %s", pack, wsp_pack_errmsg(pk));
+			rc = CLI_EXIT_FAIL;
 			goto out;
 		}
 		double g = ns ? (double)bytes / (double)ns : 0;
@@ -310,8 +310,8 @@ int wt_ceil_decode(wsp_pack *pk, uint64_t raw_bytes, bool warm_first, double *gb
 	(void)raw_bytes;
 	(void)warm_first;
 	if (wsp_pack_measure_decode(pk, 0, 0, &raw, &ns) < 0) {
-		wt_error("decode: %s", wsp_pack_errmsg(pk));
-		return WT_EXIT_FAIL;
+		cli_error("decode: %s", wsp_pack_errmsg(pk));
+		return CLI_EXIT_FAIL;
 	}
 	*gbps = wt_gbps(raw, ns);
 	return 0;

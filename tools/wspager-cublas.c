@@ -19,7 +19,7 @@ int wt_cublas_load(void)
 		return 0;
 	void *h = dlopen(CUBLAS_SONAME, RTLD_NOW | RTLD_LOCAL);
 	if (!h) {
-		wt_error("cannot load cuBLAS (%s): %s", CUBLAS_SONAME, dlerror());
+		cli_error("cannot load cuBLAS (%s): %s", CUBLAS_SONAME, dlerror());
 		return -1;
 	}
 	/* The v2 API's exported names carry the _v2 suffix. */
@@ -33,7 +33,7 @@ int wt_cublas_load(void)
 	for (size_t i = 0; i < sizeof(syms) / sizeof(syms[0]); i++) {
 		*syms[i].fn = dlsym(h, syms[i].name);
 		if (!*syms[i].fn) {
-			wt_error("cuBLAS (%s) lacks %s: %s", CUBLAS_SONAME, syms[i].name, dlerror());
+			cli_error("cuBLAS (%s) lacks %s: %s", CUBLAS_SONAME, syms[i].name, dlerror());
 			dlclose(h);
 			return -1;
 		}

@@ -23,8 +23,8 @@ static int info_json(const char *path, const wsp_pack *pk, const struct wsp_pack
 	if (root && layers)
 		json_object_set_new(root, "layer_list", layers_json(pk, s));
 	if (!root) {
-		wt_error("out of memory building JSON");
-		return WT_EXIT_FAIL;
+		cli_error("out of memory building JSON");
+		return CLI_EXIT_FAIL;
 	}
 	int rc = wt_json_print(root);
 	json_decref(root);
@@ -40,33 +40,33 @@ int wt_cmd_info(int argc, char **argv)
 	bool json = false, layers = false;
 	opterr = 0;
 	optind = 1;
-	while ((o = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
+	while ((o = getopt_long(argc, argv, ":h", lo, NULL)) != -1) {
 		switch (o) {
 		case O_JSON: json = true; break;
 		case O_LAYERS: layers = true; break;
-		case 'h': case O_HELP: wt_help(stdout); return WT_EXIT_OK;
-		default: return wt_bad_option("info", argc, argv);
+		case 'h': case O_HELP: wt_help(stdout); return CLI_EXIT_OK;
+		default: return cli_bad_option(o, argc, argv);
 		}
 	}
 	if (optind >= argc)
-		return wt_usage("info: missing PACK");
+		return cli_usage("missing PACK");
 	if (optind + 1 < argc)
-		return wt_usage("info: unexpected argument '%s'", argv[optind + 1]);
+		return cli_usage("unexpected argument '%s'", argv[optind + 1]);
 	const char *path = argv[optind];
 	wsp_pack *pk;
 	if ((rc = wt_pack_open(path, &pk)))
 		return rc;
 	struct wsp_pack_summary s;
 	if (wsp_pack_summary(pk, &s) < 0) {
-		wt_error("%s: %s", path, wsp_pack_errmsg(pk));
+		cli_error("%s: %s", path, wsp_pack_errmsg(pk));
 		wsp_pack_close(pk);
-		return WT_EXIT_FAIL;
+		return CLI_EXIT_FAIL;
 	}
 	if (json) {
 		rc = info_json(path, pk, &s, layers);
 	} else {
 		pi_print_text(path, pk, layers ? 1 : 0);
-		rc = fflush(stdout) == EOF ? WT_EXIT_FAIL : 0;
+		rc = fflush(stdout) == EOF ? CLI_EXIT_FAIL : 0;
 	}
 	wsp_pack_close(pk);
 	return rc;

@@ -47,7 +47,7 @@ int wt_read_order(const char *path, const wsp_pack *pk, uint32_t **out, size_t *
 {
 	FILE *f = wt_fopen_regular(path);
 	if (!f)
-		return WT_EXIT_FAIL;
+		return CLI_EXIT_FAIL;
 	char *line = NULL;
 	size_t cap = 0, n = 0, alloc = 0;
 	uint32_t *order = NULL;
@@ -69,16 +69,16 @@ int wt_read_order(const char *path, const wsp_pack *pk, uint32_t **out, size_t *
 			continue;
 		const struct wsp_layer *L = wsp_pack_find_layer(pk, s);
 		if (!L) {
-			wt_error("%s:%u: no layer named '%s' in the pack", path, lineno, s);
-			rc = WT_EXIT_FAIL;
+			cli_error("%s:%u: no layer named '%s' in the pack", path, lineno, s);
+			rc = CLI_EXIT_FAIL;
 			break;
 		}
 		if (n == alloc) {
 			size_t na = alloc ? alloc * 2 : 64;
 			uint32_t *no = realloc(order, na * sizeof(*no));
 			if (!no) {
-				wt_error("out of memory");
-				rc = WT_EXIT_FAIL;
+				cli_error("out of memory");
+				rc = CLI_EXIT_FAIL;
 				break;
 			}
 			order = no;
@@ -87,12 +87,12 @@ int wt_read_order(const char *path, const wsp_pack *pk, uint32_t **out, size_t *
 		order[n++] = L->index;
 	}
 	if (!rc && ferror(f)) {
-		wt_error("%s: read error", path);
-		rc = WT_EXIT_FAIL;
+		cli_error("%s: read error", path);
+		rc = CLI_EXIT_FAIL;
 	}
 	if (!rc && n == 0) {
-		wt_error("%s: no layer names in the order file", path);
-		rc = WT_EXIT_FAIL;
+		cli_error("%s: no layer names in the order file", path);
+		rc = CLI_EXIT_FAIL;
 	}
 	free(line);
 	fclose(f);
@@ -207,8 +207,8 @@ static int print_json(const struct run_cfg *c, int device, const struct wsp_pack
 				 "device", wt_device_name(device, dn, sizeof(dn)), "config", cfg, "model", model,
 				 "passes", passes, "total", row_json(tot, true));
 	if (!root) {
-		wt_error("out of memory building JSON");
-		return WT_EXIT_FAIL;
+		cli_error("out of memory building JSON");
+		return CLI_EXIT_FAIL;
 	}
 	int rc = wt_json_print(root);
 	json_decref(root);
@@ -271,19 +271,19 @@ static int parse(int argc, char **argv, struct run_cfg *c)
 	c->policy = WSP_POLICY_PREDICT;
 	opterr = 0;
 	optind = 1;
-	while (!rc && (o = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
+	while (!rc && (o = getopt_long(argc, argv, ":h", lo, NULL)) != -1) {
 		switch (o) {
-		case O_PASSES: rc = wt_opt_uint("--passes", optarg, 1, 1000000, &c->passes); break;
+		case O_PASSES: rc = cli_opt_unsigned("--passes", optarg, 1, 1000000, &c->passes); break;
 		case O_ORDER: c->order_file = optarg; break;
-		case O_BATCH: rc = wt_opt_uint("--batch", optarg, 1, 65536, &c->batch); break;
+		case O_BATCH: rc = cli_opt_unsigned("--batch", optarg, 1, 65536, &c->batch); break;
 		case O_HOST_CACHE:
-			rc = wt_opt_size("--host-cache", optarg, &c->host_cache);
+			rc = cli_opt_size("--host-cache", optarg, 0, &c->host_cache);
 			if (!rc && c->host_cache == 0)
-				rc = wt_usage("--host-cache: must be more than 0");
+				rc = cli_usage("--host-cache: must be more than 0");
 			c->host_cache_set = true;
 			break;
 		case O_GPU_SLOTS:
-			rc = wt_opt_uint("--gpu-slots", optarg, 1, 4096, &c->gpu_slots);
+			rc = cli_opt_unsigned("--gpu-slots", optarg, 1, 4096, &c->gpu_slots);
 			c->gpu_slots_set = true;
 			break;
 		case O_DEVICE: rc = wt_opt_device("--device", optarg, &c->device); c->device_set = true; break;
@@ -292,32 +292,32 @@ static int parse(int argc, char **argv, struct run_cfg *c)
 			else if (!strcmp(optarg, "uring")) c->io = WSP_IO_URING;
 			else if (!strcmp(optarg, "pread")) c->io = WSP_IO_PREAD;
 			else if (!strcmp(optarg, "mmap")) c->io = WSP_IO_MMAP;
-			else rc = wt_usage("--io: invalid backend '%s' (auto, uring, pread or mmap)", optarg);
+			else rc = cli_usage("--io: invalid backend '%s' (auto, uring, pread or mmap)", optarg);
 			break;
 		case O_POLICY:
 			if (!strcmp(optarg, "lru")) c->policy = WSP_POLICY_LRU;
 			else if (!strcmp(optarg, "predict")) c->policy = WSP_POLICY_PREDICT;
-			else rc = wt_usage("--policy: invalid policy '%s' (lru or predict)", optarg);
+			else rc = cli_usage("--policy: invalid policy '%s' (lru or predict)", optarg);
 			break;
 		case O_LOOKAHEAD:
-			rc = wt_opt_uint("--lookahead", optarg, 0, 1000000, &c->lookahead);
+			rc = cli_opt_unsigned("--lookahead", optarg, 0, 1000000, &c->lookahead);
 			c->lookahead_set = true;
 			break;
-		case O_THREADS: rc = wt_opt_uint("--threads", optarg, 0, 4096, &c->threads); break;
+		case O_THREADS: rc = cli_opt_unsigned("--threads", optarg, 0, 4096, &c->threads); break;
 		case O_JSON: c->json = true; break;
 		case O_TRACE: c->trace_file = optarg; break;
 		case O_FORCE: c->force = true; break;
 		case O_NO_PREFETCH: c->no_prefetch = true; break;
 		case 'h': case O_HELP: wt_help(stdout); return -1;
-		default: return wt_bad_option("run", argc, argv);
+		default: return cli_bad_option(o, argc, argv);
 		}
 	}
 	if (rc)
 		return rc;
 	if (optind >= argc)
-		return wt_usage("run: missing PACK");
+		return cli_usage("missing PACK");
 	if (optind + 1 < argc)
-		return wt_usage("run: unexpected argument '%s'", argv[optind + 1]);
+		return cli_usage("unexpected argument '%s'", argv[optind + 1]);
 	c->pack = argv[optind];
 	return 0;
 }
@@ -327,11 +327,11 @@ static int run_passes(const struct run_cfg *c, wsp_pager *pg, struct wt_work *w,
 {
 	const wsp_pack *pk = wsp_pager_pack(pg);
 	void *stream = wt_work_stream(w);
-	struct wt_progress prog;
+	struct cli_progress prog;
 	uint64_t per_pass = 0, done = 0;
 	for (size_t i = 0; i < steps; i++)
 		per_pass += wsp_pack_layer(pk, order[i])->raw_bytes;
-	wt_progress_init(&prog, "run");
+	cli_progress_begin(&prog, "run");
 	for (unsigned p = 0; p < c->passes; p++) {
 		struct run_row *r = &rows[p];
 		struct wsp_stats s0, s1;
@@ -347,34 +347,34 @@ static int run_passes(const struct run_cfg *c, wsp_pager *pg, struct wt_work *w,
 		wt_cpu_now(&c0);
 		uint64_t t0 = wt_now_ns();
 		if (wt_work_pass_begin(w))
-			return WT_EXIT_FAIL;
+			return CLI_EXIT_FAIL;
 		for (size_t i = 0; i < steps; i++) {
 			const struct wsp_layer *v;
 			rc = wsp_acquire(pg, order[i], stream, &v);
 			if (rc < 0) {
-				wt_progress_done(&prog);
+				cli_progress_end(&prog);
 				wt_acquire_error(pg, wsp_pack_layer(pk, order[i])->name);
-				return WT_EXIT_FAIL;
+				return CLI_EXIT_FAIL;
 			}
 			rc = wt_work_layer(w, v);
 			int rr = wsp_release(pg, order[i], stream);
 			if (rc) {
-				wt_progress_done(&prog);
+				cli_progress_end(&prog);
 				return rc;
 			}
 			if (rr < 0) {
-				wt_progress_done(&prog);
-				wt_error("release of layer %s: %s", v->name, wsp_errmsg(pg));
-				return WT_EXIT_FAIL;
+				cli_progress_end(&prog);
+				cli_error("release of layer %s: %s", v->name, wsp_errmsg(pg));
+				return CLI_EXIT_FAIL;
 			}
 			r->bytes += v->raw_bytes;
 			done += v->raw_bytes;
-			wt_progress_update(&prog, done, per_pass * c->passes);
+			cli_progress_update(&prog, done, per_pass * c->passes);
 		}
 		rc = wt_work_pass_end(w, &res);
 		uint64_t t1 = wt_now_ns();
 		if (rc) {
-			wt_progress_done(&prog);
+			cli_progress_end(&prog);
 			return rc;
 		}
 		wt_cpu_now(&c1);
@@ -392,7 +392,7 @@ static int run_passes(const struct run_cfg *c, wsp_pager *pg, struct wt_work *w,
 		if (tr)
 			wt_trace_compute(tr, &res, p + 1);
 	}
-	wt_progress_done(&prog);
+	cli_progress_end(&prog);
 	return 0;
 }
 
@@ -401,7 +401,7 @@ int wt_cmd_run(int argc, char **argv)
 	struct run_cfg c;
 	int rc = parse(argc, argv, &c);
 	if (rc)
-		return rc < 0 ? WT_EXIT_OK : rc;
+		return rc < 0 ? CLI_EXIT_OK : rc;
 
 	int device;
 	if ((rc = wt_pick_device(c.device, c.device_set, &device)))
@@ -411,8 +411,8 @@ int wt_cmd_run(int argc, char **argv)
 	struct stat ts, os;
 	if (c.trace_file && c.order_file && stat(c.trace_file, &ts) == 0 &&
 	    stat(c.order_file, &os) == 0 && ts.st_dev == os.st_dev && ts.st_ino == os.st_ino) {
-		wt_error("--trace-json %s: is the order file", c.trace_file);
-		return WT_EXIT_USAGE;
+		cli_error("--trace-json %s: is the order file", c.trace_file);
+		return CLI_EXIT_USAGE;
 	}
 	if (c.trace_file && (rc = wt_trace_new(c.trace_file, c.pack, c.force, &tr)))
 		return rc;
@@ -447,13 +447,13 @@ int wt_cmd_run(int argc, char **argv)
 	if (rc < 0) {
 		wt_open_error(c.pack, err, rc);
 		wt_trace_free(tr);
-		return WT_EXIT_FAIL;
+		return CLI_EXIT_FAIL;
 	}
 	const wsp_pack *pk = wsp_pager_pack(pg);
 	struct wsp_pack_summary s;
-	rc = WT_EXIT_FAIL;
+	rc = CLI_EXIT_FAIL;
 	if (wsp_pack_summary(pk, &s) < 0) {
-		wt_error("%s: cannot read the pack summary", c.pack);
+		cli_error("%s: cannot read the pack summary", c.pack);
 		goto out;
 	}
 	if (c.order_file) {
@@ -463,14 +463,14 @@ int wt_cmd_run(int argc, char **argv)
 		steps = s.n_layers;
 		order = malloc((steps ? steps : 1) * sizeof(*order));
 		if (!order) {
-			wt_error("out of memory");
+			cli_error("out of memory");
 			goto out;
 		}
 		for (uint32_t i = 0; i < s.n_layers; i++)
 			order[i] = i;
 	}
 	if (steps == 0) {
-		wt_error("%s: the pack has no layers", c.pack);
+		cli_error("%s: the pack has no layers", c.pack);
 		goto out;
 	}
 	struct wt_work_cfg wc = {.device = device, .batch = c.batch, .max_steps = steps};
@@ -478,7 +478,7 @@ int wt_cmd_run(int argc, char **argv)
 		goto out;
 	rows = calloc(c.passes, sizeof(*rows));
 	if (!rows) {
-		wt_error("out of memory");
+		cli_error("out of memory");
 		goto out;
 	}
 	if (run_passes(&c, pg, w, order, steps, tr, rows))
@@ -494,7 +494,7 @@ int wt_cmd_run(int argc, char **argv)
 		rc = print_json(&c, device, &s, steps, &fin, rows, &tot);
 	else {
 		print_table(&c, device, &s, steps, &fin, rows, &tot);
-		rc = fflush(stdout) == EOF ? WT_EXIT_FAIL : 0;
+		rc = fflush(stdout) == EOF ? CLI_EXIT_FAIL : 0;
 	}
 out:
 	wt_work_close(w);

@@ -75,7 +75,7 @@ static int read_trace(const struct sim_cfg *c, const wsp_pack *pk, struct sim_tr
 {
 	FILE *f = wt_fopen_regular(c->trace);
 	if (!f)
-		return WT_EXIT_FAIL;
+		return CLI_EXIT_FAIL;
 	/* Names to layers without a pack: glibc's hash table, sized for the
 	 * worst case of one new name per line (counted first). */
 	size_t lines = 0, cap_acc = 0, cap_l = 0, cap_names = 0;
@@ -87,33 +87,33 @@ static int read_trace(const struct sim_cfg *c, const wsp_pack *pk, struct sim_tr
 	struct hsearch_data ht;
 	memset(&ht, 0, sizeof(ht));
 	bool ht_ok = pk || hcreate_r(lines * 2 + 16, &ht);
-	int rc = ht_ok ? 0 : WT_EXIT_FAIL;
+	int rc = ht_ok ? 0 : CLI_EXIT_FAIL;
 	if (!ht_ok)
-		wt_error("out of memory");
+		cli_error("out of memory");
 	unsigned lineno = 0;
 	while (!rc && getline(&line, &lcap, f) >= 0) {
 		char *name, *size;
 		lineno++;
 		int k = split(line, &name, &size);
 		if (k < 0) {
-			wt_error("%s:%u: expected 'NAME' or 'NAME SIZE'", c->trace, lineno);
-			rc = WT_EXIT_FAIL;
+			cli_error("%s:%u: expected 'NAME' or 'NAME SIZE'", c->trace, lineno);
+			rc = CLI_EXIT_FAIL;
 			break;
 		}
 		if (!k)
 			continue;
 		uint64_t sz = c->layer_size;
 		if (size && wsp_parse_size(size, &sz) < 0) {
-			wt_error("%s:%u: invalid size '%s'", c->trace, lineno, size);
-			rc = WT_EXIT_FAIL;
+			cli_error("%s:%u: invalid size '%s'", c->trace, lineno, size);
+			rc = CLI_EXIT_FAIL;
 			break;
 		}
 		uint32_t idx;
 		if (pk) {
 			const struct wsp_layer *L = wsp_pack_find_layer(pk, name);
 			if (!L) {
-				wt_error("%s:%u: no layer named '%s' in %s", c->trace, lineno, name, c->pack);
-				rc = WT_EXIT_FAIL;
+				cli_error("%s:%u: no layer named '%s' in %s", c->trace, lineno, name, c->pack);
+				rc = CLI_EXIT_FAIL;
 				break;
 			}
 			idx = L->index;
@@ -123,24 +123,24 @@ static int read_trace(const struct sim_cfg *c, const wsp_pack *pk, struct sim_tr
 			if (found) {
 				idx = (uint32_t)(uintptr_t)found->data;
 				if (size && sz != t->bytes[idx]) {
-					wt_error("%s:%u: layer '%s' has size %" PRIu64 " here but %" PRIu64 " before",
+					cli_error("%s:%u: layer '%s' has size %" PRIu64 " here but %" PRIu64 " before",
 						 c->trace, lineno, name, sz, t->bytes[idx]);
-					rc = WT_EXIT_FAIL;
+					rc = CLI_EXIT_FAIL;
 					break;
 				}
 			} else {
 				if (!size && !c->layer_size_set) {
-					wt_error("%s:%u: no size for layer '%s' (give 'NAME SIZE', --layer-size or --pack)",
+					cli_error("%s:%u: no size for layer '%s' (give 'NAME SIZE', --layer-size or --pack)",
 						 c->trace, lineno, name);
-					rc = WT_EXIT_FAIL;
+					rc = CLI_EXIT_FAIL;
 					break;
 				}
 				if (t->n_layers == UINT32_MAX ||
 				    grow((void **)&t->names, &cap_names, t->n_layers + 1, sizeof(*t->names)) ||
 				    grow((void **)&t->bytes, &cap_l, t->n_layers + 1, sizeof(*t->bytes)) ||
 				    !(t->names[t->n_layers] = strdup(name))) {
-					wt_error("out of memory");
-					rc = WT_EXIT_FAIL;
+					cli_error("out of memory");
+					rc = CLI_EXIT_FAIL;
 					break;
 				}
 				idx = t->n_layers;
@@ -149,26 +149,26 @@ static int read_trace(const struct sim_cfg *c, const wsp_pack *pk, struct sim_tr
 				e.data = (void *)(uintptr_t)idx;
 				t->n_layers++;
 				if (!hsearch_r(e, ENTER, &found, &ht)) {
-					wt_error("out of memory");
-					rc = WT_EXIT_FAIL;
+					cli_error("out of memory");
+					rc = CLI_EXIT_FAIL;
 					break;
 				}
 			}
 		}
 		if (grow((void **)&t->acc, &cap_acc, t->n + 1, sizeof(*t->acc))) {
-			wt_error("out of memory");
-			rc = WT_EXIT_FAIL;
+			cli_error("out of memory");
+			rc = CLI_EXIT_FAIL;
 			break;
 		}
 		t->acc[t->n++] = idx;
 	}
 	if (!rc && ferror(f)) {
-		wt_error("%s: read error", c->trace);
-		rc = WT_EXIT_FAIL;
+		cli_error("%s: read error", c->trace);
+		rc = CLI_EXIT_FAIL;
 	}
 	if (!rc && t->n == 0) {
-		wt_error("%s: the trace has no accesses", c->trace);
-		rc = WT_EXIT_FAIL;
+		cli_error("%s: the trace has no accesses", c->trace);
+		rc = CLI_EXIT_FAIL;
 	}
 	if (!pk && ht_ok)
 		hdestroy_r(&ht);
@@ -180,8 +180,8 @@ static int read_trace(const struct sim_cfg *c, const wsp_pack *pk, struct sim_tr
 		t->n_layers = s.n_layers;
 		t->bytes = calloc(s.n_layers ? s.n_layers : 1, sizeof(*t->bytes));
 		if (!t->bytes) {
-			wt_error("out of memory");
-			return WT_EXIT_FAIL;
+			cli_error("out of memory");
+			return CLI_EXIT_FAIL;
 		}
 		for (uint32_t i = 0; i < s.n_layers; i++)
 			t->bytes[i] = wsp_pack_layer(pk, i)->raw_bytes;
@@ -198,8 +198,8 @@ static int simulate3(const struct sim_trace *t, const uint64_t *bytes, uint64_t 
 	for (int k = 0; k < 3; k++) {
 		int rc = wsp_simulate(bytes, t->n_layers, t->acc, t->n, cache, pols[k], &r[k]);
 		if (rc < 0) {
-			wt_error("simulate %s: %s", pol_names[k], wsp_strerror(rc));
-			return WT_EXIT_FAIL;
+			cli_error("simulate %s: %s", pol_names[k], wsp_strerror(rc));
+			return CLI_EXIT_FAIL;
 		}
 	}
 	return 0;
@@ -250,33 +250,33 @@ static int parse(int argc, char **argv, struct sim_cfg *c)
 	memset(c, 0, sizeof(*c));
 	opterr = 0;
 	optind = 1;
-	while (!rc && (o = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
+	while (!rc && (o = getopt_long(argc, argv, ":h", lo, NULL)) != -1) {
 		switch (o) {
 		case O_TRACE: c->trace = optarg; break;
-		case O_HOST_CACHE: rc = wt_opt_size("--host-cache", optarg, &c->host_cache); c->host_cache_set = true; break;
+		case O_HOST_CACHE: rc = cli_opt_size("--host-cache", optarg, 0, &c->host_cache); c->host_cache_set = true; break;
 		case O_PACK: c->pack = optarg; break;
 		case O_LAYER_SIZE:
-			rc = wt_opt_size("--layer-size", optarg, &c->layer_size);
+			rc = cli_opt_size("--layer-size", optarg, 0, &c->layer_size);
 			if (!rc && !c->layer_size)
-				rc = wt_usage("--layer-size: must be more than 0");
+				rc = cli_usage("--layer-size: must be more than 0");
 			c->layer_size_set = true;
 			break;
-		case O_GPU_SLOTS: rc = wt_opt_uint("--gpu-slots", optarg, 1, 1u << 20, &c->gpu_slots); break;
+		case O_GPU_SLOTS: rc = cli_opt_unsigned("--gpu-slots", optarg, 1, 1u << 20, &c->gpu_slots); break;
 		case O_JSON: c->json = true; break;
 		case 'h': case O_HELP: wt_help(stdout); return -1;
-		default: return wt_bad_option("simulate", argc, argv);
+		default: return cli_bad_option(o, argc, argv);
 		}
 	}
 	if (rc)
 		return rc;
 	if (optind < argc)
-		return wt_usage("simulate: unexpected argument '%s'", argv[optind]);
+		return cli_usage("unexpected argument '%s'", argv[optind]);
 	if (!c->trace)
-		return wt_usage("simulate: --trace FILE is required");
+		return cli_usage("--trace FILE is required");
 	if (!c->host_cache_set)
-		return wt_usage("simulate: --host-cache SIZE is required");
+		return cli_usage("--host-cache SIZE is required");
 	if (c->pack && c->layer_size_set)
-		return wt_usage("simulate: give --pack or --layer-size, not both");
+		return cli_usage("give --pack or --layer-size, not both");
 	return 0;
 }
 
@@ -285,7 +285,7 @@ int wt_cmd_simulate(int argc, char **argv)
 	struct sim_cfg c;
 	int rc = parse(argc, argv, &c);
 	if (rc)
-		return rc < 0 ? WT_EXIT_OK : rc;
+		return rc < 0 ? CLI_EXIT_OK : rc;
 	wsp_pack *pk = NULL;
 	if (c.pack && (rc = wt_pack_open(c.pack, &pk)))
 		return rc;
@@ -300,8 +300,8 @@ int wt_cmd_simulate(int argc, char **argv)
 		/* Every slot holds any one layer: a cache of N equal entries. */
 		ones = malloc((t.n_layers ? t.n_layers : 1) * sizeof(*ones));
 		if (!ones) {
-			wt_error("out of memory");
-			rc = WT_EXIT_FAIL;
+			cli_error("out of memory");
+			rc = CLI_EXIT_FAIL;
 		} else {
 			for (uint32_t i = 0; i < t.n_layers; i++)
 				ones[i] = 1;
@@ -314,8 +314,8 @@ int wt_cmd_simulate(int argc, char **argv)
 		if (root && c.gpu_slots)
 			json_object_set_new(root, "gpu", tier_json(gpu, c.gpu_slots, "slots"));
 		if (!root) {
-			wt_error("out of memory building JSON");
-			rc = WT_EXIT_FAIL;
+			cli_error("out of memory building JSON");
+			rc = CLI_EXIT_FAIL;
 		} else {
 			rc = wt_json_print(root);
 			json_decref(root);
@@ -334,7 +334,7 @@ int wt_cmd_simulate(int argc, char **argv)
 			snprintf(title, sizeof(title), "GPU tier, %u slots:", c.gpu_slots);
 			print_tier(title, gpu, false);
 		}
-		rc = fflush(stdout) == EOF ? WT_EXIT_FAIL : 0;
+		rc = fflush(stdout) == EOF ? CLI_EXIT_FAIL : 0;
 	}
 	free(ones);
 	trace_free(&t);

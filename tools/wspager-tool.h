@@ -10,26 +10,13 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "cli.h"
 #include "wspager.h"
 
-/* Exit codes, documented in wspager(1). */
-#define WT_EXIT_OK 0
-#define WT_EXIT_FAIL 1   /* runtime error: bad pack, I/O, CUDA, checksum mismatch */
-#define WT_EXIT_USAGE 2  /* bad command line */
+/* Messages, usage errors, option values and the progress line: cli.h,
+ * shared with wspack. */
 
-/* ---- messages (wspager-util.c) ---- */
-
-/* "wspager: <detail>" on stderr. */
-void wt_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-/* "wspager: <detail> (try 'wspager --help')" on stderr; returns WT_EXIT_USAGE. */
-int wt_usage(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-/* Same for an unknown option or missing argument seen by getopt (opterr = 0). */
-int wt_bad_option(const char *cmd, int argc, char **argv);
-
-/* ---- option values: each returns 0, or prints the usage error and returns
- * WT_EXIT_USAGE.  `opt` is the option's name as typed ("--host-cache"). */
-int wt_opt_size(const char *opt, const char *arg, uint64_t *out);
-int wt_opt_uint(const char *opt, const char *arg, unsigned min, unsigned max, unsigned *out);
+/* ---- option values (wspager-util.c): 0, or the usage error ---- */
 /* "host" -> WSP_DEVICE_HOST, or a CUDA ordinal. */
 int wt_opt_device(const char *opt, const char *arg, int *out);
 
@@ -40,22 +27,10 @@ void wt_cpu_now(struct wt_cpu *c);   /* getrusage(RUSAGE_SELF): all threads */
 double wt_gbps(uint64_t bytes, uint64_t ns);  /* 1e9 bytes per second */
 const char *wt_size(uint64_t bytes, char *buf, size_t len); /* wsp_format_size */
 
-/* ---- progress bar on stderr, only when stderr is a terminal ---- */
-struct wt_progress {
-	bool on;
-	const char *label;
-	uint64_t last_ns;
-};
-void wt_progress_init(struct wt_progress *p, const char *label);
-void wt_progress_update(struct wt_progress *p, uint64_t done, uint64_t total);
-void wt_progress_done(struct wt_progress *p);
-/* A wsp_progress_fn whose ctx is a struct wt_progress. */
-int wt_progress_cb(void *ctx, uint64_t done, uint64_t total);
-
 /* ---- devices ---- */
 /* Resolve the device to use.  `explicit_dev` tells whether --device was given:
  * without it, a machine with no usable GPU falls back to the host backend and
- * says so once; with it, a missing GPU is an error.  Returns 0 or WT_EXIT_FAIL
+ * says so once; with it, a missing GPU is an error.  Returns 0 or CLI_EXIT_FAIL
  * (message printed). */
 int wt_pick_device(int requested, bool explicit_dev, int *out);
 /* "host" or "cuda:N (name)" into buf. */
@@ -91,7 +66,7 @@ void wt_work_close(struct wt_work *w);
 void *wt_work_stream(struct wt_work *w);
 int wt_work_pass_begin(struct wt_work *w);
 /* Run the workload on an acquired view (device pointers, or host pointers on
- * the host backend).  Errors are printed; returns 0 or WT_EXIT_FAIL. */
+ * the host backend).  Errors are printed; returns 0 or CLI_EXIT_FAIL. */
 int wt_work_layer(struct wt_work *w, const struct wsp_layer *view);
 /* Wait for the stream, check the checksums, collect timings. */
 int wt_work_pass_end(struct wt_work *w, struct wt_pass_result *res);
@@ -157,7 +132,7 @@ const char *wt_text(const char *untrusted);
 FILE *wt_fopen_regular(const char *path);
 /* False when WSPAGER_NO_DROP_CACHES is set (tests, shared machines). */
 bool wt_drop_caches_allowed(void);
-/* Print a jansson value to stdout (indented) with a newline; 0 or WT_EXIT_FAIL. */
+/* Print a jansson value to stdout (indented) with a newline; 0 or CLI_EXIT_FAIL. */
 struct json_t;
 int wt_json_print(struct json_t *v);
 

@@ -73,25 +73,25 @@ static int check_output(const char *path, const char *pack, bool force)
 	int fd;
 
 	if (!copy) {
-		wt_error("out of memory");
-		return WT_EXIT_FAIL;
+		cli_error("out of memory");
+		return CLI_EXIT_FAIL;
 	}
 	fd = open(dirname(copy), O_PATH | O_DIRECTORY | O_CLOEXEC);
 	free(copy);
 	if (fd >= 0 && stat(pack, &pst) == 0 && dir_within(fd, pst.st_dev, pst.st_ino)) {
-		wt_error("--trace-json %s: lies inside the pack %s; write the trace elsewhere", path,
+		cli_error("--trace-json %s: lies inside the pack %s; write the trace elsewhere", path,
 			 pack);
-		return WT_EXIT_USAGE;
+		return CLI_EXIT_USAGE;
 	}
 	if (lstat(path, &st) < 0)
 		return 0;
 	if (!S_ISREG(st.st_mode)) {
-		wt_error("--trace-json %s: exists and is not a regular file", path);
-		return WT_EXIT_USAGE;
+		cli_error("--trace-json %s: exists and is not a regular file", path);
+		return CLI_EXIT_USAGE;
 	}
 	if (!force) {
-		wt_error("--trace-json %s: exists (use --force to replace it)", path);
-		return WT_EXIT_USAGE;
+		cli_error("--trace-json %s: exists (use --force to replace it)", path);
+		return CLI_EXIT_USAGE;
 	}
 	return 0;
 }
@@ -106,18 +106,18 @@ int wt_trace_new(const char *path, const char *pack, bool force, struct wt_trace
 		if (t)
 			free(t->path);
 		free(t);
-		wt_error("out of memory");
-		return WT_EXIT_FAIL;
+		cli_error("out of memory");
+		return CLI_EXIT_FAIL;
 	}
 	/* Create the file now, so that a bad path fails before the run, under
 	 * a temporary name so that a failed run leaves no truncated JSON. */
 	t->f = fopen(t->tmp, "w");
 	if (!t->f) {
-		wt_error("%s: %s", t->tmp, strerror(errno));
+		cli_error("%s: %s", t->tmp, strerror(errno));
 		free(t->tmp);
 		free(t->path);
 		free(t);
-		return WT_EXIT_FAIL;
+		return CLI_EXIT_FAIL;
 	}
 	pthread_mutex_init(&t->lock, NULL);
 	*out = t;
@@ -278,11 +278,11 @@ int wt_trace_write(struct wt_trace *t)
 	bool oom = t->oom;
 	pthread_mutex_unlock(&t->lock);
 	if (!root) {
-		wt_error("%s: out of memory building the trace", t->path);
-		return WT_EXIT_FAIL;
+		cli_error("%s: out of memory building the trace", t->path);
+		return CLI_EXIT_FAIL;
 	}
 	if (oom)
-		wt_error("%s: warning: some trace events were dropped (out of memory)", t->path);
+		cli_error("%s: warning: some trace events were dropped (out of memory)", t->path);
 	FILE *f = t->f;
 	t->f = NULL;
 	int bad = json_dumpf(root, f, JSON_COMPACT) < 0 || fputc('\n', f) == EOF;
@@ -291,9 +291,9 @@ int wt_trace_write(struct wt_trace *t)
 	bad |= fclose(f) == EOF;
 	json_decref(root);
 	if (bad || rename(t->tmp, t->path) < 0) {
-		wt_error("%s: %s", bad ? t->tmp : t->path, strerror(bad ? e : errno));
+		cli_error("%s: %s", bad ? t->tmp : t->path, strerror(bad ? e : errno));
 		unlink(t->tmp);
-		return WT_EXIT_FAIL;
+		return CLI_EXIT_FAIL;
 	}
 	return 0;
 }

@@ -32,25 +32,25 @@ static int device_check(const char *path, int device, unsigned threads, uint64_t
 	int rc = wsp_open(path, &opt, &pg, err, sizeof(err));
 	if (rc < 0) {
 		wt_open_error(path, err, rc);
-		return WT_EXIT_FAIL;
+		return CLI_EXIT_FAIL;
 	}
 	const wsp_pack *pk = wsp_pager_pack(pg);
 	struct wsp_pack_summary s;
 	struct wt_work *w = NULL;
 	struct wt_pass_result res;
-	rc = WT_EXIT_FAIL;
+	rc = CLI_EXIT_FAIL;
 	if (wsp_pack_summary(pk, &s) < 0)
 		goto out;
 	struct wt_work_cfg wc = {.device = device, .batch = 1, .checksum_all = true, .max_steps = s.n_layers};
 	if (wt_work_open(&wc, pk, &w) || wt_work_pass_begin(w))
 		goto out;
-	struct wt_progress prog;
-	wt_progress_init(&prog, "device check");
+	struct cli_progress prog;
+	cli_progress_begin(&prog, "device check");
 	uint64_t done = 0;
 	for (uint32_t i = 0; i < s.n_layers; i++) {
 		const struct wsp_layer *v;
 		if (wsp_acquire(pg, i, wt_work_stream(w), &v) < 0) {
-			wt_progress_done(&prog);
+			cli_progress_end(&prog);
 			wt_acquire_error(pg, wsp_pack_layer(pk, i)->name);
 			goto out;
 		}
@@ -59,13 +59,13 @@ static int device_check(const char *path, int device, unsigned threads, uint64_t
 		if (wr)
 			goto out;
 		if (rr < 0) {
-			wt_error("release of layer %s: %s", v->name, wsp_errmsg(pg));
+			cli_error("release of layer %s: %s", v->name, wsp_errmsg(pg));
 			goto out;
 		}
 		done += v->raw_bytes;
-		wt_progress_update(&prog, done, s.raw_bytes);
+		cli_progress_update(&prog, done, s.raw_bytes);
 	}
-	wt_progress_done(&prog);
+	cli_progress_end(&prog);
 	if (wt_work_pass_end(w, &res))
 		goto out;
 	*tensors = res.checksums;
@@ -87,20 +87,20 @@ int wt_cmd_verify(int argc, char **argv)
 	unsigned threads = 0;
 	opterr = 0;
 	optind = 1;
-	while (!rc && (o = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
+	while (!rc && (o = getopt_long(argc, argv, ":h", lo, NULL)) != -1) {
 		switch (o) {
 		case O_DEVICE: rc = wt_opt_device("--device", optarg, &device); device_set = true; break;
-		case O_THREADS: rc = wt_opt_uint("--threads", optarg, 0, 4096, &threads); break;
-		case 'h': case O_HELP: wt_help(stdout); return WT_EXIT_OK;
-		default: return wt_bad_option("verify", argc, argv);
+		case O_THREADS: rc = cli_opt_unsigned("--threads", optarg, 0, 4096, &threads); break;
+		case 'h': case O_HELP: wt_help(stdout); return CLI_EXIT_OK;
+		default: return cli_bad_option(o, argc, argv);
 		}
 	}
 	if (rc)
 		return rc;
 	if (optind >= argc)
-		return wt_usage("verify: missing PACK");
+		return cli_usage("missing PACK");
 	if (optind + 1 < argc)
-		return wt_usage("verify: unexpected argument '%s'", argv[optind + 1]);
+		return cli_usage("unexpected argument '%s'", argv[optind + 1]);
 	const char *path = argv[optind];
 
 	wsp_pack *pk;
@@ -108,17 +108,17 @@ int wt_cmd_verify(int argc, char **argv)
 		return rc;
 	struct wsp_pack_summary s;
 	wsp_pack_summary(pk, &s);
-	struct wt_progress prog;
-	wt_progress_init(&prog, "verify");
+	struct cli_progress prog;
+	wsp_progress_fn fn = cli_progress_begin(&prog, "verify");
 	uint64_t t0 = wt_now_ns();
-	rc = wsp_pack_verify(pk, threads, wt_progress_cb, &prog);
+	rc = wsp_pack_verify(pk, threads, fn, &prog);
 	uint64_t t1 = wt_now_ns();
-	wt_progress_done(&prog);
+	cli_progress_end(&prog);
 	if (rc < 0) {
 		const char *m = wsp_pack_errmsg(pk);
-		wt_error("verify failed: %s", m && *m ? m : wsp_strerror(rc));
+		cli_error("verify failed: %s", m && *m ? m : wsp_strerror(rc));
 		wsp_pack_close(pk);
-		return WT_EXIT_FAIL;
+		return CLI_EXIT_FAIL;
 	}
 	char a[32];
 	printf("%s: ok: %" PRIu32 " layers, %" PRIu32 " tensors, %" PRIu64 " chunks, %s decoded and checked"
@@ -139,5 +139,5 @@ int wt_cmd_verify(int argc, char **argv)
 		printf("%s: ok: %" PRIu64 " tensors match their checksums on %s after paging\n", path, n,
 		       wt_device_name(dev, dn, sizeof(dn)));
 	}
-	return fflush(stdout) == EOF ? WT_EXIT_FAIL : WT_EXIT_OK;
+	return fflush(stdout) == EOF ? CLI_EXIT_FAIL : CLI_EXIT_OK;
 }

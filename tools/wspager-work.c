@@ -69,8 +69,8 @@ static bool host_matvec_ok(const struct wsp_tensor *t)
 #ifdef WSP_HAVE_CUDA
 static int cuda_fail(cudaError_t ce, const char *what)
 {
-	wt_error("CUDA: %s: %s (%s)", what, cudaGetErrorString(ce), cudaGetErrorName(ce));
-	return WT_EXIT_FAIL;
+	cli_error("CUDA: %s: %s (%s)", what, cudaGetErrorString(ce), cudaGetErrorName(ce));
+	return CLI_EXIT_FAIL;
 }
 #define CUDA_TRY(call, what)                                  \
 	do {                                                  \
@@ -108,10 +108,10 @@ static int alloc_dev(void **p, uint64_t bytes, const char *what)
 		size_t freeb = 0, total = 0;
 		cudaMemGetInfo(&freeb, &total);
 		char fr[32];
-		wt_error("CUDA: cudaMalloc of %s for %s: %s (%s free)", wt_size(bytes, sz, sizeof(sz)), what,
+		cli_error("CUDA: cudaMalloc of %s for %s: %s (%s free)", wt_size(bytes, sz, sizeof(sz)), what,
 			 cudaGetErrorString(ce), wt_size(freeb, fr, sizeof(fr)));
 		*p = NULL;
-		return WT_EXIT_FAIL;
+		return CLI_EXIT_FAIL;
 	}
 	return 0;
 }
@@ -130,7 +130,7 @@ static int gpu_warmup(struct wt_work *w)
 	uint64_t max_w = 0;
 	void *scratch = NULL;
 	if (wsp_pack_summary(w->pk, &s) < 0)
-		return WT_EXIT_FAIL;
+		return CLI_EXIT_FAIL;
 	for (uint32_t l = 0; l < s.n_layers; l++) {
 		const struct wsp_layer *L = wsp_pack_layer(w->pk, l);
 		for (uint32_t i = 0; L && !w->cfg.checksum_all && i < L->n_tensors; i++)
@@ -144,7 +144,7 @@ static int gpu_warmup(struct wt_work *w)
 	}
 	if (max_w) {
 		if (alloc_dev(&scratch, max_w, "GEMM warm-up"))
-			return WT_EXIT_FAIL;
+			return CLI_EXIT_FAIL;
 		CUDA_TRY(cudaMemsetAsync(scratch, 0, max_w, w->stream), "cudaMemsetAsync");
 	}
 	/* Distinct shapes only: a model repeats the same few in every block. */
@@ -188,8 +188,8 @@ static int gpu_open(struct wt_work *w)
 
 	CUDA_TRY(cudaSetDevice(w->cfg.device), "cudaSetDevice");
 	if (wsp_pack_summary(pk, &s) < 0) {
-		wt_error("cannot read the pack summary");
-		return WT_EXIT_FAIL;
+		cli_error("cannot read the pack summary");
+		return CLI_EXIT_FAIL;
 	}
 	for (uint32_t l = 0; l < s.n_layers; l++) {
 		const struct wsp_layer *L = wsp_pack_layer(pk, l);
@@ -206,17 +206,17 @@ static int gpu_open(struct wt_work *w)
 	}
 	CUDA_TRY(cudaStreamCreateWithFlags(&w->stream, cudaStreamNonBlocking), "cudaStreamCreate");
 	if (wt_cublas_load() < 0)
-		return WT_EXIT_FAIL;
+		return CLI_EXIT_FAIL;
 	cublasStatus_t bs = wt_blas.create(&w->blas);
 	if (bs != CUBLAS_STATUS_SUCCESS) {
 		w->blas = NULL;
-		wt_error("cuBLAS: cublasCreate: %s", wt_blas.status_string(bs));
-		return WT_EXIT_FAIL;
+		cli_error("cuBLAS: cublasCreate: %s", wt_blas.status_string(bs));
+		return CLI_EXIT_FAIL;
 	}
 	bs = wt_blas.set_stream(w->blas, w->stream);
 	if (bs != CUBLAS_STATUS_SUCCESS) {
-		wt_error("cuBLAS: cublasSetStream: %s", wt_blas.status_string(bs));
-		return WT_EXIT_FAIL;
+		cli_error("cuBLAS: cublasSetStream: %s", wt_blas.status_string(bs));
+		return CLI_EXIT_FAIL;
 	}
 	for (int k = 0; k < 3; k++) {
 		uint64_t n, bytes;
@@ -224,11 +224,11 @@ static int gpu_open(struct wt_work *w)
 			continue;
 		if (__builtin_mul_overflow(max_in[k], (uint64_t)w->cfg.batch, &n) ||
 		    __builtin_mul_overflow(n, (uint64_t)dt_size[k], &bytes)) {
-			wt_error("activation buffer size overflows");
-			return WT_EXIT_FAIL;
+			cli_error("activation buffer size overflows");
+			return CLI_EXIT_FAIL;
 		}
 		if (alloc_dev(&w->x[k], bytes, "activations"))
-			return WT_EXIT_FAIL;
+			return CLI_EXIT_FAIL;
 		int ce = wt_cuda_fill(w->x[k], n, slot_dtype[k], w->stream);
 		if (ce)
 			return cuda_fail((cudaError_t)ce, "activation fill kernel");
@@ -236,21 +236,21 @@ static int gpu_open(struct wt_work *w)
 	if (max_out) {
 		uint64_t bytes;
 		if (__builtin_mul_overflow(max_out, (uint64_t)w->cfg.batch * 4, &bytes)) {
-			wt_error("output buffer size overflows");
-			return WT_EXIT_FAIL;
+			cli_error("output buffer size overflows");
+			return CLI_EXIT_FAIL;
 		}
 		if (alloc_dev(&w->y, bytes, "GEMM outputs"))
-			return WT_EXIT_FAIL;
+			return CLI_EXIT_FAIL;
 	}
 	if (alloc_dev((void **)&w->dsum, w->cap_checks * sizeof(*w->dsum), "checksums"))
-		return WT_EXIT_FAIL;
+		return CLI_EXIT_FAIL;
 	CUDA_TRY(cudaMallocHost((void **)&w->hsum, (w->cap_checks ? w->cap_checks : 1) * sizeof(*w->hsum)),
 		 "cudaMallocHost (checksum results)");
 	CUDA_TRY(cudaEventCreate(&w->base), "cudaEventCreate");
 	w->ev = calloc(2 * (w->cfg.max_steps ? w->cfg.max_steps : 1), sizeof(*w->ev));
 	if (!w->ev) {
-		wt_error("out of memory");
-		return WT_EXIT_FAIL;
+		cli_error("out of memory");
+		return CLI_EXIT_FAIL;
 	}
 	for (size_t i = 0; i < 2 * w->cfg.max_steps; i++) {
 		CUDA_TRY(cudaEventCreate(&w->ev[i]), "cudaEventCreate");
@@ -291,9 +291,9 @@ static int gpu_gemm(struct wt_work *w, const struct wsp_layer *v, const struct w
 					 cuda_types[k], in, w->x[k], cuda_types[k], in, &beta, w->y,
 					 cuda_types[k], out, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
 	if (bs != CUBLAS_STATUS_SUCCESS) {
-		wt_error("cuBLAS: GEMM on %s (%s, %" PRIu64 "x%" PRIu64 ", batch %d) in layer %s: %s", t->name,
+		cli_error("cuBLAS: GEMM on %s (%s, %" PRIu64 "x%" PRIu64 ", batch %d) in layer %s: %s", t->name,
 			 wsp_dtype_name(t->dtype), t->shape[0], t->shape[1], b, v->name, wt_blas.status_string(bs));
-		return WT_EXIT_FAIL;
+		return CLI_EXIT_FAIL;
 	}
 	w->gemms++;
 	w->flops += 2ull * t->shape[0] * t->shape[1] * w->cfg.batch;
@@ -307,12 +307,12 @@ static int gpu_layer(struct wt_work *w, const struct wsp_layer *v)
 		const struct wsp_tensor *t = &v->tensors[i];
 		if (!w->cfg.checksum_all && gemm_ok(t)) {
 			if (gpu_gemm(w, v, t))
-				return WT_EXIT_FAIL;
+				return CLI_EXIT_FAIL;
 			continue;
 		}
 		if (w->n_checks >= w->cap_checks) {
-			wt_error("internal: more checksums than planned in layer %s", v->name);
-			return WT_EXIT_FAIL;
+			cli_error("internal: more checksums than planned in layer %s", v->name);
+			return CLI_EXIT_FAIL;
 		}
 		struct wt_check *c = &w->checks[w->n_checks];
 		c->layer = v->index;
@@ -320,9 +320,9 @@ static int gpu_layer(struct wt_work *w, const struct wsp_layer *v)
 		c->expect = t->checksum;
 		int ce = wt_cuda_checksum(t->data, t->bytes, &w->dsum[w->n_checks], w->stream);
 		if (ce) {
-			wt_error("CUDA: checksum kernel on %s in layer %s: %s", t->name, v->name,
+			cli_error("CUDA: checksum kernel on %s in layer %s: %s", t->name, v->name,
 				 cudaGetErrorString((cudaError_t)ce));
-			return WT_EXIT_FAIL;
+			return CLI_EXIT_FAIL;
 		}
 		w->n_checks++;
 		w->checksums++;
@@ -367,8 +367,8 @@ int wt_work_open(const struct wt_work_cfg *cfg, const wsp_pack *pk, struct wt_wo
 	struct wt_work *w = calloc(1, sizeof(*w));
 	if (!w || wsp_pack_summary(pk, &s) < 0) {
 		free(w);
-		wt_error("out of memory");
-		return WT_EXIT_FAIL;
+		cli_error("out of memory");
+		return CLI_EXIT_FAIL;
 	}
 	w->cfg = *cfg;
 	w->pk = pk;
@@ -381,14 +381,14 @@ int wt_work_open(const struct wt_work_cfg *cfg, const wsp_pack *pk, struct wt_wo
 	if (gpu(w) && __builtin_mul_overflow((uint64_t)cfg->max_steps, w->max_tensors, &w->cap_checks)) {
 		free(w->times);
 		free(w);
-		wt_error("too many layers");
-		return WT_EXIT_FAIL;
+		cli_error("too many layers");
+		return CLI_EXIT_FAIL;
 	}
 	w->checks = calloc(w->cap_checks ? w->cap_checks : 1, sizeof(*w->checks));
 	if (!w->times || !w->checks) {
 		wt_work_close(w);
-		wt_error("out of memory");
-		return WT_EXIT_FAIL;
+		cli_error("out of memory");
+		return CLI_EXIT_FAIL;
 	}
 	if (!gpu(w) && !cfg->checksum_all) {
 		/* The matvec vector: as long as the widest BF16 weight row. */
@@ -401,8 +401,8 @@ int wt_work_open(const struct wt_work_cfg *cfg, const wsp_pack *pk, struct wt_wo
 		}
 		if (w->hx_len && !(w->hx = malloc(w->hx_len * sizeof(*w->hx)))) {
 			wt_work_close(w);
-			wt_error("out of memory");
-			return WT_EXIT_FAIL;
+			cli_error("out of memory");
+			return CLI_EXIT_FAIL;
 		}
 		for (uint64_t i = 0; i < w->hx_len; i++)
 			w->hx[i] = (float)((i * 2654435761u >> 7) & 1023) / 1024.0f - 0.5f;
@@ -411,12 +411,12 @@ int wt_work_open(const struct wt_work_cfg *cfg, const wsp_pack *pk, struct wt_wo
 #ifdef WSP_HAVE_CUDA
 		if (gpu_open(w)) {
 			wt_work_close(w);
-			return WT_EXIT_FAIL;
+			return CLI_EXIT_FAIL;
 		}
 #else
 		wt_work_close(w);
-		wt_error("built without CUDA: only --device host is available");
-		return WT_EXIT_FAIL;
+		cli_error("built without CUDA: only --device host is available");
+		return CLI_EXIT_FAIL;
 #endif
 	}
 	*out = w;
@@ -486,15 +486,15 @@ static int host_layer(struct wt_work *w, const struct wsp_layer *v)
 	for (uint32_t i = 0; i < v->n_tensors; i++) {
 		const struct wsp_tensor *t = &v->tensors[i];
 		if (t->bytes && !t->data) {
-			wt_error("layer %s, tensor %s: no data in the acquired view", v->name, t->name);
-			return WT_EXIT_FAIL;
+			cli_error("layer %s, tensor %s: no data in the acquired view", v->name, t->name);
+			return CLI_EXIT_FAIL;
 		}
 		uint64_t got = wsp_checksum64(t->data, t->bytes);
 		if (got != t->checksum) {
-			wt_error("checksum mismatch in layer %s, tensor %s: computed %016" PRIx64
+			cli_error("checksum mismatch in layer %s, tensor %s: computed %016" PRIx64
 				 ", manifest says %016" PRIx64,
 				 v->name, t->name, got, t->checksum);
-			return WT_EXIT_FAIL;
+			return CLI_EXIT_FAIL;
 		}
 		w->checksums++;
 		if (w->hx && host_matvec_ok(t) && t->shape[1] <= w->hx_len)
@@ -506,8 +506,8 @@ static int host_layer(struct wt_work *w, const struct wsp_layer *v)
 int wt_work_layer(struct wt_work *w, const struct wsp_layer *view)
 {
 	if (w->step >= w->cfg.max_steps) {
-		wt_error("internal: more layers in one pass than planned");
-		return WT_EXIT_FAIL;
+		cli_error("internal: more layers in one pass than planned");
+		return CLI_EXIT_FAIL;
 	}
 	struct wt_step_time *st = &w->times[w->step];
 	st->layer = view->index;
@@ -532,16 +532,16 @@ int wt_work_pass_end(struct wt_work *w, struct wt_pass_result *res)
 #ifdef WSP_HAVE_CUDA
 	if (gpu(w)) {
 		if (gpu_pass_end(w))
-			return WT_EXIT_FAIL;
+			return CLI_EXIT_FAIL;
 		for (size_t i = 0; i < w->n_checks; i++) {
 			const struct wt_check *c = &w->checks[i];
 			if (w->hsum[i] == c->expect)
 				continue;
 			const struct wsp_layer *L = wsp_pack_layer(w->pk, c->layer);
 			const char *tn = L && c->tensor < L->n_tensors ? L->tensors[c->tensor].name : "?";
-			wt_error("checksum mismatch in layer %s, tensor %s: device computed %016llx, manifest says %016" PRIx64,
+			cli_error("checksum mismatch in layer %s, tensor %s: device computed %016llx, manifest says %016" PRIx64,
 				 L ? L->name : "?", tn, w->hsum[i], c->expect);
-			return WT_EXIT_FAIL;
+			return CLI_EXIT_FAIL;
 		}
 	}
 #endif

@@ -54,21 +54,24 @@ int main(int argc, char **argv)
 		{"run", wt_cmd_run}, {"bench", wt_cmd_bench}, {"simulate", wt_cmd_simulate},
 		{"verify", wt_cmd_verify}, {"info", wt_cmd_info},
 	};
+	cli_name("wspager", NULL);
 	if (argc < 2)
-		return wt_usage("missing command");
+		return cli_usage("missing command");
 	const char *cmd = argv[1];
 	if (!strcmp(cmd, "--help") || !strcmp(cmd, "-h") || !strcmp(cmd, "help")) {
 		wt_help(stdout);
-		return fflush(stdout) == EOF ? WT_EXIT_FAIL : WT_EXIT_OK;
+		return fflush(stdout) == EOF ? CLI_EXIT_FAIL : CLI_EXIT_OK;
 	}
 	if (!strcmp(cmd, "--version") || !strcmp(cmd, "-V")) {
 		printf("wspager %s (library %s)\n", PACKAGE_VERSION, wsp_version_string());
-		return fflush(stdout) == EOF ? WT_EXIT_FAIL : WT_EXIT_OK;
+		return fflush(stdout) == EOF ? CLI_EXIT_FAIL : CLI_EXIT_OK;
 	}
 	for (size_t i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++)
-		if (!strcmp(cmd, cmds[i].name))
+		if (!strcmp(cmd, cmds[i].name)) {
+			cli_name("wspager", cmds[i].name);
 			return cmds[i].fn(argc - 1, argv + 1);
+		}
 	if (cmd[0] == '-')
-		return wt_usage("unknown option '%s'", cmd);
-	return wt_usage("unknown command '%s'", cmd);
+		return cli_usage("unknown option '%s'", cmd);
+	return cli_usage("unknown command '%s'", cmd);
 }

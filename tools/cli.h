@@ -1,0 +1,55 @@
+/*
+ * What wspack(1) and wspager(1) share on the command line, so that both say
+ * the same mistake the same way: who speaks ("wspack convert", "wspager
+ * run"), runtime errors, usage errors with one hint, option values, and a
+ * progress line.  Uses only the public API (wspager.h).
+ */
+#ifndef WSP_TOOLS_CLI_H
+#define WSP_TOOLS_CLI_H
+
+#include <pthread.h>
+#include <stdint.h>
+
+#include "wspager.h"
+
+#define CLI_EXIT_OK 0
+#define CLI_EXIT_FAIL 1    /* runtime error: bad pack, I/O, CUDA, checksum */
+#define CLI_EXIT_USAGE 2   /* bad command line */
+
+/* The program and, once known, its subcommand (NULL: none). */
+void cli_name(const char *prog, const char *cmd);
+
+/* "PROG: detail" on stderr, the detail escaped (names come from files). */
+void cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* "PROG CMD: detail" and "Try 'PROG --help' for more information." on
+ * stderr; returns CLI_EXIT_USAGE. */
+int cli_usage(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* The usage error for what getopt_long (opterr = 0, optstring starting
+ * with ':') returned as c ('?' or ':'). */
+int cli_bad_option(int c, int argc, char **argv);
+
+/* Option values: 0, or the usage error (CLI_EXIT_USAGE).  `opt` is the
+ * option as typed ("--host-cache").  Sizes take K, M, G, T suffixes. */
+int cli_opt_size(const char *opt, const char *arg, uint64_t min, uint64_t *out);
+int cli_opt_uint(const char *opt, const char *arg, unsigned long long min,
+		 unsigned long long max, unsigned long long *out);
+int cli_opt_unsigned(const char *opt, const char *arg, unsigned min, unsigned max,
+		     unsigned *out);
+
+/* A progress line on stderr when it is a terminal: "LABEL  42%  1.2 GiB /
+ * 3.0 GiB", redrawn when the percentage changes.  Safe from several
+ * threads (the library reports from its workers). */
+struct cli_progress {
+	const char *label;
+	pthread_mutex_t lock;
+	int on, last, shown;
+};
+/* Returns the callback to hand the library (NULL when stderr is not a
+ * terminal); ctx = p. */
+wsp_progress_fn cli_progress_begin(struct cli_progress *p, const char *label);
+void cli_progress_update(struct cli_progress *p, uint64_t done, uint64_t total);
+/* "PROG: note: message" on a line of its own, also while the line shows. */
+void cli_progress_note(struct cli_progress *p, const char *message);
+void cli_progress_end(struct cli_progress *p);
+
+#endif
