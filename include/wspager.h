@@ -421,7 +421,9 @@ struct wsp_stats {
 	uint64_t overflow_read;     /* bytes read back from it (0.2) */
 	uint64_t packed_gpu_hits;   /* fills decoded from the GPU tier of packed layers (0.2) */
 	uint64_t packed_gpu_bytes;  /* device bytes that tier holds now (0.2; not reset) */
-	uint64_t reserved[5];
+	uint64_t readahead_left_out; /* layers no longer read ahead: their reads ahead were
+	                                mostly wasted (0.2; until wsp_reset_prediction) */
+	uint64_t reserved[4];
 };
 /* The counters, each read at one moment (not all under one lock: see
  * wsp_get_stats(3)).  Thread-safe. */

@@ -133,7 +133,8 @@ class Stats(ctypes.Structure):
         ("overflow_read", c_u64),
         ("packed_gpu_hits", c_u64),
         ("packed_gpu_bytes", c_u64),
-        ("reserved", c_u64 * 5),
+        ("readahead_left_out", c_u64),
+        ("reserved", c_u64 * 4),
     ]
 
 

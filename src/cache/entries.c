@@ -164,8 +164,11 @@ static void release_pages(struct hcache *hc, struct hc_entry *e)
 static void evict(struct hcache *hc, uint32_t layer)
 {
 	struct hc_entry *e = &hc->entries[layer];
-	if (e->prefetched_unused)
+	if (e->prefetched_unused) {
 		atomic_fetch_add(&hc->c_prefetch_wasted, 1);
+		if (hc->cfg.on_unused)
+			hc->cfg.on_unused(hc->cfg.ready_ctx, layer);
+	}
 	e->prefetched_unused = 0;
 	release_pages(hc, e);
 	atomic_fetch_add(&hc->c_evictions, 1);

@@ -59,6 +59,10 @@ struct hcache_config {
 	 * load finishes (status 0 or error), after the entry changed state and
 	 * waiting gets were woken; no cache lock is held. */
 	void (*on_ready)(void *ctx, uint32_t layer, int status);
+	/* Called when an entry loaded by a prefetch is evicted before any get
+	 * used it (the read was wasted), with the cache's lock held: it must
+	 * not call into the cache.  May be NULL. */
+	void (*on_unused)(void *ctx, uint32_t layer);
 	void *ready_ctx;
 	wsp_trace_fn trace;
 	void *trace_ctx;

@@ -188,14 +188,23 @@ void pager_prefetch_ahead(struct wsp_pager_s *pg)
 	 * not the position in this list. */
 	predictor_distances(pg->pred, next, dist, n);
 	for (unsigned i = 0; i < n; i++) {
-		if (pg->on_demand[next[i]])
+		if (pg->on_demand[next[i]] || readahead_skip(pg->ra, next[i]))
 			continue;   /* read only when acquired or hinted */
 		if (i < pg->gpu_ahead && early_fill(pg, next[i], dist[i]))
 			continue;
 		/* Not in the host tier yet: on_ready copies it up when it lands. */
-		if (hcache_request(pg->hc, next[i], 1) == -ENOSPC)
+		int rc = hcache_request(pg->hc, next[i], 1);
+		if (rc == -ENOSPC)
 			break;   /* the rest are needed even later */
+		if (rc == 1)
+			readahead_started(pg->ra, next[i]);
 	}
+}
+
+void pager_on_unused(void *ctx, uint32_t layer)
+{
+	struct wsp_pager_s *pg = ctx;
+	readahead_unused(pg->ra, layer);
 }
 
 void pager_on_ready(void *ctx, uint32_t layer, int status)
@@ -430,6 +439,7 @@ static int acquire_try(struct wsp_pager_s *pg, uint32_t layer, void *stream,
 	}
 	pthread_mutex_unlock(&pg->lock);
 	if (rc == 0) {
+		readahead_acquired(pg->ra, layer);
 		if (!(pg->opt.flags & WSP_OPEN_NO_PREFETCH))
 			pager_prefetch_ahead(pg);
 		pager_reap(pg, 0);

@@ -117,6 +117,7 @@ static void pager_free(struct wsp_pager_s *pg)
 	dirty_destroy(pg->dirty);   /* after the slots' copies from it; unpins */
 	dev_close(pg->dev);
 	predictor_free(pg->pred);
+	readahead_free(pg->ra);
 	pack_close(pg->pk);
 	free(pg->hinted);
 	free(pg->on_demand);
@@ -159,7 +160,7 @@ static int open_tiers(struct wsp_pager_s *pg, const char *path)
 		pg->on_demand[l->index] = 1;
 	}
 	pg->opt.on_demand = NULL;   /* the caller's strings: read at open only */
-	if ((rc = predictor_create(n, &pg->pred)) < 0)
+	if ((rc = predictor_create(n, &pg->pred)) < 0 || (rc = readahead_create(n, &pg->ra)) < 0)
 		return WSP_ERR(err, rc, "creating the predictor for %u layers: %s", n,
 			       wsp_strerror(rc));
 	if ((rc = dev_open(pg->opt.device, &pg->dev, err)) < 0)
@@ -203,6 +204,7 @@ static int open_tiers(struct wsp_pager_s *pg, const char *path)
 		}
 	}
 	cfg.on_ready = pager_on_ready;
+	cfg.on_unused = pager_on_unused;
 	cfg.ready_ctx = pg;
 	cfg.trace = pg->opt.trace;
 	cfg.trace_ctx = pg->opt.trace_ctx;
@@ -328,6 +330,8 @@ wsp_pack *wsp_pager_pack(const wsp_pager *pg)
 
 void wsp_reset_prediction(wsp_pager *pg)
 {
-	if (pg && pg->pred)
+	if (pg && pg->pred) {
 		predictor_reset(pg->pred);
+		readahead_reset(pg->ra);
+	}
 }

@@ -11,6 +11,7 @@
 #include "gpu/slots.h"
 #include "pack/pack.h"
 #include "predict/predict.h"
+#include "predict/readahead.h"
 #include "writeback/dirty.h"
 #include "writeback/writeback.h"
 #include "wspager.h"
@@ -23,6 +24,7 @@ struct wsp_pager_s {
 	struct wsp_pack_s *pk;
 	struct wsp_options opt;
 	struct predictor *pred;
+	struct readahead *ra;        /* which layers read-ahead pays for */
 	struct dev *dev;
 	struct hcache *hc;
 	struct wb *wb;               /* gradients written back; made at the first push */
@@ -67,6 +69,8 @@ int pager_result(struct wsp_pager_s *pg, struct wsp_err *err, int rc);
 uint64_t pager_default_host_bytes(void);
 /* hcache on_ready hook: copies a predicted layer into a slot early. */
 void pager_on_ready(void *ctx, uint32_t layer, int status);
+/* The host tier evicted a prefetched layer unused (cache lock held). */
+void pager_on_unused(void *ctx, uint32_t layer);
 /* Hand back host references whose copies are done (wait: all of them).
  * Called without the lock. */
 void pager_reap(struct wsp_pager_s *pg, int wait);

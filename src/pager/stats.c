@@ -35,6 +35,7 @@ int wsp_get_stats(wsp_pager *pg, struct wsp_stats *out)
 	pthread_mutex_unlock(&pg->lock);
 
 	out->prefetches = hs.prefetches;
+	out->readahead_left_out = readahead_left_out(pg->ra);
 	out->prefetch_wasted += hs.prefetch_wasted;
 	out->host_evictions = hs.evictions;
 	out->bytes_read = hs.bytes_read;
