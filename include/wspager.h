@@ -371,6 +371,14 @@ int wsp_acquire(wsp_pager *pg, uint32_t layer, void *stream, const struct wsp_la
  * For more threads than slots, instead of retrying WSP_ESTATE.  Thread-safe. */
 int wsp_acquire_wait(wsp_pager *pg, uint32_t layer, void *stream, const struct wsp_layer **view,
 		     uint64_t timeout_ns);
+/* As wsp_acquire, with WSP_ACQUIRE_* flags (added in 0.2): per acquire,
+ * what the predictor and read-ahead make of it.  -EINVAL for other bits. */
+#define WSP_ACQUIRE_UNPREDICTED  1u  /* not learnt from: its place in the order
+					 depends on data (a routed expert) */
+#define WSP_ACQUIRE_NO_READAHEAD 2u  /* start no read-ahead after it (the caller
+					 hints what comes next, wsp_hint_next) */
+int wsp_acquire_flags(wsp_pager *pg, uint32_t layer, void *stream, unsigned flags,
+		      const struct wsp_layer **view);
 /* As wsp_acquire, by layer name. */
 int wsp_acquire_by_name(wsp_pager *pg, const char *name, void *stream, const struct wsp_layer **view);
 
@@ -385,6 +393,13 @@ int wsp_release(wsp_pager *pg, uint32_t layer, void *stream);
  * Never blocks; returns 0 even when the tiers are full (the hint is dropped).
  * Thread-safe. */
 int wsp_prefetch(wsp_pager *pg, uint32_t layer);
+/* Hint that the next acquires will be layers[0 .. n), in that order (a
+ * router's choice of experts, an engine's own schedule): each is moved up
+ * the tiers now as needed at its place in the list, before what the
+ * predictor would read.  Never blocks; what the tiers have no room for is
+ * dropped.  WSP_ENOTFOUND (nothing hinted) for a layer out of range.
+ * Thread-safe (added in 0.2). */
+int wsp_hint_next(wsp_pager *pg, const uint32_t *layers, size_t n);
 
 /* Forget the learned execution order (e.g. when the workload changes). */
 void wsp_reset_prediction(wsp_pager *pg);

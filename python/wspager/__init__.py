@@ -318,6 +318,8 @@ class AcquiredLayer:
 
 _IO = {"auto": 0, "uring": 1, "pread": 2, "mmap": 3}
 _POLICY = {"predict": 0, "lru": 1}
+# wsp_acquire_flags: WSP_ACQUIRE_UNPREDICTED | WSP_ACQUIRE_NO_READAHEAD
+_ACQUIRE_ROUTED = 1 | 2
 OPEN_NO_DIRECT, OPEN_NO_PIN, OPEN_NO_PREFETCH, OPEN_HOST_TOTAL, OPEN_HOST_DECODE = 1, 2, 4, 8, 16
 
 
@@ -449,18 +451,24 @@ class Pager(_Closing):
         return int(layer)
 
     def acquire(self, layer: Union[int, str], stream: Optional[int] = None,
-                timeout: Optional[float] = None) -> AcquiredLayer:
+                timeout: Optional[float] = None, routed: bool = False) -> AcquiredLayer:
         """Make `layer` (index or name) usable on `stream` (a cudaStream_t as
         an int; None: the legacy default stream).  The stream waits for the
         copy; the host blocks only for a layer not yet in the host tier.
         With `timeout` (seconds), when every slot holds an acquired layer,
         wait up to that long for a release (wsp_acquire_wait) instead of
-        failing at once."""
+        failing at once.  `routed`: its place in the order depends on data
+        (a routed expert, hinted with :meth:`hint_next`): the predictor does
+        not learn from it and it starts no read-ahead (wsp_acquire_flags)."""
         h = self._handle()
         idx = self._index(layer)
         view = ctypes.POINTER(_c.Layer)()
         s = ctypes.c_void_p(stream or 0)
-        if timeout is None:
+        if routed:
+            if timeout is not None:
+                raise ValueError("acquire: routed and timeout cannot be combined")
+            rc = _c.lib().wsp_acquire_flags(h, idx, s, _ACQUIRE_ROUTED, ctypes.byref(view))
+        elif timeout is None:
             rc = _c.lib().wsp_acquire(h, idx, s, ctypes.byref(view))
         else:
             rc = _c.lib().wsp_acquire_wait(h, idx, s, ctypes.byref(view), int(timeout * 1e9))
@@ -474,6 +482,14 @@ class Pager(_Closing):
     def prefetch(self, layer: Union[int, str]) -> None:
         """Hint that `layer` is needed soon; never blocks."""
         _check(_c.lib().wsp_prefetch(self._handle(), self._index(layer)), self._errmsg)
+
+    def hint_next(self, layers: Sequence[Union[int, str]]) -> None:
+        """The next acquires will be `layers`, in that order (a router's
+        choice of experts): each moves up the tiers now (wsp_hint_next).
+        Never blocks."""
+        idx = [self._index(x) for x in layers]
+        arr = (ctypes.c_uint32 * max(len(idx), 1))(*idx)
+        _check(_c.lib().wsp_hint_next(self._handle(), arr, len(idx)), self._errmsg)
 
     def reset_prediction(self) -> None:
         """Forget the learned execution order."""

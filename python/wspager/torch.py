@@ -496,13 +496,15 @@ def _bind_experts(off: "Offload", m: torch.nn.Module, per, owners, dev: torch.de
         with torch.no_grad():
             mask = F.one_hot(top_k_index, num_classes=E + 1).permute(2, 1, 0)
             hit = torch.greater(mask.sum(dim=(-1, -2)), 0).nonzero()
-        for e in hit[:, 0].tolist():
-            if e >= E:
-                continue
+        chosen = [e for e in hit[:, 0].tolist() if e < E]
+        # The router has chosen: the pager reads exactly these next, and
+        # learns nothing from their (data-dependent) order.
+        off.pager.hint_next([groups[e].index for e in chosen])
+        for e in chosen:
             top_k_pos, token_idx = torch.where(mask[e])
             x = hidden_states[token_idx]
             g = groups[e]
-            layer = off.pager.acquire(g.index, off._stream())
+            layer = off.pager.acquire(g.index, off._stream(), routed=True)
             try:
                 (gn, dt, gs), (un, _, us) = g.roles["gate"], g.roles["up"]
                 ga, gb = layer.address(gn), layer.info(gn).nbytes

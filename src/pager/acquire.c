@@ -400,7 +400,7 @@ done:
  * observed again by the predictor, and a waiting try's WSP_ESTATE is not
  * counted (the waiting call counts once, however many tries it takes). */
 static int acquire_try(struct wsp_pager_s *pg, uint32_t layer, void *stream,
-		       const struct wsp_layer **view, int waiting, int retry)
+		       const struct wsp_layer **view, int waiting, int retry, unsigned flags)
 {
 	struct wsp_err err;
 	enum outcome how = MISS;
@@ -417,7 +417,7 @@ static int acquire_try(struct wsp_pager_s *pg, uint32_t layer, void *stream,
 		return pager_result(pg, &err, bad_layer(pg, layer, &err));
 	}
 
-	if (!retry) {
+	if (!retry && !(flags & WSP_ACQUIRE_UNPREDICTED)) {
 		was_predicted = predictor_next(pg->pred, &first, 1) == 1 && first == layer;
 		predictor_observe(pg->pred, layer);
 	}
@@ -440,7 +440,7 @@ static int acquire_try(struct wsp_pager_s *pg, uint32_t layer, void *stream,
 	pthread_mutex_unlock(&pg->lock);
 	if (rc == 0) {
 		readahead_acquired(pg->ra, layer);
-		if (!(pg->opt.flags & WSP_OPEN_NO_PREFETCH))
+		if (!(pg->opt.flags & WSP_OPEN_NO_PREFETCH) && !(flags & WSP_ACQUIRE_NO_READAHEAD))
 			pager_prefetch_ahead(pg);
 		pager_reap(pg, 0);
 	}
@@ -452,7 +452,22 @@ int wsp_acquire(wsp_pager *pg, uint32_t layer, void *stream, const struct wsp_la
 {
 	if (!pg || !view)
 		return -EINVAL;
-	return acquire_try(pg, layer, stream, view, 0, 0);
+	return acquire_try(pg, layer, stream, view, 0, 0, 0);
+}
+
+int wsp_acquire_flags(wsp_pager *pg, uint32_t layer, void *stream, unsigned flags,
+		      const struct wsp_layer **view)
+{
+	if (!pg || !view || (flags & ~(WSP_ACQUIRE_UNPREDICTED | WSP_ACQUIRE_NO_READAHEAD))) {
+		if (pg && view) {
+			struct wsp_err err;
+			wsp_err_init(&err);
+			return pager_result(pg, &err, WSP_ERR(&err, -EINVAL, "wsp_acquire_flags: "
+							      "unknown flags 0x%x", flags));
+		}
+		return -EINVAL;
+	}
+	return acquire_try(pg, layer, stream, view, 0, 0, flags);
 }
 
 /* Whether an acquire of `layer` would find a slot now: the layer is in one,
@@ -486,7 +501,7 @@ int wsp_acquire_wait(wsp_pager *pg, uint32_t layer, void *stream, const struct w
 		while (layer < pg->pk->m.hdr->n_layers && !slot_within_reach(pg, layer) && !timed_out)
 			timed_out = pthread_cond_timedwait(&pg->progress, &pg->lock, &until) == ETIMEDOUT;
 		pthread_mutex_unlock(&pg->lock);
-		rc = acquire_try(pg, layer, stream, view, 1, tries > 0);
+		rc = acquire_try(pg, layer, stream, view, 1, tries > 0, 0);
 		if (rc != WSP_ESTATE)
 			return rc;
 		if (timed_out) {
@@ -554,6 +569,23 @@ int wsp_release(wsp_pager *pg, uint32_t layer, void *stream)
 	return pager_result(pg, &err, rc);
 }
 
+/* Move `layer` up the tiers as needed in `dist` acquires; `certain`: the
+ * caller knows it comes (a demand request for the host tier, which evicts
+ * what the policy picks), else a prefetch that the admission rule may
+ * refuse. */
+static void hint(struct wsp_pager_s *pg, uint32_t layer, uint64_t dist, int certain)
+{
+	if (early_fill(pg, layer, dist))
+		return;
+	pthread_mutex_lock(&pg->lock);
+	pg->hinted[layer] = 1;   /* on_ready takes it into a slot when it lands */
+	pthread_mutex_unlock(&pg->lock);
+	(void)hcache_request(pg->hc, layer, !certain);   /* a full tier drops the hint */
+	/* It may have landed between the two calls, before the hint was seen. */
+	if (hcache_contains(pg->hc, layer))
+		early_fill(pg, layer, dist);
+}
+
 int wsp_prefetch(wsp_pager *pg, uint32_t layer)
 {
 	struct wsp_err err;
@@ -563,15 +595,23 @@ int wsp_prefetch(wsp_pager *pg, uint32_t layer)
 		wsp_err_init(&err);
 		return pager_result(pg, &err, bad_layer(pg, layer, &err));
 	}
-	uint64_t dist = predictor_distance(pg->pred, layer);
-	if (early_fill(pg, layer, dist))
-		return 0;
-	pthread_mutex_lock(&pg->lock);
-	pg->hinted[layer] = 1;   /* on_ready takes it into a slot when it lands */
-	pthread_mutex_unlock(&pg->lock);
-	(void)hcache_request(pg->hc, layer, 1);   /* a full tier drops the hint */
-	/* It may have landed between the two calls, before the hint was seen. */
-	if (hcache_contains(pg->hc, layer))
-		early_fill(pg, layer, dist);
+	hint(pg, layer, predictor_distance(pg->pred, layer), 0);
+	return 0;
+}
+
+int wsp_hint_next(wsp_pager *pg, const uint32_t *layers, size_t n)
+{
+	struct wsp_err err;
+	if (!pg || (!layers && n))
+		return -EINVAL;
+	for (size_t i = 0; i < n; i++)
+		if (layers[i] >= pg->pk->m.hdr->n_layers) {
+			wsp_err_init(&err);
+			return pager_result(pg, &err, bad_layer(pg, layers[i], &err));
+		}
+	/* Each as needed at its place in the list: the admission rule then
+	 * weighs it against the slots' and the host tier's occupants. */
+	for (size_t i = 0; i < n; i++)
+		hint(pg, layers[i], i + 1, 1);
 	return 0;
 }

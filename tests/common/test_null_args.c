@@ -44,6 +44,8 @@ int main(void)
 	CHECK_RC(wsp_pack_summary(NULL, NULL), -EINVAL);
 	CHECK_RC(wsp_pack_dtype_bytes(NULL, WSP_DTYPE_BF16, &u, &v), -EINVAL);
 	CHECK_RC(wsp_pack_shard_path(NULL, 0, err, sizeof(err)), -EINVAL);
+	CHECK_RC(wsp_hint_next(NULL, NULL, 0), -EINVAL);
+	CHECK_RC(wsp_acquire_flags(NULL, 0, NULL, 0, NULL), -EINVAL);
 	CHECK_RC(wsp_pack_verify(NULL, 0, NULL, NULL), -EINVAL);
 	CHECK_RC(wsp_pack_read_layer(NULL, 0, err), -EINVAL);
 	CHECK_RC(wsp_pack_measure_decode(NULL, 0, 0, &u, &v), -EINVAL);

@@ -5,7 +5,10 @@
  * the pager leaves such layers to demand once their read-ahead keeps being
  * wasted, so the bytes read stay close to those of demand loading only
  * (WSP_OPEN_NO_PREFETCH), while the shared layers, which it does call,
- * are still read ahead.  Host backend. */
+ * are still read ahead.  An engine that knows the router's choice says so
+ * (wsp_hint_next, then wsp_acquire_flags with WSP_ACQUIRE_UNPREDICTED |
+ * WSP_ACQUIRE_NO_READAHEAD): nothing is read in vain and nothing is left
+ * to learn.  Bad flags and hints are refused.  Host backend. */
 #include <inttypes.h>
 
 #include "pager_util.h"
@@ -26,7 +29,8 @@ static uint32_t next_rand(uint32_t *s)
 	return *s >> 8;
 }
 
-static struct run run(const char *pack, uint64_t host_bytes, unsigned flags)
+/* flags: wsp_options.flags; routed: the engine hints and flags the experts. */
+static struct run run(const char *pack, uint64_t host_bytes, unsigned flags, int routed)
 {
 	struct wsp_options o;
 	wsp_options_init(&o);
@@ -52,7 +56,10 @@ static struct run run(const char *pack, uint64_t host_bytes, unsigned flags)
 			for (int k = 0; k < 3; k++) {
 				CHECK_RC(wsp_get_stats(pg, &st), 0);
 				uint64_t hits = st.gpu_hits + st.host_hits;
-				CHECK_RC(wsp_acquire(pg, seq[k], NULL, &L), 0);
+				if (routed && k == 1)   /* the router chose */
+					CHECK_RC(wsp_hint_next(pg, seq + 1, 2), 0);
+				CHECK_RC(wsp_acquire_flags(pg, seq[k], NULL, routed && k ? WSP_ACQUIRE_UNPREDICTED |
+							   WSP_ACQUIRE_NO_READAHEAD : 0, &L), 0);
 				CHECK(t_view_bad(L) == 0);
 				CHECK_RC(wsp_release(pg, seq[k], NULL), 0);
 				if (k == 0 && pass >= PASSES / 2) {   /* learned by then */
@@ -67,6 +74,12 @@ static struct run run(const char *pack, uint64_t host_bytes, unsigned flags)
 	r.prefetches = st.prefetches;
 	r.wasted = st.prefetch_wasted;
 	r.left_out = st.readahead_left_out;
+	uint32_t past = BLOCKS * PER_BLOCK, none = 0;
+	CHECK_RC(wsp_acquire_flags(pg, 0, NULL, 4, &L), -EINVAL);
+	CHECK(strstr(wsp_errmsg(pg), "unknown flags"));
+	CHECK_RC(wsp_hint_next(pg, &past, 1), WSP_ENOTFOUND);
+	CHECK_RC(wsp_hint_next(pg, NULL, 1), -EINVAL);
+	CHECK_RC(wsp_hint_next(pg, &none, 0), 0);
 	wsp_reset_prediction(pg);   /* forgets what read-ahead learned too */
 	CHECK_RC(wsp_get_stats(pg, &st), 0);
 	CHECK(st.readahead_left_out == 0);
@@ -85,7 +98,8 @@ int main(void)
 	uint64_t model = (uint64_t)spec.layers * spec.tensors_per_layer * spec.tensor_bytes;
 	uint64_t host = model * 40 / 100;
 
-	struct run spec_on = run(pack, host, 0), demand = run(pack, host, WSP_OPEN_NO_PREFETCH);
+	struct run spec_on = run(pack, host, 0, 0), demand = run(pack, host, WSP_OPEN_NO_PREFETCH, 0);
+	struct run hinted = run(pack, host, 0, 1);
 	printf("read-ahead: read %.2fx the model, %" PRIu64 " layers left to demand; shared "
 	       "layers found in a tier %" PRIu64 " of %" PRIu64 " times\n",
 	       (double)spec_on.read / model, spec_on.left_out, spec_on.shared_hits, spec_on.shared);
@@ -98,6 +112,11 @@ int main(void)
 	CHECK(spec_on.read * 100 <= demand.read * 125);
 	CHECK(spec_on.prefetches > 0 && spec_on.shared_hits * 10 >= spec_on.shared * 9);
 	CHECK(demand.left_out == 0);
+	printf("hinted by the engine: read %.2fx the model, %" PRIu64 " layers left to demand; "
+	       "shared layers found %" PRIu64 " of %" PRIu64 "\n", (double)hinted.read / model,
+	       hinted.left_out, hinted.shared_hits, hinted.shared);
+	CHECK(hinted.left_out == 0 && hinted.read * 100 <= demand.read * 105);
+	CHECK(hinted.shared_hits * 10 >= hinted.shared * 9);
 	t_rmrf(root);
 	return 0;
 }

@@ -86,7 +86,7 @@ for name, cfg in CASES:
             wt.offload(model, d + "-default.wsp", device=device, host_cache="64M")
             used = set()
             acquire = model._wspager.pager.acquire
-            model._wspager.pager.acquire = lambda i, s=None: (used.add(i), acquire(i, s))[1]
+            model._wspager.pager.acquire = lambda i, s=None, **kw: (used.add(i), acquire(i, s, **kw))[1]
             with torch.no_grad():
                 got = model(ids[:1, :3]).logits
                 want = ref(ids[:1, :3]).logits
