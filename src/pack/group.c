@@ -19,12 +19,21 @@ static int is_number(const char *s, size_t n)
 }
 
 /* "layers" (Llama, Mistral, Qwen, Whisper), "h" (GPT-2, NeoX's "layers"),
- * "blocks" (ViT-like), "block" (T5), "layer" (BERT, ViT). */
+ * "blocks" (ViT-like), "block" (T5), "layer" (BERT, ViT); diffusers'
+ * UNets page a resnet, attention or resampler at a time ("resnets",
+ * "attentions", "downsamplers", "upsamplers", inside down/mid/up blocks)
+ * and DiTs a transformer block ("transformer_blocks", Flux's
+ * "single_transformer_blocks"). */
 static int is_block_word(const char *s, size_t n)
 {
-	return (n == 6 && !memcmp(s, "layers", 6)) || (n == 1 && s[0] == 'h') ||
-	       (n == 6 && !memcmp(s, "blocks", 6)) || (n == 5 && !memcmp(s, "block", 5)) ||
-	       (n == 5 && !memcmp(s, "layer", 5));
+	static const char *const words[] = {
+		"layers", "h", "blocks", "block", "layer", "resnets", "attentions",
+		"downsamplers", "upsamplers", "transformer_blocks", "single_transformer_blocks",
+	};
+	for (size_t i = 0; i < sizeof(words) / sizeof(words[0]); i++)
+		if (strlen(words[i]) == n && !memcmp(s, words[i], n))
+			return 1;
+	return 0;
 }
 
 /* In `name` from `comp` on, the end of the first "<word>.<digits>" followed

@@ -4,14 +4,18 @@
  *
  * Layer order, the way a forward pass runs: the layers that group_map names
  * first, in the order of their first pair there (the caller knows the
- * execution order); then embeddings; then the encoder's groups, the neutral
- * ones, the decoder's (by "encoder"/"decoder" in the name), each part with
- * its numbered blocks first in numeric order (2 before 10, blocks of one
- * prefix together, each followed by its routed experts in expert order) and
- * its other groups after them in order of first appearance; output heads
- * (lm_head, classifier, ...) last.  Checkpoints list names sorted, so the
- * order of appearance alone would put "decoder" before "encoder" and
- * "lm_head" before the final norm.
+ * execution order); then the embeddings and input stems of no part; then
+ * the encoder's groups, the neutral ones, the decoder's (by
+ * "encoder"/"decoder" in the name), each part with its embeddings and stems
+ * first (Whisper's convolutions, a decoder's token embedding), its numbered
+ * blocks next in numeric order (2 before 10, blocks of one prefix together,
+ * each followed by its routed experts in expert order) and its other groups
+ * after them in order of first appearance; output heads (lm_head,
+ * classifier, ...) last.  A UNet's blocks run down, mid, up, and inside
+ * each a resnet, then its attention, then the next pair, then the
+ * resampler.  Checkpoints list names sorted, so the order of appearance
+ * alone would put "decoder" before "encoder", "lm_head" before the final
+ * norm and a UNet's attentions before its resnets.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -28,6 +32,8 @@ struct layer_key {
 	size_t prefix_len;         /* numbered: length of the name before ".N" */
 	uint64_t num;
 	uint64_t expert;           /* "<block>.experts.E": E + 1; the block itself: 0 */
+	int stage;                 /* UNet: 0 down, 1 mid, 2 up; -1 otherwise */
+	uint64_t stage_pos;        /* UNet: its place in the stage */
 	uint32_t first;            /* first appearance (declaration index) */
 	uint32_t prefix_first;     /* numbered: first appearance of the prefix */
 	const char *name;
@@ -81,6 +87,12 @@ static int cmp_order(const void *a, const void *b)
 	if (x->cls != y->cls)
 		return x->cls - y->cls;
 	if (x->cls == 1) {
+		if (x->stage >= 0 && y->stage >= 0) {
+			if (x->stage != y->stage)
+				return x->stage - y->stage;
+			if (x->stage_pos != y->stage_pos)
+				return x->stage_pos < y->stage_pos ? -1 : 1;
+		}
 		if (x->prefix_first != y->prefix_first)
 			return x->prefix_first < y->prefix_first ? -1 : 1;
 		if (x->num != y->num)
@@ -102,12 +114,50 @@ static int last_is(const char *name, const char *const *words)
 }
 
 /* Token and position embeddings by their usual names (GPT-2's wte/wpe,
- * T5's shared, BERT's embeddings). */
+ * T5's shared, BERT's embeddings), and the input stems that run before the
+ * blocks (a UNet's conv_in, Whisper's two convolutions). */
 static int is_embedding(const char *name)
 {
 	static const char *const words[] = { "wte", "wpe", "shared", "embeddings",
-					     "word_embeddings", "position_embeddings", NULL };
+					     "word_embeddings", "position_embeddings",
+					     "conv_in", "conv1", "conv2", NULL };
 	return strstr(name, "embed") != NULL || last_is(name, words);
+}
+
+/* A UNet block's place: "<...>down_blocks.I.<kind>.J", "mid_block.<kind>.J"
+ * or "up_blocks.I.<kind>.J", with kind resnets (2J), attentions (2J + 1)
+ * or a resampler (after them). */
+static void unet_place(struct layer_key *k)
+{
+	static const char *const stages[] = { "down_blocks.", "mid_block.", "up_blocks." };
+	k->stage = -1;
+	for (int s = 0; s < 3; s++) {
+		const char *p = strstr(k->name, stages[s]);
+		if (!p)
+			continue;
+		p += strlen(stages[s]);
+		char *end;
+		uint64_t outer = 0;
+		if (s != 1) {
+			outer = strtoull(p, &end, 10);
+			if (end == p || *end != '.')
+				return;
+			p = end + 1;
+		}
+		const char *dot = strchr(p, '.');
+		if (!dot)
+			return;
+		uint64_t j = strtoull(dot + 1, &end, 10);
+		if (end == dot + 1 || *end || j > 1000 || outer > 1000)
+			return;
+		size_t kind = (size_t)(dot - p);
+		uint64_t pos = !strncmp(p, "resnets", kind) && kind == 7 ? 2 * j
+			       : !strncmp(p, "attentions", kind) && kind == 10 ? 2 * j + 1
+			       : 4096 + j;   /* downsamplers, upsamplers */
+		k->stage = s;
+		k->stage_pos = outer * 8192 + pos;
+		return;
+	}
 }
 
 /* Output heads, used last. */
@@ -140,9 +190,11 @@ static void classify(struct layer_key *k)
 
 	k->cls = 2;
 	k->part = strstr(k->name, "encoder") ? 1 : strstr(k->name, "decoder") ? 3 : 2;
+	unet_place(k);
 	if (is_embedding(k->name)) {
 		k->cls = 0;
-		k->part = 0;
+		if (k->part == 2)
+			k->part = 0;
 		return;
 	}
 	if (is_head(k->name)) {

@@ -247,6 +247,78 @@ static void check_schemes(void)
 		static const char *const want[] = { "wpe", "wte", "h.0", "h.1", "ln_f" };
 		check_layers("gpt2", tn, WSP_ARRAY_SIZE(tn), &opt, want, WSP_ARRAY_SIZE(want));
 	}
+	{	/* Whisper: the encoder's convolutions and positions, then its
+		 * layers; the decoder's embeddings start the decoder */
+		static const char *const tn[] = {
+			"model.decoder.embed_positions.weight",
+			"model.decoder.embed_tokens.weight",
+			"model.decoder.layer_norm.weight",
+			"model.decoder.layers.0.self_attn.q_proj.weight",
+			"model.decoder.layers.1.self_attn.q_proj.weight",
+			"model.encoder.conv1.weight",
+			"model.encoder.conv2.weight",
+			"model.encoder.embed_positions.weight",
+			"model.encoder.layer_norm.weight",
+			"model.encoder.layers.0.self_attn.q_proj.weight",
+			"model.encoder.layers.1.fc1.weight",
+			"proj_out.weight",
+		};
+		static const char *const want[] = {
+			"model.encoder.conv1", "model.encoder.conv2", "model.encoder.embed_positions",
+			"model.encoder.layers.0", "model.encoder.layers.1", "model.encoder.layer_norm",
+			"model.decoder.embed_positions", "model.decoder.embed_tokens",
+			"model.decoder.layers.0", "model.decoder.layers.1", "model.decoder.layer_norm",
+			"proj_out",
+		};
+		check_layers("whisper", tn, WSP_ARRAY_SIZE(tn), &opt, want, WSP_ARRAY_SIZE(want));
+	}
+	{	/* diffusers UNet: a group per resnet, attention and resampler,
+		 * down, mid, up, each resnet before its attention */
+		static const char *const tn[] = {
+			"conv_in.weight",
+			"conv_norm_out.weight",
+			"conv_out.weight",
+			"down_blocks.0.attentions.0.proj_in.weight",
+			"down_blocks.0.attentions.0.transformer_blocks.0.attn1.to_q.weight",
+			"down_blocks.0.attentions.1.proj_in.weight",
+			"down_blocks.0.downsamplers.0.conv.weight",
+			"down_blocks.0.resnets.0.conv1.weight",
+			"down_blocks.0.resnets.0.conv2.weight",
+			"down_blocks.0.resnets.1.conv1.weight",
+			"down_blocks.1.resnets.0.conv1.weight",
+			"mid_block.attentions.0.proj_in.weight",
+			"mid_block.resnets.0.conv1.weight",
+			"mid_block.resnets.1.conv1.weight",
+			"time_embedding.linear_1.weight",
+			"up_blocks.0.resnets.0.conv1.weight",
+			"up_blocks.0.upsamplers.0.conv.weight",
+			"up_blocks.1.attentions.0.proj_in.weight",
+			"up_blocks.1.resnets.0.conv1.weight",
+		};
+		static const char *const want[] = {
+			"conv_in", "time_embedding.linear_1",
+			"down_blocks.0.resnets.0", "down_blocks.0.attentions.0",
+			"down_blocks.0.resnets.1", "down_blocks.0.attentions.1",
+			"down_blocks.0.downsamplers.0", "down_blocks.1.resnets.0",
+			"mid_block.resnets.0", "mid_block.attentions.0", "mid_block.resnets.1",
+			"up_blocks.0.resnets.0", "up_blocks.0.upsamplers.0",
+			"up_blocks.1.resnets.0", "up_blocks.1.attentions.0",
+			"conv_norm_out", "conv_out",
+		};
+		check_layers("unet", tn, WSP_ARRAY_SIZE(tn), &opt, want, WSP_ARRAY_SIZE(want));
+	}
+	{	/* DiT (diffusers): transformer blocks in order */
+		static const char *const tn[] = {
+			"norm_out.linear.weight", "pos_embed.proj.weight", "proj_out.weight",
+			"transformer_blocks.0.attn.to_q.weight", "transformer_blocks.1.attn.to_q.weight",
+			"transformer_blocks.10.ff.net.0.proj.weight",
+		};
+		static const char *const want[] = {
+			"pos_embed.proj", "transformer_blocks.0", "transformer_blocks.1",
+			"transformer_blocks.10", "norm_out.linear", "proj_out",
+		};
+		check_layers("dit", tn, WSP_ARRAY_SIZE(tn), &opt, want, WSP_ARRAY_SIZE(want));
+	}
 	{	/* Llama: the final norm before lm_head */
 		static const char *const tn[] = {
 			"lm_head.weight", "model.embed_tokens.weight", "model.layers.0.mlp.up_proj.weight",
