@@ -573,7 +573,14 @@ struct wsp_convert_options {
 	 * tensor named twice is -EINVAL.  The strings need only live during
 	 * wsp_convert(). */
 	const char *const *group_map;
-	uint64_t reserved[15];     /* zero (wsp_convert_options_init) */
+	/* Layer order (added in 0.2): NULL, or a NULL-terminated list of layer
+	 * names (after grouping) that come first in the pack, in this order:
+	 * the order a run takes them (wspager run --order's file).  Before the
+	 * layers group_map orders; the rest follow the built-in order.  A name
+	 * no layer has is WSP_ENOTFOUND; the strings need only live during
+	 * wsp_convert(). */
+	const char *const *layer_order;
+	uint64_t reserved[14];     /* zero (wsp_convert_options_init) */
 };
 #define WSP_CONVERT_FORCE 1u   /* replace an existing output */
 

@@ -1,9 +1,12 @@
 /* The tools' shared command line (see cli.h). */
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "cli.h"
@@ -92,6 +95,100 @@ int cli_opt_unsigned(const char *opt, const char *arg, unsigned min, unsigned ma
 	if (rc == 0)
 		*out = (unsigned)v;
 	return rc;
+}
+
+FILE *cli_fopen_regular(const char *path)
+{
+	struct stat st;
+	FILE *f;
+	int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+
+	if (fd < 0) {
+		cli_error("%s: %s", path, strerror(errno));
+		return NULL;
+	}
+	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+		cli_error("%s: not a regular file", path);
+		close(fd);
+		return NULL;
+	}
+	fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+	f = fdopen(fd, "r");
+	if (!f) {
+		cli_error("%s: %s", path, strerror(errno));
+		close(fd);
+	}
+	return f;
+}
+
+void cli_free_names(char **names, unsigned *lines)
+{
+	for (size_t i = 0; names && names[i]; i++)
+		free(names[i]);
+	free(names);
+	free(lines);
+}
+
+int cli_read_names(const char *path, char ***names_out, unsigned **lines_out, size_t *n_out)
+{
+	FILE *f = cli_fopen_regular(path);
+	if (!f)
+		return CLI_EXIT_FAIL;
+	char *line = NULL, **names = NULL;
+	unsigned *lines = NULL, lineno = 0;
+	size_t cap = 0, n = 0, alloc = 0;
+	int rc = 0;
+	while (getline(&line, &cap, f) >= 0) {
+		lineno++;
+		char *hash = strchr(line, '#');
+		if (hash)
+			*hash = '\0';
+		char *s = line, *e;
+		while (*s == ' ' || *s == '\t')
+			s++;
+		e = s + strlen(s);
+		while (e > s && (e[-1] == '\n' || e[-1] == '\r' || e[-1] == ' ' || e[-1] == '\t'))
+			*--e = '\0';
+		if (!*s)
+			continue;
+		if (n + 1 >= alloc) {   /* room for the NULL after the last */
+			size_t na = alloc ? alloc * 2 : 64;
+			char **nn = realloc(names, na * sizeof(*nn));
+			unsigned *nl = nn ? realloc(lines, na * sizeof(*nl)) : NULL;
+			if (nn)
+				names = nn;
+			if (!nn || !nl) {
+				rc = CLI_EXIT_FAIL;
+				break;
+			}
+			lines = nl;
+			alloc = na;
+		}
+		if (!(names[n] = strdup(s))) {
+			rc = CLI_EXIT_FAIL;
+			break;
+		}
+		lines[n++] = lineno;
+		names[n] = NULL;
+	}
+	if (rc)
+		cli_error("out of memory reading %s", path);
+	else if (ferror(f))
+		cli_error("%s: read error", path), rc = CLI_EXIT_FAIL;
+	else if (n == 0)
+		cli_error("%s: no layer names in the file", path), rc = CLI_EXIT_FAIL;
+	free(line);
+	fclose(f);
+	if (rc) {
+		if (names)
+			names[n] = NULL;
+		cli_free_names(names, lines);
+		return rc;
+	}
+	*names_out = names;
+	*lines_out = lines;
+	*n_out = n;
+	return 0;
 }
 
 static int progress_cb(void *ctx, uint64_t done, uint64_t total)

@@ -9,6 +9,7 @@
 
 #include <pthread.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "wspager.h"
 
@@ -35,6 +36,17 @@ int cli_opt_uint(const char *opt, const char *arg, unsigned long long min,
 		 unsigned long long max, unsigned long long *out);
 int cli_opt_unsigned(const char *opt, const char *arg, unsigned min, unsigned max,
 		     unsigned *out);
+
+/* fopen(path, "r") of a regular file, opened without blocking so that a
+ * FIFO in its place never hangs; prints "PROG: PATH: why" and returns
+ * NULL on failure. */
+FILE *cli_fopen_regular(const char *path);
+/* The names of a list file (layer names, one per line; '#' starts a
+ * comment; blank lines are skipped): *names (n strings, then NULL: free
+ * with cli_free_names) and *lines (each name's line number).  At least one
+ * name.  0, or CLI_EXIT_FAIL with the message printed. */
+int cli_read_names(const char *path, char ***names, unsigned **lines, size_t *n);
+void cli_free_names(char **names, unsigned *lines);
 
 /* A progress line on stderr when it is a terminal: "LABEL  42%  1.2 GiB /
  * 3.0 GiB", redrawn when the percentage changes.  Safe from several

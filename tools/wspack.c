@@ -34,6 +34,7 @@ static const char usage_text[] =
 	"      --no-transform     do not byte-group float dtypes before compressing\n"
 	"      --threads N        worker threads (default: all cores)\n"
 	"      --group REGEX      extended regex whose first group names a tensor's layer\n"
+	"      --order FILE       layer names, one per line: these layers first, in this order\n"
 	"      --force            replace an existing output\n"
 	"  unpack PACK -o DIR     write the original safetensors files back [--force]\n"
 	"  info PACK              describe a pack [--json] [--layers] [--tensors]\n"
@@ -72,10 +73,11 @@ static int cmd_convert(int argc, char **argv)
 		{"chunk-size", required_argument, NULL, 'c'}, {"shard-size", required_argument, NULL, 's'},
 		{"codec", required_argument, NULL, 'C'}, {"no-transform", no_argument, NULL, 'T'},
 		{"threads", required_argument, NULL, 't'}, {"group", required_argument, NULL, 'g'},
-		{"force", no_argument, NULL, 'f'}, {"help", no_argument, NULL, 'h'}, {0}};
+		{"order", required_argument, NULL, 'O'}, {"force", no_argument, NULL, 'f'},
+		{"help", no_argument, NULL, 'h'}, {0}};
 	struct wsp_convert_options opt;
 	wsp_convert_options_init(&opt);
-	const char *out = NULL;
+	const char *out = NULL, *order_file = NULL;
 	unsigned long long v;
 	int c;
 	while ((c = getopt_long(argc, argv, ":o:fh", lo, NULL)) != -1) {
@@ -116,6 +118,7 @@ static int cmd_convert(int argc, char **argv)
 			opt.threads = (unsigned)v;
 			break;
 		case 'g': opt.group_regex = optarg; break;
+		case 'O': order_file = optarg; break;
 		case 'f': opt.flags |= WSP_CONVERT_FORCE; break;
 		case 'h': fputs(usage_text, stdout); return 0;
 		default: return cli_bad_option(c, argc, argv);
@@ -125,6 +128,12 @@ static int cmd_convert(int argc, char **argv)
 		return cli_usage("no output: give -o OUT.wsp");
 	if (optind >= argc)
 		return cli_usage("no input: give safetensors files or a checkpoint directory");
+	char **order = NULL;
+	unsigned *order_lines = NULL;
+	size_t n_order;
+	if (order_file && cli_read_names(order_file, &order, &order_lines, &n_order))
+		return CLI_EXIT_FAIL;
+	opt.layer_order = (const char *const *)order;
 	struct cli_progress p;
 	opt.progress = cli_progress_begin(&p, "converting");
 	opt.progress_ctx = &p;
@@ -134,6 +143,11 @@ static int cmd_convert(int argc, char **argv)
 	int rc = wsp_convert((const char *const *)argv + optind, (size_t)(argc - optind), out, &opt,
 			     err, sizeof(err));
 	cli_progress_end(&p);
+	cli_free_names(order, order_lines);
+	if (rc == WSP_ENOTFOUND && order_file) {   /* a name of the order file */
+		cli_error("%s: %s", order_file, err);
+		return CLI_EXIT_FAIL;
+	}
 	if (rc < 0)
 		return fail(err, rc);
 	wsp_pack *pk;

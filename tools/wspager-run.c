@@ -42,60 +42,31 @@ static void log_cb(void *ctx, const char *message)
 	fprintf(stderr, "wspager: %s\n", message);
 }
 
-/* Layer names, one per line; '#' starts a comment; blank lines are skipped. */
+/* Layer names, one per line ('#' comments, blank lines skipped), as
+ * indices into the pack. */
 int wt_read_order(const char *path, const wsp_pack *pk, uint32_t **out, size_t *n_out)
 {
-	FILE *f = wt_fopen_regular(path);
-	if (!f)
-		return CLI_EXIT_FAIL;
-	char *line = NULL;
-	size_t cap = 0, n = 0, alloc = 0;
-	uint32_t *order = NULL;
-	unsigned lineno = 0;
-	int rc = 0;
-	ssize_t len;
-	while ((len = getline(&line, &cap, f)) >= 0) {
-		lineno++;
-		char *hash = strchr(line, '#');
-		if (hash)
-			*hash = '\0';
-		char *s = line, *e;
-		while (*s == ' ' || *s == '\t')
-			s++;
-		e = s + strlen(s);
-		while (e > s && (e[-1] == '\n' || e[-1] == '\r' || e[-1] == ' ' || e[-1] == '\t'))
-			*--e = '\0';
-		if (!*s)
-			continue;
-		const struct wsp_layer *L = wsp_pack_find_layer(pk, s);
+	char **names;
+	unsigned *lines;
+	size_t n;
+	int rc = cli_read_names(path, &names, &lines, &n);
+	if (rc)
+		return rc;
+	uint32_t *order = malloc(n * sizeof(*order));
+	if (!order) {
+		cli_error("out of memory");
+		rc = CLI_EXIT_FAIL;
+	}
+	for (size_t i = 0; !rc && i < n; i++) {
+		const struct wsp_layer *L = wsp_pack_find_layer(pk, names[i]);
 		if (!L) {
-			cli_error("%s:%u: no layer named '%s' in the pack", path, lineno, s);
+			cli_error("%s:%u: no layer named '%s' in the pack", path, lines[i], names[i]);
 			rc = CLI_EXIT_FAIL;
-			break;
+		} else {
+			order[i] = L->index;
 		}
-		if (n == alloc) {
-			size_t na = alloc ? alloc * 2 : 64;
-			uint32_t *no = realloc(order, na * sizeof(*no));
-			if (!no) {
-				cli_error("out of memory");
-				rc = CLI_EXIT_FAIL;
-				break;
-			}
-			order = no;
-			alloc = na;
-		}
-		order[n++] = L->index;
 	}
-	if (!rc && ferror(f)) {
-		cli_error("%s: read error", path);
-		rc = CLI_EXIT_FAIL;
-	}
-	if (!rc && n == 0) {
-		cli_error("%s: no layer names in the order file", path);
-		rc = CLI_EXIT_FAIL;
-	}
-	free(line);
-	fclose(f);
+	cli_free_names(names, lines);
 	if (rc) {
 		free(order);
 		return rc;

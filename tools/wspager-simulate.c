@@ -73,7 +73,7 @@ static int grow(void **p, size_t *cap, size_t need, size_t elem)
 
 static int read_trace(const struct sim_cfg *c, const wsp_pack *pk, struct sim_trace *t)
 {
-	FILE *f = wt_fopen_regular(c->trace);
+	FILE *f = cli_fopen_regular(c->trace);
 	if (!f)
 		return CLI_EXIT_FAIL;
 	/* Names to layers without a pack: glibc's hash table, sized for the

@@ -126,10 +126,6 @@ void wt_acquire_error(wsp_pager *pg, const char *layer);
 /* A name from a file, safe to print (wsp_escape_text into a per-thread
  * buffer, valid until the next call on this thread). */
 const char *wt_text(const char *untrusted);
-/* fopen(path, "r") of a regular file, opened without blocking so that a
- * FIFO in its place never hangs; prints "wspager: PATH: why" and returns
- * NULL on failure. */
-FILE *wt_fopen_regular(const char *path);
 /* False when WSPAGER_NO_DROP_CACHES is set (tests, shared machines). */
 bool wt_drop_caches_allowed(void);
 /* Print a jansson value to stdout (indented) with a newline; 0 or CLI_EXIT_FAIL. */

@@ -166,26 +166,3 @@ bool wt_drop_caches_allowed(void)
 	return !(e && *e && strcmp(e, "0"));
 }
 
-FILE *wt_fopen_regular(const char *path)
-{
-	struct stat st;
-	FILE *f;
-	int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-
-	if (fd < 0) {
-		cli_error("%s: %s", path, strerror(errno));
-		return NULL;
-	}
-	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
-		cli_error("%s: not a regular file", path);
-		close(fd);
-		return NULL;
-	}
-	fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
-	f = fdopen(fd, "r");
-	if (!f) {
-		cli_error("%s: %s", path, strerror(errno));
-		close(fd);
-	}
-	return f;
-}

@@ -603,7 +603,7 @@ def convert(inputs: Union[str, os.PathLike, Sequence[Union[str, os.PathLike]]],
             codec: Optional[str] = None, transform: bool = True, threads: int = 0,
             group: Optional[str] = None,
             groups: Optional[Union[Dict[str, str], Sequence[Tuple[str, str]]]] = None,
-            force: bool = False,
+            order: Optional[Sequence[str]] = None, force: bool = False,
             progress: Optional[Callable[[int, int], object]] = None,
             log: Optional[Callable[[str], object]] = None) -> Pack:
     """Convert safetensors checkpoints into the pack `out`, and open it.
@@ -612,7 +612,9 @@ def convert(inputs: Union[str, os.PathLike, Sequence[Union[str, os.PathLike]]],
     one model.safetensors) or .safetensors files.  `group` is a regex whose
     first capture names a tensor's layer; `groups` maps tensor names to
     layers explicitly (a dict or (tensor, layer) pairs; the layers it names
-    come first in the pack, in their order here).  `progress(done, total)`
+    come first in the pack, in their order here).  `order`: layer names
+    (after grouping) that come first, in this order, before those of
+    `groups`.  `progress(done, total)`
     is called with raw bytes (a true return value cancels); `log(message)`
     receives notes about the inputs (orphan tensors, stray files).
     `codec`: "exprans" (bf16 exponents rANS-coded, decoded by the GPU;
@@ -644,6 +646,10 @@ def convert(inputs: Union[str, os.PathLike, Sequence[Union[str, os.PathLike]]],
         flat = [s.encode() for pair in pairs for s in pair] + [None]
         group_map = (ctypes.c_char_p * len(flat))(*flat)   # alive until the call returns
         o.group_map = ctypes.cast(group_map, ctypes.POINTER(ctypes.c_char_p))
+    if order is not None:
+        names = [s.encode() for s in order] + [None]
+        layer_order = (ctypes.c_char_p * len(names))(*names)   # alive until the call returns
+        o.layer_order = ctypes.cast(layer_order, ctypes.POINTER(ctypes.c_char_p))
     pcb = _progress_fn(progress)
     lcb = _c.LOG_FN(lambda _ctx, msg: log(msg.decode(errors="replace"))) if log else _c.LOG_FN()
     o.progress, o.log = pcb, lcb

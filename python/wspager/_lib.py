@@ -163,7 +163,8 @@ class ConvertOptions(ctypes.Structure):
         ("log", LOG_FN),
         ("log_ctx", c_void_p),
         ("group_map", ctypes.POINTER(c_char_p)),
-        ("reserved", c_u64 * 15),
+        ("layer_order", ctypes.POINTER(c_char_p)),
+        ("reserved", c_u64 * 14),
     ]
 
 

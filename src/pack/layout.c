@@ -208,6 +208,35 @@ static void classify(struct layer_key *k)
 	k->prefix_len = dot ? (size_t)(dot - k->name) : 0;
 }
 
+static int cmp_key_name(const void *a, const void *b)
+{
+	return strcmp(((const struct layer_key *)a)->name, ((const struct layer_key *)b)->name);
+}
+
+/* opt.layer_order: the layers it names first, in its order, then those of
+ * group_map (their ranks moved after).  A name no layer has is refused. */
+static int apply_layer_order(struct pack_writer *pw, struct layer_key *keys, uint32_t n)
+{
+	uint32_t m = pw->n_layer_order;
+	if (!m)
+		return 0;
+	for (uint32_t i = 0; i < n; i++)
+		if (keys[i].rank != UINT32_MAX)
+			keys[i].rank = keys[i].rank > UINT32_MAX - 1 - m ? UINT32_MAX - 1 : keys[i].rank + m;
+	qsort(keys, n, sizeof(*keys), cmp_key_name);
+	for (uint32_t p = 0; p < m; p++) {
+		struct layer_key probe = { .name = pw->layer_order[p] };
+		struct layer_key *k = bsearch(&probe, keys, n, sizeof(*keys), cmp_key_name);
+		if (!k)
+			return WSP_ERR(pw->err, WSP_ENOTFOUND, "layer_order: no layer named \"%s\" "
+				       "(names are layers after grouping, as wspack info --layers "
+				       "lists them)", pw->layer_order[p]);
+		if (k->rank >= m)   /* a name given twice keeps its first place */
+			k->rank = p;
+	}
+	return 0;
+}
+
 static int order_layers(struct pack_writer *pw, struct pw_layer *layers, uint32_t n)
 {
 	struct layer_key *keys = calloc(n ? n : 1, sizeof(*keys));
@@ -224,6 +253,11 @@ static int order_layers(struct pack_writer *pw, struct pw_layer *layers, uint32_
 			keys[i].rank = WSP_MIN(keys[i].rank,
 					       pw->tensors[pw->order[layers[i].first_tensor + k]].map_rank);
 		classify(&keys[i]);
+	}
+	int rc = apply_layer_order(pw, keys, n);
+	if (rc < 0) {
+		free(keys);
+		return rc;
 	}
 	/* Numbered blocks sharing a prefix ("encoder.layers") go together,
 	 * prefixes in order of first appearance (within their part). */

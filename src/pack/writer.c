@@ -47,6 +47,26 @@ static int check_plain_name(struct pack_writer *pw, const char *what, const char
 	return 0;
 }
 
+/* opt.layer_order into pw (the caller's strings live only during the call). */
+static int copy_layer_order(struct pack_writer *pw, const char *const *names, struct wsp_err *err)
+{
+	uint32_t n = 0;
+	while (names && names[n]) {
+		if (++n == UINT32_MAX)
+			return WSP_ERR(err, WSP_ETOOBIG, "layer_order: too many names");
+	}
+	if (!n)
+		return 0;
+	if (!(pw->layer_order = calloc(n, sizeof(*pw->layer_order))))
+		return WSP_ERR(err, -ENOMEM, "out of memory");
+	for (uint32_t i = 0; i < n; i++) {
+		if (!(pw->layer_order[i] = strdup(names[i])))
+			return WSP_ERR(err, -ENOMEM, "out of memory");
+		pw->n_layer_order = i + 1;
+	}
+	return 0;
+}
+
 int pack_writer_create(const char *out_dir, const struct wsp_convert_options *opt,
 		       struct pack_writer **out, struct wsp_err *err)
 {
@@ -87,6 +107,11 @@ int pack_writer_create(const char *out_dir, const struct wsp_convert_options *op
 	if (!pw->opt.threads)
 		pw->opt.threads = wsp_cpu_count();
 	pw->opt.group_map = NULL;   /* the caller's strings: only through pw->map */
+	pw->opt.layer_order = NULL;   /* ...and through pw->layer_order */
+	if ((rc = copy_layer_order(pw, opt->layer_order, err)) < 0) {
+		pack_writer_free(pw);
+		return rc;
+	}
 	if (opt->group_map && (rc = pack_group_map_build(opt->group_map, &pw->map, &pw->n_map,
 							  err)) < 0) {
 		pack_writer_free(pw);
@@ -285,6 +310,9 @@ void pack_writer_free(struct pack_writer *pw)
 	if (pw->has_re)
 		regfree(&pw->re);
 	free(pw->map);
+	for (uint32_t i = 0; i < pw->n_layer_order; i++)
+		free(pw->layer_order[i]);
+	free(pw->layer_order);
 	free(pw->sources);
 	free(pw->tensors);
 	free(pw->index_json);

@@ -54,6 +54,8 @@ struct pack_writer {
 	int has_re;
 	struct group_map_entry *map;   /* opt.group_map indexed; NULL without one */
 	uint32_t n_map;
+	char **layer_order;            /* opt.layer_order copied; NULL without one */
+	uint32_t n_layer_order;
 	int finishing;             /* finish was called: no more declarations */
 	struct wsp_err *err;
 

@@ -390,6 +390,49 @@ static void check_group_map(void)
 	t_rmrf(dir);
 }
 
+/* wsp_convert_options.layer_order: its layers first, in its order (a name
+ * given twice keeps its first place), then group_map's, then the rule's;
+ * a name no layer has is WSP_ENOTFOUND and leaves no pack. */
+static void check_layer_order(void)
+{
+	static const char *const tn[] = {
+		"lm_head.weight", "model.embed_tokens.weight", "model.layers.0.mlp.up_proj.weight",
+		"model.layers.1.mlp.up_proj.weight", "model.norm.weight", "trunk.w",
+	};
+	static const char *const order[] = { "model.layers.1", "lm_head", "model.layers.1", NULL };
+	static const char *const map[] = { "trunk.w", "trunk", NULL };
+	static const char *const want[] = {
+		"model.layers.1", "lm_head", "trunk", "model.embed_tokens", "model.layers.0",
+		"model.norm",
+	};
+	struct wsp_convert_options opt;
+	wsp_convert_options_init(&opt);
+	opt.layer_order = order;
+	opt.group_map = map;
+	check_layers("layer-order", tn, WSP_ARRAY_SIZE(tn), &opt, want, WSP_ARRAY_SIZE(want));
+
+	static const unsigned char data[3] = { 1, 2, 3 };
+	static const char *const bad[] = { "lm_head", "model.layers.7", NULL };
+	uint64_t shape = 3;
+	struct pack_writer *pw;
+	struct wsp_err err;
+	char dir[600];
+	wsp_err_init(&err);
+	snprintf(dir, sizeof(dir), "%s/p", t_scratch("layer-order-bad"));
+	opt.layer_order = bad;
+	CHECK_RC(pack_writer_create(dir, &opt, &pw, &err), 0);
+	for (size_t i = 0; i < WSP_ARRAY_SIZE(tn); i++)
+		CHECK_RC(pack_writer_add_tensor(pw, tn[i], NULL, WSP_DTYPE_U8, 1, &shape, data, 3, 0,
+						0, 0), 0);
+	CHECK_RC(pack_writer_finish(pw), WSP_ENOTFOUND);
+	CHECK(strstr(err.msg, "\"model.layers.7\""));
+	pack_writer_free(pw);
+	CHECK(access(dir, F_OK) != 0);
+	wsp_err_destroy(&err);
+	*strrchr(dir, '/') = '\0';
+	t_rmrf(dir);
+}
+
 int main(void)
 {
 	group_is("model.layers.3.block_sparse_moe.experts.7.w1.weight", NULL,
@@ -422,5 +465,6 @@ int main(void)
 	check_experts();
 	check_schemes();
 	check_group_map();
+	check_layer_order();
 	return 0;
 }

@@ -128,6 +128,7 @@ int main(void)
 	F(wsp_convert_options, log);
 	F(wsp_convert_options, log_ctx);
 	F(wsp_convert_options, group_map);
+	F(wsp_convert_options, layer_order);
 	F(wsp_convert_options, reserved);
 	printf("]}");
 	printf(", \"wsp_grads\": {\"size\": %zu, \"fields\": [", sizeof(struct wsp_grads));

@@ -62,6 +62,14 @@ check(info["model.layers.0.mlp.up_proj.weight"].dtype == "BF16", "dtype name")
 check(info["model.layers.1.scale"].shape == (), "rank-0 shape")
 check(json.loads(pack.metadata) == {"format": "pt"}, f"metadata {pack.metadata}")
 pack.verify()
+# a layer order given at conversion: those layers first, in its order
+ordered = wspager.convert(ckpt, os.path.join(T, "ordered.wsp"),
+                          order=["model.layers.1", "model.embed_tokens"])
+names = [L.name for L in ordered.layers]
+check(names == ["model.layers.1", "model.embed_tokens", "model.layers.0"], f"ordered layers {names}")
+ok, e = raises(lambda: wspager.convert(ckpt, os.path.join(T, "bad-order.wsp"), order=["nope"]),
+               None, 'no layer named "nope"')
+check(ok and not os.path.exists(os.path.join(T, "bad-order.wsp")), f"unknown order name: {e}")
 
 # 3. the pager on the host backend: views hold the checkpoint's bytes
 with wspager.Pager(os.path.join(T, "m.wsp"), device="host", host_cache="16M", gpu_slots=2) as pg:
