@@ -126,10 +126,7 @@ static void *worker_main(void *arg)
 		if (!s)
 			break;   /* stopping and the queue is drained */
 		run_job(w, s, j);
-		struct hc_entry *e = &hc->entries[s->layer];
-		if (atomic_fetch_sub(&s->jobs_left, 1) == 1)
-			hc_loader_release_slot(hc, s->slot);   /* s may be reused now */
-		hc_load_put(hc, e, 1);
+		hc->up.job_done(hc, s);   /* s may be reused after this */
 	}
 	return NULL;
 }

@@ -65,8 +65,13 @@ uint64_t hcache_layer_bytes(const struct hcache *hc, uint32_t layer)
 }
 
 /* Lay out every layer's chunks in file order with their destinations. */
+static void load_finished(struct hcache *hc, struct hc_entry *e);
+static void deferred_run(struct hcache *hc);
+
 int hc_entries_init(struct hcache *hc, struct wsp_err *err)
 {
+	hc->up.load_finished = load_finished;
+	hc->up.pages_ready = deferred_run;   /* retry what waited for pinning */
 	const struct wsp_manifest *m = hc->m;
 	uint64_t n_chunks = m->hdr->n_chunks, bytes;
 	if (ckd_mul(&bytes, n_chunks, (uint64_t)sizeof(struct hc_job)))
@@ -236,7 +241,7 @@ static int start_load(struct hcache *hc, uint32_t layer, int is_prefetch)
 	return 1;
 }
 
-void hc_load_finished(struct hcache *hc, struct hc_entry *e)
+static void load_finished(struct hcache *hc, struct hc_entry *e)
 {
 	uint32_t layer = (uint32_t)(e - hc->entries);
 	int status = atomic_load(&e->status);
@@ -285,7 +290,7 @@ int hcache_request(struct hcache *hc, uint32_t layer, int is_prefetch)
 	return rc;
 }
 
-void hc_deferred_run(struct hcache *hc)
+static void deferred_run(struct hcache *hc)
 {
 	uint32_t n = 0;
 	pthread_mutex_lock(&hc->lock);

@@ -7,6 +7,11 @@
  *	decode_pool.c  decode workers and the completion of a load
  *	report.c       notices, trace events, layer names (used by all of them)
  *
+ * Calls go one way, as a layer's bytes do: hcache.c (the facade) -> entries
+ * -> loader -> decode pool, with pages and report beneath; a lower file
+ * tells an upper one that something finished only through the upcalls in
+ * struct hcache (hc->up), which the upper file sets when it starts.
+ *
  * Locks, in order: hc->lock (entries, free pages, counters that need
  * consistency) -> predictor's own lock.  hc->pool_lock (decode queue) and
  * hc->stage_lock (staging slots, load queue) are never held together with
@@ -79,7 +84,18 @@ struct hc_pin_piece {
 	int pinned;
 };
 
+/* What the lower files tell the upper ones (see the top of this file). */
+struct hc_upcalls {
+	/* loader -> entries: a load ended (once per load, any thread, no lock). */
+	void (*load_finished)(struct hcache *hc, struct hc_entry *e);
+	/* decode pool -> loader: a worker finished one job of slice s. */
+	void (*job_done)(struct hcache *hc, struct hc_slice *s);
+	/* pages -> entries: a pinned piece became usable (pin thread, no lock). */
+	void (*pages_ready)(struct hcache *hc);
+};
+
 struct hcache {
+	struct hc_upcalls up;      /* set at create, before any thread starts */
 	struct hcache_config cfg;
 	struct wsp_pack_s *pk;
 	const struct wsp_manifest *m;
@@ -115,7 +131,7 @@ struct hcache {
 	uint64_t *cand_pages;      /* n_layers, pages of each candidate */
 	uint32_t *deferred;        /* prefetches waiting for pinned pages, in order */
 	uint32_t n_deferred;
-	uint32_t *started;         /* scratch of hc_deferred_run (pin thread only) */
+	uint32_t *started;         /* scratch of deferred_run, entries.c (pin thread only) */
 	uint64_t clock;
 	unsigned n_loading;
 	uint64_t max_chunk_raw, max_chunk_stored;
@@ -170,10 +186,6 @@ static inline void *hc_page(const struct hcache *hc, uint32_t idx)
 /* entries.c */
 int hc_entries_init(struct hcache *hc, struct wsp_err *err);
 void hc_entries_fini(struct hcache *hc);
-/* Retry the prefetches deferred while pinning (pin thread, no lock held). */
-void hc_deferred_run(struct hcache *hc);
-/* A load ended (called once per load, from any worker thread, no lock held). */
-void hc_load_finished(struct hcache *hc, struct hc_entry *e);
 
 /* loader.c */
 /* Size the staging arena (slot size and count) from the pack; no memory is
@@ -185,9 +197,6 @@ void hc_loader_fini(struct hcache *hc);
 void hc_loader_queue(struct hcache *hc, struct hc_entry *e, int demand);
 /* A get waits for a queued prefetch: serve it before the other prefetches. */
 void hc_loader_promote(struct hcache *hc, struct hc_entry *e);
-void hc_loader_release_slot(struct hcache *hc, unsigned slot);
-/* Drop `n` from the entry's pending count; finishes the load at zero. */
-void hc_load_put(struct hcache *hc, struct hc_entry *e, uint64_t n);
 
 /* decode_pool.c */
 int hc_pool_start(struct hcache *hc, struct wsp_err *err);

@@ -26,10 +26,11 @@
 #define HC_STAGING_MIN (32ull << 20)
 #define HC_STAGING_MAX (256ull << 20)
 
-void hc_load_put(struct hcache *hc, struct hc_entry *e, uint64_t n)
+/* Drop `n` from the entry's pending count; finishes the load at zero. */
+static void load_put(struct hcache *hc, struct hc_entry *e, uint64_t n)
 {
 	if (n && atomic_fetch_sub(&e->pending, n) == n)
-		hc_load_finished(hc, e);
+		hc->up.load_finished(hc, e);
 }
 
 /* Record the load's first failure: 1 if this call is the first (and so
@@ -76,7 +77,7 @@ void hc_loader_promote(struct hcache *hc, struct hc_entry *e)
 	pthread_mutex_unlock(&hc->stage_lock);
 }
 
-void hc_loader_release_slot(struct hcache *hc, unsigned slot)
+static void release_slot(struct hcache *hc, unsigned slot)
 {
 	pthread_mutex_lock(&hc->stage_lock);
 	hc->free_slots[hc->n_free_slots++] = slot;
@@ -123,8 +124,8 @@ static void read_done(struct io_req *r, int result)
 			    msg[0] ? msg : wsp_strerror(result));
 	}
 	uint64_t n = s->n_jobs;
-	hc_loader_release_slot(hc, s->slot);
-	hc_load_put(hc, e, n);
+	release_slot(hc, s->slot);
+	load_put(hc, e, n);
 }
 
 static void zero_range(struct hcache *hc, struct hc_entry *e, uint64_t off, uint64_t len)
@@ -219,7 +220,7 @@ static void run_load(struct hcache *hc, struct hc_entry *e)
 			read_done(&s->req, rc);   /* not queued: done will not be called */
 	}
 	/* Jobs never dispatched, and the loader's own hold. */
-	hc_load_put(hc, e, (j1 - j) + 1);
+	load_put(hc, e, (j1 - j) + 1);
 }
 
 static void *loader_main(void *arg)
@@ -274,8 +275,19 @@ uint64_t hc_staging_plan(struct hcache *hc)
 	return hc->staging_bytes;
 }
 
+/* The decode pool finished one job of s: the last one frees its staging
+ * slot, and each gives back its share of the layer's load. */
+static void job_done(struct hcache *hc, struct hc_slice *s)
+{
+	struct hc_entry *e = &hc->entries[s->layer];
+	if (atomic_fetch_sub(&s->jobs_left, 1) == 1)
+		release_slot(hc, s->slot);   /* s may be reused now */
+	load_put(hc, e, 1);
+}
+
 int hc_loader_start(struct hcache *hc, struct wsp_err *err)
 {
+	hc->up.job_done = job_done;
 	if (!hc->staging_bytes)
 		hc_staging_plan(hc);
 	unsigned n = hc->n_slots;

@@ -104,7 +104,7 @@ static void *pin_main(void *arg)
 		pthread_mutex_unlock(&hc->lock);
 		if (rc < 0)
 			hc_notice(hc, "%s", hc->pin_msg);
-		hc_deferred_run(hc);
+		hc->up.pages_ready(hc);
 	}
 	/* Stopped early: hand out the rest unpinned so that the counts add up. */
 	pthread_mutex_lock(&hc->lock);
@@ -113,7 +113,7 @@ static void *pin_main(void *arg)
 	pthread_cond_broadcast(&hc->cond);
 	pthread_mutex_unlock(&hc->lock);
 	if (!stopped)
-		hc_deferred_run(hc);   /* the last chance: the rest are dropped */
+		hc->up.pages_ready(hc);   /* the last chance: the rest are dropped */
 	wsp_err_destroy(&perr);
 	return NULL;
 }
