@@ -104,8 +104,8 @@ static double raw_read(struct wsp_pack_s *pk, enum wsp_io_backend be, uint64_t *
 	cfg.direct = 1;
 	cfg.notice = notice;
 	struct io_engine *io;
-	struct wsp_err err;
-	wsp_err_init(&err);
+	struct wspi_err err;
+	wspi_err_init(&err);
 	int rc = io_engine_open(&cfg, (const char *const *)paths, n, &io, &err);
 	if (rc < 0)
 		die("io_engine_open", rc, err.msg);
@@ -114,18 +114,18 @@ static double raw_read(struct wsp_pack_s *pk, enum wsp_io_backend be, uint64_t *
 		die("mmap", -errno, NULL);
 	memset(buf, 0, NBUF * req_bytes);
 	io_engine_register_buffer(io, buf, NBUF * req_bytes);
-	struct wsp_err errs[NBUF];
+	struct wspi_err errs[NBUF];
 	static struct rd st;
 	memset(&st, 0, sizeof(st));
 	pthread_mutex_init(&st.lock, NULL);
 	pthread_cond_init(&st.cond, NULL);
 	for (unsigned b = 0; b < NBUF; b++) {
 		st.free_buf[st.n_free++] = b;
-		wsp_err_init(&errs[b]);
+		wspi_err_init(&errs[b]);
 	}
 	*bytes = 0;
 	drop_caches();
-	uint64_t t0 = wsp_now_ns();
+	uint64_t t0 = wspi_now_ns();
 	for (uint32_t f = 0; f < n; f++) {
 		uint64_t size = pk->m.shards[f].size;
 		for (uint64_t off = 0; off < size; off += req_bytes) {
@@ -150,7 +150,7 @@ static double raw_read(struct wsp_pack_s *pk, enum wsp_io_backend be, uint64_t *
 	while (st.in_flight)
 		pthread_cond_wait(&st.cond, &st.lock);
 	pthread_mutex_unlock(&st.lock);
-	uint64_t t1 = wsp_now_ns();
+	uint64_t t1 = wspi_now_ns();
 	if (st.rc < 0)
 		die("read", st.rc, NULL);
 	*backend = io_engine_backend(io);
@@ -188,15 +188,15 @@ static uint64_t thread_cpu_ns(void)
 static void *dec_worker(void *arg)
 {
 	struct dec_job *j = arg;
-	const struct wsp_manifest *m = &j->pk->m;
+	const struct wspi_manifest *m = &j->pk->m;
 	struct chunk_decoder *d;
-	struct wsp_err err;
-	wsp_err_init(&err);
+	struct wspi_err err;
+	wspi_err_init(&err);
 	if ((j->rc = chunk_decoder_create(j->max_raw, &d)) < 0)
 		return NULL;
 	/* Large pages, like the cache arena, so that both decode into the same
 	 * kind of memory. */
-	size_t dlen = wsp_align_up(j->max_raw ? j->max_raw : 1, 2u << 20);
+	size_t dlen = wspi_align_up(j->max_raw ? j->max_raw : 1, 2u << 20);
 	uint64_t cpu0 = thread_cpu_ns();
 	uint8_t *dst = mmap(NULL, dlen, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	if (dst == MAP_FAILED) {
@@ -217,10 +217,10 @@ static void *dec_worker(void *arg)
 		const uint8_t *base = j->shard_data[m->layers[T->layer].shard];
 		for (uint64_t k = 0; k < T->n_chunks; k++) {
 			const struct wspm_chunk *c = &m->chunks[T->first_chunk + k];
-			struct wsp_span sp = { dst, c->raw_bytes };
-			uint64_t b0 = wsp_now_ns();
+			struct wspi_span sp = { dst, c->raw_bytes };
+			uint64_t b0 = wspi_now_ns();
 			int rc = chunk_decode(d, c, T->dtype, base + c->offset, &sp, 1, &err);
-			j->busy += wsp_now_ns() - b0;
+			j->busy += wspi_now_ns() - b0;
 			if (rc < 0) {
 				j->rc = rc;
 				fprintf(stderr, "decode: %s\n", err.msg);
@@ -232,7 +232,7 @@ static void *dec_worker(void *arg)
 	j->cpu = thread_cpu_ns() - cpu0;
 	munmap(dst, dlen);
 	chunk_decoder_free(d);
-	wsp_err_destroy(&err);
+	wspi_err_destroy(&err);
 	return NULL;
 }
 
@@ -269,7 +269,7 @@ static double decode_rate(struct wsp_pack_s *pk, uint8_t **data, unsigned thread
 	uint64_t next = 0;
 	struct dec_job *jobs = calloc(threads, sizeof(*jobs));
 	pthread_t *tid = calloc(threads, sizeof(*tid));
-	uint64_t t0 = wsp_now_ns();
+	uint64_t t0 = wspi_now_ns();
 	for (unsigned i = 0; i < threads; i++) {
 		jobs[i] = (struct dec_job){ pk, data, max_raw, &next, &lock, 0, 0, 0, 0 };
 		pthread_create(&tid[i], NULL, dec_worker, &jobs[i]);
@@ -284,7 +284,7 @@ static double decode_rate(struct wsp_pack_s *pk, uint8_t **data, unsigned thread
 		cpu += jobs[i].cpu;
 	}
 	*cpu_rate = (double)raw / secs(cpu) / 1e9 * threads;
-	uint64_t t1 = wsp_now_ns();
+	uint64_t t1 = wspi_now_ns();
 	if (getenv("CB_VERBOSE"))
 		fprintf(stderr, "decode: wall %.3f s, busy %.3f s, cpu %.3f s over %u threads\n", secs(t1 - t0),
 			secs(busy), secs(cpu), threads);
@@ -296,7 +296,7 @@ static double decode_rate(struct wsp_pack_s *pk, uint8_t **data, unsigned thread
 /* ---- (c, d) through the host tier -------------------------------------- */
 
 /* Stands in for cudaHostRegister: fault the pages in, as pinning does. */
-static int prefault(void *ctx, void *p, uint64_t len, struct wsp_err *err)
+static int prefault(void *ctx, void *p, uint64_t len, struct wspi_err *err)
 {
 #ifdef MADV_POPULATE_WRITE
 	if (madvise(p, len, MADV_POPULATE_WRITE) == 0)
@@ -374,7 +374,7 @@ int main(int argc, char **argv)
 		}
 	}
 	if (!threads)
-		threads = wsp_cpu_count();
+		threads = wspi_cpu_count();
 	if (!rounds)
 		rounds = 1;
 	char tmp[4096] = "", gen[4200], out[4200];
@@ -407,12 +407,12 @@ int main(int argc, char **argv)
 	}
 
 	struct wsp_pack_s *pk;
-	struct wsp_err err;
-	wsp_err_init(&err);
+	struct wspi_err err;
+	wspi_err_init(&err);
 	int rc = pack_open(pack, &pk, &err);
 	if (rc < 0)
 		die("pack_open", rc, err.msg);
-	const struct wsp_manifest *m = &pk->m;
+	const struct wspi_manifest *m = &pk->m;
 	uint64_t raw = 0, stored = 0, max_raw = 0;
 	for (uint64_t k = 0; k < m->hdr->n_chunks; k++) {
 		raw += m->chunks[k].raw_bytes;
@@ -421,14 +421,14 @@ int main(int argc, char **argv)
 	}
 	uint64_t layout = 0;
 	for (uint32_t l = 0; l < m->hdr->n_layers; l++)
-		layout += wsp_align_up(m->layers[l].raw_bytes, page ? page : 2ull << 20);
+		layout += wspi_align_up(m->layers[l].raw_bytes, page ? page : 2ull << 20);
 	double ratio = (double)raw / (double)stored;
 	char s1[32], s2[32];
 	printf("pack: %s\n", pack);
 	printf("  %u layers, %" PRIu64 " chunks, raw %s, stored %s, ratio %.3f\n", m->hdr->n_layers,
 	       m->hdr->n_chunks, wsp_format_size(raw, s1, sizeof(s1)),
 	       wsp_format_size(stored, s2, sizeof(s2)), ratio);
-	printf("  %u cores, %u decode threads, staging %s, root: %s\n", wsp_cpu_count(), threads,
+	printf("  %u cores, %u decode threads, staging %s, root: %s\n", wspi_cpu_count(), threads,
 	       staging ? "as asked" : "default",
 	       geteuid() == 0 ? "yes (page cache dropped before each cold read)" : "no");
 
@@ -462,7 +462,7 @@ int main(int argc, char **argv)
 			die("hcache_create", rc, err.msg);
 		hcache_pin_wait(hc, NULL);
 		drop_caches();
-		uint64_t t0 = wsp_now_ns();
+		uint64_t t0 = wspi_now_ns();
 		for (uint32_t l = 0; l < m->hdr->n_layers; l++)
 			hcache_request(hc, l, 1);   /* everything is ahead of need */
 		for (uint32_t l = 0; l < m->hdr->n_layers; l++) {
@@ -471,20 +471,20 @@ int main(int argc, char **argv)
 				die("hcache_get", rc, err.msg);
 			hcache_put(hc, &ref);
 		}
-		uint64_t t1 = wsp_now_ns();
+		uint64_t t1 = wspi_now_ns();
 		struct hcache_stats cs, ws;
 		hcache_get_stats(hc, &cs);
 		double cr = (double)raw / secs(t1 - t0) / 1e9;
 		/* (d) warm pass */
 		hcache_reset_stats(hc);
-		uint64_t t2 = wsp_now_ns();
+		uint64_t t2 = wspi_now_ns();
 		for (uint32_t l = 0; l < m->hdr->n_layers; l++) {
 			struct hcache_ref ref;
 			if ((rc = hcache_get(hc, l, &ref, &err)) < 0)
 				die("hcache_get", rc, err.msg);
 			hcache_put(hc, &ref);
 		}
-		uint64_t t3 = wsp_now_ns();
+		uint64_t t3 = wspi_now_ns();
 		hcache_get_stats(hc, &ws);
 		hcache_destroy(hc);
 		ok &= ws.bytes_read == 0 && ws.bytes_decoded == 0 && ws.misses == 0 &&
@@ -528,7 +528,7 @@ int main(int argc, char **argv)
 	       warm.hits, warm.misses, warm.bytes_read, warm.bytes_decoded,
 	       (double)warm_ns / 1e3 / m->hdr->n_layers);
 	pack_close(pk);
-	wsp_err_destroy(&err);
+	wspi_err_destroy(&err);
 	if (tmp[0] && !keep) {
 		char cmd[4300];
 		snprintf(cmd, sizeof(cmd), "rm -rf '%s'", tmp);

@@ -86,12 +86,12 @@ static void *encode_worker(void *arg)
 {
 	struct job *j = arg;
 	struct chunk_encoder *e;
-	struct wsp_err err;
+	struct wspi_err err;
 	size_t k;
 
 	uint64_t c0 = thread_cpu_ns();
 
-	wsp_err_init(&err);
+	wspi_err_init(&err);
 	if (chunk_encoder_create(j->level, j->chunk, &e) < 0) {
 		j->failed = 1;
 		return NULL;
@@ -105,7 +105,7 @@ static void *encode_worker(void *arg)
 		}
 	}
 	chunk_encoder_free(e);
-	wsp_err_destroy(&err);
+	wspi_err_destroy(&err);
 	atomic_fetch_add(&j->cpu_ns, thread_cpu_ns() - c0);
 	return NULL;
 }
@@ -114,13 +114,13 @@ static void *decode_worker(void *arg)
 {
 	struct job *j = arg;
 	struct chunk_decoder *d;
-	struct wsp_err err;
-	struct wsp_span sp[64];
+	struct wspi_err err;
+	struct wspi_span sp[64];
 	size_t k;
 
 	uint64_t c0 = thread_cpu_ns();
 
-	wsp_err_init(&err);
+	wspi_err_init(&err);
 	if (chunk_decoder_create(j->chunk, &d) < 0) {
 		j->failed = 1;
 		return NULL;
@@ -140,7 +140,7 @@ static void *decode_worker(void *arg)
 		}
 	}
 	chunk_decoder_free(d);
-	wsp_err_destroy(&err);
+	wspi_err_destroy(&err);
 	atomic_fetch_add(&j->cpu_ns, thread_cpu_ns() - c0);
 	return NULL;
 }
@@ -149,7 +149,7 @@ static void *decode_worker(void *arg)
 static double run(struct job *j, void *(*fn)(void *), unsigned threads)
 {
 	pthread_t t[256];
-	uint64_t t0 = wsp_now_ns();
+	uint64_t t0 = wspi_now_ns();
 	unsigned i;
 
 	atomic_store(&j->next, 0);
@@ -161,7 +161,7 @@ static double run(struct job *j, void *(*fn)(void *), unsigned threads)
 		pthread_join(t[i], NULL);
 	if (j->failed)
 		exit(1);
-	return (double)(wsp_now_ns() - t0) / 1e9;
+	return (double)(wspi_now_ns() - t0) / 1e9;
 }
 
 /* Where one thread's decode time goes, stage by stage (per CPU-second), for
@@ -172,7 +172,7 @@ static void profile(struct job *j, int reps)
 {
 	double tz = 1e30, tx = 1e30, th = 1e30;
 	ZSTD_DCtx *dc = ZSTD_createDCtx();
-	uint8_t *planes = aligned_alloc(4096, wsp_align_up(j->total, 4096));
+	uint8_t *planes = aligned_alloc(4096, wspi_align_up(j->total, 4096));
 	volatile uint64_t sink = 0;
 	int r;
 
@@ -240,7 +240,7 @@ int main(int argc, char **argv)
 	};
 	uint64_t size = 256ull << 20, chunk = 4ull << 20;
 	const char *levels = "1,3,-1";
-	unsigned threads = wsp_cpu_count(), spans = 1;
+	unsigned threads = wspi_cpu_count(), spans = 1;
 	int dtype = WSP_DTYPE_BF16, reps = 3, prof = 0, o;
 	struct job j;
 	char *lv, *tok, *save;
@@ -278,11 +278,11 @@ int main(int argc, char **argv)
 	j.dtype = dtype;
 	j.spans = spans;
 	j.n_chunks = (size_t)((size + chunk - 1) / chunk);
-	j.slot = wsp_align_up(chunk_encode_bound(chunk), 64);
+	j.slot = wspi_align_up(chunk_encode_bound(chunk), 64);
 	raw = aligned_alloc(4096, size);
 	copy = aligned_alloc(4096, size);
 	j.out = aligned_alloc(4096, size);
-	j.stored = aligned_alloc(4096, wsp_align_up(j.slot * j.n_chunks, 4096));
+	j.stored = aligned_alloc(4096, wspi_align_up(j.slot * j.n_chunks, 4096));
 	j.chunks = calloc(j.n_chunks, sizeof(*j.chunks));
 	if (!raw || !copy || !j.out || !j.stored || !j.chunks)
 		return 1;
@@ -293,9 +293,9 @@ int main(int argc, char **argv)
 
 	secs = csecs = 1e30;
 	for (o = 0; o < reps; o++) {
-		uint64_t t0 = wsp_now_ns(), c0 = thread_cpu_ns();
+		uint64_t t0 = wspi_now_ns(), c0 = thread_cpu_ns();
 		memcpy(copy, raw, size);
-		secs = WSP_MIN(secs, (double)(wsp_now_ns() - t0) / 1e9);
+		secs = WSP_MIN(secs, (double)(wspi_now_ns() - t0) / 1e9);
 		csecs = WSP_MIN(csecs, (double)(thread_cpu_ns() - c0) / 1e9);
 	}
 	printf("data: %s N(0, 0.02), %llu MiB, chunk %llu KiB, %u threads, %u segment(s) per chunk\n",

@@ -246,7 +246,7 @@ static void bench_kind(int heavy, uint64_t size, uint64_t chunk_bytes, uint64_t 
 	const char *name = heavy ? "heavy-tailed" : "Gaussian";
 	struct job j = { .heavy = heavy, .n = size / 2, .chunk = chunk_bytes / 2 };
 	uint64_t chunks = (j.n + j.chunk - 1) / j.chunk;
-	j.slot = wsp_align_up(exprans_bound(j.chunk), 16);
+	j.slot = wspi_align_up(exprans_bound(j.chunk), 16);
 	CU(cudaMallocHost((void **)&j.raw, size));
 	j.enc = malloc(chunks * j.slot);
 	j.len = calloc(chunks, sizeof(*j.len));
@@ -264,7 +264,7 @@ static void bench_kind(int heavy, uint64_t size, uint64_t chunk_bytes, uint64_t 
 	at[0] = 0;
 	for (uint64_t c = 0; c < chunks; c++) {
 		stored += j.len[c];
-		at[c + 1] = at[c] + wsp_align_up(j.len[c], 16);
+		at[c + 1] = at[c] + wspi_align_up(j.len[c], 16);
 	}
 	uint8_t *hcomp;
 	CU(cudaMallocHost((void **)&hcomp, at[chunks]));

@@ -283,12 +283,12 @@ int main(int argc, char **argv)
 	/* 1. Streaming with no compute. */
 	struct wsp_stats st;
 	wsp_reset_stats(pg);
-	uint64_t h0 = wsp_now_ns();
+	uint64_t h0 = wspi_now_ns();
 	CU(cudaEventRecord(t0, s));
 	for (unsigned p = 0; p < a.passes; p++)
 		pass(pg, n, s, 0, sink, NULL, NULL);
 	CU(cudaEventRecord(t1, s));
-	double host_s = (wsp_now_ns() - h0) / 1e9;   /* enqueueing only */
+	double host_s = (wspi_now_ns() - h0) / 1e9;   /* enqueueing only */
 	CU(cudaEventSynchronize(t1));
 	double stream_ms = ms_between(t0, t1);
 	wsp_get_stats(pg, &st);

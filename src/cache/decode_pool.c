@@ -16,10 +16,10 @@ struct hc_worker {
 	struct hcache *hc;
 	unsigned index;
 	struct chunk_decoder *dec;
-	struct wsp_span *spans;
+	struct wspi_span *spans;
 	unsigned max_spans;
 	uint8_t *check;            /* a kept-stored chunk decoded here, to be checked */
-	struct wsp_err err;
+	struct wspi_err err;
 };
 
 /* Copy len bytes to offset `at` of the entry's pages. */
@@ -62,28 +62,28 @@ static void run_job(struct hc_worker *w, struct hc_slice *s, uint64_t j)
 				(c->offset - s->file_off);
 	unsigned n = 0;
 	uint64_t d = job->at, left = c->raw_bytes;
-	uint64_t t0 = wsp_now_ns();
+	uint64_t t0 = wspi_now_ns();
 	int rc = 1;
-	wsp_err_clear(&w->err);
+	wspi_err_clear(&w->err);
 	if (job->keep_stored) {
 		/* The pages keep the stream for the GPU.  Its stored bytes are
 		 * checked here when the pack records their check; else the
 		 * chunk is decoded, only to check the raw bytes' checksum. */
 		rc = chunk_check_stored(c, stored, &w->err);
-		w->spans[n++] = (struct wsp_span){ w->check, (size_t)c->raw_bytes };
+		w->spans[n++] = (struct wspi_span){ w->check, (size_t)c->raw_bytes };
 		left = 0;
 	}
 	while (left && n < w->max_spans) {
 		uint64_t pg = d / hc->page_bytes, in = d % hc->page_bytes;
 		uint64_t len = WSP_MIN(left, hc->page_bytes - in);
-		w->spans[n++] = (struct wsp_span){ (uint8_t *)e->page_ptr[pg] + in, (size_t)len };
+		w->spans[n++] = (struct wspi_span){ (uint8_t *)e->page_ptr[pg] + in, (size_t)len };
 		d += len;
 		left -= len;
 	}
 	int decoded = rc > 0;
 	if (decoded)
 		rc = chunk_decode(w->dec, c, T->dtype, stored, w->spans, n, &w->err);
-	uint64_t t1 = wsp_now_ns();
+	uint64_t t1 = wspi_now_ns();
 	atomic_fetch_add(&hc->c_decode_ns, t1 - t0);
 	hc_trace(hc, WSP_STAGE_DECODE, s->layer, t0, t1, c->raw_bytes, (int)w->index);
 	if (rc >= 0) {
@@ -96,8 +96,8 @@ static void run_job(struct hc_worker *w, struct hc_slice *s, uint64_t j)
 	int zero = 0;
 	if (atomic_compare_exchange_strong(&e->status, &zero, rc)) {
 		char msg[WSP_ERRMSG_MAX];
-		wsp_err_copy(&w->err, msg, sizeof(msg));
-		wsp_err_set(&e->err, rc, "%s: layer %s, tensor %s, chunk %" PRIu32 " (offset %" PRIu64 "): %s",
+		wspi_err_copy(&w->err, msg, sizeof(msg));
+		wspi_err_set(&e->err, rc, "%s: layer %s, tensor %s, chunk %" PRIu32 " (offset %" PRIu64 "): %s",
 			    hc->paths[hc->m->layers[s->layer].shard], hc_layer_name(hc, s->layer),
 			    wspm_str(hc->m, T->name_off), job->index_in_tensor, c->offset,
 			    msg[0] ? msg : wsp_strerror(rc));
@@ -136,9 +136,9 @@ static struct hc_worker *workers_of(struct hcache *hc)
 	return hc->wstate;
 }
 
-int hc_pool_start(struct hcache *hc, struct wsp_err *err)
+int hc_pool_start(struct hcache *hc, struct wspi_err *err)
 {
-	unsigned n = hc->cfg.decode_threads ? hc->cfg.decode_threads : wsp_cpu_count();
+	unsigned n = hc->cfg.decode_threads ? hc->cfg.decode_threads : wspi_cpu_count();
 	if (n > 1024)
 		n = 1024;
 	hc->workers = calloc(n, sizeof(pthread_t));
@@ -152,7 +152,7 @@ int hc_pool_start(struct hcache *hc, struct wsp_err *err)
 		w->hc = hc;
 		w->index = i;
 		w->max_spans = max_spans;
-		wsp_err_init(&w->err);
+		wspi_err_init(&w->err);
 		hc->n_workers = i + 1;   /* states to free */
 		w->spans = calloc(max_spans, sizeof(*w->spans));
 		if (hc->cfg.keep_packed)
@@ -190,7 +190,7 @@ void hc_pool_stop(struct hcache *hc)
 		chunk_decoder_free(ws[i].dec);
 		free(ws[i].spans);
 		free(ws[i].check);
-		wsp_err_destroy(&ws[i].err);
+		wspi_err_destroy(&ws[i].err);
 	}
 	free(hc->workers);
 	free(hc->wstate);

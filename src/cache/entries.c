@@ -35,7 +35,7 @@ static void lay_out(struct hcache *hc, uint32_t l, uint64_t j1)
 		const struct wspm_chunk *c = &ch[job->chunk];
 		job->keep_stored = packed && c->codec == WSP_CODEC_EXPRANS;
 		job->at = packed ? at : job->dst;
-		at = wsp_align_up(at + (job->keep_stored ? c->stored_bytes : c->raw_bytes), 16);
+		at = wspi_align_up(at + (job->keep_stored ? c->stored_bytes : c->raw_bytes), 16);
 	}
 	hc->layer_packed[l] = (uint8_t)packed;
 	hc->layer_bytes[l] = packed ? at : hc->m->layers[l].raw_bytes;
@@ -68,11 +68,11 @@ uint64_t hcache_layer_bytes(const struct hcache *hc, uint32_t layer)
 static void load_finished(struct hcache *hc, struct hc_entry *e);
 static void deferred_run(struct hcache *hc);
 
-int hc_entries_init(struct hcache *hc, struct wsp_err *err)
+int hc_entries_init(struct hcache *hc, struct wspi_err *err)
 {
 	hc->up.load_finished = load_finished;
 	hc->up.pages_ready = deferred_run;   /* retry what waited for pinning */
-	const struct wsp_manifest *m = hc->m;
+	const struct wspi_manifest *m = hc->m;
 	uint64_t n_chunks = m->hdr->n_chunks, bytes;
 	if (ckd_mul(&bytes, n_chunks, (uint64_t)sizeof(struct hc_job)))
 		return WSP_ERR(err, WSP_ETOOBIG, "host cache: %" PRIu64 " chunks", n_chunks);
@@ -123,7 +123,7 @@ int hc_entries_init(struct hcache *hc, struct wsp_err *err)
 			qsort_r(hc->jobs + hc->layer_job0[l], j - hc->layer_job0[l],
 				sizeof(struct hc_job), job_cmp, (void *)m->chunks);
 		lay_out(hc, l, j);
-		wsp_err_init(&e->err);
+		wspi_err_init(&e->err);
 		e->err_init = 1;
 		uint64_t np = (hc->layer_bytes[l] + hc->page_bytes - 1) / hc->page_bytes;
 		e->n_pages = (uint32_t)np;   /* bounded by n_pages: checked at create */
@@ -142,7 +142,7 @@ void hc_entries_fini(struct hcache *hc)
 		for (uint32_t l = 0; l < hc->n_layers; l++) {
 			struct hc_entry *e = &hc->entries[l];
 			if (e->err_init)
-				wsp_err_destroy(&e->err);
+				wspi_err_destroy(&e->err);
 			free(e->page_idx);
 			free(e->page_ptr);
 		}
@@ -234,7 +234,7 @@ static int start_load(struct hcache *hc, uint32_t layer, int is_prefetch)
 	uint64_t n_jobs = hc->layer_job0[layer + 1] - hc->layer_job0[layer];
 	atomic_store(&e->pending, n_jobs + 1);
 	atomic_store(&e->status, 0);
-	wsp_err_clear(&e->err);
+	wspi_err_clear(&e->err);
 	atomic_fetch_add(&hc->c_loads, 1);
 	if (is_prefetch)
 		atomic_fetch_add(&hc->c_prefetches, 1);
@@ -253,7 +253,7 @@ static void load_finished(struct hcache *hc, struct hc_entry *e)
 		e->prefetched_unused = 0;
 		release_pages(hc, e);
 		e->fail_code = status;
-		wsp_err_copy(&e->err, e->fail_msg, sizeof(e->fail_msg));
+		wspi_err_copy(&e->err, e->fail_msg, sizeof(e->fail_msg));
 		e->fail_seq++;
 		atomic_fetch_add(&hc->c_load_failures, 1);
 	}
@@ -336,7 +336,7 @@ static void take(struct hcache *hc, struct hc_entry *e, struct hcache_ref *ref)
 	fill_ref(hc, (uint32_t)(e - hc->entries), ref);
 }
 
-int hcache_get(struct hcache *hc, uint32_t layer, struct hcache_ref *ref, struct wsp_err *err)
+int hcache_get(struct hcache *hc, uint32_t layer, struct hcache_ref *ref, struct wspi_err *err)
 {
 	if (layer >= hc->n_layers)
 		return WSP_ERR(err, WSP_ENOTFOUND, "host cache: no layer %" PRIu32 " (pack has %" PRIu32 ")",

@@ -28,7 +28,7 @@
 static uint64_t choose_budget(struct hcache *hc, uint64_t want, uint64_t reserve)
 {
 	const char *why = NULL;
-	uint64_t avail = wsp_memory_available(&why);
+	uint64_t avail = wspi_memory_available(&why);
 	if (!want) {
 		want = avail ? avail / 4 : HC_DEFAULT_BUDGET_MAX;
 		return WSP_MIN(want, HC_DEFAULT_BUDGET_MAX);
@@ -48,7 +48,7 @@ static uint64_t choose_budget(struct hcache *hc, uint64_t want, uint64_t reserve
 }
 
 static int check_fits(struct hcache *hc, uint64_t budget, uint64_t asked, uint64_t reserve,
-		      struct wsp_err *err)
+		      struct wspi_err *err)
 {
 	uint64_t pages = budget / hc->page_bytes, most = 0;
 	uint32_t big = 0;
@@ -81,7 +81,7 @@ static int check_fits(struct hcache *hc, uint64_t budget, uint64_t asked, uint64
 }
 
 int hcache_create(const struct hcache_config *cfg, struct wsp_pack_s *pk, struct hcache **out,
-		  struct wsp_err *err)
+		  struct wspi_err *err)
 {
 	*out = NULL;
 	uint64_t page = cfg->page_bytes ? cfg->page_bytes : HC_DEFAULT_PAGE;
@@ -98,7 +98,7 @@ int hcache_create(const struct hcache_config *cfg, struct wsp_pack_s *pk, struct
 	/* A budget smaller than one page would hold nothing: it is carved into
 	 * HC_MIN_PAGES smaller pages instead. */
 	if (cfg->budget_bytes && cfg->budget_bytes < page) {
-		uint64_t fit = WSP_MAX(wsp_align_down(cfg->budget_bytes / HC_MIN_PAGES,
+		uint64_t fit = WSP_MAX(wspi_align_down(cfg->budget_bytes / HC_MIN_PAGES,
 						      WSP_ALIGN_DIRECT), (uint64_t)WSP_ALIGN_DIRECT);
 		char a[32], b[32], c[32];
 		hc_notice(hc, "host cache budget %s is smaller than a page of %s: using %s pages",
@@ -120,7 +120,7 @@ int hcache_create(const struct hcache_config *cfg, struct wsp_pack_s *pk, struct
 	int rc = hc_entries_init(hc, err);
 	if (rc < 0)
 		goto fail;
-	unsigned workers = cfg->decode_threads ? cfg->decode_threads : wsp_cpu_count();
+	unsigned workers = cfg->decode_threads ? cfg->decode_threads : wspi_cpu_count();
 	/* A decoder's buffers; a second chunk to check kept-stored chunks in. */
 	uint64_t per_worker = hc->max_chunk_raw * (cfg->keep_packed ? 2 : 1) + HC_DECODER_OVERHEAD;
 	if (cfg->budget_total && cfg->budget_bytes && !cfg->decode_threads) {
@@ -192,7 +192,7 @@ const struct io_engine *hcache_io(const struct hcache *hc)
 	return hc->io;
 }
 
-int hcache_pin_wait(struct hcache *hc, struct wsp_err *err)
+int hcache_pin_wait(struct hcache *hc, struct wspi_err *err)
 {
 	pthread_mutex_lock(&hc->lock);
 	while (hc->n_unavailable && hc->pin_thread_started)

@@ -52,7 +52,7 @@ struct hcache_config {
 	 * pages) in order; a piece's pages are handed out once it returns.
 	 * unpin gets the start of each piece that pinned, at destroy.  After a
 	 * failure the rest stays pageable (notice, stats, hcache_pin_wait). */
-	int (*pin)(void *ctx, void *p, uint64_t len, struct wsp_err *err);
+	int (*pin)(void *ctx, void *p, uint64_t len, struct wspi_err *err);
 	void (*unpin)(void *ctx, void *p);
 	void *pin_ctx;
 	/* Called from a cache thread (decode, I/O completion or loader) when a
@@ -122,13 +122,13 @@ struct hcache_stats {
 
 /* Errors: WSP_ETOOBIG when the largest layer does not fit in the budget. */
 int hcache_create(const struct hcache_config *cfg, struct wsp_pack_s *pk, struct hcache **out,
-		  struct wsp_err *err);
+		  struct wspi_err *err);
 void hcache_destroy(struct hcache *hc);
 const struct io_engine *hcache_io(const struct hcache *hc);
 /* Wait until background pinning has finished: 0 when every page is pinned
  * (or there is no pin hook), else the pinning error with its message.  The
  * pages stay usable, only pageable, after a failure: the caller decides. */
-int hcache_pin_wait(struct hcache *hc, struct wsp_err *err);
+int hcache_pin_wait(struct hcache *hc, struct wspi_err *err);
 
 /* Start loading `layer` if absent; never blocks.  Returns 1 if a load was
  * started, 0 if it is already present or loading (or, for a prefetch while
@@ -143,7 +143,7 @@ int hcache_request(struct hcache *hc, uint32_t layer, int is_prefetch);
 /* Take a reference, loading the layer if absent and waiting until it is valid.
  * Returns 0, or the load's error (the entry is then dropped, never valid), or
  * -ENOSPC when every page is referenced (instead of waiting forever). */
-int hcache_get(struct hcache *hc, uint32_t layer, struct hcache_ref *ref, struct wsp_err *err);
+int hcache_get(struct hcache *hc, uint32_t layer, struct hcache_ref *ref, struct wspi_err *err);
 /* Take a reference only if the layer is valid now: 1 taken, 0 not valid yet. */
 int hcache_try_get(struct hcache *hc, uint32_t layer, struct hcache_ref *ref);
 /* 1 if `layer` is valid in the cache now (no reference taken). */

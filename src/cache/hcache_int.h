@@ -57,7 +57,7 @@ struct hc_entry {
 	/* The load in flight (one at most per entry). */
 	atomic_uint_fast64_t pending;  /* chunk jobs left + 1 held by the loader */
 	atomic_int status;             /* first error of this load, 0 if none */
-	struct wsp_err err;            /* its message */
+	struct wspi_err err;            /* its message */
 	int err_init;
 	struct hc_entry *next_load;    /* load queue link */
 	int demand;                    /* a get waits for it (under hc->lock) */
@@ -75,7 +75,7 @@ struct hc_slice {
 	atomic_uint_fast64_t jobs_left;
 	uint64_t read_begin;
 	struct io_req req;
-	struct wsp_err io_err;
+	struct wspi_err io_err;
 	struct hc_slice *next;     /* decode queue link */
 };
 
@@ -98,7 +98,7 @@ struct hcache {
 	struct hc_upcalls up;      /* set at create, before any thread starts */
 	struct hcache_config cfg;
 	struct wsp_pack_s *pk;
-	const struct wsp_manifest *m;
+	const struct wspi_manifest *m;
 	uint32_t n_layers;
 
 	/* Pages (pages.c). */
@@ -174,9 +174,9 @@ struct hcache {
 };
 
 /* pages.c */
-int hc_pages_init(struct hcache *hc, uint64_t budget, struct wsp_err *err);
+int hc_pages_init(struct hcache *hc, uint64_t budget, struct wspi_err *err);
 void hc_pages_fini(struct hcache *hc);
-int hc_pin_start(struct hcache *hc, struct wsp_err *err);
+int hc_pin_start(struct hcache *hc, struct wspi_err *err);
 void hc_pin_stop(struct hcache *hc);
 static inline void *hc_page(const struct hcache *hc, uint32_t idx)
 {
@@ -184,14 +184,14 @@ static inline void *hc_page(const struct hcache *hc, uint32_t idx)
 }
 
 /* entries.c */
-int hc_entries_init(struct hcache *hc, struct wsp_err *err);
+int hc_entries_init(struct hcache *hc, struct wspi_err *err);
 void hc_entries_fini(struct hcache *hc);
 
 /* loader.c */
 /* Size the staging arena (slot size and count) from the pack; no memory is
  * taken yet.  Returns its bytes.  hc_loader_start maps what was planned. */
 uint64_t hc_staging_plan(struct hcache *hc);
-int hc_loader_start(struct hcache *hc, struct wsp_err *err);
+int hc_loader_start(struct hcache *hc, struct wspi_err *err);
 void hc_loader_stop(struct hcache *hc);
 void hc_loader_fini(struct hcache *hc);
 void hc_loader_queue(struct hcache *hc, struct hc_entry *e, int demand);
@@ -199,7 +199,7 @@ void hc_loader_queue(struct hcache *hc, struct hc_entry *e, int demand);
 void hc_loader_promote(struct hcache *hc, struct hc_entry *e);
 
 /* decode_pool.c */
-int hc_pool_start(struct hcache *hc, struct wsp_err *err);
+int hc_pool_start(struct hcache *hc, struct wspi_err *err);
 void hc_pool_stop(struct hcache *hc);
 void hc_pool_push(struct hcache *hc, struct hc_slice *s);
 

@@ -106,7 +106,7 @@ static void read_done(struct io_req *r, int result)
 	struct hc_slice *s = r->ctx;
 	struct hcache *hc = s->hc;
 	struct hc_entry *e = &hc->entries[s->layer];
-	uint64_t end = wsp_now_ns();
+	uint64_t end = wspi_now_ns();
 	reads_end(hc, end);
 	hc_trace(hc, WSP_STAGE_READ, s->layer, s->read_begin, end, r->length, (int)s->slot);
 	if (result >= 0) {
@@ -118,8 +118,8 @@ static void read_done(struct io_req *r, int result)
 	}
 	if (fail_first(e, result)) {
 		char msg[WSP_ERRMSG_MAX];
-		wsp_err_copy(&s->io_err, msg, sizeof(msg));
-		wsp_err_set(&e->err, result, "%s: layer %s: reading %" PRIu64 " bytes at offset %" PRIu64 ": %s",
+		wspi_err_copy(&s->io_err, msg, sizeof(msg));
+		wspi_err_set(&e->err, result, "%s: layer %s: reading %" PRIu64 " bytes at offset %" PRIu64 ": %s",
 			    hc->paths[r->file], hc_layer_name(hc, s->layer), r->length, r->offset,
 			    msg[0] ? msg : wsp_strerror(result));
 	}
@@ -187,12 +187,12 @@ static void run_load(struct hcache *hc, struct hc_entry *e)
 		int slot = get_slot(hc);
 		if (slot < 0) {
 			if (fail_first(e, -ECANCELED))
-				wsp_err_set(&e->err, -ECANCELED, "layer %s: the host cache is closing",
+				wspi_err_set(&e->err, -ECANCELED, "layer %s: the host cache is closing",
 					    hc_layer_name(hc, layer));
 			break;
 		}
 		const struct wspm_chunk *c0 = &ch[hc->jobs[j].chunk];
-		uint64_t start = wsp_align_down(c0->offset, WSP_ALIGN_DIRECT);
+		uint64_t start = wspi_align_down(c0->offset, WSP_ALIGN_DIRECT);
 		uint64_t end = c0->offset + c0->stored_bytes, k = j + 1;
 		for (; k < j1; k++) {
 			const struct wspm_chunk *c = &ch[hc->jobs[k].chunk];
@@ -211,8 +211,8 @@ static void run_load(struct hcache *hc, struct hc_entry *e)
 			.buf = hc->staging + (uint64_t)slot * hc->slot_bytes,
 			.done = read_done, .ctx = s, .err = &s->io_err,
 		};
-		wsp_err_clear(&s->io_err);
-		s->read_begin = wsp_now_ns();
+		wspi_err_clear(&s->io_err);
+		s->read_begin = wspi_now_ns();
 		reads_begin(hc, s->read_begin);
 		j = k;
 		int rc = io_submit(hc->io, &s->req);
@@ -241,7 +241,7 @@ static void *loader_main(void *arg)
 		if (!e)
 			break;
 		if (stop && fail_first(e, -ECANCELED))
-			wsp_err_set(&e->err, -ECANCELED, "layer %s: the host cache is closing",
+			wspi_err_set(&e->err, -ECANCELED, "layer %s: the host cache is closing",
 				    hc_layer_name(hc, (uint32_t)(e - hc->entries)));
 		run_load(hc, e);   /* cancelled loads only finish */
 	}
@@ -254,7 +254,7 @@ uint64_t hc_staging_plan(struct hcache *hc)
 	for (uint32_t l = 0; l < hc->n_layers; l++)
 		max_span = WSP_MAX(max_span, io_span(hc->m->layers[l].stored_bytes));
 	/* A slot holds the largest chunk wherever it starts within a page. */
-	uint64_t chunk_need = wsp_align_up(hc->max_chunk_stored, WSP_ALIGN_DIRECT) +
+	uint64_t chunk_need = wspi_align_up(hc->max_chunk_stored, WSP_ALIGN_DIRECT) +
 			      2 * WSP_ALIGN_DIRECT;
 	uint64_t want = hc->cfg.staging_bytes;
 	if (!want) {
@@ -265,7 +265,7 @@ uint64_t hc_staging_plan(struct hcache *hc)
 			want = WSP_MIN(want, hc->cfg.budget_bytes / 8);
 	}
 	/* A small arena: smaller slots, at least two. */
-	hc->slot_bytes = WSP_MAX(chunk_need, wsp_align_down(WSP_MIN(HC_SLOT_MIN, want / 2),
+	hc->slot_bytes = WSP_MAX(chunk_need, wspi_align_down(WSP_MIN(HC_SLOT_MIN, want / 2),
 							    WSP_ALIGN_DIRECT));
 	uint64_t n = WSP_MAX(want / hc->slot_bytes, 2);
 	if (n > 4096)
@@ -285,7 +285,7 @@ static void job_done(struct hcache *hc, struct hc_slice *s)
 	load_put(hc, e, 1);
 }
 
-int hc_loader_start(struct hcache *hc, struct wsp_err *err)
+int hc_loader_start(struct hcache *hc, struct wspi_err *err)
 {
 	hc->up.job_done = job_done;
 	if (!hc->staging_bytes)
@@ -307,7 +307,7 @@ int hc_loader_start(struct hcache *hc, struct wsp_err *err)
 	for (unsigned i = 0; i < n; i++) {
 		hc->slices[i].hc = hc;
 		hc->slices[i].slot = i;
-		wsp_err_init(&hc->slices[i].io_err);
+		wspi_err_init(&hc->slices[i].io_err);
 		hc->free_slots[hc->n_free_slots++] = (unsigned)(n - 1 - i);
 	}
 
@@ -352,7 +352,7 @@ void hc_loader_fini(struct hcache *hc)
 {
 	if (hc->slices)
 		for (unsigned i = 0; i < hc->n_slots; i++)
-			wsp_err_destroy(&hc->slices[i].io_err);
+			wspi_err_destroy(&hc->slices[i].io_err);
 	free(hc->slices);
 	free(hc->free_slots);
 	if (hc->staging)

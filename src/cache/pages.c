@@ -19,7 +19,7 @@
 
 #define HC_PIN_PIECE (256ull << 20)
 
-int hc_pages_init(struct hcache *hc, uint64_t budget, struct wsp_err *err)
+int hc_pages_init(struct hcache *hc, uint64_t budget, struct wspi_err *err)
 {
 	uint64_t n = budget / hc->page_bytes;
 	if (n > UINT32_MAX - 1)
@@ -65,8 +65,8 @@ static void piece_available(struct hcache *hc, unsigned i)
 static void *pin_main(void *arg)
 {
 	struct hcache *hc = arg;
-	struct wsp_err perr;
-	wsp_err_init(&perr);
+	struct wspi_err perr;
+	wspi_err_init(&perr);
 	unsigned i;
 	int stopped = 0;
 	for (i = 0; i < hc->n_pieces; i++) {
@@ -89,7 +89,7 @@ static void *pin_main(void *arg)
 		pthread_mutex_lock(&hc->lock);
 		if (rc < 0 && hc->pin_status == 0) {
 			char a[32], b[32], msg[320];
-			wsp_err_copy(&perr, msg, sizeof(msg));
+			wspi_err_copy(&perr, msg, sizeof(msg));
 			hc->pin_status = rc;
 			snprintf(hc->pin_msg, sizeof(hc->pin_msg),
 				 "host cache: pinning %s at offset %s failed (%s): %s; the rest of the cache stays pageable",
@@ -114,11 +114,11 @@ static void *pin_main(void *arg)
 	pthread_mutex_unlock(&hc->lock);
 	if (!stopped)
 		hc->up.pages_ready(hc);   /* the last chance: the rest are dropped */
-	wsp_err_destroy(&perr);
+	wspi_err_destroy(&perr);
 	return NULL;
 }
 
-int hc_pin_start(struct hcache *hc, struct wsp_err *err)
+int hc_pin_start(struct hcache *hc, struct wspi_err *err)
 {
 	if (!hc->n_pages)
 		return 0;

@@ -11,7 +11,7 @@ void hc_notice(struct hcache *hc, const char *fmt, ...)
 {
 	va_list ap;
 	va_start(ap, fmt);
-	wsp_vnotice(hc->cfg.notice, hc->cfg.notice_ctx, fmt, ap);
+	wspi_vnotice(hc->cfg.notice, hc->cfg.notice_ctx, fmt, ap);
 	va_end(ap);
 }
 

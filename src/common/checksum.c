@@ -14,7 +14,7 @@ static inline uint64_t mix64(uint64_t z)
 	return z ^ (z >> 31);
 }
 
-uint64_t wsp_checksum64_part(const void *data, uint64_t bytes, uint64_t first_word)
+uint64_t wspi_checksum64_part(const void *data, uint64_t bytes, uint64_t first_word)
 {
 	const unsigned char *p = data;
 	uint64_t words = bytes / 8, sum = 0, i;
@@ -33,5 +33,5 @@ uint64_t wsp_checksum64_part(const void *data, uint64_t bytes, uint64_t first_wo
 
 uint64_t wsp_checksum64(const void *data, uint64_t bytes)
 {
-	return wsp_checksum64_part(data, bytes, 0);
+	return wspi_checksum64_part(data, bytes, 0);
 }

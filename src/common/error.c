@@ -34,20 +34,20 @@ const char *wsp_strerror(int code)
 	return "unknown error";
 }
 
-void wsp_err_init(struct wsp_err *e)
+void wspi_err_init(struct wspi_err *e)
 {
 	pthread_mutex_init(&e->lock, NULL);
 	e->code = 0;
 	e->msg[0] = '\0';
 }
 
-void wsp_err_destroy(struct wsp_err *e)
+void wspi_err_destroy(struct wspi_err *e)
 {
 	if (e)
 		pthread_mutex_destroy(&e->lock);
 }
 
-static int err_vset(struct wsp_err *e, int keep_first, int code, const char *fmt, va_list ap)
+static int err_vset(struct wspi_err *e, int keep_first, int code, const char *fmt, va_list ap)
 {
 	if (!e)
 		return code;
@@ -63,7 +63,7 @@ static int err_vset(struct wsp_err *e, int keep_first, int code, const char *fmt
 	return code;
 }
 
-int wsp_err_set(struct wsp_err *e, int code, const char *fmt, ...)
+int wspi_err_set(struct wspi_err *e, int code, const char *fmt, ...)
 {
 	va_list ap;
 	va_start(ap, fmt);
@@ -72,7 +72,7 @@ int wsp_err_set(struct wsp_err *e, int code, const char *fmt, ...)
 	return code;
 }
 
-int wsp_err_set_first(struct wsp_err *e, int code, const char *fmt, ...)
+int wspi_err_set_first(struct wspi_err *e, int code, const char *fmt, ...)
 {
 	va_list ap;
 	va_start(ap, fmt);
@@ -81,7 +81,7 @@ int wsp_err_set_first(struct wsp_err *e, int code, const char *fmt, ...)
 	return code;
 }
 
-void wsp_err_prefix(struct wsp_err *e, const char *fmt, ...)
+void wspi_err_prefix(struct wspi_err *e, const char *fmt, ...)
 {
 	if (!e)
 		return;
@@ -107,7 +107,7 @@ void wsp_err_prefix(struct wsp_err *e, const char *fmt, ...)
 	pthread_mutex_unlock(&e->lock);
 }
 
-void wsp_err_clear(struct wsp_err *e)
+void wspi_err_clear(struct wspi_err *e)
 {
 	pthread_mutex_lock(&e->lock);
 	e->code = 0;
@@ -115,7 +115,7 @@ void wsp_err_clear(struct wsp_err *e)
 	pthread_mutex_unlock(&e->lock);
 }
 
-void wsp_err_copy(struct wsp_err *e, char *buf, size_t len)
+void wspi_err_copy(struct wspi_err *e, char *buf, size_t len)
 {
 	if (!buf || !len)
 		return;
@@ -124,7 +124,7 @@ void wsp_err_copy(struct wsp_err *e, char *buf, size_t len)
 	pthread_mutex_unlock(&e->lock);
 }
 
-void wsp_vnotice(wsp_log_fn log, void *ctx, const char *fmt, va_list ap)
+void wspi_vnotice(wsp_log_fn log, void *ctx, const char *fmt, va_list ap)
 {
 	char raw[WSP_ERRMSG_MAX], msg[WSP_ERRMSG_MAX];
 
@@ -134,10 +134,10 @@ void wsp_vnotice(wsp_log_fn log, void *ctx, const char *fmt, va_list ap)
 	log(ctx, wsp_escape_text(raw, msg, sizeof(msg)));
 }
 
-void wsp_notice(wsp_log_fn log, void *ctx, const char *fmt, ...)
+void wspi_notice(wsp_log_fn log, void *ctx, const char *fmt, ...)
 {
 	va_list ap;
 	va_start(ap, fmt);
-	wsp_vnotice(log, ctx, fmt, ap);
+	wspi_vnotice(log, ctx, fmt, ap);
 	va_end(ap);
 }

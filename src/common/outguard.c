@@ -112,7 +112,7 @@ static int path_within(const char *path, const struct stat *st)
 }
 
 int out_check_inputs(const char *out, const char *const *inputs, size_t n_inputs,
-		     struct wsp_err *err)
+		     struct wspi_err *err)
 {
 	char last[256];
 	struct stat ost, ist;
@@ -165,7 +165,7 @@ static void list_add(char *list, size_t len, int *count, const char *name)
 }
 
 int out_check_replaceable(const char *out, int force, int file_ok, out_entry_fn entry_ok,
-			  void *ctx, const char *kind, struct wsp_err *err)
+			  void *ctx, const char *kind, struct wspi_err *err)
 {
 	char list[400] = "", last[256];
 	struct dirent *e;

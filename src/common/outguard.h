@@ -18,7 +18,7 @@
  * no rename can replace.  Returns 0 or -EINVAL with the detail in `err`.
  */
 int out_check_inputs(const char *out, const char *const *inputs, size_t n_inputs,
-		     struct wsp_err *err);
+		     struct wspi_err *err);
 
 /* Whether the entry `name` of an existing output directory is one that a
  * previous output of this kind holds (1) or not (0). */
@@ -32,7 +32,7 @@ typedef int (*out_entry_fn)(void *ctx, const char *name, const struct stat *st);
  * entries, and `kind` ("a pack") says what was expected.
  */
 int out_check_replaceable(const char *out, int force, int file_ok, out_entry_fn entry_ok,
-			  void *ctx, const char *kind, struct wsp_err *err);
+			  void *ctx, const char *kind, struct wspi_err *err);
 
 /* Entry test for checkpoints: regular *.safetensors files and
  * model.safetensors.index.json. */

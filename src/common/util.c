@@ -10,7 +10,7 @@
 #include "common/error.h"
 #include "common/util.h"
 
-int wsp_grow(void **arr, size_t *cap, size_t need, size_t elem, size_t first)
+int wspi_grow(void **arr, size_t *cap, size_t need, size_t elem, size_t first)
 {
 	if (need <= *cap)
 		return 0;
@@ -30,7 +30,7 @@ int wsp_grow(void **arr, size_t *cap, size_t need, size_t elem, size_t first)
 	return 0;
 }
 
-unsigned wsp_cpu_count(void)
+unsigned wspi_cpu_count(void)
 {
 	long n = sysconf(_SC_NPROCESSORS_ONLN);
 	return n > 0 ? (unsigned)n : 1u;
@@ -136,7 +136,7 @@ static uint64_t cgroup_room(int *found)
 	return cur < max ? max - cur : 0;
 }
 
-uint64_t wsp_memory_available(const char **why)
+uint64_t wspi_memory_available(const char **why)
 {
 	uint64_t avail = 0;
 	FILE *f = fopen("/proc/meminfo", "re");
@@ -163,7 +163,7 @@ uint64_t wsp_memory_available(const char **why)
 	return avail;
 }
 
-int wsp_tensor_bytes(int dtype, unsigned rank, const uint64_t *shape, uint64_t *bytes)
+int wspi_tensor_bytes(int dtype, unsigned rank, const uint64_t *shape, uint64_t *bytes)
 {
 	unsigned bits = wsp_dtype_bits((enum wsp_dtype)dtype);
 	if (!bits)
@@ -183,7 +183,7 @@ int wsp_tensor_bytes(int dtype, unsigned rank, const uint64_t *shape, uint64_t *
 	return 0;
 }
 
-int wsp_open_regular(const char *path, int flags, struct wsp_err *err)
+int wspi_open_regular(const char *path, int flags, struct wspi_err *err)
 {
 	struct stat st;
 	int fd = open(path, flags | O_NONBLOCK | O_CLOEXEC), rc;

@@ -15,20 +15,20 @@
 #define WSP_ALIGN_DIRECT 4096u   /* O_DIRECT offset/length/buffer alignment */
 #define WSP_ALIGN_TENSOR 256u    /* tensor start inside a layer (cuBLAS likes >= 256) */
 
-static inline uint64_t wsp_align_up(uint64_t x, uint64_t a)
+static inline uint64_t wspi_align_up(uint64_t x, uint64_t a)
 {
 	return (x + a - 1) / a * a;
 }
-static inline uint64_t wsp_align_down(uint64_t x, uint64_t a)
+static inline uint64_t wspi_align_down(uint64_t x, uint64_t a)
 {
 	return x / a * a;
 }
-static inline bool wsp_is_aligned(uint64_t x, uint64_t a)
+static inline bool wspi_is_aligned(uint64_t x, uint64_t a)
 {
 	return x % a == 0;
 }
 
-static inline uint64_t wsp_now_ns(void)
+static inline uint64_t wspi_now_ns(void)
 {
 	struct timespec ts;
 	clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -42,29 +42,29 @@ static inline uint64_t wsp_now_ns(void)
 /* Room for `need` elements of `elem` bytes in the array *arr of capacity
  * *cap, doubling it from `first` (at least 1): 0, or -ENOMEM when memory
  * or size_t runs out (then *arr and *cap are unchanged). */
-int wsp_grow(void **arr, size_t *cap, size_t need, size_t elem, size_t first);
+int wspi_grow(void **arr, size_t *cap, size_t need, size_t elem, size_t first);
 
 /* Number of online CPUs, at least 1. */
-unsigned wsp_cpu_count(void);
+unsigned wspi_cpu_count(void);
 /* Memory the process may use: min(MemAvailable, cgroup limit - usage); 0 if
  * unknown.  `why` (may be NULL) receives which limit was the smaller. */
-uint64_t wsp_memory_available(const char **why);
+uint64_t wspi_memory_available(const char **why);
 
 /* Bytes of a tensor: elements x bits / 8, checked; WSP_ETOOBIG on overflow,
  * WSP_EFORMAT when sub-byte elements do not fill whole bytes. */
-int wsp_tensor_bytes(int dtype, unsigned rank, const uint64_t *shape, uint64_t *bytes);
+int wspi_tensor_bytes(int dtype, unsigned rank, const uint64_t *shape, uint64_t *bytes);
 
 /* The part of wsp_checksum64 contributed by `bytes` bytes starting at word
  * `first_word` of the checksummed buffer.  The checksum is a sum of terms
  * that each depend on one word and its index, so pieces (chunks) add their
  * parts in any order, as long as each piece but the last is whole words. */
-uint64_t wsp_checksum64_part(const void *data, uint64_t bytes, uint64_t first_word);
+uint64_t wspi_checksum64_part(const void *data, uint64_t bytes, uint64_t first_word);
 
 /* open(path, flags) for reading a file that must be regular: opened
  * non-blocking, so that a FIFO or device in its place never hangs the
  * caller, then checked with fstat.  Returns the descriptor (blocking again),
  * or -errno / -EINVAL ("not a regular file") with "PATH: why" in `err`. */
-struct wsp_err;
-int wsp_open_regular(const char *path, int flags, struct wsp_err *err);
+struct wspi_err;
+int wspi_open_regular(const char *path, int flags, struct wspi_err *err);
 
 #endif

@@ -2,7 +2,7 @@
 #include "config.h"   /* WSP_HAVE_CUDA */
 #include "gpu/device.h"
 
-int dev_open(int ordinal, struct dev **out, struct wsp_err *err)
+int dev_open(int ordinal, struct dev **out, struct wspi_err *err)
 {
 	*out = NULL;
 	if (ordinal == WSP_DEVICE_HOST)
@@ -24,7 +24,7 @@ void dev_close(struct dev *d)
 		d->ops->close(d);
 }
 
-int dev_pin_hook(void *ctx, void *p, uint64_t len, struct wsp_err *err)
+int dev_pin_hook(void *ctx, void *p, uint64_t len, struct wspi_err *err)
 {
 	struct dev *d = ctx;
 	return d->ops->pin(d, p, len, err);

@@ -44,32 +44,32 @@ struct exprans_gpu_job;
 struct dev_ops {
 	const char *name;
 	void (*close)(struct dev *d);
-	int (*alloc)(struct dev *d, uint64_t bytes, void **out, struct wsp_err *err);
+	int (*alloc)(struct dev *d, uint64_t bytes, void **out, struct wspi_err *err);
 	void (*free)(struct dev *d, void *p);
 	int (*event_create)(struct dev *d, int timing, struct dev_event **out,
-			    struct wsp_err *err);
+			    struct wspi_err *err);
 	void (*event_destroy)(struct dev *d, struct dev_event *ev);
 	/* Record on queue q (enum dev_queue; `stream` for DEV_Q_USER). */
 	int (*record)(struct dev *d, struct dev_event *ev, int q, void *stream,
-		      struct wsp_err *err);
+		      struct wspi_err *err);
 	/* Make queue q wait for ev. */
 	int (*wait)(struct dev *d, int q, void *stream, struct dev_event *ev,
-		    struct wsp_err *err);
+		    struct wspi_err *err);
 	/* 1 complete, 0 not yet, negative on error. */
-	int (*query)(struct dev *d, struct dev_event *ev, struct wsp_err *err);
-	int (*event_sync)(struct dev *d, struct dev_event *ev, struct wsp_err *err);
+	int (*query)(struct dev *d, struct dev_event *ev, struct wspi_err *err);
+	int (*event_sync)(struct dev *d, struct dev_event *ev, struct wspi_err *err);
 	/* Time between two completed timing events. */
 	int (*elapsed_ns)(struct dev *d, struct dev_event *a, struct dev_event *b,
-			  uint64_t *ns, struct wsp_err *err);
+			  uint64_t *ns, struct wspi_err *err);
 	/* Enqueue a host -> slot copy on the copy stream (src pinned or not). */
 	int (*copy_h2d)(struct dev *d, void *dst, const void *src, uint64_t len,
-			struct wsp_err *err);
+			struct wspi_err *err);
 	/* Enqueue a device -> host copy on the write-back stream (dst pinned
 	 * for the copy to be asynchronous). */
 	int (*copy_d2h)(struct dev *d, void *dst, const void *src, uint64_t len,
-			struct wsp_err *err);
+			struct wspi_err *err);
 	/* Wait for everything enqueued on the copy and decode streams. */
-	int (*sync_copy)(struct dev *d, struct wsp_err *err);
+	int (*sync_copy)(struct dev *d, struct wspi_err *err);
 	/* On decode queue q: run jobs[0..n_jobs) (device memory) from `in`
 	 * to `out` (src/pack/exprans/exprans_gpu.h), then copy their n_jobs
 	 * status words to status_host (pinned).  n_jobs 0: load the kernel
@@ -77,14 +77,14 @@ struct dev_ops {
 	int (*unpack)(struct dev *d, int q, const void *in, void *out,
 		      const struct exprans_gpu_job *jobs,
 		      unsigned n_jobs, uint64_t max_out, uint32_t *status_dev,
-		      uint32_t *status_host, struct wsp_err *err);
+		      uint32_t *status_host, struct wspi_err *err);
 	/* Stream-ordered device memory from the pager's own pool: allocated
 	 * in the order of queue q, freed in the order of queue q (never a
 	 * host sync).  -ENOMEM (with the detail) when the device has none.
 	 * NULL without a GPU. */
-	int (*alloc_async)(struct dev *d, int q, uint64_t bytes, void **out, struct wsp_err *err);
+	int (*alloc_async)(struct dev *d, int q, uint64_t bytes, void **out, struct wspi_err *err);
 	void (*free_async)(struct dev *d, int q, void *p);
-	int (*pin)(struct dev *d, void *p, uint64_t len, struct wsp_err *err);
+	int (*pin)(struct dev *d, void *p, uint64_t len, struct wspi_err *err);
 	void (*unpin)(struct dev *d, void *p);
 };
 
@@ -97,16 +97,16 @@ struct dev {
 
 /* Open `ordinal` (a CUDA device) or WSP_DEVICE_HOST.  WSP_ENODEVICE when no
  * such device exists or the library was built without CUDA. */
-int dev_open(int ordinal, struct dev **out, struct wsp_err *err);
+int dev_open(int ordinal, struct dev **out, struct wspi_err *err);
 void dev_close(struct dev *d);
 
-int dev_host_open(struct dev **out, struct wsp_err *err);
+int dev_host_open(struct dev **out, struct wspi_err *err);
 #ifdef WSP_HAVE_CUDA
-int dev_cuda_open(int ordinal, struct dev **out, struct wsp_err *err);
+int dev_cuda_open(int ordinal, struct dev **out, struct wspi_err *err);
 #endif
 
 /* Hooks with the signatures struct hcache_config expects (ctx = struct dev). */
-int dev_pin_hook(void *ctx, void *p, uint64_t len, struct wsp_err *err);
+int dev_pin_hook(void *ctx, void *p, uint64_t len, struct wspi_err *err);
 void dev_unpin_hook(void *ctx, void *p);
 
 static inline int dev_is_host(const struct dev *d)

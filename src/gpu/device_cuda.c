@@ -34,7 +34,7 @@ struct dev_event {
 	WSP_ERR((err), WSP_ECUDA, "%s: %s (%s)", (call), cudaGetErrorString(rc), cudaGetErrorName(rc))
 
 /* Make d current; *prev receives the caller's device (-1 when it had none). */
-static int enter(struct dev *d, int *prev, struct wsp_err *err)
+static int enter(struct dev *d, int *prev, struct wspi_err *err)
 {
 	cudaError_t rc = cudaGetDevice(prev);
 	if (rc != cudaSuccess) {
@@ -94,7 +94,7 @@ static void cuda_close(struct dev *d)
 	free(d);
 }
 
-static int cuda_alloc(struct dev *d, uint64_t bytes, void **out, struct wsp_err *err)
+static int cuda_alloc(struct dev *d, uint64_t bytes, void **out, struct wspi_err *err)
 {
 	int prev, ret;
 	void *p = NULL;
@@ -130,7 +130,7 @@ static void cuda_free(struct dev *d, void *p)
 }
 
 static int cuda_event_create(struct dev *d, int timing, struct dev_event **out,
-			     struct wsp_err *err)
+			     struct wspi_err *err)
 {
 	int prev, ret;
 	struct dev_event *e = calloc(1, sizeof(*e));
@@ -164,7 +164,7 @@ static void cuda_event_destroy(struct dev *d, struct dev_event *e)
 }
 
 static int cuda_record(struct dev *d, struct dev_event *e, int q, void *stream,
-		       struct wsp_err *err)
+		       struct wspi_err *err)
 {
 	int prev, ret;
 	if ((ret = enter(d, &prev, err)) < 0)
@@ -175,7 +175,7 @@ static int cuda_record(struct dev *d, struct dev_event *e, int q, void *stream,
 }
 
 static int cuda_wait(struct dev *d, int q, void *stream, struct dev_event *e,
-		     struct wsp_err *err)
+		     struct wspi_err *err)
 {
 	int prev, ret;
 	if ((ret = enter(d, &prev, err)) < 0)
@@ -186,7 +186,7 @@ static int cuda_wait(struct dev *d, int q, void *stream, struct dev_event *e,
 	return rc == cudaSuccess ? 0 : CU_ERR(err, rc, "cudaStreamWaitEvent");
 }
 
-static int cuda_query(struct dev *d, struct dev_event *e, struct wsp_err *err)
+static int cuda_query(struct dev *d, struct dev_event *e, struct wspi_err *err)
 {
 	int prev, ret;
 	if ((ret = enter(d, &prev, err)) < 0)
@@ -202,7 +202,7 @@ static int cuda_query(struct dev *d, struct dev_event *e, struct wsp_err *err)
 	return CU_ERR(err, rc, "cudaEventQuery");
 }
 
-static int cuda_event_sync(struct dev *d, struct dev_event *e, struct wsp_err *err)
+static int cuda_event_sync(struct dev *d, struct dev_event *e, struct wspi_err *err)
 {
 	int prev, ret;
 	if ((ret = enter(d, &prev, err)) < 0)
@@ -213,7 +213,7 @@ static int cuda_event_sync(struct dev *d, struct dev_event *e, struct wsp_err *e
 }
 
 static int cuda_elapsed_ns(struct dev *d, struct dev_event *a, struct dev_event *b,
-			   uint64_t *ns, struct wsp_err *err)
+			   uint64_t *ns, struct wspi_err *err)
 {
 	int prev, ret;
 	float ms = 0;
@@ -228,7 +228,7 @@ static int cuda_elapsed_ns(struct dev *d, struct dev_event *a, struct dev_event 
 }
 
 static int cuda_copy_h2d(struct dev *d, void *dst, const void *src, uint64_t len,
-			 struct wsp_err *err)
+			 struct wspi_err *err)
 {
 	int prev, ret;
 	if ((ret = enter(d, &prev, err)) < 0)
@@ -240,7 +240,7 @@ static int cuda_copy_h2d(struct dev *d, void *dst, const void *src, uint64_t len
 }
 
 static int cuda_copy_d2h(struct dev *d, void *dst, const void *src, uint64_t len,
-			 struct wsp_err *err)
+			 struct wspi_err *err)
 {
 	int prev, ret;
 	if ((ret = enter(d, &prev, err)) < 0)
@@ -251,7 +251,7 @@ static int cuda_copy_d2h(struct dev *d, void *dst, const void *src, uint64_t len
 	return rc == cudaSuccess ? 0 : CU_ERR(err, rc, "cudaMemcpyAsync (device to host)");
 }
 
-static int cuda_sync_copy(struct dev *d, struct wsp_err *err)
+static int cuda_sync_copy(struct dev *d, struct wspi_err *err)
 {
 	int prev, ret;
 	if ((ret = enter(d, &prev, err)) < 0)
@@ -267,7 +267,7 @@ static int cuda_sync_copy(struct dev *d, struct wsp_err *err)
 static int cuda_unpack(struct dev *d, int q, const void *in, void *out,
 		       const struct exprans_gpu_job *jobs,
 		       unsigned n_jobs, uint64_t max_out, uint32_t *status_dev,
-		       uint32_t *status_host, struct wsp_err *err)
+		       uint32_t *status_host, struct wspi_err *err)
 {
 	int prev, ret;
 	if ((ret = enter(d, &prev, err)) < 0)
@@ -286,7 +286,7 @@ static int cuda_unpack(struct dev *d, int q, const void *in, void *out,
 
 /* A pool of the pager's own, which keeps what is freed (no release to
  * the driver at each sync) and never hands the application's memory. */
-static int make_pool(struct dev *d, struct cuda_priv *cp, struct wsp_err *err)
+static int make_pool(struct dev *d, struct cuda_priv *cp, struct wspi_err *err)
 {
 	struct cudaMemPoolProps props = {
 		.allocType = cudaMemAllocationTypePinned,
@@ -301,7 +301,7 @@ static int make_pool(struct dev *d, struct cuda_priv *cp, struct wsp_err *err)
 	return 0;
 }
 
-static int cuda_alloc_async(struct dev *d, int q, uint64_t bytes, void **out, struct wsp_err *err)
+static int cuda_alloc_async(struct dev *d, int q, uint64_t bytes, void **out, struct wspi_err *err)
 {
 	struct cuda_priv *cp = d->priv;
 	int prev, ret;
@@ -330,7 +330,7 @@ static void cuda_free_async(struct dev *d, int q, void *p)
 	}
 }
 
-static int cuda_pin(struct dev *d, void *p, uint64_t len, struct wsp_err *err)
+static int cuda_pin(struct dev *d, void *p, uint64_t len, struct wspi_err *err)
 {
 	int prev, ret;
 	if ((ret = enter(d, &prev, err)) < 0)
@@ -377,7 +377,7 @@ static const struct dev_ops cuda_ops = {
 	.unpin = cuda_unpin,
 };
 
-int dev_cuda_open(int ordinal, struct dev **out, struct wsp_err *err)
+int dev_cuda_open(int ordinal, struct dev **out, struct wspi_err *err)
 {
 	int count = 0, prev, ret;
 	cudaError_t rc = cudaGetDeviceCount(&count);

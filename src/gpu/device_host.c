@@ -22,7 +22,7 @@ static void host_close(struct dev *d)
 	free(d);
 }
 
-static int host_alloc(struct dev *d, uint64_t bytes, void **out, struct wsp_err *err)
+static int host_alloc(struct dev *d, uint64_t bytes, void **out, struct wspi_err *err)
 {
 	void *p = NULL;
 	if (bytes > SIZE_MAX)
@@ -31,7 +31,7 @@ static int host_alloc(struct dev *d, uint64_t bytes, void **out, struct wsp_err 
 	int rc = posix_memalign(&p, 4096, bytes ? (size_t)bytes : 4096);
 	if (rc) {
 		const char *why = NULL;
-		uint64_t avail = wsp_memory_available(&why);
+		uint64_t avail = wspi_memory_available(&why);
 		return WSP_ERR(err, -rc,
 			       "allocating %llu bytes of host slot memory failed: %s; "
 			       "%llu bytes available (%s)",
@@ -48,7 +48,7 @@ static void host_free(struct dev *d, void *p)
 }
 
 static int host_event_create(struct dev *d, int timing, struct dev_event **out,
-			     struct wsp_err *err)
+			     struct wspi_err *err)
 {
 	*out = calloc(1, sizeof(**out));
 	if (!*out)
@@ -62,49 +62,49 @@ static void host_event_destroy(struct dev *d, struct dev_event *ev)
 }
 
 static int host_record(struct dev *d, struct dev_event *ev, int q, void *stream,
-		       struct wsp_err *err)
+		       struct wspi_err *err)
 {
 	ev->recorded = 1;
-	ev->t_ns = wsp_now_ns();
+	ev->t_ns = wspi_now_ns();
 	return 0;
 }
 
 static int host_wait(struct dev *d, int q, void *stream, struct dev_event *ev,
-		     struct wsp_err *err)
+		     struct wspi_err *err)
 {
 	return 0;
 }
 
-static int host_query(struct dev *d, struct dev_event *ev, struct wsp_err *err)
+static int host_query(struct dev *d, struct dev_event *ev, struct wspi_err *err)
 {
 	return 1;
 }
 
-static int host_event_sync(struct dev *d, struct dev_event *ev, struct wsp_err *err)
+static int host_event_sync(struct dev *d, struct dev_event *ev, struct wspi_err *err)
 {
 	return 0;
 }
 
 static int host_elapsed_ns(struct dev *d, struct dev_event *a, struct dev_event *b, uint64_t *ns,
-			   struct wsp_err *err)
+			   struct wspi_err *err)
 {
 	*ns = b->t_ns > a->t_ns ? b->t_ns - a->t_ns : 0;
 	return 0;
 }
 
 static int host_copy_h2d(struct dev *d, void *dst, const void *src, uint64_t len,
-			 struct wsp_err *err)
+			 struct wspi_err *err)
 {
 	memcpy(dst, src, len);
 	return 0;
 }
 
-static int host_sync_copy(struct dev *d, struct wsp_err *err)
+static int host_sync_copy(struct dev *d, struct wspi_err *err)
 {
 	return 0;
 }
 
-static int host_pin(struct dev *d, void *p, uint64_t len, struct wsp_err *err)
+static int host_pin(struct dev *d, void *p, uint64_t len, struct wspi_err *err)
 {
 	return 0;
 }
@@ -132,7 +132,7 @@ static const struct dev_ops host_ops = {
 	.unpin = host_unpin,
 };
 
-int dev_host_open(struct dev **out, struct wsp_err *err)
+int dev_host_open(struct dev **out, struct wspi_err *err)
 {
 	struct dev *d = calloc(1, sizeof(*d));
 	if (!d)

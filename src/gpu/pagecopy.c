@@ -7,7 +7,7 @@
 #define PAGECOPY_MAX (64ull << 20)
 
 int copy_ref_pages(struct dev *d, void *dst, const struct hcache_ref *ref, uint64_t len,
-		   struct wsp_err *err)
+		   struct wspi_err *err)
 {
 	uint64_t off = 0;
 	uint32_t k = 0;

@@ -14,6 +14,6 @@
 
 /* The first `len` bytes of ref's pages to dst. */
 int copy_ref_pages(struct dev *d, void *dst, const struct hcache_ref *ref, uint64_t len,
-		   struct wsp_err *err);
+		   struct wspi_err *err);
 
 #endif

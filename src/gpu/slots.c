@@ -10,11 +10,11 @@
 
 static int grow(void **arr, size_t *cap, size_t need, size_t elem)
 {
-	return wsp_grow(arr, cap, need, elem, 8);
+	return wspi_grow(arr, cap, need, elem, 8);
 }
 
 static int get_event(struct slot_pool *sp, int timing, struct dev_event **out,
-		     struct wsp_err *err)
+		     struct wspi_err *err)
 {
 	if (timing && sp->n_spare_t) {
 		*out = sp->spare_tev[--sp->n_spare_t];
@@ -48,7 +48,7 @@ static void put_event(struct slot_pool *sp, int timing, struct dev_event *ev)
 }
 
 int slots_init(struct slot_pool *sp, struct dev *d, unsigned n, uint64_t slot_bytes,
-	       uint32_t max_tensors, struct wsp_err *err)
+	       uint32_t max_tensors, struct wspi_err *err)
 {
 	uint64_t total;
 	int rc;
@@ -56,7 +56,7 @@ int slots_init(struct slot_pool *sp, struct dev *d, unsigned n, uint64_t slot_by
 	sp->dev = d;
 	if (n == 0)
 		return WSP_ERR(err, -EINVAL, "gpu_slots is 0: at least one slot is needed");
-	slot_bytes = wsp_align_up(slot_bytes ? slot_bytes : 1, 256);
+	slot_bytes = wspi_align_up(slot_bytes ? slot_bytes : 1, 256);
 	if (ckd_mul(&total, (uint64_t)n, slot_bytes) || total > (1ull << 62))
 		return WSP_ERR(err, WSP_ETOOBIG, "%u slots of %llu bytes overflow", n,
 			       (unsigned long long)slot_bytes);
@@ -76,7 +76,7 @@ int slots_init(struct slot_pool *sp, struct dev *d, unsigned n, uint64_t slot_by
 	sp->slot_bytes = slot_bytes;
 	rc = d->ops->alloc(d, total, &sp->mem, err);
 	if (rc < 0) {
-		wsp_err_prefix(err, "%u slot%s of %llu bytes", n, n == 1 ? "" : "s",
+		wspi_err_prefix(err, "%u slot%s of %llu bytes", n, n == 1 ? "" : "s",
 			       (unsigned long long)slot_bytes);
 		goto fail;
 	}
@@ -84,7 +84,7 @@ int slots_init(struct slot_pool *sp, struct dev *d, unsigned n, uint64_t slot_by
 	 * The host clock is read before the record: the event completes no
 	 * earlier, so mapped times are never later than the real ones (a
 	 * trace event never ends in the future). */
-	sp->epoch_ns = wsp_now_ns();
+	sp->epoch_ns = wspi_now_ns();
 	if ((rc = d->ops->event_create(d, 1, &sp->epoch, err)) < 0 ||
 	    (rc = d->ops->record(d, sp->epoch, DEV_Q_COPY, NULL, err)) < 0 ||
 	    (rc = d->ops->event_sync(d, sp->epoch, err)) < 0)
@@ -181,7 +181,7 @@ int slots_forget(struct slot_pool *sp, uint32_t layer)
 }
 
 int slots_fill(struct slot_pool *sp, struct slot *s, const struct wsp_pack_s *pk,
-	       uint32_t layer, const struct hcache_ref *ref, int prefetch, struct wsp_err *err)
+	       uint32_t layer, const struct hcache_ref *ref, int prefetch, struct wspi_err *err)
 {
 	struct dev *d = sp->dev;
 	struct pending_put pp = { .ref = *ref, .bytes = ref->bytes };
@@ -252,14 +252,14 @@ int slots_fill(struct slot_pool *sp, struct slot *s, const struct wsp_pack_s *pk
 fail:
 	/* Never hand out a half-filled slot, and never return the host pages
 	 * while a copy may still read them. */
-	wsp_err_prefix(err, "layer %u into slot %u", layer, s->index);
+	wspi_err_prefix(err, "layer %u into slot %u", layer, s->index);
 	(void)d->ops->sync_copy(d, NULL);
 	put_event(sp, 1, pp.start);
 	put_event(sp, 1, pp.end);
 	return rc;
 }
 
-int slots_use(struct slot_pool *sp, struct slot *s, void *stream, struct wsp_err *err)
+int slots_use(struct slot_pool *sp, struct slot *s, void *stream, struct wspi_err *err)
 {
 	int rc = sp->dev->ops->wait(sp->dev, DEV_Q_USER, stream, s->fill_ev, err);
 	if (rc < 0)
@@ -270,7 +270,7 @@ int slots_use(struct slot_pool *sp, struct slot *s, void *stream, struct wsp_err
 	return 0;
 }
 
-int slots_unuse(struct slot_pool *sp, struct slot *s, void *stream, struct wsp_err *err)
+int slots_unuse(struct slot_pool *sp, struct slot *s, void *stream, struct wspi_err *err)
 {
 	struct dev *d = sp->dev;
 	struct slot_release *r = NULL;

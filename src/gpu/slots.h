@@ -101,7 +101,7 @@ struct slot_pool {
  * max_tensors bounds a layer's tensor count.  Errors: WSP_ETOOBIG when
  * n x slot_bytes overflows, the device's allocation error otherwise. */
 int slots_init(struct slot_pool *sp, struct dev *d, unsigned n, uint64_t slot_bytes,
-	       uint32_t max_tensors, struct wsp_err *err);
+	       uint32_t max_tensors, struct wspi_err *err);
 /* Waits for the copy stream, then frees everything; pending host references
  * must have been handed back with slots_reap(..., wait=1) first. */
 void slots_destroy(struct slot_pool *sp);
@@ -114,7 +114,7 @@ struct slot *slots_find(struct slot_pool *sp, uint32_t layer);
  * is FREE and *ref is still the caller's to put (copies that were enqueued
  * have completed or the device is broken). */
 int slots_fill(struct slot_pool *sp, struct slot *s, const struct wsp_pack_s *pk,
-	       uint32_t layer, const struct hcache_ref *ref, int prefetch, struct wsp_err *err);
+	       uint32_t layer, const struct hcache_ref *ref, int prefetch, struct wspi_err *err);
 
 /* Forget the copy of `layer` a slot holds (its bytes changed): 1 when a
  * slot held it, 0 when none did, -EBUSY when it is acquired.  The releases
@@ -122,10 +122,10 @@ int slots_fill(struct slot_pool *sp, struct slot *s, const struct wsp_pack_s *pk
 int slots_forget(struct slot_pool *sp, uint32_t layer);
 
 /* Take a use of s for `stream`: the stream waits on the fill event. */
-int slots_use(struct slot_pool *sp, struct slot *s, void *stream, struct wsp_err *err);
+int slots_use(struct slot_pool *sp, struct slot *s, void *stream, struct wspi_err *err);
 
 /* End a use of s on `stream` (records the release event there). */
-int slots_unuse(struct slot_pool *sp, struct slot *s, void *stream, struct wsp_err *err);
+int slots_unuse(struct slot_pool *sp, struct slot *s, void *stream, struct wspi_err *err);
 
 /* Move the copies that have completed into out[] (at most max); with
  * wait=1 wait for them.  Returns the number written. */

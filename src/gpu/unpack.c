@@ -128,7 +128,7 @@ void unpacker_destroy(struct unpacker *u)
 }
 
 int unpacker_create(struct dev *d, const struct wsp_pack_s *pk, const struct hcache *hc,
-		    uint64_t gpu_bytes, struct unpacker **out, struct wsp_err *err)
+		    uint64_t gpu_bytes, struct unpacker **out, struct wspi_err *err)
 {
 	uint32_t n_layers = pk->m.hdr->n_layers;
 	uint64_t total = 0, max_pieces = 0, stage = 0;
@@ -155,7 +155,7 @@ int unpacker_create(struct dev *d, const struct wsp_pack_s *pk, const struct hca
 		u->max_out = calloc(n_layers ? n_layers : 1, sizeof(*u->max_out));
 		u->chunk_of = malloc(total * sizeof(*u->chunk_of));
 		u->tensor_of = malloc(total * sizeof(*u->tensor_of));
-		u->status_host = aligned_alloc(4096, wsp_align_up(total * sizeof(uint32_t), 4096));
+		u->status_host = aligned_alloc(4096, wspi_align_up(total * sizeof(uint32_t), 4096));
 		u->gpu_budget = d->ops->alloc_async ? gpu_bytes : 0;
 		u->kept = calloc(n_layers ? n_layers : 1, sizeof(*u->kept));
 		u->kept_bytes = calloc(n_layers ? n_layers : 1, sizeof(*u->kept_bytes));
@@ -179,7 +179,7 @@ int unpacker_create(struct dev *d, const struct wsp_pack_s *pk, const struct hca
 	}
 	u->job0[n_layers] = k;
 	u->n_jobs = k;
-	u->stage_bytes = wsp_align_up(stage ? stage : 1, 256);
+	u->stage_bytes = wspi_align_up(stage ? stage : 1, 256);
 	memset(u->status_host, 0, k * sizeof(uint32_t));
 	for (int q = 0; q < DEV_DECODE_QUEUES; q++)
 		if ((rc = d->ops->alloc(d, u->stage_bytes, &u->stage[q], err)) < 0 ||
@@ -193,11 +193,11 @@ int unpacker_create(struct dev *d, const struct wsp_pack_s *pk, const struct hca
 		goto fail;
 	/* Status words copied into pageable memory would make each fill wait
 	 * for its decode: said by the pager (unpacker_pinned), not fatal. */
-	struct wsp_err pin_err;
-	wsp_err_init(&pin_err);
-	u->host_pinned = d->ops->pin(d, u->status_host, wsp_align_up(k * sizeof(uint32_t), 4096),
+	struct wspi_err pin_err;
+	wspi_err_init(&pin_err);
+	u->host_pinned = d->ops->pin(d, u->status_host, wspi_align_up(k * sizeof(uint32_t), 4096),
 				     &pin_err) == 0;
-	wsp_err_destroy(&pin_err);
+	wspi_err_destroy(&pin_err);
 	/* The tables go up once, synchronously (the copy stream is idle). */
 	if ((rc = d->ops->copy_h2d(d, u->jobs_dev, jobs, k * sizeof(*jobs), err)) < 0 ||
 	    (rc = d->ops->sync_copy(d, err)) < 0)
@@ -207,7 +207,7 @@ int unpacker_create(struct dev *d, const struct wsp_pack_s *pk, const struct hca
 	*out = u;
 	return 0;
 fail:
-	wsp_err_prefix(err, "GPU decode of packed layers");
+	wspi_err_prefix(err, "GPU decode of packed layers");
 	free(jobs);
 	free(pc);
 	unpacker_destroy(u);
@@ -224,7 +224,7 @@ int unpacker_pinned(const struct unpacker *u)
  * decode queue dq, after the decodes on either queue that read them), 0
  * when not.  -errno when the queues cannot be ordered. */
 static int gpu_tier_room(struct unpacker *u, uint32_t l, uint64_t bytes, int dq,
-			 struct wsp_err *err)
+			 struct wspi_err *err)
 {
 	struct dev *d = u->dev;
 	int ordered = 0, rc;
@@ -255,7 +255,7 @@ static int gpu_tier_room(struct unpacker *u, uint32_t l, uint64_t bytes, int dq,
  * when the tier takes it, else staging buffer k (*stage then says k, else
  * -1). */
 static int packed_home(struct unpacker *u, uint32_t l, uint64_t bytes, unsigned k, void **dst,
-		       int *stage, struct wsp_err *err)
+		       int *stage, struct wspi_err *err)
 {
 	struct dev *d = u->dev;
 	int rc;
@@ -263,10 +263,10 @@ static int packed_home(struct unpacker *u, uint32_t l, uint64_t bytes, unsigned 
 	if (u->gpu_budget && (rc = gpu_tier_room(u, l, bytes, DEV_Q_DECODE + (int)k, err)) != 0) {
 		if (rc < 0)
 			return rc;
-		struct wsp_err quiet;
-		wsp_err_init(&quiet);
+		struct wspi_err quiet;
+		wspi_err_init(&quiet);
 		rc = d->ops->alloc_async(d, DEV_Q_COPY, bytes, dst, &quiet);
-		wsp_err_destroy(&quiet);
+		wspi_err_destroy(&quiet);
 		if (rc == 0) {   /* else out of device memory: stage it instead */
 			u->kept[l] = *dst;
 			u->kept_bytes[l] = bytes;
@@ -283,7 +283,7 @@ static int packed_home(struct unpacker *u, uint32_t l, uint64_t bytes, unsigned 
 }
 
 int unpacker_fill(struct unpacker *u, void *slot, const struct hcache_ref *ref,
-		  uint64_t *copied, int *queue, struct wsp_err *err)
+		  uint64_t *copied, int *queue, struct wspi_err *err)
 {
 	struct dev *d = u->dev;
 	uint32_t l = ref->layer;

@@ -32,7 +32,7 @@ struct unpacker;
  * fills decode from there without touching the link.  *out is NULL (and 0 returned) when no layer is kept
  * packed. */
 int unpacker_create(struct dev *d, const struct wsp_pack_s *pk, const struct hcache *hc,
-		    uint64_t gpu_bytes, struct unpacker **out, struct wsp_err *err);
+		    uint64_t gpu_bytes, struct unpacker **out, struct wspi_err *err);
 /* After the device's streams are idle. */
 void unpacker_destroy(struct unpacker *u);
 /* 0 when its status words could not be page-locked (each fill then waits
@@ -46,7 +46,7 @@ int unpacker_pinned(const struct unpacker *u);
  * GPU tier holds the layer).  The copy queue must already be ordered after whatever
  * may still read the slot. */
 int unpacker_fill(struct unpacker *u, void *slot, const struct hcache_ref *ref,
-		  uint64_t *copied, int *queue, struct wsp_err *err);
+		  uint64_t *copied, int *queue, struct wspi_err *err);
 /* Fills decoded from the GPU tier, and the bytes it holds now. */
 void unpacker_counters(const struct unpacker *u, uint64_t *hits, uint64_t *bytes);
 void unpacker_reset_counters(struct unpacker *u);

@@ -40,7 +40,7 @@ void io_notice_once(struct io_engine *io, unsigned kind, const char *fmt, ...)
 	if (!io->cfg.notice)
 		return;
 	va_start(ap, fmt);
-	wsp_vnotice(io->cfg.notice, io->cfg.notice_ctx, fmt, ap);
+	wspi_vnotice(io->cfg.notice, io->cfg.notice_ctx, fmt, ap);
 	va_end(ap);
 }
 
@@ -59,7 +59,7 @@ static const char *errno_name(int e)
 /* ---------------------------------------------------------------------- */
 /* Files                                                                   */
 
-static int open_file(struct io_engine *io, struct io_file *f, int direct, struct wsp_err *err)
+static int open_file(struct io_engine *io, struct io_file *f, int direct, struct wspi_err *err)
 {
 	int fd = -1;
 
@@ -72,14 +72,14 @@ static int open_file(struct io_engine *io, struct io_file *f, int direct, struct
 			return WSP_ERR(err, -errno, "%s: open: %s", f->path, strerror(errno));
 		if (fd >= 0) {   /* opened only to learn whether O_DIRECT works */
 			close(fd);
-			fd = wsp_open_regular(f->path, O_RDONLY | O_DIRECT, err);
+			fd = wspi_open_regular(f->path, O_RDONLY | O_DIRECT, err);
 			if (fd < 0)
 				return fd;
 		}
 	}
 	f->direct = fd >= 0;
 	if (fd < 0) {
-		fd = wsp_open_regular(f->path, O_RDONLY, err);
+		fd = wspi_open_regular(f->path, O_RDONLY, err);
 		if (fd < 0)
 			return fd;
 	}
@@ -99,7 +99,7 @@ static void close_files(struct io_engine *io)
 	}
 }
 
-static int open_files(struct io_engine *io, struct wsp_err *err)
+static int open_files(struct io_engine *io, struct wspi_err *err)
 {
 	for (unsigned i = 0; i < io->n_files; i++) {
 		int rc = open_file(io, &io->files[i], io->direct_wanted, err);
@@ -113,14 +113,14 @@ static int open_files(struct io_engine *io, struct wsp_err *err)
 
 /* A direct read of f was refused with EINVAL: continue with a buffered
  * descriptor.  Pieces already issued on the old one finish there. */
-static int direct_fallback(struct io_engine *io, unsigned i, struct wsp_err *why)
+static int direct_fallback(struct io_engine *io, unsigned i, struct wspi_err *why)
 {
 	struct io_file *f = &io->files[i];
 	int rc = 0;
 
 	pthread_mutex_lock(&io->lock);
 	if (f->direct) {
-		int fd = wsp_open_regular(f->path, O_RDONLY, why);
+		int fd = wspi_open_regular(f->path, O_RDONLY, why);
 		if (fd < 0) {
 			rc = fd;
 		} else {
@@ -156,7 +156,7 @@ static void engine_free(struct io_engine *io)
 	free(io);
 }
 
-static int start_backend(struct io_engine *io, const struct io_backend *be, struct wsp_err *err)
+static int start_backend(struct io_engine *io, const struct io_backend *be, struct wspi_err *err)
 {
 	int rc;
 
@@ -173,7 +173,7 @@ static int start_backend(struct io_engine *io, const struct io_backend *be, stru
 }
 
 int io_engine_open(const struct io_config *cfg, const char *const *paths, unsigned n_paths,
-		   struct io_engine **out, struct wsp_err *err)
+		   struct io_engine **out, struct wspi_err *err)
 {
 	struct io_engine *io;
 	int rc;
@@ -199,7 +199,7 @@ int io_engine_open(const struct io_config *cfg, const char *const *paths, unsign
 	if (!io->cfg.max_request)
 		io->cfg.max_request = 1u << 20;
 	/* pieces stay 4096-aligned so that every direct attempt is aligned */
-	io->cfg.max_request = wsp_align_up(WSP_MIN(io->cfg.max_request, IO_MAX_PIECE), IO_ALIGN);
+	io->cfg.max_request = wspi_align_up(WSP_MIN(io->cfg.max_request, IO_MAX_PIECE), IO_ALIGN);
 
 	io->n_files = n_paths;
 	io->files = calloc(n_paths ? n_paths : 1, sizeof(*io->files));
@@ -229,7 +229,7 @@ int io_engine_open(const struct io_config *cfg, const char *const *paths, unsign
 		if (rc == -EPERM || rc == -ENOSYS || rc == -EACCES || rc == -ENOMEM) {
 			io_notice_once(io, NOTICE_URING, "io_uring refused (%s): using the pread backend",
 				       errno_name(-rc));
-			wsp_err_clear(err);
+			wspi_err_clear(err);
 			rc = start_backend(io, &io_backend_pread, err);
 		}
 		break;
@@ -363,8 +363,8 @@ int io_submit(struct io_engine *io, struct io_req *r)
 			       (unsigned long long)r->offset);
 	/* The caller's promise for direct I/O, checked even when the file fell
 	 * back to buffered reads so that a misaligned caller fails everywhere. */
-	if (io->direct_wanted && (!wsp_is_aligned(r->offset, IO_ALIGN) ||
-				  !wsp_is_aligned((uintptr_t)r->buf, IO_ALIGN)))
+	if (io->direct_wanted && (!wspi_is_aligned(r->offset, IO_ALIGN) ||
+				  !wspi_is_aligned((uintptr_t)r->buf, IO_ALIGN)))
 		return WSP_ERR(r->err, -EINVAL,
 			       "%s: direct read at offset %llu into %p: offset and buffer must be "
 			       "%u-aligned", io->files[r->file].path, (unsigned long long)r->offset,
@@ -450,14 +450,14 @@ int io_piece_step(struct io_engine *io, struct io_piece *p, int64_t res)
 	/* Attempts are always aligned, so EINVAL from a direct read means the
 	 * filesystem refuses direct reads (some accept the O_DIRECT open). */
 	if (res == -EINVAL && p->direct) {
-		struct wsp_err why;
+		struct wspi_err why;
 		int rc;
 
-		wsp_err_init(&why);
+		wspi_err_init(&why);
 		rc = direct_fallback(io, p->file, &why);
 		if (rc < 0)
 			piece_fail(io, p, rc, "%s", why.msg);
-		wsp_err_destroy(&why);
+		wspi_err_destroy(&why);
 		return rc < 0 ? STEP_DONE : STEP_AGAIN;
 	}
 	if (res < 0)
@@ -478,7 +478,7 @@ int io_piece_step(struct io_engine *io, struct io_piece *p, int64_t res)
 		return STEP_DONE;
 	/* Short read: ask for the rest.  A direct attempt must start aligned,
 	 * so it re-reads the partial block. */
-	p->cur = p->direct ? wsp_align_down(p->done, IO_ALIGN) : p->done;
+	p->cur = p->direct ? wspi_align_down(p->done, IO_ALIGN) : p->done;
 	return STEP_AGAIN;
 }
 
@@ -505,7 +505,7 @@ void io_piece_finish(struct io_engine *io, struct io_piece *p)
 	r->priv_result = result;
 	r->priv_pending = 0;   /* pieces of a failed request are never issued */
 	if (result < 0)
-		wsp_err_set(r->err, result, "%s", rq->msg);
+		wspi_err_set(r->err, result, "%s", rq->msg);
 	free(rq);
 	/* r belongs to the caller from here on: do not touch it after done() */
 	r->done(r, result);
@@ -537,7 +537,7 @@ static void sync_done(struct io_req *r, int result)
 }
 
 int io_read(struct io_engine *io, unsigned file, uint64_t offset, uint64_t length, void *buf,
-	    struct wsp_err *err)
+	    struct wspi_err *err)
 {
 	struct sync_wait w = { .finished = 0 };
 	struct io_req r = {

@@ -67,7 +67,7 @@ enum { STEP_AGAIN = 0, STEP_DONE = 1 };
 struct io_backend {
 	const char *name;
 	/* Start threads / ring.  May return -EPERM etc. so that AUTO falls back. */
-	int (*start)(struct io_engine *io, struct wsp_err *err);
+	int (*start)(struct io_engine *io, struct wspi_err *err);
 	/* Issue one attempt of p.  Called with io->lock held; must not block. */
 	void (*issue)(struct io_engine *io, struct io_piece *p);
 	/* After a batch of issue(): push it to the kernel.  io->lock held. */
@@ -130,7 +130,7 @@ int io_piece_step(struct io_engine *io, struct io_piece *p, int64_t res);
 /* The piece ended: account it, issue waiting pieces, complete its request. */
 void io_piece_finish(struct io_engine *io, struct io_piece *p);
 /* Pool backends: start n workers that run pool_read on queued pieces. */
-int io_pool_start(struct io_engine *io, unsigned n, struct wsp_err *err);
+int io_pool_start(struct io_engine *io, unsigned n, struct wspi_err *err);
 void io_pool_issue(struct io_engine *io, struct io_piece *p);
 void io_pool_stop(struct io_engine *io);
 

@@ -54,7 +54,7 @@ struct io_req {
 	 * bytes are in buf, else a negative code with detail in *err. */
 	void (*done)(struct io_req *r, int result);
 	void *ctx;
-	struct wsp_err *err;       /* where failures are described; may be NULL */
+	struct wspi_err *err;       /* where failures are described; may be NULL */
 	/* engine-private bookkeeping */
 	uint64_t priv_done, priv_pending;
 	int priv_result;
@@ -66,7 +66,7 @@ static inline uint64_t io_span(uint64_t length)
 }
 
 int io_engine_open(const struct io_config *cfg, const char *const *paths, unsigned n_paths,
-		   struct io_engine **out, struct wsp_err *err);
+		   struct io_engine **out, struct wspi_err *err);
 /* Waits for requests in flight, then frees everything. */
 void io_engine_close(struct io_engine *io);
 /* Register `len` bytes at `buf` as a fixed buffer (io_uring only; a no-op for
@@ -79,7 +79,7 @@ int io_submit(struct io_engine *io, struct io_req *r);
 /* Synchronous read (submit + wait).  Not from a done callback: that thread
  * may be the one that would complete it. */
 int io_read(struct io_engine *io, unsigned file, uint64_t offset, uint64_t length, void *buf,
-	    struct wsp_err *err);
+	    struct wspi_err *err);
 const char *io_engine_backend(const struct io_engine *io);   /* "uring" "pread" "mmap" */
 int io_engine_direct(const struct io_engine *io);            /* reads bypass the page cache */
 

@@ -52,7 +52,7 @@ static void *worker(void *arg)
 	return NULL;
 }
 
-int io_pool_start(struct io_engine *io, unsigned n, struct wsp_err *err)
+int io_pool_start(struct io_engine *io, unsigned n, struct wspi_err *err)
 {
 	io->workers = calloc(n, sizeof(*io->workers));
 	if (!io->workers)
@@ -103,7 +103,7 @@ static int64_t pread_attempt(struct io_engine *io, struct io_piece *p, int fd)
 	return n < 0 ? -errno : n;
 }
 
-static int pread_start(struct io_engine *io, struct wsp_err *err)
+static int pread_start(struct io_engine *io, struct wspi_err *err)
 {
 	io->pool_read = pread_attempt;
 	return io_pool_start(io, io->cfg.threads, err);
@@ -152,7 +152,7 @@ static void unmap_files(struct io_engine *io)
 	}
 }
 
-static int mmap_start(struct io_engine *io, struct wsp_err *err)
+static int mmap_start(struct io_engine *io, struct wspi_err *err)
 {
 	int rc;
 

@@ -165,7 +165,7 @@ static void uring_file_changed(struct io_engine *io, unsigned i)
 	}
 }
 
-static int uring_start(struct io_engine *io, struct wsp_err *err)
+static int uring_start(struct io_engine *io, struct wspi_err *err)
 {
 	struct io_uring_params params;
 	int ret, *fds;

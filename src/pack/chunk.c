@@ -77,7 +77,7 @@ struct chunk_encoder {
 
 static void *alloc_buf(uint64_t bytes)
 {
-	size_t n = (size_t)wsp_align_up(bytes ? bytes : 1, 64);
+	size_t n = (size_t)wspi_align_up(bytes ? bytes : 1, 64);
 	return aligned_alloc(64, n);
 }
 
@@ -138,7 +138,7 @@ void chunk_decoder_free(struct chunk_decoder *d)
 	free(d);
 }
 
-static int zstd_fail(struct wsp_err *err, size_t r, const char *what)
+static int zstd_fail(struct wspi_err *err, size_t r, const char *what)
 {
 	if (ZSTD_getErrorCode(r) == ZSTD_error_checksum_wrong)
 		return WSP_ERR(err, WSP_ECHECKSUM, "zstd frame checksum mismatch (%s)", what);
@@ -150,7 +150,7 @@ static int zstd_fail(struct wsp_err *err, size_t r, const char *what)
 
 /* Check that `stored` is exactly one zstd frame holding raw_bytes bytes
  * with a window within the limit, before any byte is decoded. */
-static int check_frame(const uint8_t *p, size_t n, uint64_t raw_bytes, struct wsp_err *err)
+static int check_frame(const uint8_t *p, size_t n, uint64_t raw_bytes, struct wspi_err *err)
 {
 	unsigned long long fcs;
 	size_t fsize;
@@ -185,7 +185,7 @@ static int check_frame(const uint8_t *p, size_t n, uint64_t raw_bytes, struct ws
 
 /* One frame straight into the segments (no transform). */
 static int decode_into_spans(struct chunk_decoder *d, const void *stored, size_t n,
-			     const struct wsp_span *dst, unsigned n_dst, struct wsp_err *err)
+			     const struct wspi_span *dst, unsigned n_dst, struct wspi_err *err)
 {
 	ZSTD_inBuffer in = { stored, n, 0 };
 	size_t r = 1;
@@ -234,7 +234,7 @@ static int decode_into_spans(struct chunk_decoder *d, const void *stored, size_t
 /* Transformed bytes at `src` -> segments, hashing as we go. */
 static uint64_t inverse_into_spans(struct chunk_decoder *d, enum wspm_transform t,
 				   unsigned es, const uint8_t *src, uint64_t len,
-				   const struct wsp_span *dst, unsigned n_dst)
+				   const struct wspi_span *dst, unsigned n_dst)
 {
 	uint64_t off = 0;
 	unsigned k;
@@ -254,7 +254,7 @@ static uint64_t inverse_into_spans(struct chunk_decoder *d, enum wspm_transform 
 	return XXH3_64bits_digest(d->xxh);
 }
 
-static uint64_t hash_spans(struct chunk_decoder *d, const struct wsp_span *dst, unsigned n_dst)
+static uint64_t hash_spans(struct chunk_decoder *d, const struct wspi_span *dst, unsigned n_dst)
 {
 	unsigned k;
 
@@ -272,7 +272,7 @@ static const char *dt_name(int dtype)
 	return n ? n : "(unknown)";
 }
 
-int chunk_check_stored(const struct wspm_chunk *c, const void *stored, struct wsp_err *err)
+int chunk_check_stored(const struct wspm_chunk *c, const void *stored, struct wspi_err *err)
 {
 	uint64_t want = wspm_chunk_stored_check(c), got;
 	if (!want)
@@ -285,8 +285,8 @@ int chunk_check_stored(const struct wspm_chunk *c, const void *stored, struct ws
 }
 
 int chunk_decode(struct chunk_decoder *d, const struct wspm_chunk *c, int dtype,
-		 const void *stored, const struct wsp_span *dst, unsigned n_dst,
-		 struct wsp_err *err)
+		 const void *stored, const struct wspi_span *dst, unsigned n_dst,
+		 struct wspi_err *err)
 {
 	enum wspm_transform t = c->transform;
 	const uint8_t *planes = NULL;   /* bytes still to copy/inverse into dst */
@@ -484,7 +484,7 @@ static size_t entropy_frame(struct chunk_encoder *e, const void *src, size_t len
 
 int chunk_encode_xform(struct chunk_encoder *e, const void *raw, uint64_t raw_bytes, int dtype,
 		       enum wsp_codec codec, enum wspm_transform t, void *out,
-		       struct wspm_chunk *c, struct wsp_err *err)
+		       struct wspm_chunk *c, struct wspi_err *err)
 {
 	size_t cap = chunk_encode_bound(raw_bytes), r;
 	const void *src = raw;
@@ -515,7 +515,7 @@ int chunk_encode_xform(struct chunk_encoder *e, const void *raw, uint64_t raw_by
 			int rc = exprans_decode_bf16(out, (size_t)n, (uint16_t *)e->scratch,
 						     raw_bytes / 2, err);
 			if (rc < 0) {
-				wsp_err_prefix(err, "exprans: the encoded chunk does not decode");
+				wspi_err_prefix(err, "exprans: the encoded chunk does not decode");
 				return rc;
 			}
 			if (memcmp(e->scratch, raw, raw_bytes) != 0)
@@ -570,7 +570,7 @@ int chunk_encode_xform(struct chunk_encoder *e, const void *raw, uint64_t raw_by
 
 int chunk_encode(struct chunk_encoder *e, const void *raw, uint64_t raw_bytes, int dtype,
 		 enum wsp_codec codec, int use_transform, void *out, struct wspm_chunk *c,
-		 struct wsp_err *err)
+		 struct wspi_err *err)
 {
 	enum wspm_transform t = use_transform ? chunk_transform_for(dtype) : WSPM_XFORM_NONE;
 

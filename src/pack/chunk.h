@@ -13,7 +13,7 @@
 #include "common/error.h"
 #include "pack/manifest.h"
 
-struct wsp_span {
+struct wspi_span {
 	void *ptr;
 	size_t len;
 };
@@ -33,13 +33,13 @@ void chunk_decoder_free(struct chunk_decoder *d);
  * The caller adds shard/layer/tensor/chunk context to the message.
  */
 int chunk_decode(struct chunk_decoder *d, const struct wspm_chunk *c, int dtype,
-		 const void *stored, const struct wsp_span *dst, unsigned n_dst,
-		 struct wsp_err *err);
+		 const void *stored, const struct wspi_span *dst, unsigned n_dst,
+		 struct wspi_err *err);
 
 /* Check the stored bytes of chunk `c` against its recorded stored check:
  * 0 when they match, 1 when c records none (only a decode can check it
  * then), WSP_ECHECKSUM when they differ. */
-int chunk_check_stored(const struct wspm_chunk *c, const void *stored, struct wsp_err *err);
+int chunk_check_stored(const struct wspm_chunk *c, const void *stored, struct wspi_err *err);
 
 /* The transform used for a dtype when transforms are on (NONE if none pays). */
 enum wspm_transform chunk_transform_for(int dtype);
@@ -56,11 +56,11 @@ void chunk_encoder_free(struct chunk_encoder *e);
 size_t chunk_encode_bound(uint64_t raw_bytes);
 int chunk_encode(struct chunk_encoder *e, const void *raw, uint64_t raw_bytes, int dtype,
 		 enum wsp_codec codec, int use_transform, void *out, struct wspm_chunk *c,
-		 struct wsp_err *err);
+		 struct wspi_err *err);
 /* chunk_encode with an explicit transform (for benchmarks and tests);
  * WSP_EFORMAT when `transform` does not fit the dtype. */
 int chunk_encode_xform(struct chunk_encoder *e, const void *raw, uint64_t raw_bytes, int dtype,
 		       enum wsp_codec codec, enum wspm_transform transform, void *out,
-		       struct wspm_chunk *c, struct wsp_err *err);
+		       struct wspm_chunk *c, struct wspi_err *err);
 
 #endif

@@ -23,11 +23,11 @@ static const char *base_name(const char *path)
 	return s ? s + 1 : path;
 }
 
-static int open_input(const struct st_file *f, int *fd, struct wsp_err *err)
+static int open_input(const struct st_file *f, int *fd, struct wspi_err *err)
 {
 	struct stat st;
 
-	*fd = wsp_open_regular(f->path, O_RDONLY, err);
+	*fd = wspi_open_regular(f->path, O_RDONLY, err);
 	if (*fd < 0)
 		return *fd;
 	if (fstat(*fd, &st) < 0 || (uint64_t)st.st_size != f->file_size)
@@ -37,7 +37,7 @@ static int open_input(const struct st_file *f, int *fd, struct wsp_err *err)
 }
 
 static int add_file(struct pack_writer *pw, const struct st_set *set, uint32_t fi, int fd,
-		    struct wsp_err *err)
+		    struct wspi_err *err)
 {
 	const struct st_file *f = &set->files[fi];
 	uint64_t data_off = 8 + f->header_len;
@@ -51,7 +51,7 @@ static int add_file(struct pack_writer *pw, const struct st_set *set, uint32_t f
 				       set->files[j].path, f->path);
 	src = pack_writer_add_source(pw, name, f->header, f->header_len, f->file_size - data_off);
 	if (src < 0) {
-		wsp_err_prefix(err, "%s", f->path);
+		wspi_err_prefix(err, "%s", f->path);
 		return src;
 	}
 	rc = pack_writer_set_source_file(pw, (uint32_t)src, fd, f->path, data_off);
@@ -62,7 +62,7 @@ static int add_file(struct pack_writer *pw, const struct st_set *set, uint32_t f
 		rc = pack_writer_add_tensor(pw, t->name, NULL, t->dtype, t->rank, t->shape, NULL,
 					    t->end - t->begin, (uint32_t)src, t->begin, t->key_order);
 		if (rc < 0) {
-			wsp_err_prefix(err, "%s", f->path);
+			wspi_err_prefix(err, "%s", f->path);
 			return rc;
 		}
 	}
@@ -73,13 +73,13 @@ int wsp_convert(const char *const *inputs, size_t n_inputs, const char *out,
 		const struct wsp_convert_options *opt, char *errbuf, size_t errlen)
 {
 	struct wsp_convert_options defaults;
-	struct wsp_err err;
+	struct wspi_err err;
 	struct st_set set;
 	struct pack_writer *pw = NULL;
 	int *fds = NULL;
 	int rc;
 
-	wsp_err_init(&err);
+	wspi_err_init(&err);
 	memset(&set, 0, sizeof(set));
 	if (!opt) {
 		wsp_convert_options_init(&defaults);
@@ -133,7 +133,7 @@ out:
 	free(fds);
 	st_set_free(&set);
 	if (errbuf && errlen)
-		wsp_err_copy(&err, errbuf, errlen);
-	wsp_err_destroy(&err);
+		wspi_err_copy(&err, errbuf, errlen);
+	wspi_err_destroy(&err);
 	return rc;
 }

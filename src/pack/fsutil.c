@@ -51,7 +51,7 @@ int pack_rmtree(const char *path)
 	return nftw(path, rm_one, 16, FTW_DEPTH | FTW_PHYS) < 0 ? -errno : 0;
 }
 
-int pack_make_tmpdir(const char *out, char **tmp, struct wsp_err *err)
+int pack_make_tmpdir(const char *out, char **tmp, struct wspi_err *err)
 {
 	size_t n = strlen(out);
 	char *t;
@@ -87,7 +87,7 @@ static int fsync_parent(const char *path)
 	return rc;
 }
 
-int pack_commit_dir(const char *tmp, const char *out, int force, struct wsp_err *err)
+int pack_commit_dir(const char *tmp, const char *out, int force, struct wspi_err *err)
 {
 	struct stat st;
 	char *old = NULL;
@@ -130,7 +130,7 @@ int pack_commit_dir(const char *tmp, const char *out, int force, struct wsp_err 
 	return 0;
 }
 
-int pack_make_locked_tmpdir(const char *out, char **tmp, int *lock_fd, struct wsp_err *err)
+int pack_make_locked_tmpdir(const char *out, char **tmp, int *lock_fd, struct wspi_err *err)
 {
 	int dfd, fd = -1, rc = 0;
 
@@ -164,7 +164,7 @@ int pack_make_locked_tmpdir(const char *out, char **tmp, int *lock_fd, struct ws
 	return 0;
 }
 
-int pack_commit_locked_dir(const char *tmp, const char *out, int force, struct wsp_err *err)
+int pack_commit_locked_dir(const char *tmp, const char *out, int force, struct wspi_err *err)
 {
 	char path[PATH_MAX];
 
@@ -186,7 +186,7 @@ static void note(wsp_log_fn log, void *ctx, const char *fmt, ...)
 	va_list ap;
 
 	va_start(ap, fmt);
-	wsp_vnotice(log, ctx, fmt, ap);
+	wspi_vnotice(log, ctx, fmt, ap);
 	va_end(ap);
 }
 
@@ -356,9 +356,9 @@ static int pack_entry(void *ctx, const char *name, const struct stat *st)
 	return sscanf(name, "shard-%5u.wsd%c", &n, &tail) == 1 && strlen(name) == 15;
 }
 
-int pack_check_output(const char *out, int force, struct wsp_err *err)
+int pack_check_output(const char *out, int force, struct wspi_err *err)
 {
-	struct wsp_manifest m;
+	struct wspi_manifest m;
 	struct stat st;
 	int rc;
 
@@ -383,7 +383,7 @@ int pack_check_output(const char *out, int force, struct wsp_err *err)
 	}
 	rc = wspm_map(out, &m, err);
 	if (rc < 0) {
-		wsp_err_prefix(err, "%s is not a pack that force may replace", out);
+		wspi_err_prefix(err, "%s is not a pack that force may replace", out);
 		return WSP_EEXIST;
 	}
 	wspm_unmap(&m);

@@ -13,7 +13,7 @@ int pack_fsync_dir(const char *path);
 /* Remove a file or directory tree (no symlinks followed); 0 or -errno. */
 int pack_rmtree(const char *path);
 /* Make "<out>.tmp-XXXXXX" next to out; returns 0 or a code with message. */
-int pack_make_tmpdir(const char *out, char **tmp, struct wsp_err *err);
+int pack_make_tmpdir(const char *out, char **tmp, struct wspi_err *err);
 /*
  * Stale temporaries.  A writer's temporary directory holds PACK_TMP_LOCK,
  * exclusively flock()ed by the writer for its whole life; the kernel drops
@@ -26,9 +26,9 @@ int pack_make_tmpdir(const char *out, char **tmp, struct wsp_err *err);
 #define PACK_TMP_SIGNATURE "wspager temporary output\n"
 /* pack_make_tmpdir, plus the lock file, locked through *lock_fd (O_CLOEXEC;
  * the caller closes it after the commit or the removal of *tmp). */
-int pack_make_locked_tmpdir(const char *out, char **tmp, int *lock_fd, struct wsp_err *err);
+int pack_make_locked_tmpdir(const char *out, char **tmp, int *lock_fd, struct wspi_err *err);
 /* pack_commit_dir, then removes PACK_TMP_LOCK from the committed `out`. */
-int pack_commit_locked_dir(const char *tmp, const char *out, int force, struct wsp_err *err);
+int pack_commit_locked_dir(const char *tmp, const char *out, int force, struct wspi_err *err);
 /* Remove the directories "<basename(out)>.tmp-XXXXXX" beside `out` whose
  * lock file exists and is not held, if they hold only regular files.  Each
  * removal and each problem is a note through `log` (may be NULL); never
@@ -38,11 +38,11 @@ int pack_clean_stale_tmp(const char *out, wsp_log_fn log, void *log_ctx);
  * existing `out` is moved aside first and removed only once the new one is in
  * place, so that a failure leaves either the old or the new output.  Without
  * it an existing `out` fails with WSP_EEXIST.  fsyncs the parent directory. */
-int pack_commit_dir(const char *tmp, const char *out, int force, struct wsp_err *err);
+int pack_commit_dir(const char *tmp, const char *out, int force, struct wspi_err *err);
 
 /* Before any work: may `out` be written (out_check_replaceable for a pack:
  * with force, only an empty directory or a valid pack of shard files is
  * replaced)?  0, or WSP_EEXIST / -errno with the detail. */
-int pack_check_output(const char *out, int force, struct wsp_err *err);
+int pack_check_output(const char *out, int force, struct wspi_err *err);
 
 #endif

@@ -122,7 +122,7 @@ static int cmp_map_layer(const void *a, const void *b)
 }
 
 int pack_group_map_build(const char *const *pairs, struct group_map_entry **out, uint32_t *n_out,
-			 struct wsp_err *err)
+			 struct wspi_err *err)
 {
 	struct group_map_entry *m;
 	uint32_t n = 0;
@@ -171,7 +171,7 @@ const struct group_map_entry *pack_group_map_find(const struct group_map_entry *
 	return n ? bsearch(&key, m, n, sizeof(*m), cmp_map_tensor) : NULL;
 }
 
-int pack_group_compile(const char *regex, regex_t *re, struct wsp_err *err)
+int pack_group_compile(const char *regex, regex_t *re, struct wspi_err *err)
 {
 	int rc = regcomp(re, regex, REG_EXTENDED);
 	if (rc) {

@@ -349,7 +349,7 @@ int pw_layout(struct pack_writer *pw)
 		L->first_chunk = n_chunks;
 		for (uint32_t k = 0; k < L->n_tensors; k++) {
 			struct pw_tensor *t = &pw->tensors[by[pos + k]];
-			uint64_t off = wsp_align_up(raw, WSP_ALIGN_TENSOR);
+			uint64_t off = wspi_align_up(raw, WSP_ALIGN_TENSOR);
 			if (ckd_add(&raw, off, t->bytes) || raw > UINT64_MAX / 2)
 				goto toobig;
 			t->layer = l;
@@ -359,7 +359,7 @@ int pw_layout(struct pack_writer *pw)
 			n_chunks += t->n_chunks;
 			L->raw_chunk_bytes += t->bytes;
 		}
-		L->raw_bytes = wsp_align_up(raw, WSP_ALIGN_TENSOR);
+		L->raw_bytes = wspi_align_up(raw, WSP_ALIGN_TENSOR);
 		L->n_chunks = n_chunks - L->first_chunk;
 		pos += L->n_tensors;
 	}

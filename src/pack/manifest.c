@@ -67,7 +67,7 @@ void wspm_chunk_set_stored_check(struct wspm_chunk *c, uint64_t check)
  * 8-byte aligned, inside the file.  Tables follow each other in file order,
  * which also proves that they do not overlap. */
 static int check_table(const char *what, uint64_t off, uint64_t count, uint64_t size,
-		       uint64_t align, uint64_t len, uint64_t *prev_end, struct wsp_err *err)
+		       uint64_t align, uint64_t len, uint64_t *prev_end, struct wspi_err *err)
 {
 	uint64_t bytes, end;
 
@@ -90,8 +90,8 @@ static int check_table(const char *what, uint64_t off, uint64_t count, uint64_t 
 
 /* A name at `off` in the string table: NUL-terminated inside it, non-empty,
  * at most WSPM_MAX_NAME bytes, no control characters. */
-static int check_name(const struct wsp_manifest *m, uint64_t off, const char *what, uint64_t idx,
-		      struct wsp_err *err)
+static int check_name(const struct wspi_manifest *m, uint64_t off, const char *what, uint64_t idx,
+		      struct wspi_err *err)
 {
 	uint64_t size = m->hdr->strings_size;
 
@@ -114,7 +114,7 @@ static int check_name(const struct wsp_manifest *m, uint64_t off, const char *wh
 	return 0;
 }
 
-static int check_header(const void *data, uint64_t len, struct wsp_manifest *m, struct wsp_err *err)
+static int check_header(const void *data, uint64_t len, struct wspi_manifest *m, struct wspi_err *err)
 {
 	const struct wspm_header *h = data;
 	uint64_t end = sizeof(*h);
@@ -182,7 +182,7 @@ static int check_header(const void *data, uint64_t len, struct wsp_manifest *m, 
 	return 0;
 }
 
-static int check_shards_sources(const struct wsp_manifest *m, struct wsp_err *err)
+static int check_shards_sources(const struct wspi_manifest *m, struct wspi_err *err)
 {
 	const struct wspm_header *h = m->hdr;
 	char want[32];
@@ -216,9 +216,9 @@ static int check_shards_sources(const struct wsp_manifest *m, struct wsp_err *er
 
 /* The chunks of tensor `t` (index ti) of layer `l`: contiguous from *cursor,
  * raw sizes summing to the tensor's, codec and transform known. */
-static int check_chunks(const struct wsp_manifest *m, uint32_t li, uint32_t ti,
+static int check_chunks(const struct wspi_manifest *m, uint32_t li, uint32_t ti,
 			const struct wspm_layer *l, const struct wspm_tensor *t, uint64_t *next_chunk,
-			uint64_t *cursor, struct wsp_err *err)
+			uint64_t *cursor, struct wspi_err *err)
 {
 	const struct wspm_header *h = m->hdr;
 	const char *tname = wspm_str(m, t->name_off);
@@ -287,8 +287,8 @@ static int check_chunks(const struct wsp_manifest *m, uint32_t li, uint32_t ti,
 	return 0;
 }
 
-static int check_tensor(const struct wsp_manifest *m, uint32_t li, uint32_t ti,
-			const struct wspm_layer *l, uint64_t *raw_end, struct wsp_err *err)
+static int check_tensor(const struct wspi_manifest *m, uint32_t li, uint32_t ti,
+			const struct wspm_layer *l, uint64_t *raw_end, struct wspi_err *err)
 {
 	const struct wspm_tensor *t = &m->tensors[ti];
 	uint64_t bytes, end;
@@ -301,7 +301,7 @@ static int check_tensor(const struct wsp_manifest *m, uint32_t li, uint32_t ti,
 		return WSP_ERR(err, WSP_EDTYPE, "tensor %u (%s): unknown dtype %u", ti, tname, t->dtype);
 	if (t->rank > WSP_MAX_RANK)
 		return FMT("tensor %u (%s): rank %u above %u", ti, tname, t->rank, WSP_MAX_RANK);
-	rc = wsp_tensor_bytes(t->dtype, t->rank, t->shape, &bytes);
+	rc = wspi_tensor_bytes(t->dtype, t->rank, t->shape, &bytes);
 	if (rc < 0)
 		return WSP_ERR(err, rc, "tensor %u (%s): shape and dtype give no byte count (%s)", ti,
 			       tname, wsp_strerror(rc));
@@ -337,7 +337,7 @@ static int check_tensor(const struct wsp_manifest *m, uint32_t li, uint32_t ti,
 	return 0;
 }
 
-static int check_layers(const struct wsp_manifest *m, struct wsp_err *err)
+static int check_layers(const struct wspi_manifest *m, struct wspi_err *err)
 {
 	const struct wspm_header *h = m->hdr;
 	uint64_t next_tensor = 0, next_chunk = 0;
@@ -390,7 +390,7 @@ static int check_layers(const struct wsp_manifest *m, struct wsp_err *err)
 				 (unsigned long long)cursor, (unsigned long long)region_end);
 			break;
 		}
-		if (l->raw_bytes != wsp_align_up(raw_end, WSP_ALIGN_TENSOR)) {
+		if (l->raw_bytes != wspi_align_up(raw_end, WSP_ALIGN_TENSOR)) {
 			rc = FMT("layer %u (%s): raw_bytes %llu, tensors end at %llu", li, lname,
 				 (unsigned long long)l->raw_bytes, (unsigned long long)raw_end);
 			break;
@@ -409,9 +409,9 @@ static int check_layers(const struct wsp_manifest *m, struct wsp_err *err)
 	return 0;
 }
 
-int wspm_parse(const void *data, uint64_t len, struct wsp_manifest *out, struct wsp_err *err)
+int wspm_parse(const void *data, uint64_t len, struct wspi_manifest *out, struct wspi_err *err)
 {
-	struct wsp_manifest m;
+	struct wspi_manifest m;
 
 	memset(&m, 0, sizeof(m));
 	WSP_TRY(check_header(data, len, &m, err));
@@ -424,10 +424,10 @@ int wspm_parse(const void *data, uint64_t len, struct wsp_manifest *out, struct 
 
 /* Read the whole manifest into private memory rather than mapping the file:
  * a file that shrinks or is replaced under us then cannot raise SIGBUS. */
-static int read_manifest(const char *path, void **map, uint64_t *size, struct wsp_err *err)
+static int read_manifest(const char *path, void **map, uint64_t *size, struct wspi_err *err)
 {
 	struct stat st;
-	int fd = wsp_open_regular(path, O_RDONLY, err);
+	int fd = wspi_open_regular(path, O_RDONLY, err);
 
 	if (fd < 0)
 		return fd;
@@ -465,7 +465,7 @@ static int read_manifest(const char *path, void **map, uint64_t *size, struct ws
 	return 0;
 }
 
-int wspm_map(const char *pack_dir, struct wsp_manifest *out, struct wsp_err *err)
+int wspm_map(const char *pack_dir, struct wspi_manifest *out, struct wspi_err *err)
 {
 	char path[4096];
 	void *map = NULL;
@@ -478,7 +478,7 @@ int wspm_map(const char *pack_dir, struct wsp_manifest *out, struct wsp_err *err
 	WSP_TRY(read_manifest(path, &map, &size, err));
 	rc = wspm_parse(map, size, out, err);
 	if (rc < 0) {
-		wsp_err_prefix(err, "%s", path);
+		wspi_err_prefix(err, "%s", path);
 		munmap(map, size);
 		memset(out, 0, sizeof(*out));
 		return rc;
@@ -506,7 +506,7 @@ int wspm_map(const char *pack_dir, struct wsp_manifest *out, struct wsp_err *err
 	return 0;
 }
 
-void wspm_unmap(struct wsp_manifest *m)
+void wspm_unmap(struct wspi_manifest *m)
 {
 	if (m && m->map)
 		munmap((void *)m->map, m->map_size);

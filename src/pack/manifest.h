@@ -120,7 +120,7 @@ void wspm_chunk_set_stored_check(struct wspm_chunk *c, uint64_t check);
 
 /* A validated, read-only view of a mapped manifest.  Every index and offset
  * in it has been checked: users may trust them. */
-struct wsp_manifest {
+struct wspi_manifest {
 	const void *map;           /* whole file */
 	uint64_t map_size;
 	const struct wspm_header *hdr;
@@ -135,20 +135,20 @@ struct wsp_manifest {
 
 /* Validate `len` bytes at `data` as a manifest (the fuzz target's entry).
  * Does not touch shard files. */
-int wspm_parse(const void *data, uint64_t len, struct wsp_manifest *out, struct wsp_err *err);
+int wspm_parse(const void *data, uint64_t len, struct wspi_manifest *out, struct wspi_err *err);
 /* The second part of wspm_parse (msources.c), on a manifest whose tables
  * already passed the first: reserved fields zero, short names unique in a
  * layer, source names unique, each source's stored safetensors header
  * describing exactly the tensors that point at it, the stored index valid. */
-int wspm_check_names_and_sources(const struct wsp_manifest *m, struct wsp_err *err);
+int wspm_check_names_and_sources(const struct wspi_manifest *m, struct wspi_err *err);
 /* mmap PACK/manifest.wspm, parse, and check that every shard exists with the
  * recorded size.  wspm_unmap releases. */
-int wspm_map(const char *pack_dir, struct wsp_manifest *out, struct wsp_err *err);
-void wspm_unmap(struct wsp_manifest *m);
+int wspm_map(const char *pack_dir, struct wspi_manifest *out, struct wspi_err *err);
+void wspm_unmap(struct wspi_manifest *m);
 /* header.checksum of a complete manifest image (the field taken as zero). */
 uint64_t wspm_checksum(const void *data, uint64_t len);
 
-static inline const char *wspm_str(const struct wsp_manifest *m, uint64_t off)
+static inline const char *wspm_str(const struct wspi_manifest *m, uint64_t off)
 {
 	return m->strings + off;
 }

@@ -50,21 +50,21 @@ static void md_fail(struct md_state *s, uint64_t job, int rc, const char *msg)
 	if (job < atomic_load(&s->bad_job)) {
 		atomic_store(&s->bad_job, job);
 		s->rc = rc;
-		wsp_err_set(&s->pk->err, rc, "%s", msg);
+		wspi_err_set(&s->pk->err, rc, "%s", msg);
 	}
 	pthread_mutex_unlock(&s->mu);
 }
 
-static void md_job_error(struct md_state *s, uint64_t j, int rc, struct wsp_err *err)
+static void md_job_error(struct md_state *s, uint64_t j, int rc, struct wspi_err *err)
 {
-	const struct wsp_manifest *m = &s->pk->m;
+	const struct wspi_manifest *m = &s->pk->m;
 	const struct md_job *job = &s->jobs[j];
 	const struct wspm_chunk *ch = &m->chunks[job->chunk];
 	char path[PATH_MAX + 32];
 
 	pack_shard_path(s->pk, m->layers[job->layer].shard, path, sizeof(path));
 	/* the same context as pack_load_layer's messages */
-	wsp_err_prefix(err, "%s: layer %u (%s), tensor %s, chunk %llu at offset %llu", path,
+	wspi_err_prefix(err, "%s: layer %u (%s), tensor %s, chunk %llu at offset %llu", path,
 		       job->layer, wspm_str(m, m->layers[job->layer].name_off),
 		       wspm_str(m, m->tensors[job->tensor].name_off),
 		       (unsigned long long)job->in_tensor, (unsigned long long)ch->offset);
@@ -74,14 +74,14 @@ static void md_job_error(struct md_state *s, uint64_t j, int rc, struct wsp_err 
 static void *md_worker(void *arg)
 {
 	struct md_state *s = arg;
-	const struct wsp_manifest *m = &s->pk->m;
+	const struct wspi_manifest *m = &s->pk->m;
 	struct chunk_decoder *dec = NULL;
 	uint8_t *dest = NULL;
 	uint64_t pos = 0;
-	struct wsp_err err;
+	struct wspi_err err;
 	int rc;
 
-	wsp_err_init(&err);
+	wspi_err_init(&err);
 	rc = chunk_decoder_create(s->max_chunk_raw ? s->max_chunk_raw : 1, &dec);
 	if (rc < 0 || !(dest = malloc(s->dest_bytes))) {
 		md_fail(s, 0, rc < 0 ? rc : -ENOMEM, "measure decode: out of memory for a worker");
@@ -105,8 +105,8 @@ static void *md_worker(void *arg)
 		const struct wspm_chunk *ch = &m->chunks[job->chunk];
 		if (pos + ch->raw_bytes > s->dest_bytes)
 			pos = 0;
-		struct wsp_span span = { dest + pos, ch->raw_bytes };
-		wsp_err_clear(&err);
+		struct wspi_span span = { dest + pos, ch->raw_bytes };
+		wspi_err_clear(&err);
 		rc = chunk_decode(dec, ch, m->tensors[job->tensor].dtype, job->stored, &span, 1, &err);
 		if (rc < 0)
 			md_job_error(s, j, rc, &err);
@@ -115,14 +115,14 @@ static void *md_worker(void *arg)
 out:
 	chunk_decoder_free(dec);
 	free(dest);
-	wsp_err_destroy(&err);
+	wspi_err_destroy(&err);
 	return NULL;
 }
 
 /* The layers to measure: whole layers in pack order whose stored bytes fit
  * in `budget` (at least the first non-empty one).  Returns the count and
  * their stored bytes, chunks and largest chunk. */
-static uint32_t pick_layers(const struct wsp_manifest *m, uint64_t budget, uint64_t *stored,
+static uint32_t pick_layers(const struct wspi_manifest *m, uint64_t budget, uint64_t *stored,
 			    uint64_t *n_chunks, uint64_t *max_chunk)
 {
 	uint32_t n = 0;
@@ -149,7 +149,7 @@ static uint32_t pick_layers(const struct wsp_manifest *m, uint64_t budget, uint6
 static int load_stored(struct wsp_pack_s *pk, uint32_t n, uint8_t *buf, struct md_job *jobs,
 		       uint64_t *raw)
 {
-	const struct wsp_manifest *m = &pk->m;
+	const struct wspi_manifest *m = &pk->m;
 	uint64_t at = 0, nj = 0;
 
 	*raw = 0;
@@ -179,7 +179,7 @@ static int load_stored(struct wsp_pack_s *pk, uint32_t n, uint8_t *buf, struct m
 static unsigned worker_count(unsigned threads, uint64_t n_jobs, uint64_t dest_bytes, uint64_t avail)
 {
 	if (!threads)
-		threads = wsp_cpu_count();
+		threads = wspi_cpu_count();
 	threads = WSP_MIN(threads, MAX_WORKERS);
 	if (threads > n_jobs)
 		threads = n_jobs ? (unsigned)n_jobs : 1;
@@ -206,7 +206,7 @@ int wsp_pack_measure_decode(wsp_pack *pk, unsigned threads, uint64_t limit, uint
 	/* The stored bytes are held in memory at once: at most a quarter of
 	 * what this process may use, so that measuring never pushes the
 	 * machine into swap or the OOM killer. */
-	avail = wsp_memory_available(NULL);
+	avail = wspi_memory_available(NULL);
 	budget = avail ? avail / 4 : UINT64_MAX;
 	if (limit)
 		budget = WSP_MIN(budget, limit);
@@ -251,13 +251,13 @@ int wsp_pack_measure_decode(wsp_pack *pk, unsigned threads, uint64_t limit, uint
 		pthread_cond_wait(&s.cond, &s.mu);
 	if (s.rc < 0)
 		atomic_store(&s.next, UINT64_MAX / 2);   /* set-up failed: workers stop at once */
-	t0 = wsp_now_ns();
+	t0 = wspi_now_ns();
 	s.go = 1;
 	pthread_cond_broadcast(&s.cond);
 	pthread_mutex_unlock(&s.mu);
 	for (unsigned i = 0; i < started; i++)
 		pthread_join(th[i], NULL);
-	t1 = wsp_now_ns();
+	t1 = wspi_now_ns();
 	rc = s.rc;
 	if (rc == 0) {
 		*raw_bytes = raw;

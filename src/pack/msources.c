@@ -30,7 +30,7 @@ static int all_zero(const void *p, size_t n)
 
 /* wspack(5): reserved fields are zero; a reader that tolerated anything
  * there could not give them a meaning later. */
-static int check_reserved(const struct wsp_manifest *m, struct wsp_err *err)
+static int check_reserved(const struct wspi_manifest *m, struct wspi_err *err)
 {
 	const struct wspm_header *h = m->hdr;
 
@@ -59,7 +59,7 @@ static int cmp_str(const void *a, const void *b)
 }
 
 /* Source file names: unique, and never the index's (unpack writes both). */
-static int check_source_names(const struct wsp_manifest *m, struct wsp_err *err)
+static int check_source_names(const struct wspi_manifest *m, struct wspi_err *err)
 {
 	uint32_t n = m->hdr->n_sources;
 	const char **names;
@@ -84,7 +84,7 @@ static int check_source_names(const struct wsp_manifest *m, struct wsp_err *err)
 }
 
 /* Short names are what wsp_layer_tensor() looks up: unique within a layer. */
-static int check_short_names(const struct wsp_manifest *m, struct wsp_err *err)
+static int check_short_names(const struct wspi_manifest *m, struct wspi_err *err)
 {
 	const char **names = NULL;
 	uint32_t cap = 0;
@@ -116,7 +116,7 @@ static int check_short_names(const struct wsp_manifest *m, struct wsp_err *err)
 /* Order of a source's tensors by their offset in its data section. */
 static int cmp_source_offset(const void *a, const void *b, void *ctx)
 {
-	const struct wsp_manifest *m = ctx;
+	const struct wspi_manifest *m = ctx;
 	uint64_t x = m->tensors[*(const uint32_t *)a].source_offset;
 	uint64_t y = m->tensors[*(const uint32_t *)b].source_offset;
 	return x < y ? -1 : x > y;
@@ -125,8 +125,8 @@ static int cmp_source_offset(const void *a, const void *b, void *ctx)
 /* The stored header of source `si` parses as safetensors, covers exactly
  * its data_bytes, and names exactly the tensors `idx[0..n)` that point at
  * it, with their dtypes, shapes, offsets and key order. */
-static int check_one_source(const struct wsp_manifest *m, uint32_t si, uint32_t *idx, uint32_t n,
-			    struct wsp_err *err)
+static int check_one_source(const struct wspi_manifest *m, uint32_t si, uint32_t *idx, uint32_t n,
+			    struct wspi_err *err)
 {
 	const struct wspm_source *s = &m->sources[si];
 	const char *sname = wspm_str(m, s->name_off);
@@ -147,7 +147,7 @@ static int check_one_source(const struct wsp_manifest *m, uint32_t si, uint32_t 
 	rc = st_parse_named(sname, buf, 8 + s->header_len, size, &f, err);
 	free(buf);
 	if (rc < 0) {
-		wsp_err_prefix(err, "source %u: stored header of", si);
+		wspi_err_prefix(err, "source %u: stored header of", si);
 		return rc == -ENOMEM ? rc : WSP_EFORMAT;
 	}
 	if (f.n_tensors != n) {
@@ -179,7 +179,7 @@ out:
 	return rc;
 }
 
-static int check_sources(const struct wsp_manifest *m, struct wsp_err *err)
+static int check_sources(const struct wspi_manifest *m, struct wspi_err *err)
 {
 	const struct wspm_header *h = m->hdr;
 	uint32_t *count, *start, *idx;
@@ -220,7 +220,7 @@ out:
 }
 
 /* The stored index: a JSON object whose weight_map names only sources. */
-static int check_index(const struct wsp_manifest *m, struct wsp_err *err)
+static int check_index(const struct wspi_manifest *m, struct wspi_err *err)
 {
 	const struct wspm_header *h = m->hdr;
 	json_error_t jerr;
@@ -252,7 +252,7 @@ static int check_index(const struct wsp_manifest *m, struct wsp_err *err)
 	return rc;
 }
 
-int wspm_check_names_and_sources(const struct wsp_manifest *m, struct wsp_err *err)
+int wspm_check_names_and_sources(const struct wspi_manifest *m, struct wspi_err *err)
 {
 	WSP_TRY(check_reserved(m, err));
 	WSP_TRY(check_short_names(m, err));

@@ -24,7 +24,7 @@ static int str_add(struct strtab *s, const char *str, uint64_t *off)
 {
 	uint64_t n = strlen(str) + 1;
 
-	if (wsp_grow((void **)&s->buf, &s->cap, s->len + n, 1, 4096) < 0)
+	if (wspi_grow((void **)&s->buf, &s->cap, s->len + n, 1, 4096) < 0)
 		return -ENOMEM;
 	memcpy(s->buf + s->len, str, n);
 	*off = s->len;
@@ -162,7 +162,7 @@ int pw_write_manifest(struct pack_writer *pw)
 	h.chunks_off = h.tensors_off + (uint64_t)pw->n_tensors * sizeof(struct wspm_tensor);
 	h.strings_off = h.chunks_off + pw->n_chunks * sizeof(struct wspm_chunk);
 	h.strings_size = st.len;
-	h.blobs_off = wsp_align_up(h.strings_off + st.len, 8);
+	h.blobs_off = wspi_align_up(h.strings_off + st.len, 8);
 	for (uint32_t i = 0; i < pw->n_sources; i++)
 		blobs += pw->sources[i].header_len;   /* each below 4 GiB: bounded by the file cap */
 	if (pw->has_index) {
@@ -192,10 +192,10 @@ int pw_write_manifest(struct pack_writer *pw)
 	memcpy(img, &h, sizeof(h));
 
 	/* Check our own output with the reader's rules before committing it. */
-	struct wsp_manifest m;
+	struct wspi_manifest m;
 	rc = wspm_parse(img, size, &m, pw->err);
 	if (rc < 0)
-		wsp_err_prefix(pw->err, "internal error: the manifest written is invalid");
+		wspi_err_prefix(pw->err, "internal error: the manifest written is invalid");
 	else
 		rc = write_file(pw, img, size);
 out:

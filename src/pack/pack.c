@@ -26,9 +26,9 @@ static int cmp_tensor(const void *a, const void *b, void *ctx)
 	return strcmp(pk->tensors[*(const uint32_t *)a].name, pk->tensors[*(const uint32_t *)b].name);
 }
 
-static int build_views(struct wsp_pack_s *pk, struct wsp_err *err)
+static int build_views(struct wsp_pack_s *pk, struct wspi_err *err)
 {
-	const struct wsp_manifest *m = &pk->m;
+	const struct wspi_manifest *m = &pk->m;
 	uint32_t nl = m->hdr->n_layers, nt = m->hdr->n_tensors;
 
 	pk->layers = calloc(nl ? nl : 1, sizeof(*pk->layers));
@@ -84,7 +84,7 @@ static int build_views(struct wsp_pack_s *pk, struct wsp_err *err)
 	return 0;
 }
 
-int pack_open(const char *dir, struct wsp_pack_s **out, struct wsp_err *err)
+int pack_open(const char *dir, struct wsp_pack_s **out, struct wspi_err *err)
 {
 	struct wsp_pack_s *pk;
 	char abs[PATH_MAX];
@@ -94,7 +94,7 @@ int pack_open(const char *dir, struct wsp_pack_s **out, struct wsp_err *err)
 	pk = calloc(1, sizeof(*pk));
 	if (!pk)
 		return WSP_ERR(err, -ENOMEM, "out of memory");
-	wsp_err_init(&pk->err);
+	wspi_err_init(&pk->err);
 	pthread_mutex_init(&pk->lock, NULL);
 	pk->dir = strdup(realpath(dir, abs) ? abs : dir);
 	if (!pk->dir) {
@@ -130,7 +130,7 @@ void pack_close(struct wsp_pack_s *pk)
 	wspm_unmap(&pk->m);
 	free(pk->dir);
 	pthread_mutex_destroy(&pk->lock);
-	wsp_err_destroy(&pk->err);
+	wspi_err_destroy(&pk->err);
 	free(pk);
 }
 
@@ -149,7 +149,7 @@ int wsp_pack_shard_path(const wsp_pack *pk, uint32_t shard, char *buf, size_t le
 	return n < 0 ? -EINVAL : n;
 }
 
-int pack_shard_fd(struct wsp_pack_s *pk, uint32_t shard, struct wsp_err *err)
+int pack_shard_fd(struct wsp_pack_s *pk, uint32_t shard, struct wspi_err *err)
 {
 	int fd, rc = 0;
 
@@ -158,7 +158,7 @@ int pack_shard_fd(struct wsp_pack_s *pk, uint32_t shard, struct wsp_err *err)
 	if (fd < 0) {
 		char path[PATH_MAX + 32];
 		pack_shard_path(pk, shard, path, sizeof(path));
-		fd = wsp_open_regular(path, O_RDONLY, err);
+		fd = wspi_open_regular(path, O_RDONLY, err);
 		if (fd < 0)
 			rc = fd;
 		else
@@ -170,10 +170,10 @@ int pack_shard_fd(struct wsp_pack_s *pk, uint32_t shard, struct wsp_err *err)
 
 int wsp_pack_open(const char *path, wsp_pack **out, char *errbuf, size_t errlen)
 {
-	struct wsp_err err;
+	struct wspi_err err;
 	int rc;
 
-	wsp_err_init(&err);
+	wspi_err_init(&err);
 	if (out)
 		*out = NULL;
 	if (!path || !out)
@@ -181,8 +181,8 @@ int wsp_pack_open(const char *path, wsp_pack **out, char *errbuf, size_t errlen)
 	else
 		rc = pack_open(path, out, &err);
 	if (errbuf && errlen)
-		wsp_err_copy(&err, errbuf, errlen);
-	wsp_err_destroy(&err);
+		wspi_err_copy(&err, errbuf, errlen);
+	wspi_err_destroy(&err);
 	return rc;
 }
 
@@ -197,7 +197,7 @@ const char *wsp_pack_errmsg(const wsp_pack *pk)
 }
 
 /* The first source's "__metadata__", compact; NULL when absent. */
-static char *extract_metadata(const struct wsp_manifest *m)
+static char *extract_metadata(const struct wspi_manifest *m)
 {
 	if (m->hdr->n_sources == 0)
 		return NULL;
@@ -214,7 +214,7 @@ int wsp_pack_summary(const wsp_pack *cpk, struct wsp_pack_summary *out)
 {
 	/* The handle is logically const: only the metadata cache changes. */
 	struct wsp_pack_s *pk = (struct wsp_pack_s *)cpk;
-	const struct wsp_manifest *m;
+	const struct wspi_manifest *m;
 
 	if (!pk || !out)
 		return -EINVAL;
@@ -292,7 +292,7 @@ const struct wsp_tensor *wsp_pack_find_tensor(const wsp_pack *pk, const char *fu
 
 int wsp_pack_dtype_bytes(const wsp_pack *pk, enum wsp_dtype dt, uint64_t *raw, uint64_t *stored)
 {
-	const struct wsp_manifest *m;
+	const struct wspi_manifest *m;
 	uint64_t r = 0, s = 0;
 	int count = 0;
 

@@ -11,10 +11,10 @@
 
 struct wsp_pack_s {
 	char *dir;
-	struct wsp_manifest m;
+	struct wspi_manifest m;
 	struct wsp_layer *layers;     /* n_layers, names point into the manifest */
 	struct wsp_tensor *tensors;   /* n_tensors, data = NULL */
-	struct wsp_err err;
+	struct wspi_err err;
 	/* name lookup: indices sorted by name */
 	uint32_t *layer_by_name, *tensor_by_name;
 	int *shard_fds;               /* opened lazily by wsp_pack_read_layer/verify; -1 */
@@ -29,24 +29,24 @@ struct wsp_pack_s {
 };
 
 /* Build the handle from a directory (used by wsp_pack_open and wsp_open). */
-int pack_open(const char *dir, struct wsp_pack_s **out, struct wsp_err *err);
+int pack_open(const char *dir, struct wsp_pack_s **out, struct wspi_err *err);
 void pack_close(struct wsp_pack_s *pk);
 
 /* Absolute path of shard i into buf. */
 void pack_shard_path(const struct wsp_pack_s *pk, uint32_t shard, char *buf, size_t len);
 /* The read-only descriptor of shard i, opened on first use (thread-safe). */
-int pack_shard_fd(struct wsp_pack_s *pk, uint32_t shard, struct wsp_err *err);
+int pack_shard_fd(struct wsp_pack_s *pk, uint32_t shard, struct wspi_err *err);
 
 /* Read layer `li`'s stored region (stored_bytes) into `stored`; a short read
  * is WSP_EFORMAT naming the shard, layer and byte range. */
-int pack_read_stored(struct wsp_pack_s *pk, uint32_t li, void *stored, struct wsp_err *err);
+int pack_read_stored(struct wsp_pack_s *pk, uint32_t li, void *stored, struct wspi_err *err);
 
 /* Read layer `li`'s stored region into `stored` (layer stored_bytes) and
  * decode it into `dst` (layer raw_bytes): tensors at their offsets, padding
  * zeroed, every chunk and tensor checksum checked.  Errors name the shard,
  * layer, tensor and chunk.  `dec` is the caller's (one per thread). */
 int pack_load_layer(struct wsp_pack_s *pk, uint32_t li, struct chunk_decoder *dec, void *stored,
-		    void *dst, struct wsp_err *err);
+		    void *dst, struct wspi_err *err);
 
 /* A layer's raw bytes into dst (raw_bytes), for pack_unpack_into. */
 typedef int (*pack_layer_fn)(void *ctx, struct wsp_pack_s *pk, uint32_t li, void *dst);

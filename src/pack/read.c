@@ -13,9 +13,9 @@
 #include "pack/fsutil.h"
 #include "pack/pack.h"
 
-int pack_read_stored(struct wsp_pack_s *pk, uint32_t li, void *stored, struct wsp_err *err)
+int pack_read_stored(struct wsp_pack_s *pk, uint32_t li, void *stored, struct wspi_err *err)
 {
-	const struct wsp_manifest *m = &pk->m;
+	const struct wspi_manifest *m = &pk->m;
 	const struct wspm_layer *l = &m->layers[li];
 	char path[PATH_MAX + 32];
 	uint64_t got = 0;
@@ -36,9 +36,9 @@ int pack_read_stored(struct wsp_pack_s *pk, uint32_t li, void *stored, struct ws
 }
 
 int pack_load_layer(struct wsp_pack_s *pk, uint32_t li, struct chunk_decoder *dec, void *stored,
-		    void *dst, struct wsp_err *err)
+		    void *dst, struct wspi_err *err)
 {
-	const struct wsp_manifest *m = &pk->m;
+	const struct wspi_manifest *m = &pk->m;
 	const struct wspm_layer *l = &m->layers[li];
 	const char *lname = wspm_str(m, l->name_off);
 	char path[PATH_MAX + 32];
@@ -58,11 +58,11 @@ int pack_load_layer(struct wsp_pack_s *pk, uint32_t li, struct chunk_decoder *de
 		memset((char *)dst + pos, 0, t->layer_offset - pos);
 		for (uint64_t c = 0; c < t->n_chunks; c++) {
 			const struct wspm_chunk *ch = &m->chunks[t->first_chunk + c];
-			struct wsp_span span = { out + done, ch->raw_bytes };
+			struct wspi_span span = { out + done, ch->raw_bytes };
 			rc = chunk_decode(dec, ch, t->dtype, (const char *)stored + (ch->offset - l->offset),
 					  &span, 1, err);
 			if (rc < 0) {
-				wsp_err_prefix(err, "%s: layer %u (%s), tensor %s, chunk %llu at offset %llu",
+				wspi_err_prefix(err, "%s: layer %u (%s), tensor %s, chunk %llu at offset %llu",
 					       path, li, lname, wspm_str(m, t->name_off),
 					       (unsigned long long)c, (unsigned long long)ch->offset);
 				return rc;

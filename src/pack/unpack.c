@@ -43,7 +43,7 @@ static int write_whole(struct wsp_pack_s *pk, const char *dir, const char *name,
  * size; tensors are written into it afterwards. */
 static int create_sources(struct wsp_pack_s *pk, const char *tmp, int *fds)
 {
-	const struct wsp_manifest *m = &pk->m;
+	const struct wspi_manifest *m = &pk->m;
 
 	for (uint32_t i = 0; i < m->hdr->n_sources; i++) {
 		const struct wspm_source *s = &m->sources[i];
@@ -79,7 +79,7 @@ static int load_from_pack(void *ctx, struct wsp_pack_s *pk, uint32_t li, void *d
 static int write_tensors(struct wsp_pack_s *pk, const char *tmp, const int *fds, void *buf,
 			 pack_layer_fn load, void *lctx, wsp_progress_fn progress, void *ctx)
 {
-	const struct wsp_manifest *m = &pk->m;
+	const struct wspi_manifest *m = &pk->m;
 	uint64_t done = 0, total = 0;
 
 	for (uint32_t li = 0; li < m->hdr->n_layers; li++)
@@ -112,7 +112,7 @@ static int write_tensors(struct wsp_pack_s *pk, const char *tmp, const int *fds,
 static int fill_dir(struct wsp_pack_s *pk, const char *dir, int *fds, void *buf, pack_layer_fn load,
 		    void *lctx, wsp_progress_fn progress, void *ctx)
 {
-	const struct wsp_manifest *m = &pk->m;
+	const struct wspi_manifest *m = &pk->m;
 	int rc = create_sources(pk, dir, fds);
 	if (rc == 0)
 		rc = write_tensors(pk, dir, fds, buf, load, lctx, progress, ctx);
@@ -133,7 +133,7 @@ static int fill_dir(struct wsp_pack_s *pk, const char *dir, int *fds, void *buf,
 /* Checks and buffers shared by wsp_pack_unpack and pack_unpack_into. */
 static int unpack_prepare(struct wsp_pack_s *pk, void **buf, int **fds)
 {
-	const struct wsp_manifest *m = &pk->m;
+	const struct wspi_manifest *m = &pk->m;
 	uint64_t max_raw = 0;
 	if (m->hdr->n_sources == 0)
 		return WSP_ERR(&pk->err, WSP_ESTATE, "%s: the pack was not made from safetensors files",

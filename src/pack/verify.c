@@ -30,7 +30,7 @@ static void fail(struct vstate *v, uint32_t li, int rc, const char *msg)
 	if (li < v->bad_layer) {
 		v->bad_layer = li;
 		v->rc = rc;
-		wsp_err_set(&v->pk->err, rc, "%s", msg);
+		wspi_err_set(&v->pk->err, rc, "%s", msg);
 	}
 	pthread_mutex_unlock(&v->mu);
 }
@@ -40,12 +40,12 @@ static void *vworker(void *arg)
 	struct vstate *v = arg;
 	struct wsp_pack_s *pk = v->pk;
 	struct chunk_decoder *dec = NULL;
-	struct wsp_err err;
+	struct wspi_err err;
 	void *stored = NULL, *raw = NULL;
 	uint64_t max_raw = 0;
 	int rc;
 
-	wsp_err_init(&err);
+	wspi_err_init(&err);
 	for (uint32_t i = 0; i < pk->m.hdr->n_layers; i++)
 		max_raw = WSP_MAX(max_raw, pk->m.layers[i].raw_bytes);
 	rc = chunk_decoder_create(pk->max_chunk_raw ? pk->max_chunk_raw : 1, &dec);
@@ -64,7 +64,7 @@ static void *vworker(void *arg)
 		pthread_mutex_unlock(&v->mu);
 		if (stop)
 			break;
-		wsp_err_clear(&err);
+		wspi_err_clear(&err);
 		rc = pack_load_layer(pk, li, dec, stored, raw, &err);
 		if (rc < 0) {
 			fail(v, li, rc, err.msg);
@@ -82,7 +82,7 @@ out:
 	chunk_decoder_free(dec);
 	free(stored);
 	free(raw);
-	wsp_err_destroy(&err);
+	wspi_err_destroy(&err);
 	return NULL;
 }
 
@@ -118,7 +118,7 @@ static int check_gap(struct wsp_pack_s *pk, uint32_t si, uint64_t from, uint64_t
  * nothing can hide in a pack that verifies. */
 static int check_padding(struct wsp_pack_s *pk)
 {
-	const struct wsp_manifest *m = &pk->m;
+	const struct wspi_manifest *m = &pk->m;
 	size_t len = 1 << 20;
 	char *buf = malloc(len);
 	int rc = 0;
@@ -166,10 +166,10 @@ int wsp_pack_verify(wsp_pack *pk, unsigned threads, wsp_progress_fn progress, vo
 	}
 	per += pk->max_layer_stored;
 	if (!threads)
-		threads = wsp_cpu_count();
+		threads = wspi_cpu_count();
 	/* Each worker holds a whole layer twice (stored and decoded): keep
 	 * them within half of the memory this process may use. */
-	budget = wsp_memory_available(NULL) / 2;
+	budget = wspi_memory_available(NULL) / 2;
 	if (budget && per && threads > budget / per)
 		threads = budget / per ? (unsigned)(budget / per) : 1;
 	if (threads > pk->m.hdr->n_layers)

@@ -48,7 +48,7 @@ static int check_plain_name(struct pack_writer *pw, const char *what, const char
 }
 
 /* opt.layer_order into pw (the caller's strings live only during the call). */
-static int copy_layer_order(struct pack_writer *pw, const char *const *names, struct wsp_err *err)
+static int copy_layer_order(struct pack_writer *pw, const char *const *names, struct wspi_err *err)
 {
 	uint32_t n = 0;
 	while (names && names[n]) {
@@ -68,7 +68,7 @@ static int copy_layer_order(struct pack_writer *pw, const char *const *names, st
 }
 
 int pack_writer_create(const char *out_dir, const struct wsp_convert_options *opt,
-		       struct pack_writer **out, struct wsp_err *err)
+		       struct pack_writer **out, struct wspi_err *err)
 {
 	struct wsp_convert_options defaults;
 	struct pack_writer *pw;
@@ -105,7 +105,7 @@ int pack_writer_create(const char *out_dir, const struct wsp_convert_options *op
 	if (!pw->opt.shard_bytes)
 		pw->opt.shard_bytes = DEFAULT_SHARD;
 	if (!pw->opt.threads)
-		pw->opt.threads = wsp_cpu_count();
+		pw->opt.threads = wspi_cpu_count();
 	pw->opt.group_map = NULL;   /* the caller's strings: only through pw->map */
 	pw->opt.layer_order = NULL;   /* ...and through pw->layer_order */
 	if ((rc = copy_layer_order(pw, opt->layer_order, err)) < 0) {
@@ -155,7 +155,7 @@ int pack_writer_add_source(struct pack_writer *pw, const char *file_name, const 
 		return WSP_ERR(pw->err, WSP_EFORMAT, "source \"%s\": not a plain file name", file_name);
 	if (pw->n_sources >= UINT32_MAX - 1)
 		return WSP_ERR(pw->err, WSP_ETOOBIG, "too many source files");
-	if (wsp_grow((void **)&pw->sources, &pw->cap_sources, pw->n_sources + 1, sizeof(*s), 8) < 0)
+	if (wspi_grow((void **)&pw->sources, &pw->cap_sources, pw->n_sources + 1, sizeof(*s), 8) < 0)
 		return WSP_ERR(pw->err, -ENOMEM, "out of memory");
 	s = &pw->sources[pw->n_sources];
 	memset(s, 0, sizeof(*s));
@@ -223,7 +223,7 @@ int pack_writer_add_tensor(struct pack_writer *pw, const char *name, const char 
 	if (rank > WSP_MAX_RANK)
 		return WSP_ERR(pw->err, WSP_ETOOBIG, "tensor %s: rank %u above %u", name, rank,
 			       WSP_MAX_RANK);
-	rc = wsp_tensor_bytes(dtype, rank, shape, &want);
+	rc = wspi_tensor_bytes(dtype, rank, shape, &want);
 	if (rc < 0 || want != bytes)
 		return WSP_ERR(pw->err, rc < 0 ? rc : WSP_EFORMAT,
 			       "tensor %s: %llu bytes given, shape and dtype give %s%llu", name,
@@ -263,7 +263,7 @@ int pack_writer_add_tensor(struct pack_writer *pw, const char *name, const char 
 	WSP_TRY(check_plain_name(pw, "layer", group));
 	if (pw->n_tensors >= UINT32_MAX - 1)
 		return WSP_ERR(pw->err, WSP_ETOOBIG, "too many tensors");
-	if (wsp_grow((void **)&pw->tensors, &pw->cap_tensors, pw->n_tensors + 1, sizeof(*t), 64) < 0)
+	if (wspi_grow((void **)&pw->tensors, &pw->cap_tensors, pw->n_tensors + 1, sizeof(*t), 64) < 0)
 		return WSP_ERR(pw->err, -ENOMEM, "out of memory");
 	t = &pw->tensors[pw->n_tensors];
 	memset(t, 0, sizeof(*t));

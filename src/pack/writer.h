@@ -23,7 +23,7 @@ struct pack_writer;
 /* Fails with WSP_EEXIST if out_dir exists and WSP_CONVERT_FORCE is not set.
  * `err` must outlive the writer: later calls (add_*, finish) report into it. */
 int pack_writer_create(const char *out_dir, const struct wsp_convert_options *opt,
-		       struct pack_writer **out, struct wsp_err *err);
+		       struct pack_writer **out, struct wspi_err *err);
 /* Declare an original safetensors file; `header` is its JSON header verbatim.
  * Returns the source index (>= 0). */
 int pack_writer_add_source(struct pack_writer *pw, const char *file_name, const char *header,
@@ -63,7 +63,7 @@ int pack_group_name(const char *name, const char *regex, char *buf, size_t len);
 /* The same with a regex compiled once by the caller (NULL: built-in rule). */
 int pack_group_name_re(const char *name, const regex_t *re, char *buf, size_t len);
 /* Compile a --group regex (REG_EXTENDED, at least one capture group). */
-int pack_group_compile(const char *regex, regex_t *re, struct wsp_err *err);
+int pack_group_compile(const char *regex, regex_t *re, struct wspi_err *err);
 /* For a group "<block>.<...>.experts.<E>" of the built-in rule, the length
  * of "<block>" ("<prefix>.<word>.N": the expert orders after that block);
  * else strlen(group). */
@@ -80,7 +80,7 @@ struct group_map_entry {
  * -EINVAL for a tensor without a layer, an empty name or a tensor mapped
  * twice. */
 int pack_group_map_build(const char *const *pairs, struct group_map_entry **out, uint32_t *n,
-			 struct wsp_err *err);
+			 struct wspi_err *err);
 const struct group_map_entry *pack_group_map_find(const struct group_map_entry *m, uint32_t n,
 						  const char *tensor);
 

@@ -57,7 +57,7 @@ struct pack_writer {
 	char **layer_order;            /* opt.layer_order copied; NULL without one */
 	uint32_t n_layer_order;
 	int finishing;             /* finish was called: no more declarations */
-	struct wsp_err *err;
+	struct wspi_err *err;
 
 	struct pw_source *sources;
 	uint32_t n_sources;

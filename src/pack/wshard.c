@@ -49,7 +49,7 @@ static int chunk_raw(struct pack_writer *pw, const struct pw_tensor *t, uint64_t
 	s = &pw->sources[t->source];
 	rc = fd_read_at(s->fd, rbuf, len, s->data_offset + t->source_offset + off, &got);
 	if (rc < 0)
-		return wsp_err_set_first(pw->err, rc, "%s: tensor %s: %s at byte %llu", s->path,
+		return wspi_err_set_first(pw->err, rc, "%s: tensor %s: %s at byte %llu", s->path,
 					 t->name,
 					 rc == WSP_EFORMAT ? "short read (the file changed while converting)"
 							   : strerror(-rc),
@@ -70,12 +70,12 @@ static int encode_one(struct pipe *p, struct chunk_encoder *enc, uint64_t i, voi
 
 	WSP_TRY(chunk_raw(pw, t, k, c->raw_bytes, rbuf, &raw));
 	__atomic_fetch_add(&t->checksum,
-			   wsp_checksum64_part(raw, c->raw_bytes, k * pw->opt.chunk_bytes / 8),
+			   wspi_checksum64_part(raw, c->raw_bytes, k * pw->opt.chunk_bytes / 8),
 			   __ATOMIC_RELAXED);
 	rc = chunk_encode(enc, raw, c->raw_bytes, t->dtype, pw->opt.codec, pw->opt.transform, buf, c,
 			  pw->err);
 	if (rc < 0)
-		wsp_err_prefix(pw->err, "tensor %s, chunk %llu", t->name, (unsigned long long)k);
+		wspi_err_prefix(pw->err, "tensor %s, chunk %llu", t->name, (unsigned long long)k);
 	return rc;
 }
 
@@ -87,9 +87,9 @@ static void *worker(void *arg)
 	int rc = chunk_encoder_create(p->pw->opt.level, p->pw->opt.chunk_bytes, &enc);
 
 	if (rc < 0)
-		wsp_err_set_first(p->pw->err, rc, "cannot create a chunk encoder");
+		wspi_err_set_first(p->pw->err, rc, "cannot create a chunk encoder");
 	else if (!rbuf)
-		rc = wsp_err_set_first(p->pw->err, -ENOMEM, "out of memory for a chunk buffer");
+		rc = wspi_err_set_first(p->pw->err, -ENOMEM, "out of memory for a chunk buffer");
 	for (;;) {
 		pthread_mutex_lock(&p->mu);
 		while (!p->stop && p->next < p->pw->n_chunks && p->next >= p->written + p->window)
@@ -138,7 +138,7 @@ static int close_shard(struct pack_writer *pw, uint32_t shard, int fd, uint64_t 
 	char path[4096];
 	int rc = 0;
 
-	pw->shard_size[shard] = wsp_align_up(end, WSP_ALIGN_DIRECT);
+	pw->shard_size[shard] = wspi_align_up(end, WSP_ALIGN_DIRECT);
 	if (ftruncate(fd, (off_t)pw->shard_size[shard]) < 0 || fsync(fd) < 0)
 		rc = -errno;
 	if (close(fd) < 0 && rc == 0)
@@ -191,7 +191,7 @@ static int write_layers(struct pipe *p)
 		total += pw->layers[l].raw_chunk_bytes;
 	for (uint32_t l = 0; l < pw->n_layers && rc == 0; l++) {
 		struct pw_layer *L = &pw->layers[l];
-		uint64_t start = wsp_align_up(pos, WSP_ALIGN_DIRECT);
+		uint64_t start = wspi_align_up(pos, WSP_ALIGN_DIRECT);
 		/* The stored size is known only after compression; the raw size
 		 * bounds it (chunks that do not shrink are stored raw).  A layer
 		 * is never split across shards. */

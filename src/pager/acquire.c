@@ -232,7 +232,7 @@ void pager_on_ready(void *ctx, uint32_t layer, int status)
 	pthread_mutex_unlock(&pg->lock);
 }
 
-static int bad_layer(struct wsp_pager_s *pg, uint32_t layer, struct wsp_err *err)
+static int bad_layer(struct wsp_pager_s *pg, uint32_t layer, struct wspi_err *err)
 {
 	return WSP_ERR(err, WSP_ENOTFOUND, "%s: no layer %u (the pack has %u)", pg->pk->dir, layer,
 		       pg->pk->m.hdr->n_layers);
@@ -289,7 +289,7 @@ static void wait_holders(struct wsp_pager_s *pg)
  * only when no such holder was at work before and after a failed get.
  */
 static int get_host(struct wsp_pager_s *pg, uint32_t layer, struct hcache_ref *ref,
-		    struct wsp_err *err)
+		    struct wspi_err *err)
 {
 	uint64_t seq0, seq1;
 	int rc = -ENOSPC;
@@ -311,7 +311,7 @@ enum outcome { GPU_HIT, HOST_HIT, MISS };
 /* The body of wsp_acquire; the caller counts the outcome. */
 static int acquire(struct wsp_pager_s *pg, uint32_t layer, void *stream,
 		   const struct wsp_layer **view, enum outcome *how, uint64_t *blocked,
-		   struct wsp_err *err)
+		   struct wspi_err *err)
 {
 	struct hcache_ref ref;
 	struct slot *s;
@@ -337,15 +337,15 @@ static int acquire(struct wsp_pager_s *pg, uint32_t layer, void *stream,
 	rc = src_try_get(pg, layer, &ref, err);
 	if (rc < 0) {
 		*how = MISS;
-		wsp_err_prefix(err, "acquire of layer %u (%s)", layer, pg->pk->layers[layer].name);
+		wspi_err_prefix(err, "acquire of layer %u (%s)", layer, pg->pk->layers[layer].name);
 		return rc;
 	}
 	*how = rc == 1 ? HOST_HIT : MISS;
 	if (*how == MISS) {
 		/* The one place the host blocks (on the load, not the GPU). */
-		uint64_t t0 = wsp_now_ns();
+		uint64_t t0 = wspi_now_ns();
 		rc = get_host(pg, layer, &ref, err);
-		*blocked = wsp_now_ns() - t0;
+		*blocked = wspi_now_ns() - t0;
 		if (pg->opt.trace) {
 			struct wsp_trace_event ev = {
 				.stage = WSP_STAGE_WAIT, .layer = layer, .begin_ns = t0,
@@ -354,7 +354,7 @@ static int acquire(struct wsp_pager_s *pg, uint32_t layer, void *stream,
 			pg->opt.trace(pg->opt.trace_ctx, &ev);
 		}
 		if (rc < 0) {
-			wsp_err_prefix(err, "acquire of layer %u (%s)", layer,
+			wspi_err_prefix(err, "acquire of layer %u (%s)", layer,
 				       pg->pk->layers[layer].name);
 			return rc;
 		}
@@ -383,7 +383,7 @@ static int acquire(struct wsp_pager_s *pg, uint32_t layer, void *stream,
 	if (rc == 0)
 		src_fix_view(pg, s, &ref);
 	if (rc < 0) {
-		wsp_err_prefix(err, "acquire of layer %u (%s)", layer, pg->pk->layers[layer].name);
+		wspi_err_prefix(err, "acquire of layer %u (%s)", layer, pg->pk->layers[layer].name);
 		pthread_mutex_unlock(&pg->lock);
 		src_put(pg, &ref);
 		return rc;
@@ -402,14 +402,14 @@ done:
 static int acquire_try(struct wsp_pager_s *pg, uint32_t layer, void *stream,
 		       const struct wsp_layer **view, int waiting, int retry, unsigned flags)
 {
-	struct wsp_err err;
+	struct wspi_err err;
 	enum outcome how = MISS;
 	uint64_t blocked = 0;
 	uint32_t first;
 	int rc, was_predicted = 0;
 
 	*view = NULL;
-	wsp_err_init(&err);
+	wspi_err_init(&err);
 	if (layer >= pg->pk->m.hdr->n_layers) {
 		pthread_mutex_lock(&pg->lock);
 		pg->acquire_failures++;
@@ -460,8 +460,8 @@ int wsp_acquire_flags(wsp_pager *pg, uint32_t layer, void *stream, unsigned flag
 {
 	if (!pg || !view || (flags & ~(WSP_ACQUIRE_UNPREDICTED | WSP_ACQUIRE_NO_READAHEAD))) {
 		if (pg && view) {
-			struct wsp_err err;
-			wsp_err_init(&err);
+			struct wspi_err err;
+			wspi_err_init(&err);
 			return pager_result(pg, &err, WSP_ERR(&err, -EINVAL, "wsp_acquire_flags: "
 							      "unknown flags 0x%x", flags));
 		}
@@ -486,7 +486,7 @@ int wsp_acquire_wait(wsp_pager *pg, uint32_t layer, void *stream, const struct w
 		     uint64_t timeout_ns)
 {
 	struct timespec until;
-	struct wsp_err err;
+	struct wspi_err err;
 	int rc;
 
 	if (!pg || !view)
@@ -508,7 +508,7 @@ int wsp_acquire_wait(wsp_pager *pg, uint32_t layer, void *stream, const struct w
 			pthread_mutex_lock(&pg->lock);
 			pg->acquire_failures++;
 			pthread_mutex_unlock(&pg->lock);
-			wsp_err_init(&err);
+			wspi_err_init(&err);
 			return pager_result(pg, &err, WSP_ERR(&err, -ETIMEDOUT, "acquire of layer %u (%s): "
 							       "every slot stayed held for %.3f s",
 							       layer, pg->pk->layers[layer].name,
@@ -520,7 +520,7 @@ int wsp_acquire_wait(wsp_pager *pg, uint32_t layer, void *stream, const struct w
 int wsp_acquire_by_name(wsp_pager *pg, const char *name, void *stream,
 			const struct wsp_layer **view)
 {
-	struct wsp_err err;
+	struct wspi_err err;
 
 	if (!pg || !name || !view)
 		return -EINVAL;
@@ -528,7 +528,7 @@ int wsp_acquire_by_name(wsp_pager *pg, const char *name, void *stream,
 	const struct wsp_layer *l = wsp_pack_find_layer(pg->pk, name);
 	if (l)
 		return wsp_acquire(pg, l->index, stream, view);
-	wsp_err_init(&err);
+	wspi_err_init(&err);
 	return pager_result(pg, &err, WSP_ERR(&err, WSP_ENOTFOUND, "%s: no layer named \"%s\"",
 					      pg->pk->dir, name));
 }
@@ -548,11 +548,11 @@ const struct wsp_tensor *wsp_layer_tensor(const struct wsp_layer *view, const ch
 
 int wsp_release(wsp_pager *pg, uint32_t layer, void *stream)
 {
-	struct wsp_err err;
+	struct wspi_err err;
 	int rc;
 	if (!pg)
 		return -EINVAL;
-	wsp_err_init(&err);
+	wspi_err_init(&err);
 	if (layer >= pg->pk->m.hdr->n_layers)
 		return pager_result(pg, &err, bad_layer(pg, layer, &err));
 	pthread_mutex_lock(&pg->lock);
@@ -588,11 +588,11 @@ static void hint(struct wsp_pager_s *pg, uint32_t layer, uint64_t dist, int cert
 
 int wsp_prefetch(wsp_pager *pg, uint32_t layer)
 {
-	struct wsp_err err;
+	struct wspi_err err;
 	if (!pg)
 		return -EINVAL;
 	if (layer >= pg->pk->m.hdr->n_layers) {
-		wsp_err_init(&err);
+		wspi_err_init(&err);
 		return pager_result(pg, &err, bad_layer(pg, layer, &err));
 	}
 	hint(pg, layer, predictor_distance(pg->pred, layer), 0);
@@ -601,12 +601,12 @@ int wsp_prefetch(wsp_pager *pg, uint32_t layer)
 
 int wsp_hint_next(wsp_pager *pg, const uint32_t *layers, size_t n)
 {
-	struct wsp_err err;
+	struct wspi_err err;
 	if (!pg || (!layers && n))
 		return -EINVAL;
 	for (size_t i = 0; i < n; i++)
 		if (layers[i] >= pg->pk->m.hdr->n_layers) {
-			wsp_err_init(&err);
+			wspi_err_init(&err);
 			return pager_result(pg, &err, bad_layer(pg, layers[i], &err));
 		}
 	/* Each as needed at its place in the list: the admission rule then

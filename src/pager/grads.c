@@ -8,7 +8,7 @@
 
 #include "pager/pager.h"
 
-static int check_layer(struct wsp_pager_s *pg, uint32_t layer, int all_ok, struct wsp_err *err)
+static int check_layer(struct wsp_pager_s *pg, uint32_t layer, int all_ok, struct wspi_err *err)
 {
 	if (layer == WSP_ALL_LAYERS && all_ok)
 		return 0;
@@ -19,7 +19,7 @@ static int check_layer(struct wsp_pager_s *pg, uint32_t layer, int all_ok, struc
 }
 
 /* The room, made on first use under the pager's lock (NULL when that fails). */
-static struct wb *room(struct wsp_pager_s *pg, int make, struct wsp_err *err, int *rc)
+static struct wb *room(struct wsp_pager_s *pg, int make, struct wspi_err *err, int *rc)
 {
 	pthread_mutex_lock(&pg->lock);
 	if (!pg->wb && make)
@@ -31,11 +31,11 @@ static struct wb *room(struct wsp_pager_s *pg, int make, struct wsp_err *err, in
 
 int wsp_grad_push(wsp_pager *pg, uint32_t layer, const void *const *grads, void *stream)
 {
-	struct wsp_err err;
+	struct wspi_err err;
 	int rc = 0;
 	if (!pg)
 		return -EINVAL;
-	wsp_err_init(&err);
+	wspi_err_init(&err);
 	if (!grads)
 		rc = WSP_ERR(&err, -EINVAL, "wsp_grad_push: grads is NULL");
 	if (rc == 0)
@@ -49,12 +49,12 @@ int wsp_grad_push(wsp_pager *pg, uint32_t layer, const void *const *grads, void 
 /* A call on every push so far of `layer` (or WSP_ALL_LAYERS): `op` on the
  * room, or `none` when nothing was ever pushed (no room yet). */
 static int on_pushes(wsp_pager *pg, uint32_t layer,
-		     int (*op)(struct wb *, uint32_t, struct wsp_err *), int none)
+		     int (*op)(struct wb *, uint32_t, struct wspi_err *), int none)
 {
-	struct wsp_err err;
+	struct wspi_err err;
 	if (!pg)
 		return -EINVAL;
-	wsp_err_init(&err);
+	wspi_err_init(&err);
 	int rc = check_layer(pg, layer, 1, &err);
 	struct wb *wb = rc == 0 ? room(pg, 0, &err, &rc) : NULL;
 	if (rc == 0)
@@ -74,11 +74,11 @@ int wsp_grad_wait(wsp_pager *pg, uint32_t layer)
 
 int wsp_grad_get(wsp_pager *pg, uint32_t layer, struct wsp_grads *out)
 {
-	struct wsp_err err;
+	struct wspi_err err;
 	int rc = 0;
 	if (!pg || !out)
 		return -EINVAL;
-	wsp_err_init(&err);
+	wspi_err_init(&err);
 	memset(out, 0, sizeof(*out));
 	rc = check_layer(pg, layer, 0, &err);
 	struct wb *wb = rc == 0 ? room(pg, 1, &err, &rc) : NULL;

@@ -21,7 +21,7 @@ struct measure {
 	pthread_cond_t cond;
 	unsigned free_bufs;
 	int first_error;
-	struct wsp_err *err;
+	struct wspi_err *err;
 };
 
 struct measure_req {
@@ -53,7 +53,7 @@ int wsp_pack_measure_read(wsp_pack *pk, const struct wsp_options *opt, uint64_t 
 		wsp_options_init(&defaults);
 		opt = &defaults;
 	}
-	const struct wsp_manifest *mf = &pk->m;
+	const struct wspi_manifest *mf = &pk->m;
 	uint32_t n_shards = mf->hdr->n_shards, n_layers = mf->hdr->n_layers;
 	uint64_t span = io_span(pk->max_layer_stored ? pk->max_layer_stored : 1);
 	unsigned n_bufs = (unsigned)WSP_MAX(2, WSP_MIN(32, MEASURE_INFLIGHT_BYTES / span));
@@ -96,7 +96,7 @@ int wsp_pack_measure_read(wsp_pack *pk, const struct wsp_options *opt, uint64_t 
 	if (rc < 0)
 		goto out;
 
-	uint64_t total = 0, t0 = wsp_now_ns();
+	uint64_t total = 0, t0 = wspi_now_ns();
 	for (uint32_t l = 0; l < n_layers && rc == 0; l++) {
 		const struct wspm_layer *L = &mf->layers[l];
 		if (!L->stored_bytes)
@@ -143,7 +143,7 @@ int wsp_pack_measure_read(wsp_pack *pk, const struct wsp_options *opt, uint64_t 
 	if (rc == 0)
 		rc = m.first_error;
 	pthread_mutex_unlock(&m.lock);
-	*ns = wsp_now_ns() - t0;
+	*ns = wspi_now_ns() - t0;
 	*bytes = total;
 out:
 	io_engine_close(io);

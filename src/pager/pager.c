@@ -44,7 +44,7 @@ void pager_notice(void *ctx, const char *msg)
 		pg->opt.log(pg->opt.log_ctx, msg);
 }
 
-static int check_options(const struct wsp_options *o, struct wsp_err *err)
+static int check_options(const struct wsp_options *o, struct wspi_err *err)
 {
 	for (size_t i = 0; i < WSP_ARRAY_SIZE(o->reserved); i++)
 		if (o->reserved[i])
@@ -128,13 +128,13 @@ static void pager_free(struct wsp_pager_s *pg)
 	pthread_cond_destroy(&pg->idle);
 	pthread_cond_destroy(&pg->progress);
 	pthread_mutex_destroy(&pg->lock);
-	wsp_err_destroy(&pg->err);
+	wspi_err_destroy(&pg->err);
 	free(pg);
 }
 
 static int open_tiers(struct wsp_pager_s *pg, const char *path)
 {
-	struct wsp_err *err = &pg->err;
+	struct wspi_err *err = &pg->err;
 	int rc;
 
 	if ((rc = pack_open(path, &pg->pk, err)) < 0)
@@ -252,7 +252,7 @@ int wsp_open(const char *path, const struct wsp_options *opt, wsp_pager **out, c
 			snprintf(errbuf, errlen, "%s: out of memory", path);
 		return -ENOMEM;
 	}
-	wsp_err_init(&pg->err);
+	wspi_err_init(&pg->err);
 	pthread_mutex_init(&pg->lock, NULL);
 	pthread_cond_init(&pg->idle, NULL);
 	pthread_cond_init(&pg->progress, NULL);
@@ -269,9 +269,9 @@ int wsp_open(const char *path, const struct wsp_options *opt, wsp_pager **out, c
 	if (rc < 0) {
 		/* Name the pack unless the message already does. */
 		if (!strstr(pg->err.msg, path))
-			wsp_err_prefix(&pg->err, "%s", path);
+			wspi_err_prefix(&pg->err, "%s", path);
 		if (errbuf && errlen)
-			wsp_err_copy(&pg->err, errbuf, errlen);
+			wspi_err_copy(&pg->err, errbuf, errlen);
 		pager_free(pg);
 		return rc;
 	}
@@ -304,15 +304,15 @@ void wsp_close(wsp_pager *pg)
 	pager_free(pg);
 }
 
-int pager_result(struct wsp_pager_s *pg, struct wsp_err *err, int rc)
+int pager_result(struct wsp_pager_s *pg, struct wspi_err *err, int rc)
 {
 	if (rc < 0) {
 		last_error.pg = pg;
-		wsp_err_copy(err, last_error.msg, sizeof(last_error.msg));
+		wspi_err_copy(err, last_error.msg, sizeof(last_error.msg));
 		if (!last_error.msg[0])
 			snprintf(last_error.msg, sizeof(last_error.msg), "%s", wsp_strerror(rc));
 	}
-	wsp_err_destroy(err);
+	wspi_err_destroy(err);
 	return rc;
 }
 

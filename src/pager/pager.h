@@ -30,7 +30,7 @@ struct wsp_pager_s {
 	struct wb *wb;               /* gradients written back; made at the first push */
 	struct dirty *dirty;         /* updated layers; made at the first wsp_update */
 	pthread_mutex_t save_lock;   /* one wsp_update or wsp_save at a time */
-	struct wsp_err err;
+	struct wspi_err err;
 
 	/* Everything below is guarded by lock.  Never held across a call
 	 * into the host cache: its decode threads call back into the pager
@@ -64,7 +64,7 @@ struct wsp_pager_s {
 void pager_notice(void *ctx, const char *msg);
 /* End of a public call that used the local `err`: on failure its message
  * becomes this thread's wsp_errmsg() for `pg`.  Destroys err; returns rc. */
-int pager_result(struct wsp_pager_s *pg, struct wsp_err *err, int rc);
+int pager_result(struct wsp_pager_s *pg, struct wspi_err *err, int rc);
 /* min(8 GiB, RAM / 4). */
 uint64_t pager_default_host_bytes(void);
 /* hcache on_ready hook: copies a predicted layer into a slot early. */
@@ -81,7 +81,7 @@ void pager_prefetch_ahead(struct wsp_pager_s *pg);
 /* 1: ref holds the layer's bytes; 0: not in the host tier yet; < 0: an
  * updated layer that could not be read back (err says why). */
 int src_try_get(struct wsp_pager_s *pg, uint32_t layer, struct hcache_ref *ref,
-		struct wsp_err *err);
+		struct wspi_err *err);
 void src_put(struct wsp_pager_s *pg, struct hcache_ref *ref);
 /* After slots_fill from ref: an updated layer's view gets its checksums. */
 void src_fix_view(struct wsp_pager_s *pg, struct slot *s, const struct hcache_ref *ref);

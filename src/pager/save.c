@@ -51,7 +51,7 @@ static const char **pack_grouping(const struct wsp_pack_s *pk)
 }
 
 static int save(struct wsp_pager_s *pg, const char *out, unsigned flags, wsp_progress_fn progress,
-		void *ctx, struct wsp_err *err)
+		void *ctx, struct wspi_err *err)
 {
 	struct wsp_pack_s *pk = pg->pk;
 	struct save_src src = { .pg = pg };
@@ -76,7 +76,7 @@ static int save(struct wsp_pager_s *pg, const char *out, unsigned flags, wsp_pro
 	}
 	rc = pack_unpack_into(pk, tmp, layer_now, &src, progress, ctx);
 	if (rc < 0) {
-		wsp_err_set(err, rc, "save: %s", pk->err.msg);
+		wspi_err_set(err, rc, "save: %s", pk->err.msg);
 		goto done;
 	}
 	const char **pairs = pack_grouping(pk);
@@ -94,7 +94,7 @@ static int save(struct wsp_pager_s *pg, const char *out, unsigned flags, wsp_pro
 	rc = wsp_convert(inputs, 1, out, &co, msg, sizeof(msg));
 	free(pairs);
 	if (rc < 0)
-		wsp_err_set(err, rc, "save: %s", msg);
+		wspi_err_set(err, rc, "save: %s", msg);
 done:
 	chunk_decoder_free(src.dec);
 	free(src.stored);
@@ -107,11 +107,11 @@ done:
 
 int wsp_save(wsp_pager *pg, const char *out, unsigned flags, wsp_progress_fn progress, void *ctx)
 {
-	struct wsp_err err;
+	struct wspi_err err;
 	int rc;
 	if (!pg)
 		return -EINVAL;
-	wsp_err_init(&err);
+	wspi_err_init(&err);
 	if (!out || !*out) {
 		rc = WSP_ERR(&err, -EINVAL, "wsp_save: no output path");
 	} else {

@@ -13,7 +13,7 @@ static struct dirty *room(struct wsp_pager_s *pg)
 }
 
 int src_try_get(struct wsp_pager_s *pg, uint32_t layer, struct hcache_ref *ref,
-		struct wsp_err *err)
+		struct wspi_err *err)
 {
 	struct dirty *dt = room(pg);
 	int rc = dt ? dirty_get(dt, layer, ref, err) : 0;

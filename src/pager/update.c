@@ -17,12 +17,12 @@ static uint64_t updated_budget(const struct wsp_pager_s *pg)
 	for (uint32_t l = 0; l < pg->pk->m.hdr->n_layers; l++)
 		if (pg->pk->layers[l].raw_bytes > largest)
 			largest = pg->pk->layers[l].raw_bytes;
-	uint64_t two = 2 * wsp_align_up(largest, 4096);
+	uint64_t two = 2 * wspi_align_up(largest, 4096);
 	return pg->opt.host_cache_bytes / 4 > two ? pg->opt.host_cache_bytes / 4 : two;
 }
 
 /* The updated-layers room, made at the first update (under pg->lock). */
-static struct dirty *room(struct wsp_pager_s *pg, struct wsp_err *err, int *rc)
+static struct dirty *room(struct wsp_pager_s *pg, struct wspi_err *err, int *rc)
 {
 	struct dirty_config cfg = {
 		.budget = updated_budget(pg), .dir = pg->opt.overflow_dir,
@@ -37,7 +37,7 @@ static struct dirty *room(struct wsp_pager_s *pg, struct wsp_err *err, int *rc)
 }
 
 /* Drop the slot copy of `layer`: its bytes are about to change. */
-static int forget_slot(struct wsp_pager_s *pg, uint32_t layer, struct wsp_err *err)
+static int forget_slot(struct wsp_pager_s *pg, uint32_t layer, struct wspi_err *err)
 {
 	pthread_mutex_lock(&pg->lock);
 	int rc = slots_forget(&pg->sp, layer);
@@ -50,11 +50,11 @@ static int forget_slot(struct wsp_pager_s *pg, uint32_t layer, struct wsp_err *e
 
 int wsp_update(wsp_pager *pg, uint32_t layer, const void *const *values)
 {
-	struct wsp_err err;
+	struct wspi_err err;
 	int rc = 0;
 	if (!pg)
 		return -EINVAL;
-	wsp_err_init(&err);
+	wspi_err_init(&err);
 	if (!values)
 		rc = WSP_ERR(&err, -EINVAL, "wsp_update: values is NULL");
 	else if (layer >= pg->pk->m.hdr->n_layers)
@@ -73,7 +73,7 @@ int wsp_update(wsp_pager *pg, uint32_t layer, const void *const *values)
 		rc = dirty_update(dt, layer, values, &err);
 		pthread_mutex_unlock(&pg->save_lock);
 		if (rc < 0)
-			wsp_err_prefix(&err, "update of layer %u (%s)", layer, pg->pk->layers[layer].name);
+			wspi_err_prefix(&err, "update of layer %u (%s)", layer, pg->pk->layers[layer].name);
 	}
 	/* An early fill may have copied the old bytes meanwhile. */
 	if (rc == 0)

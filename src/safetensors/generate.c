@@ -62,7 +62,7 @@ struct gen {
 	pthread_mutex_t lock;
 	uint64_t next_block, done_bytes;
 	int stop;
-	struct wsp_err *err;
+	struct wspi_err *err;
 };
 
 void wsp_generate_options_init(struct wsp_generate_options *opt)
@@ -145,7 +145,7 @@ static void *worker(void *arg)
 		pthread_mutex_lock(&g->lock);
 		g->stop = 1;
 		pthread_mutex_unlock(&g->lock);
-		wsp_err_set_first(g->err, -ENOMEM, "out of memory");
+		wspi_err_set_first(g->err, -ENOMEM, "out of memory");
 		return NULL;
 	}
 	for (;;) {
@@ -171,13 +171,13 @@ static void *worker(void *arg)
 		pthread_mutex_lock(&g->lock);
 		if (rc < 0) {
 			g->stop = 1;
-			wsp_err_set_first(g->err, rc, "%s: write: %s", g->s[t->shard].name, strerror(-rc));
+			wspi_err_set_first(g->err, rc, "%s: write: %s", g->s[t->shard].name, strerror(-rc));
 		} else {
 			g->done_bytes += n * g->esize;
 			if (g->opt->progress && !g->stop &&
 			    g->opt->progress(g->opt->progress_ctx, g->done_bytes, g->total_bytes)) {
 				g->stop = 1;
-				wsp_err_set_first(g->err, -ECANCELED, "generation cancelled");
+				wspi_err_set_first(g->err, -ECANCELED, "generation cancelled");
 			}
 		}
 		pthread_mutex_unlock(&g->lock);
@@ -197,13 +197,13 @@ static int add_tensor(struct gen *g, uint32_t cap, const char *name, unsigned ra
 	t->shape[0] = d0;
 	t->shape[1] = d1;
 	t->is_norm = is_norm;
-	int rc = wsp_tensor_bytes(g->opt->dtype, rank, t->shape, &t->bytes);
+	int rc = wspi_tensor_bytes(g->opt->dtype, rank, t->shape, &t->bytes);
 	t->elems = t->bytes / g->esize;
 	return rc;
 }
 
 /* Llama names and shapes (transformers' LlamaForCausalLM). */
-static int plan_tensors(struct gen *g, struct wsp_err *err)
+static int plan_tensors(struct gen *g, struct wspi_err *err)
 {
 	const struct wsp_generate_options *o = g->opt;
 	unsigned heads = o->heads ? o->heads : WSP_MAX(o->hidden / 64, 1u);
@@ -255,7 +255,7 @@ static int plan_tensors(struct gen *g, struct wsp_err *err)
 
 /* Greedy sharding as transformers does: a new shard when the next tensor
  * would push the current one past shard_bytes. */
-static int plan_shards(struct gen *g, struct wsp_err *err)
+static int plan_shards(struct gen *g, struct wspi_err *err)
 {
 	g->s = calloc(g->n_t, sizeof(*g->s));
 	if (!g->s)
@@ -280,7 +280,7 @@ static int plan_shards(struct gen *g, struct wsp_err *err)
 	return 0;
 }
 
-static int build_header(struct gen *g, struct gen_shard *s, struct wsp_err *err)
+static int build_header(struct gen *g, struct gen_shard *s, struct wspi_err *err)
 {
 	json_t *root = json_object(), *meta = json_pack("{s:s,s:s}", "format", "pt", "generator",
 							 "wspager");
@@ -300,7 +300,7 @@ static int build_header(struct gen *g, struct gen_shard *s, struct wsp_err *err)
 	json_decref(root);
 	if (!text)
 		return WSP_ERR(err, -ENOMEM, "generate: cannot build the header");
-	size_t n = strlen(text), padded = (size_t)wsp_align_up(n, 8);
+	size_t n = strlen(text), padded = (size_t)wspi_align_up(n, 8);
 	s->header = malloc(8 + padded);
 	if (!s->header) {
 		free(text);
@@ -317,7 +317,7 @@ static int build_header(struct gen *g, struct gen_shard *s, struct wsp_err *err)
 	return 0;
 }
 
-static int write_index(struct gen *g, const char *dir, struct wsp_err *err)
+static int write_index(struct gen *g, const char *dir, struct wspi_err *err)
 {
 	json_t *wmap = json_object(), *root = json_pack("{s:{s:I},s:o}", "metadata", "total_size",
 							  (json_int_t)g->total_bytes, "weight_map", wmap);
@@ -358,7 +358,7 @@ static void rmtree(const char *path)
 
 static int run_workers(struct gen *g)
 {
-	unsigned n = WSP_MIN(wsp_cpu_count(), 64u);
+	unsigned n = WSP_MIN(wspi_cpu_count(), 64u);
 	if ((uint64_t)n > g->total_blocks)
 		n = (unsigned)WSP_MAX(g->total_blocks, 1);
 	pthread_t th[64];
@@ -429,7 +429,7 @@ static void fsync_parent(const char *path)
 
 /* Replaces `out` by `tmp` (both in one directory), moving an old output
  * aside first so that no mix of old and new can ever be seen. */
-static int install(const char *tmp, const char *out, int is_dir, struct wsp_err *err)
+static int install(const char *tmp, const char *out, int is_dir, struct wspi_err *err)
 {
 	struct stat st;
 	char *old = NULL;
@@ -463,7 +463,7 @@ static int install(const char *tmp, const char *out, int is_dir, struct wsp_err 
 /* A forced run replaces only a previous checkpoint: a directory of
  * safetensors files and an index, or a .safetensors file that parses. */
 static int check_output(const char *out, const struct wsp_generate_options *opt,
-			struct wsp_err *err)
+			struct wspi_err *err)
 {
 	int force = !!(opt->flags & WSP_CONVERT_FORCE);
 	struct st_file f;
@@ -478,13 +478,13 @@ static int check_output(const char *out, const struct wsp_generate_options *opt,
 	int rc = st_open(out, &f, err);
 	st_file_free(&f);
 	if (rc < 0) {
-		wsp_err_prefix(err, "%s is not a safetensors file that force may replace", out);
+		wspi_err_prefix(err, "%s is not a safetensors file that force may replace", out);
 		return WSP_EEXIST;
 	}
 	return 0;
 }
 
-static int generate(const char *out, const struct wsp_generate_options *opt, struct wsp_err *err)
+static int generate(const char *out, const struct wsp_generate_options *opt, struct wspi_err *err)
 {
 	struct gen g = {.opt = opt, .err = err};
 	pthread_mutex_init(&g.lock, NULL);
@@ -558,8 +558,8 @@ out:
 int wsp_generate(const char *out, const struct wsp_generate_options *opt, char *errbuf,
 		 size_t errlen)
 {
-	struct wsp_err err;
-	wsp_err_init(&err);
+	struct wspi_err err;
+	wspi_err_init(&err);
 	struct wsp_generate_options def;
 	if (!opt) {
 		wsp_generate_options_init(&def);
@@ -573,7 +573,7 @@ int wsp_generate(const char *out, const struct wsp_generate_options *opt, char *
 	if (rc == 0)
 		rc = out ? generate(out, opt, &err) : WSP_ERR(&err, -EINVAL, "generate: no output path");
 	if (errbuf && errlen)
-		wsp_err_copy(&err, errbuf, errlen);
-	wsp_err_destroy(&err);
+		wspi_err_copy(&err, errbuf, errlen);
+	wspi_err_destroy(&err);
 	return rc;
 }

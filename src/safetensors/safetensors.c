@@ -66,7 +66,7 @@ static int get_u64(json_t *v, uint64_t *out)
 	return 0;
 }
 
-static int parse_metadata(const char *path, json_t *meta, struct st_file *out, struct wsp_err *err)
+static int parse_metadata(const char *path, json_t *meta, struct st_file *out, struct wspi_err *err)
 {
 	if (!json_is_object(meta))
 		return WSP_ERR(err, WSP_EFORMAT, "%s: __metadata__ is not an object", path);
@@ -83,7 +83,7 @@ static int parse_metadata(const char *path, json_t *meta, struct st_file *out, s
 }
 
 static int parse_tensor(const char *path, const char *name, size_t name_len, json_t *info,
-			uint64_t data_size, struct st_tensor *t, struct wsp_err *err)
+			uint64_t data_size, struct st_tensor *t, struct wspi_err *err)
 {
 	if (name_len == 0)
 		return WSP_ERR(err, WSP_EFORMAT, "%s: a tensor has an empty name", path);
@@ -130,7 +130,7 @@ static int parse_tensor(const char *path, const char *name, size_t name_len, jso
 			       "%s: tensor '" NM "': data_offsets end %llu past the data section (%llu bytes)",
 			       path, name, (unsigned long long)t->end, (unsigned long long)data_size);
 	uint64_t bytes;
-	int rc = wsp_tensor_bytes(dtype, (unsigned)rank, t->shape, &bytes);
+	int rc = wspi_tensor_bytes(dtype, (unsigned)rank, t->shape, &bytes);
 	if (rc == WSP_ETOOBIG)
 		return WSP_ERR(err, WSP_ETOOBIG, "%s: tensor '" NM "': shape x dtype size overflows",
 			       path, name);
@@ -163,7 +163,7 @@ static int cmp_offsets(const void *a, const void *b)
 /* Sorted by offsets, the ranges must tile [0, data_size) exactly (the
  * reference's rule).  Empty tensors take no room and may share an offset. */
 static int check_layout(const char *path, struct st_file *f, uint64_t data_size,
-			struct wsp_err *err)
+			struct wspi_err *err)
 {
 	qsort(f->tensors, f->n_tensors, sizeof(*f->tensors), cmp_offsets);
 	uint64_t pos = 0;
@@ -237,7 +237,7 @@ static size_t count_members(const char *s, size_t n, int *escapes)
 }
 
 static int parse_json(const char *path, struct st_file *out, uint64_t data_size,
-		      struct wsp_err *err)
+		      struct wspi_err *err)
 {
 	/* The reference (0.4+) requires '{' first; leading whitespace is not a header. */
 	if (out->header_len == 0 || out->header[0] != '{')
@@ -304,7 +304,7 @@ out:
 }
 
 int st_parse_named(const char *path, const void *buf, uint64_t len, uint64_t file_size,
-		   struct st_file *out, struct wsp_err *err)
+		   struct st_file *out, struct wspi_err *err)
 {
 	memset(out, 0, sizeof(*out));
 	if (!path)
@@ -347,14 +347,14 @@ fail:
 }
 
 int st_parse(const void *buf, uint64_t len, uint64_t file_size, struct st_file *out,
-	     struct wsp_err *err)
+	     struct wspi_err *err)
 {
 	return st_parse_named(NULL, buf, len, file_size, out, err);
 }
 
 /* Reads exactly len bytes at off: a short read is an error, never a short buffer. */
 static int read_full(int fd, const char *path, void *buf, uint64_t len, uint64_t off,
-		     struct wsp_err *err)
+		     struct wspi_err *err)
 {
 	int rc = fd_read_at(fd, buf, len, off, NULL);
 	if (rc == WSP_EFORMAT)
@@ -364,10 +364,10 @@ static int read_full(int fd, const char *path, void *buf, uint64_t len, uint64_t
 	return 0;
 }
 
-int st_open(const char *path, struct st_file *out, struct wsp_err *err)
+int st_open(const char *path, struct st_file *out, struct wspi_err *err)
 {
 	memset(out, 0, sizeof(*out));
-	int fd = wsp_open_regular(path, O_RDONLY, err);
+	int fd = wspi_open_regular(path, O_RDONLY, err);
 	if (fd < 0)
 		return fd;
 	struct stat st;

@@ -43,10 +43,10 @@ struct st_file {
  * Pass file_size = UINT64_MAX when only the header is at hand (the data
  * section is then only checked for contiguity).  The fuzz target's entry. */
 int st_parse(const void *buf, uint64_t len, uint64_t file_size, struct st_file *out,
-	     struct wsp_err *err);
+	     struct wspi_err *err);
 /* st_parse, with `path` (may be NULL) named in messages and kept in out->path. */
 int st_parse_named(const char *path, const void *buf, uint64_t len, uint64_t file_size,
-		   struct st_file *out, struct wsp_err *err);
+		   struct st_file *out, struct wspi_err *err);
 /* What a file that is not safetensors is, from its first bytes `head` (or
  * its name): PyTorch zip or pickle, NumPy .npy/.npz, GGUF, ONNX, JSON; with
  * how to get safetensors from it.  NULL when it looks like none of them. */
@@ -54,7 +54,7 @@ const char *st_foreign_kind(const char *path, const unsigned char *head, size_t 
 /* The same, reading the file's first bytes (NULL when unreadable). */
 const char *st_foreign_file(const char *path);
 /* Open a .safetensors file, read and parse its header. */
-int st_open(const char *path, struct st_file *out, struct wsp_err *err);
+int st_open(const char *path, struct st_file *out, struct wspi_err *err);
 void st_file_free(struct st_file *f);
 
 /* A checkpoint: one or more files. */
@@ -73,7 +73,7 @@ struct st_set {
  * index and stray files are reported through `notice` (may be NULL) and the
  * index is followed; a tensor named twice across files fails. */
 int st_set_open(const char *const *inputs, size_t n, struct st_set *out,
-		void (*notice)(void *ctx, const char *msg), void *ctx, struct wsp_err *err);
+		void (*notice)(void *ctx, const char *msg), void *ctx, struct wspi_err *err);
 void st_set_free(struct st_set *s);
 
 #endif

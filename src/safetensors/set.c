@@ -51,7 +51,7 @@ static void say(void (*notice)(void *, const char *), void *ctx, const char *fmt
 {
 	va_list ap;
 	va_start(ap, fmt);
-	wsp_vnotice(notice, ctx, fmt, ap);
+	wspi_vnotice(notice, ctx, fmt, ap);
 	va_end(ap);
 }
 
@@ -74,7 +74,7 @@ static int st_suffix(const struct dirent *d)
 }
 
 /* The *.safetensors names in `dir`, sorted; returns the count. */
-static int list_dir(const char *dir, struct dirent ***names, struct wsp_err *err)
+static int list_dir(const char *dir, struct dirent ***names, struct wspi_err *err)
 {
 	int n = scandir(dir, names, st_suffix, alphasort);
 	if (n < 0)
@@ -99,7 +99,7 @@ static int cmp_ref(const void *a, const void *b)
 /* All tensors of the set sorted by name (for lookups); fails on a tensor
  * that two files hold. */
 static int build_refs(struct st_set *s, struct tensor_ref **out, size_t *count,
-		      struct wsp_err *err)
+		      struct wspi_err *err)
 {
 	size_t total = 0;
 	for (uint32_t f = 0; f < s->n_files; f++)
@@ -126,7 +126,7 @@ static int build_refs(struct st_set *s, struct tensor_ref **out, size_t *count,
 	return 0;
 }
 
-static int check_duplicates(struct st_set *s, struct wsp_err *err)
+static int check_duplicates(struct st_set *s, struct wspi_err *err)
 {
 	struct tensor_ref *refs;
 	size_t n;
@@ -136,7 +136,7 @@ static int check_duplicates(struct st_set *s, struct wsp_err *err)
 }
 
 static int open_files(struct st_set *s, const char *dir, char *const *names, size_t n,
-		      struct wsp_err *err)
+		      struct wspi_err *err)
 {
 	s->files = calloc(n ? n : 1, sizeof(*s->files));
 	if (!s->files)
@@ -160,9 +160,9 @@ static int cmp_str(const void *a, const void *b)
 }
 
 /* Reads the whole index (bounded) and keeps it verbatim. */
-static int read_index(struct st_set *s, const char *path, struct wsp_err *err)
+static int read_index(struct st_set *s, const char *path, struct wspi_err *err)
 {
-	int fd = wsp_open_regular(path, O_RDONLY, err);
+	int fd = wspi_open_regular(path, O_RDONLY, err);
 	if (fd < 0)
 		return fd;
 	struct stat st;
@@ -202,7 +202,7 @@ static int valid_shard_name(const char *name)
 
 static int check_against_index(struct st_set *s, const char *ipath, json_t *wmap,
 			       void (*notice)(void *, const char *), void *ctx,
-			       struct wsp_err *err)
+			       struct wspi_err *err)
 {
 	struct tensor_ref *refs;
 	size_t n_refs;
@@ -261,7 +261,7 @@ out:
 }
 
 static int open_index(struct st_set *s, const char *ipath, void (*notice)(void *, const char *),
-		      void *ctx, struct wsp_err *err)
+		      void *ctx, struct wspi_err *err)
 {
 	WSP_TRY(read_index(s, ipath, err));
 	s->has_index = 1;
@@ -339,7 +339,7 @@ out:
 
 /* A directory without safetensors: say what it holds instead, if it holds a
  * checkpoint of another format. */
-static int no_safetensors(const char *dir, struct wsp_err *err)
+static int no_safetensors(const char *dir, struct wspi_err *err)
 {
 	DIR *d = opendir(dir);
 	struct dirent *e;
@@ -363,7 +363,7 @@ static int no_safetensors(const char *dir, struct wsp_err *err)
 }
 
 static int open_dir(struct st_set *s, const char *dir, void (*notice)(void *, const char *),
-		    void *ctx, struct wsp_err *err)
+		    void *ctx, struct wspi_err *err)
 {
 	s->dir = strdup(dir);
 	char *ipath = join(dir, INDEX_NAME), *single = join(dir, "model.safetensors");
@@ -423,7 +423,7 @@ static const char *base_name(const char *path)
 
 /* Explicit files: their names must differ, since unpack writes them into one
  * directory. */
-static int open_list(struct st_set *s, const char *const *inputs, size_t n, struct wsp_err *err)
+static int open_list(struct st_set *s, const char *const *inputs, size_t n, struct wspi_err *err)
 {
 	for (size_t i = 0; i < n; i++)
 		for (size_t j = 0; j < i; j++)
@@ -442,7 +442,7 @@ static int open_list(struct st_set *s, const char *const *inputs, size_t n, stru
 }
 
 int st_set_open(const char *const *inputs, size_t n, struct st_set *out,
-		void (*notice)(void *ctx, const char *msg), void *ctx, struct wsp_err *err)
+		void (*notice)(void *ctx, const char *msg), void *ctx, struct wspi_err *err)
 {
 	memset(out, 0, sizeof(*out));
 	if (n == 0 || !inputs)

@@ -67,7 +67,7 @@ int wsp_adamw_step(float *param, const float *grad, float *exp_avg, float *exp_a
 		.c2 = (float)(1.0 - hp->beta2), .bc2_sqrt = (float)sqrt(bc2),
 		.eps = (float)hp->eps, .neg_step = (float)(-(double)hp->lr / bc1),
 	};
-	unsigned t = hp->threads ? hp->threads : wsp_cpu_count();
+	unsigned t = hp->threads ? hp->threads : wspi_cpu_count();
 	t = (unsigned)WSP_MAX(WSP_MIN(WSP_MIN((uint64_t)t, ADAMW_MAX_THREADS),
 				      n / ADAMW_MIN_PER_THREAD), 1);
 	struct adamw_job jobs[ADAMW_MAX_THREADS];

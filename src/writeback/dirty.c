@@ -38,7 +38,7 @@ struct dirty {
 };
 
 int dirty_create(struct dev *d, struct wsp_pack_s *pk, const struct dirty_config *cfg,
-		 struct dirty **out, struct wsp_err *err)
+		 struct dirty **out, struct wspi_err *err)
 {
 	struct dirty *dt = calloc(1, sizeof(*dt));
 	uint32_t n = pk->m.hdr->n_layers;
@@ -60,7 +60,7 @@ int dirty_create(struct dev *d, struct wsp_pack_s *pk, const struct dirty_config
 	 * model at most, and no allocator for it. */
 	for (uint32_t l = 1; l < n; l++)
 		dt->file_off[l] = dt->file_off[l - 1] +
-				  wsp_align_up(pk->layers[l - 1].raw_bytes ? pk->layers[l - 1].raw_bytes : 1, 4096);
+				  wspi_align_up(pk->layers[l - 1].raw_bytes ? pk->layers[l - 1].raw_bytes : 1, 4096);
 	pthread_mutex_init(&dt->lock, NULL);
 	*out = dt;
 	return 0;
@@ -87,7 +87,7 @@ static void dbuf_free(struct dirty *dt, struct dbuf *b)
 }
 
 /* Memory (pinned where the device pins) for b's bytes. */
-static int dbuf_alloc_mem(struct dirty *dt, struct dbuf *b, struct wsp_err *err)
+static int dbuf_alloc_mem(struct dirty *dt, struct dbuf *b, struct wspi_err *err)
 {
 	int rc;
 	if (!(b->mem = aligned_alloc(4096, b->bytes)))
@@ -105,7 +105,7 @@ static int dbuf_alloc_mem(struct dirty *dt, struct dbuf *b, struct wsp_err *err)
 	return 0;
 }
 
-static int dbuf_new(struct dirty *dt, uint32_t layer, struct dbuf **out, struct wsp_err *err)
+static int dbuf_new(struct dirty *dt, uint32_t layer, struct dbuf **out, struct wspi_err *err)
 {
 	const struct wsp_layer *L = &dt->pk->layers[layer];
 	struct dbuf *b = calloc(1, sizeof(*b));
@@ -116,7 +116,7 @@ static int dbuf_new(struct dirty *dt, uint32_t layer, struct dbuf **out, struct 
 	}
 	b->layer = layer;
 	b->current = 1;
-	b->bytes = wsp_align_up(L->raw_bytes ? L->raw_bytes : 1, 4096);
+	b->bytes = wspi_align_up(L->raw_bytes ? L->raw_bytes : 1, 4096);
 	if ((rc = dbuf_alloc_mem(dt, b, err)) < 0) {
 		dbuf_free(dt, b);
 		return rc;
@@ -128,7 +128,7 @@ static int dbuf_new(struct dirty *dt, uint32_t layer, struct dbuf **out, struct 
 
 /* The overflow file: the configured directory, else the pack's, else a
  * temporary directory (a pack on a read-only disk can still be trained). */
-static int open_overflow(struct dirty *dt, struct wsp_err *err)
+static int open_overflow(struct dirty *dt, struct wspi_err *err)
 {
 	const char *tmp = getenv("TMPDIR");
 	const char *dirs[] = { dt->cfg.dir, dt->cfg.dir ? NULL : dt->pk->dir,
@@ -138,7 +138,7 @@ static int open_overflow(struct dirty *dt, struct wsp_err *err)
 		if (dirs[i]) {
 			rc = overflow_open(dirs[i], &dt->of, err);
 			if (rc == 0)
-				wsp_notice(dt->cfg.log, dt->cfg.log_ctx,
+				wspi_notice(dt->cfg.log, dt->cfg.log_ctx,
 					   "updated layers beyond %" PRIu64 " MiB in memory go to an "
 					   "unnamed overflow file in %s (%s)", dt->cfg.budget >> 20,
 					   dirs[i], overflow_how(dt->of));
@@ -147,13 +147,13 @@ static int open_overflow(struct dirty *dt, struct wsp_err *err)
 }
 
 /* Write b to the overflow file and free its memory. */
-static int spill(struct dirty *dt, struct dbuf *b, struct wsp_err *err)
+static int spill(struct dirty *dt, struct dbuf *b, struct wspi_err *err)
 {
 	int rc = b->in_file || dt->of ? 0 : open_overflow(dt, err);
 	if (rc == 0 && !b->in_file)
 		rc = overflow_write(dt->of, dt->file_off[b->layer], b->mem, b->bytes, err);
 	if (rc < 0) {
-		wsp_err_prefix(err, "updated layers over their %" PRIu64 " MiB budget: layer %s "
+		wspi_err_prefix(err, "updated layers over their %" PRIu64 " MiB budget: layer %s "
 			       "stays in memory", dt->cfg.budget >> 20, dt->pk->layers[b->layer].name);
 		return rc;
 	}
@@ -167,7 +167,7 @@ static int spill(struct dirty *dt, struct dbuf *b, struct wsp_err *err)
 /* Spill least recently used layers until `need` more bytes fit the budget
  * (`keep` stays).  Over budget without error when every candidate is being
  * read: those copies end soon and the bound is met at the next call. */
-static int make_room(struct dirty *dt, uint32_t keep, uint64_t need, struct wsp_err *err)
+static int make_room(struct dirty *dt, uint32_t keep, uint64_t need, struct wspi_err *err)
 {
 	uint32_t n = dt->pk->m.hdr->n_layers;
 	while (dt->c.resident + need > dt->cfg.budget) {
@@ -185,7 +185,7 @@ static int make_room(struct dirty *dt, uint32_t keep, uint64_t need, struct wsp_
 }
 
 /* Bring a spilled buffer back into memory, every tensor checked. */
-static int read_back(struct dirty *dt, struct dbuf *b, struct wsp_err *err)
+static int read_back(struct dirty *dt, struct dbuf *b, struct wspi_err *err)
 {
 	const struct wsp_layer *L = &dt->pk->layers[b->layer];
 	const struct wspm_tensor *mt = &dt->pk->m.tensors[dt->pk->m.layers[b->layer].first_tensor];
@@ -211,7 +211,7 @@ static int read_back(struct dirty *dt, struct dbuf *b, struct wsp_err *err)
 }
 
 /* The layer's bytes as the pack has them, into dst (a clean layer). */
-static int load_clean(struct dirty *dt, uint32_t layer, void *dst, struct wsp_err *err)
+static int load_clean(struct dirty *dt, uint32_t layer, void *dst, struct wspi_err *err)
 {
 	struct chunk_decoder *dec = NULL;
 	void *stored = malloc(dt->pk->max_layer_stored ? dt->pk->max_layer_stored : 1);
@@ -227,7 +227,7 @@ static int load_clean(struct dirty *dt, uint32_t layer, void *dst, struct wsp_er
 }
 
 int dirty_update(struct dirty *dt, uint32_t layer, const void *const *values,
-		 struct wsp_err *err)
+		 struct wspi_err *err)
 {
 	const struct wsp_layer *L = &dt->pk->layers[layer];
 	const struct wspm_tensor *mt = &dt->pk->m.tensors[dt->pk->m.layers[layer].first_tensor];
@@ -242,7 +242,7 @@ int dirty_update(struct dirty *dt, uint32_t layer, const void *const *values,
 	if (rc == 0 && (!b || b->refs || !b->mem)) {
 		/* A copy may be reading the current one, or it is in the
 		 * file: a new buffer. */
-		rc = make_room(dt, layer, wsp_align_up(L->raw_bytes ? L->raw_bytes : 1, 4096), err);
+		rc = make_room(dt, layer, wspi_align_up(L->raw_bytes ? L->raw_bytes : 1, 4096), err);
 		if (rc == 0)
 			rc = dbuf_new(dt, layer, &nb, err);
 		if (rc == 0 && partial) {
@@ -286,7 +286,7 @@ int dirty_update(struct dirty *dt, uint32_t layer, const void *const *values,
 /* Layer's current buffer in memory (read back if spilled), used now: 1 and
  * *out, 0 when the layer is clean, < 0 when it cannot be read back.  Under
  * the lock. */
-static int in_memory(struct dirty *dt, uint32_t layer, struct dbuf **out, struct wsp_err *err)
+static int in_memory(struct dirty *dt, uint32_t layer, struct dbuf **out, struct wspi_err *err)
 {
 	struct dbuf *b = dt->cur[layer];
 	if (!b)
@@ -298,7 +298,7 @@ static int in_memory(struct dirty *dt, uint32_t layer, struct dbuf **out, struct
 	return 1;
 }
 
-int dirty_get(struct dirty *dt, uint32_t layer, struct hcache_ref *ref, struct wsp_err *err)
+int dirty_get(struct dirty *dt, uint32_t layer, struct hcache_ref *ref, struct wspi_err *err)
 {
 	struct dbuf *b;
 	pthread_mutex_lock(&dt->lock);
@@ -368,7 +368,7 @@ uint64_t dirty_checksum(const struct hcache_ref *ref, uint32_t k)
 	return owner(ref)->checksums[k];
 }
 
-int dirty_copy(struct dirty *dt, uint32_t layer, void *dst, struct wsp_err *err)
+int dirty_copy(struct dirty *dt, uint32_t layer, void *dst, struct wspi_err *err)
 {
 	struct dbuf *b;
 	pthread_mutex_lock(&dt->lock);

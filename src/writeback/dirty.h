@@ -34,19 +34,19 @@ struct dirty_config {
 };
 
 int dirty_create(struct dev *d, struct wsp_pack_s *pk, const struct dirty_config *cfg,
-		 struct dirty **out, struct wsp_err *err);
+		 struct dirty **out, struct wspi_err *err);
 void dirty_destroy(struct dirty *dt);
 
 /* Replace `layer`'s tensors: values[i] is tensor i's new raw bytes (host
  * memory), or NULL to keep its current value (then read from the pack if
  * the layer is still clean). */
 int dirty_update(struct dirty *dt, uint32_t layer, const void *const *values,
-		 struct wsp_err *err);
+		 struct wspi_err *err);
 /* 1 and a reference to the layer's buffer when it is dirty (a one-page
  * hcache_ref the slots copy from; hand it back with dirty_put), 0 when
  * clean, < 0 when a spilled layer cannot be read back (never the pack's
  * stale bytes instead). */
-int dirty_get(struct dirty *dt, uint32_t layer, struct hcache_ref *ref, struct wsp_err *err);
+int dirty_get(struct dirty *dt, uint32_t layer, struct hcache_ref *ref, struct wspi_err *err);
 /* 1 when `ref` was one of dirty_get's (now handed back), 0 when not ours. */
 int dirty_put(struct dirty *dt, const struct hcache_ref *ref);
 /* 1 when `ref` is a reference dirty_get gave (not yet handed back). */
@@ -56,7 +56,7 @@ int dirty_owns(struct dirty *dt, const struct hcache_ref *ref);
 uint64_t dirty_checksum(const struct hcache_ref *ref, uint32_t k);
 /* Copy the layer's current bytes into dst (raw_bytes): 1 when dirty, 0
  * when clean (dst untouched), < 0 when a spilled layer cannot be read. */
-int dirty_copy(struct dirty *dt, uint32_t layer, void *dst, struct wsp_err *err);
+int dirty_copy(struct dirty *dt, uint32_t layer, void *dst, struct wspi_err *err);
 
 struct dirty_counters {
 	uint64_t layers, bytes;     /* updated so far, wherever they are */

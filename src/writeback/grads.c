@@ -72,7 +72,7 @@ struct wb {
 	uint32_t pending_all;
 	int stop;
 	pthread_t worker;
-	struct wsp_err failed;     /* the first failure of a copy or an addition */
+	struct wspi_err failed;     /* the first failure of a copy or an addition */
 	int failed_code;
 	uint64_t n_pushes, bytes_d2h;
 	uint64_t add_ns;           /* time the worker spent adding (after each copy) */
@@ -83,7 +83,7 @@ struct wb {
 };
 
 int wb_create(struct dev *d, const struct wsp_pack_s *pk, wsp_trace_fn trace, void *trace_ctx,
-	      struct wb **out, struct wsp_err *err)
+	      struct wb **out, struct wspi_err *err)
 {
 	struct wb *wb = calloc(1, sizeof(*wb));
 	if (!wb)
@@ -92,7 +92,7 @@ int wb_create(struct dev *d, const struct wsp_pack_s *pk, wsp_trace_fn trace, vo
 	wb->pk = pk;
 	wb->trace = trace;
 	wb->trace_ctx = trace_ctx;
-	wb->add_threads = (unsigned)WSP_MAX(WSP_MIN((uint64_t)wsp_cpu_count(), WB_ADD_THREADS), 1);
+	wb->add_threads = (unsigned)WSP_MAX(WSP_MIN((uint64_t)wspi_cpu_count(), WB_ADD_THREADS), 1);
 	wb->n_layers = pk->m.hdr->n_layers;
 	for (uint32_t l = 0; l < wb->n_layers; l++) {
 		wb->max_tensors = WSP_MAX(wb->max_tensors, pk->layers[l].n_tensors);
@@ -108,16 +108,16 @@ int wb_create(struct dev *d, const struct wsp_pack_s *pk, wsp_trace_fn trace, vo
 	}
 	pthread_mutex_init(&wb->lock, NULL);
 	pthread_cond_init(&wb->cond, NULL);
-	wsp_err_init(&wb->failed);
+	wspi_err_init(&wb->failed);
 	*out = wb;
 	return 0;
 }
 
-static void fail(struct wb *wb, int rc, struct wsp_err *e)
+static void fail(struct wb *wb, int rc, struct wspi_err *e)
 {
 	if (!wb->failed_code) {
 		wb->failed_code = rc;
-		wsp_err_set(&wb->failed, rc, "%s", e->msg);
+		wspi_err_set(&wb->failed, rc, "%s", e->msg);
 	}
 }
 
@@ -147,7 +147,7 @@ static void *accumulate_part(void *arg)
 			uint64_t a = WSP_MIN(n, per * p->part), b = WSP_MIN(n, a + per);
 			wb_accumulate(wl->acc[i] + a, src + a * esize, t->dtype, b - a, p->first[i]);
 		}
-		src += wsp_align_up(t->bytes, WB_ALIGN);
+		src += wspi_align_up(t->bytes, WB_ALIGN);
 	}
 	return NULL;
 }
@@ -162,7 +162,7 @@ static uint64_t tensor_elements(const struct wsp_tensor *t)
  * threads.  Only the worker, or a reader holding the lock with nothing of
  * the layer pending, calls it: accumulators have one writer at a time. */
 static int accumulate(struct wb *wb, uint32_t layer, const void *src, const uint8_t *which,
-		      const uint8_t *first, struct wsp_err *err)
+		      const uint8_t *first, struct wspi_err *err)
 {
 	const struct wsp_layer *L = &wb->pk->layers[layer];
 	struct wb_layer *wl = &wb->layers[layer];
@@ -173,7 +173,7 @@ static int accumulate(struct wb *wb, uint32_t layer, const void *src, const uint
 			continue;
 		elements += n;
 		if (!wl->acc[i] &&
-		    !(wl->acc[i] = aligned_alloc(WB_ALIGN, wsp_align_up(n * 4 + 4, WB_ALIGN))))
+		    !(wl->acc[i] = aligned_alloc(WB_ALIGN, wspi_align_up(n * 4 + 4, WB_ALIGN))))
 			return WSP_ERR(err, -ENOMEM, "write-back: out of memory for the fp32 "
 				       "gradient of %s (%" PRIu64 " elements)", L->tensors[i].name, n);
 	}
@@ -205,7 +205,7 @@ static int accumulate(struct wb *wb, uint32_t layer, const void *src, const uint
 /* Widen the landed tensors of a layer into its accumulators; which and
  * first: scratch of max_tensors bytes (the worker's, or the reader's). */
 static int widen_landed(struct wb *wb, uint32_t layer, uint8_t *which, uint8_t *first,
-			struct wsp_err *err)
+			struct wspi_err *err)
 {
 	const struct wsp_layer *L = &wb->pk->layers[layer];
 	struct wb_layer *wl = &wb->layers[layer];
@@ -217,7 +217,7 @@ static int widen_landed(struct wb *wb, uint32_t layer, uint8_t *which, uint8_t *
 }
 
 /* The worker's part of one push, once its copies are done. */
-static int apply_push(struct wb *wb, struct wb_stage *s, struct wsp_err *err)
+static int apply_push(struct wb *wb, struct wb_stage *s, struct wspi_err *err)
 {
 	const struct wsp_layer *L = &wb->pk->layers[s->layer];
 	struct wb_layer *wl = &wb->layers[s->layer];
@@ -266,20 +266,20 @@ static void *worker_main(void *arg)
 			break;
 		struct wb_stage *s = wb->head;
 		pthread_mutex_unlock(&wb->lock);
-		struct wsp_err e;
-		wsp_err_init(&e);
+		struct wspi_err e;
+		wspi_err_init(&e);
 		int rc = wb->dev->ops->event_sync(wb->dev, s->copied, &e);
 		if (rc == 0 && wb->trace)
 			trace_push(wb, s);
-		uint64_t t0 = wsp_now_ns();
+		uint64_t t0 = wspi_now_ns();
 		if (rc == 0)
 			rc = apply_push(wb, s, &e);
-		uint64_t spent = wsp_now_ns() - t0;
+		uint64_t spent = wspi_now_ns() - t0;
 		pthread_mutex_lock(&wb->lock);
 		wb->add_ns += spent;
 		if (rc < 0)
 			fail(wb, rc, &e);
-		wsp_err_destroy(&e);
+		wspi_err_destroy(&e);
 		struct wb_layer *wl = &wb->layers[s->layer];
 		if (rc == 0)
 			wl->pushes++;
@@ -296,7 +296,7 @@ static void *worker_main(void *arg)
 	return NULL;
 }
 
-static int start_stages(struct wb *wb, struct wsp_err *err);
+static int start_stages(struct wb *wb, struct wspi_err *err);
 
 static void stages_free(struct wb *wb)
 {
@@ -325,7 +325,7 @@ static void stages_free(struct wb *wb)
 /* Staging buffers, their events and the worker, at the first push; all or
  * nothing (a failed start leaves nothing behind, and the next push tries
  * again). */
-static int start(struct wb *wb, struct wsp_err *err)
+static int start(struct wb *wb, struct wspi_err *err)
 {
 	int rc = start_stages(wb, err);
 	if (rc == 0) {
@@ -340,7 +340,7 @@ static int start(struct wb *wb, struct wsp_err *err)
 	return rc;
 }
 
-static int start_stages(struct wb *wb, struct wsp_err *err)
+static int start_stages(struct wb *wb, struct wspi_err *err)
 {
 	struct dev *d = wb->dev;
 	/* Tensors are staged at WB_ALIGN-aligned offsets: room for the padding. */
@@ -348,14 +348,14 @@ static int start_stages(struct wb *wb, struct wsp_err *err)
 	for (unsigned i = 0; i < WB_STAGES; i++) {
 		struct wb_stage *s = &wb->stages[i];
 		int rc;
-		s->mem = aligned_alloc(4096, wsp_align_up(bytes ? bytes : 1, 4096));
+		s->mem = aligned_alloc(4096, wspi_align_up(bytes ? bytes : 1, 4096));
 		s->present = calloc(wb->max_tensors ? wb->max_tensors : 1, 1);
 		s->landed = calloc(wb->max_tensors ? wb->max_tensors : 1, 1);
 		if (!s->mem || !s->present || !s->landed)
 			return WSP_ERR(err, -ENOMEM, "write-back: out of memory for %u staging "
 				       "buffers of %" PRIu64 " bytes", WB_STAGES, bytes);
 		if (!dev_is_host(d)) {
-			if ((rc = d->ops->pin(d, s->mem, wsp_align_up(bytes ? bytes : 1, 4096), err)) < 0)
+			if ((rc = d->ops->pin(d, s->mem, wspi_align_up(bytes ? bytes : 1, 4096), err)) < 0)
 				return rc;
 			s->pinned = 1;
 		}
@@ -376,19 +376,19 @@ static int start_stages(struct wb *wb, struct wsp_err *err)
 		    (rc = d->ops->record(d, wb->epoch, DEV_Q_BACK, NULL, err)) < 0 ||
 		    (rc = d->ops->event_sync(d, wb->epoch, err)) < 0)
 			return rc;
-		wb->epoch_ns = wsp_now_ns();
+		wb->epoch_ns = wspi_now_ns();
 	}
 	return 0;
 }
 
-static int check_failed(struct wb *wb, struct wsp_err *err)
+static int check_failed(struct wb *wb, struct wspi_err *err)
 {
 	if (!wb->failed_code)
 		return 0;
 	return WSP_ERR(err, wb->failed_code, "write-back failed earlier: %s", wb->failed.msg);
 }
 
-static int layer_arrays(struct wb *wb, struct wb_layer *wl, uint32_t n, struct wsp_err *err)
+static int layer_arrays(struct wb *wb, struct wb_layer *wl, uint32_t n, struct wspi_err *err)
 {
 	if (wl->acc)
 		return 0;
@@ -408,7 +408,7 @@ static int layer_arrays(struct wb *wb, struct wb_layer *wl, uint32_t n, struct w
 }
 
 /* The layer's landing buffer (stage layout), pinned where the device pins. */
-static int land_buffer(struct wb *wb, uint32_t layer, struct wsp_err *err)
+static int land_buffer(struct wb *wb, uint32_t layer, struct wspi_err *err)
 {
 	struct wb_layer *wl = &wb->layers[layer];
 	const struct wsp_layer *L = &wb->pk->layers[layer];
@@ -416,8 +416,8 @@ static int land_buffer(struct wb *wb, uint32_t layer, struct wsp_err *err)
 		return 0;
 	uint64_t bytes = 0;
 	for (uint32_t i = 0; i < L->n_tensors; i++)
-		bytes += wsp_align_up(L->tensors[i].bytes, WB_ALIGN);
-	bytes = wsp_align_up(bytes ? bytes : 1, 4096);
+		bytes += wspi_align_up(L->tensors[i].bytes, WB_ALIGN);
+	bytes = wspi_align_up(bytes ? bytes : 1, 4096);
 	if (!(wl->land = aligned_alloc(4096, bytes)))
 		return WSP_ERR(err, -ENOMEM, "write-back: out of memory for the gradients of %s "
 			       "(%" PRIu64 " bytes)", L->name, bytes);
@@ -438,7 +438,7 @@ static int land_buffer(struct wb *wb, uint32_t layer, struct wsp_err *err)
  * (the device calls only enqueue), so pushes are applied in the order they
  * were planned. */
 static int enqueue_push(struct wb *wb, struct wb_stage *s, uint32_t layer,
-			const void *const *grads, void *stream, uint64_t *bytes, struct wsp_err *err)
+			const void *const *grads, void *stream, uint64_t *bytes, struct wspi_err *err)
 {
 	const struct wsp_layer *L = &wb->pk->layers[layer];
 	struct wb_layer *wl = &wb->layers[layer];
@@ -459,7 +459,7 @@ static int enqueue_push(struct wb *wb, struct wb_stage *s, uint32_t layer,
 			rc = d->ops->copy_d2h(d, dst, grads[i], L->tensors[i].bytes, err);
 			*bytes += L->tensors[i].bytes;
 		}
-		off += wsp_align_up(L->tensors[i].bytes, WB_ALIGN);
+		off += wspi_align_up(L->tensors[i].bytes, WB_ALIGN);
 	}
 	if (rc == 0)
 		rc = d->ops->record(d, s->copied, DEV_Q_BACK, NULL, err);
@@ -467,7 +467,7 @@ static int enqueue_push(struct wb *wb, struct wb_stage *s, uint32_t layer,
 }
 
 int wb_push(struct wb *wb, uint32_t layer, const void *const *grads, void *stream,
-	    struct wsp_err *err)
+	    struct wspi_err *err)
 {
 	const struct wsp_layer *L = &wb->pk->layers[layer];
 	for (uint32_t i = 0; i < L->n_tensors; i++)
@@ -526,7 +526,7 @@ static uint32_t pending(struct wb *wb, uint32_t layer)
 	return layer == UINT32_MAX ? wb->pending_all : wb->layers[layer].pending;
 }
 
-int wb_query(struct wb *wb, uint32_t layer, struct wsp_err *err)
+int wb_query(struct wb *wb, uint32_t layer, struct wspi_err *err)
 {
 	pthread_mutex_lock(&wb->lock);
 	int rc = pending(wb, layer) ? 0 : 1;
@@ -536,14 +536,14 @@ int wb_query(struct wb *wb, uint32_t layer, struct wsp_err *err)
 	return rc;
 }
 
-static int wait_locked(struct wb *wb, uint32_t layer, struct wsp_err *err)
+static int wait_locked(struct wb *wb, uint32_t layer, struct wspi_err *err)
 {
 	while (pending(wb, layer))
 		pthread_cond_wait(&wb->cond, &wb->lock);
 	return check_failed(wb, err);
 }
 
-int wb_wait(struct wb *wb, uint32_t layer, struct wsp_err *err)
+int wb_wait(struct wb *wb, uint32_t layer, struct wspi_err *err)
 {
 	pthread_mutex_lock(&wb->lock);
 	int rc = wait_locked(wb, layer, err);
@@ -552,17 +552,17 @@ int wb_wait(struct wb *wb, uint32_t layer, struct wsp_err *err)
 }
 
 int wb_grads(struct wb *wb, uint32_t layer, float *const **data, uint64_t *pushes,
-	     struct wsp_err *err)
+	     struct wspi_err *err)
 {
 	pthread_mutex_lock(&wb->lock);
 	int rc = wait_locked(wb, layer, err);
 	if (rc == 0)
 		rc = layer_arrays(wb, &wb->layers[layer], wb->pk->layers[layer].n_tensors, err);
 	if (rc == 0) {   /* nothing of the layer is pending: the accumulators are ours */
-		uint64_t t0 = wsp_now_ns();
+		uint64_t t0 = wspi_now_ns();
 		rc = widen_landed(wb, layer, wb->scratch + 2 * wb->max_tensors,
 				  wb->scratch + 3 * wb->max_tensors, err);
-		wb->add_ns += wsp_now_ns() - t0;
+		wb->add_ns += wspi_now_ns() - t0;
 	}
 	if (rc == 0) {
 		struct wb_layer *wl = &wb->layers[layer];
@@ -571,7 +571,7 @@ int wb_grads(struct wb *wb, uint32_t layer, float *const **data, uint64_t *pushe
 			if (wl->has[i] == HAS_STALE) {
 				uint64_t n = tensor_elements(&L->tensors[i]);
 				if (!wl->acc[i] &&
-				    !(wl->acc[i] = aligned_alloc(WB_ALIGN, wsp_align_up(n * 4 + 4, WB_ALIGN))))
+				    !(wl->acc[i] = aligned_alloc(WB_ALIGN, wspi_align_up(n * 4 + 4, WB_ALIGN))))
 					rc = WSP_ERR(err, -ENOMEM, "write-back: out of memory for the fp32 "
 						     "gradient of %s", L->tensors[i].name);
 				else
@@ -601,7 +601,7 @@ static void zero_layer(struct wb *wb, uint32_t l)
 	}
 }
 
-int wb_zero(struct wb *wb, uint32_t layer, struct wsp_err *err)
+int wb_zero(struct wb *wb, uint32_t layer, struct wspi_err *err)
 {
 	pthread_mutex_lock(&wb->lock);
 	int rc = wait_locked(wb, layer, err);
@@ -658,7 +658,7 @@ void wb_destroy(struct wb *wb)
 	}
 	free(wb->layers);
 	free(wb->scratch);
-	wsp_err_destroy(&wb->failed);
+	wspi_err_destroy(&wb->failed);
 	pthread_cond_destroy(&wb->cond);
 	pthread_mutex_destroy(&wb->lock);
 	free(wb);

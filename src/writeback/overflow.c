@@ -49,7 +49,7 @@ static int open_nameless(const char *dir, int *direct)
 	return fd;
 }
 
-int overflow_open(const char *dir, struct overflow **out, struct wsp_err *err)
+int overflow_open(const char *dir, struct overflow **out, struct wspi_err *err)
 {
 	struct overflow *of = calloc(1, sizeof(*of));
 	if (!of || !(of->dir = strdup(dir))) {
@@ -172,7 +172,7 @@ static int plain_io(struct overflow *of, int wr, uint64_t off, char *buf, uint64
 }
 
 static int transfer(struct overflow *of, int wr, uint64_t off, char *buf, uint64_t len,
-		    struct wsp_err *err)
+		    struct wspi_err *err)
 {
 	int rc = of->use_ring ? ring_io(of, wr, off, buf, len) : plain_io(of, wr, off, buf, len);
 	if (rc < 0)
@@ -182,12 +182,12 @@ static int transfer(struct overflow *of, int wr, uint64_t off, char *buf, uint64
 }
 
 int overflow_write(struct overflow *of, uint64_t off, const void *buf, uint64_t len,
-		   struct wsp_err *err)
+		   struct wspi_err *err)
 {
 	return transfer(of, 1, off, (char *)buf, len, err);
 }
 
-int overflow_read(struct overflow *of, uint64_t off, void *buf, uint64_t len, struct wsp_err *err)
+int overflow_read(struct overflow *of, uint64_t off, void *buf, uint64_t len, struct wspi_err *err)
 {
 	return transfer(of, 0, off, buf, len, err);
 }

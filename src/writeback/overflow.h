@@ -17,12 +17,12 @@
 struct overflow;
 
 /* Make the file in `dir`. */
-int overflow_open(const char *dir, struct overflow **out, struct wsp_err *err);
+int overflow_open(const char *dir, struct overflow **out, struct wspi_err *err);
 void overflow_close(struct overflow *of);
 int overflow_write(struct overflow *of, uint64_t off, const void *buf, uint64_t len,
-		   struct wsp_err *err);
+		   struct wspi_err *err);
 int overflow_read(struct overflow *of, uint64_t off, void *buf, uint64_t len,
-		  struct wsp_err *err);
+		  struct wspi_err *err);
 /* "io_uring, O_DIRECT", "pread/pwrite", ...: for the notice that says where
  * updated layers go. */
 const char *overflow_how(const struct overflow *of);

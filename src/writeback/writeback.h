@@ -26,7 +26,7 @@ struct wb;
  * WSP_STAGE_D2H event per push once its copies are done, timed on the
  * device (CLOCK_MONOTONIC, like the pager's other events). */
 int wb_create(struct dev *d, const struct wsp_pack_s *pk, wsp_trace_fn trace, void *trace_ctx,
-	      struct wb **out, struct wsp_err *err);
+	      struct wb **out, struct wspi_err *err);
 /* Waits for pushes in flight, then frees everything. */
 void wb_destroy(struct wb *wb);
 
@@ -34,15 +34,15 @@ void wb_destroy(struct wb *wb);
  * Errors: WSP_EDTYPE for a non-float tensor given a gradient; a copy or
  * accumulation that failed earlier (the first failure, kept). */
 int wb_push(struct wb *wb, uint32_t layer, const void *const *grads, void *stream,
-	    struct wsp_err *err);
+	    struct wspi_err *err);
 /* 1 when the pushes of `layer` (UINT32_MAX: all) are accumulated, 0 if not. */
-int wb_query(struct wb *wb, uint32_t layer, struct wsp_err *err);
-int wb_wait(struct wb *wb, uint32_t layer, struct wsp_err *err);
+int wb_query(struct wb *wb, uint32_t layer, struct wspi_err *err);
+int wb_wait(struct wb *wb, uint32_t layer, struct wspi_err *err);
 /* After wb_wait: the accumulators (entries NULL for tensors never pushed)
  * and the number of pushes since the last zeroing. */
 int wb_grads(struct wb *wb, uint32_t layer, float *const **data, uint64_t *pushes,
-	     struct wsp_err *err);
-int wb_zero(struct wb *wb, uint32_t layer, struct wsp_err *err);
+	     struct wspi_err *err);
+int wb_zero(struct wb *wb, uint32_t layer, struct wspi_err *err);
 /* Counters for wsp_stats. */
 void wb_counters(struct wb *wb, uint64_t *pushes, uint64_t *bytes_d2h, uint64_t *add_ns);
 void wb_reset_counters(struct wb *wb);

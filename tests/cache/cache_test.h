@@ -20,14 +20,14 @@
 static inline struct wsp_pack_s *ct_open_pack(const char *dir)
 {
 	struct wsp_pack_s *pk = NULL;
-	struct wsp_err err;
-	wsp_err_init(&err);
+	struct wspi_err err;
+	wspi_err_init(&err);
 	int rc = pack_open(dir, &pk, &err);
 	if (rc < 0) {
 		fprintf(stderr, "pack_open %s: %s (%s)\n", dir, wsp_strerror(rc), err.msg);
 		exit(1);
 	}
-	wsp_err_destroy(&err);
+	wspi_err_destroy(&err);
 	return pk;
 }
 
@@ -61,7 +61,7 @@ static inline void ct_copy_out(const struct hcache_ref *ref, uint64_t off, void 
 static inline int ct_check_layer(const struct t_pack_spec *spec, struct wsp_pack_s *pk,
 				 const struct hcache_ref *ref)
 {
-	const struct wsp_manifest *m = &pk->m;
+	const struct wspi_manifest *m = &pk->m;
 	const struct wspm_layer *L = &m->layers[ref->layer];
 	if (ref->raw_bytes != L->raw_bytes) {
 		fprintf(stderr, "layer %u: raw_bytes %" PRIu64 " want %" PRIu64 "\n", ref->layer,

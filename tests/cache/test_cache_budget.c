@@ -16,7 +16,7 @@ struct pins {
 	uint64_t bytes;
 };
 
-static int pin(void *ctx, void *p, uint64_t len, struct wsp_err *err)
+static int pin(void *ctx, void *p, uint64_t len, struct wspi_err *err)
 {
 	struct pins *ps = ctx;
 	pthread_mutex_lock(&ps->lock);
@@ -36,7 +36,7 @@ struct slow_pin {
 	int calls, open, ready[8];
 };
 
-static int slow_pin(void *ctx, void *p, uint64_t len, struct wsp_err *err)
+static int slow_pin(void *ctx, void *p, uint64_t len, struct wspi_err *err)
 {
 	struct slow_pin *sp = ctx;
 	pthread_mutex_lock(&sp->lock);
@@ -71,15 +71,15 @@ static void unpin(void *ctx, void *p)
 
 static void use_all(struct hcache *hc, struct wsp_pack_s *pk, const struct t_pack_spec *spec)
 {
-	struct wsp_err err;
-	wsp_err_init(&err);
+	struct wspi_err err;
+	wspi_err_init(&err);
 	for (uint32_t l = 0; l < pk->m.hdr->n_layers; l++) {
 		struct hcache_ref ref;
 		CHECK_RC(hcache_get(hc, l, &ref, &err), 0);
 		CHECK(ct_check_layer(spec, pk, &ref) == 0);
 		hcache_put(hc, &ref);
 	}
-	wsp_err_destroy(&err);
+	wspi_err_destroy(&err);
 }
 
 int main(void)
@@ -97,11 +97,11 @@ int main(void)
 	struct hcache_config cfg;
 	struct hcache *hc;
 	struct hcache_stats st;
-	struct wsp_err err;
-	wsp_err_init(&err);
+	struct wspi_err err;
+	wspi_err_init(&err);
 
 	/* 1 PiB: clamped to the memory available, said once. */
-	uint64_t avail = wsp_memory_available(NULL);
+	uint64_t avail = wspi_memory_available(NULL);
 	ct_config(&cfg, WSP_IO_PREAD, 1ull << 50, 0);
 	cfg.notice = ct_notice;
 	cfg.notice_ctx = &nt;
@@ -126,7 +126,7 @@ int main(void)
 	CHECK(hc == NULL);
 	fprintf(stderr, "expected: %s\n", err.msg);
 	CHECK(strstr(err.msg, "model.layers.") && strstr(err.msg, "budget"));
-	ct_config(&cfg, WSP_IO_PREAD, wsp_align_up(biggest, 4096), 4096);
+	ct_config(&cfg, WSP_IO_PREAD, wspi_align_up(biggest, 4096), 4096);
 	CHECK_RC(hcache_create(&cfg, pk, &hc, &err), 0);   /* exactly enough */
 	use_all(hc, pk, &spec);
 	hcache_destroy(hc);
@@ -208,7 +208,7 @@ int main(void)
 	}
 
 	pack_close(pk);
-	wsp_err_destroy(&err);
+	wspi_err_destroy(&err);
 	t_rmrf(root);
 	return 0;
 }

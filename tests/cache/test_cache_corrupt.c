@@ -41,7 +41,7 @@ static void run(const char *root, const char *tag, struct t_pack_spec *spec,
 	snprintf(dir, sizeof(dir), "%s/%s", root, tag);
 	CHECK_RC(t_make_pack(dir, spec), 0);
 	struct wsp_pack_s *pk = ct_open_pack(dir);
-	const struct wsp_manifest *m = &pk->m;
+	const struct wspi_manifest *m = &pk->m;
 	/* Layer 1, its second tensor, that tensor's chunk 1. */
 	const struct wspm_layer *L = &m->layers[1];
 	const struct wspm_tensor *T = &m->tensors[L->first_tensor + 1];
@@ -57,8 +57,8 @@ static void run(const char *root, const char *tag, struct t_pack_spec *spec,
 	struct ready_log rl = { .lock = PTHREAD_MUTEX_INITIALIZER };
 	struct hcache_config cfg;
 	struct hcache *hc;
-	struct wsp_err err;
-	wsp_err_init(&err);
+	struct wspi_err err;
+	wspi_err_init(&err);
 	ct_config(&cfg, be, 64ull << 20, 4096);
 	cfg.on_ready = on_ready;
 	cfg.ready_ctx = &rl;
@@ -82,7 +82,7 @@ static void run(const char *root, const char *tag, struct t_pack_spec *spec,
 		CHECK(strstr(err.msg, want_chunk));
 		CHECK(!hcache_contains(hc, 1));
 		CHECK(hcache_try_get(hc, 1, &ref) == 0);
-		wsp_err_clear(&err);
+		wspi_err_clear(&err);
 	}
 	for (uint32_t l = 0; l < m->hdr->n_layers; l++) {
 		if (l == 1)
@@ -97,7 +97,7 @@ static void run(const char *root, const char *tag, struct t_pack_spec *spec,
 	hcache_destroy(hc);   /* on_ready runs after the waiters wake: count once all ended */
 	CHECK(rl.failed == 2 && rl.ok == (int)m->hdr->n_layers - 1);
 	pack_close(pk);
-	wsp_err_destroy(&err);
+	wspi_err_destroy(&err);
 }
 
 int main(void)

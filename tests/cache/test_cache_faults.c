@@ -25,7 +25,7 @@ static int fault(void *ctx, unsigned file, uint64_t off, uint64_t len)
 		f->fired = 1;
 		rc = -EIO;
 	} else if (f->short_reads && len >= 8192) {
-		rc = (int)wsp_align_down(len / 2, 4096);
+		rc = (int)wspi_align_down(len / 2, 4096);
 	}
 	pthread_mutex_unlock(&f->lock);
 	return rc;
@@ -34,8 +34,8 @@ static int fault(void *ctx, unsigned file, uint64_t off, uint64_t len)
 static int pass(struct hcache *hc, struct wsp_pack_s *pk, const struct t_pack_spec *spec,
 		struct faults *f)
 {
-	struct wsp_err err;
-	wsp_err_init(&err);
+	struct wspi_err err;
+	wspi_err_init(&err);
 	int failures = 0;
 	for (uint32_t l = 0; l < pk->m.hdr->n_layers; l++) {
 		struct hcache_ref ref;
@@ -56,7 +56,7 @@ static int pass(struct hcache *hc, struct wsp_pack_s *pk, const struct t_pack_sp
 		CHECK(ct_check_layer(spec, pk, &ref) == 0);
 		hcache_put(hc, &ref);
 	}
-	wsp_err_destroy(&err);
+	wspi_err_destroy(&err);
 	return failures;
 }
 
@@ -66,8 +66,8 @@ static void run(const char *dir, const struct t_pack_spec *spec, enum wsp_io_bac
 	struct wsp_pack_s *pk = ct_open_pack(dir);
 	struct faults f = { .lock = PTHREAD_MUTEX_INITIALIZER };
 	struct hcache_config cfg;
-	struct wsp_err err;
-	wsp_err_init(&err);
+	struct wspi_err err;
+	wspi_err_init(&err);
 	ct_config(&cfg, be, 64ull << 20, 8192);
 	cfg.io.direct = direct;
 	cfg.io.max_request = 16384;   /* many pieces per layer */
@@ -110,7 +110,7 @@ static void run(const char *dir, const struct t_pack_spec *spec, enum wsp_io_bac
 		hcache_destroy(hc);
 	}
 	pack_close(pk);
-	wsp_err_destroy(&err);
+	wspi_err_destroy(&err);
 }
 
 int main(void)

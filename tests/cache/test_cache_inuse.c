@@ -46,8 +46,8 @@ int main(void)
 	struct gate g = { .lock = PTHREAD_MUTEX_INITIALIZER, .cond = PTHREAD_COND_INITIALIZER };
 	struct hcache_config cfg;
 	struct hcache *hc;
-	struct wsp_err err;
-	wsp_err_init(&err);
+	struct wspi_err err;
+	wspi_err_init(&err);
 	ct_config(&cfg, WSP_IO_PREAD, 3 * lp * page, page);   /* three layers fit */
 	cfg.io.fault = gate_fault;
 	cfg.io.fault_ctx = &g;
@@ -112,7 +112,7 @@ int main(void)
 
 	hcache_destroy(hc);
 	pack_close(pk);
-	wsp_err_destroy(&err);
+	wspi_err_destroy(&err);
 	t_rmrf(root);
 	return 0;
 }

@@ -28,11 +28,11 @@ static void unpack_on_host(struct hcache *hc, const struct hcache_ref *ref, uint
 		CHECK(stored);
 		ct_copy_out(ref, pc[i].at, stored, pc[i].stored);
 		if (pc[i].exprans) {
-			struct wsp_err err;
-			wsp_err_init(&err);
+			struct wspi_err err;
+			wspi_err_init(&err);
 			CHECK_RC(exprans_decode_bf16(stored, pc[i].stored, (uint16_t *)(raw + pc[i].dst),
 						     pc[i].raw / 2, &err), 0);
-			wsp_err_destroy(&err);
+			wspi_err_destroy(&err);
 		} else {
 			CHECK(pc[i].stored == pc[i].raw);
 			memcpy(raw + pc[i].dst, stored, pc[i].raw);
@@ -44,7 +44,7 @@ static void unpack_on_host(struct hcache *hc, const struct hcache_ref *ref, uint
 static int check_raw(const struct t_pack_spec *spec, struct wsp_pack_s *pk, uint32_t layer,
 		     const uint8_t *raw)
 {
-	const struct wsp_manifest *m = &pk->m;
+	const struct wspi_manifest *m = &pk->m;
 	const struct wspm_layer *L = &m->layers[layer];
 	uint8_t *want = calloc(1, L->raw_bytes);
 	CHECK(want);
@@ -59,7 +59,7 @@ static int check_raw(const struct t_pack_spec *spec, struct wsp_pack_s *pk, uint
 }
 
 /* Bytes of the chunks of `codec` in layer l (stored if `stored`, else raw). */
-static uint64_t codec_bytes(const struct wsp_manifest *m, uint32_t l, int codec, int stored)
+static uint64_t codec_bytes(const struct wspi_manifest *m, uint32_t l, int codec, int stored)
 {
 	const struct wspm_layer *L = &m->layers[l];
 	uint64_t n = 0;
@@ -98,7 +98,7 @@ static void strip_stored_checks(const char *dir)
 
 /* Layer 1 of the pack in dir, loaded packed: its error, and the bytes the
  * host decoded for the layers it loaded (0 and 1). */
-static int load_layer1(const char *dir, struct wsp_err *err, uint64_t *decoded)
+static int load_layer1(const char *dir, struct wspi_err *err, uint64_t *decoded)
 {
 	struct wsp_pack_s *pk = ct_open_pack(dir);
 	struct hcache_config cfg;
@@ -129,12 +129,12 @@ int main(void)
 	};
 	CHECK_RC(t_make_pack(dir, &spec), 0);
 	struct wsp_pack_s *pk = ct_open_pack(dir);
-	const struct wsp_manifest *m = &pk->m;
+	const struct wspi_manifest *m = &pk->m;
 	struct hcache_config cfg;
 	struct hcache *hc;
 	struct hcache_ref ref;
-	struct wsp_err err;
-	wsp_err_init(&err);
+	struct wspi_err err;
+	wspi_err_init(&err);
 
 	for (int packed = 1; packed >= 0; packed--) {
 		ct_config(&cfg, WSP_IO_PREAD, 64ull << 20, 4096);
@@ -211,7 +211,7 @@ int main(void)
 	CHECK(strstr(err.msg, name) && strstr(err.msg, "chunk checksum"));
 	CHECK(decoded == layer0_copied + layer0_packed && decoded <= layer0_raw);
 
-	wsp_err_destroy(&err);
+	wspi_err_destroy(&err);
 	t_rmrf(root);
 	return 0;
 }

@@ -11,15 +11,15 @@ static int run(const char *dir, const struct t_pack_spec *spec, enum wsp_io_back
 	struct wsp_pack_s *pk = ct_open_pack(dir);
 	struct hcache_config cfg;
 	struct hcache *hc;
-	struct wsp_err err;
-	wsp_err_init(&err);
+	struct wspi_err err;
+	wspi_err_init(&err);
 	ct_config(&cfg, be, 256ull << 20, page);
 	cfg.staging_bytes = staging;
 	int rc = hcache_create(&cfg, pk, &hc, &err);
 	if (rc < 0 && be == WSP_IO_URING && ct_uring_refused(rc)) {
 		fprintf(stderr, "uring refused (%s): skipping that backend\n", err.msg);
 		pack_close(pk);
-		wsp_err_destroy(&err);
+		wspi_err_destroy(&err);
 		return 77;
 	}
 	if (rc < 0)
@@ -56,7 +56,7 @@ static int run(const char *dir, const struct t_pack_spec *spec, enum wsp_io_back
 	}
 	hcache_destroy(hc);
 	pack_close(pk);
-	wsp_err_destroy(&err);
+	wspi_err_destroy(&err);
 	return 0;
 }
 

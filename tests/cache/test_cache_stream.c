@@ -66,8 +66,8 @@ static void run(const char *dir, const struct t_pack_spec *spec, enum wsp_policy
 
 	struct hcache_config cfg;
 	struct hcache *hc;
-	struct wsp_err err;
-	wsp_err_init(&err);
+	struct wspi_err err;
+	wspi_err_init(&err);
 	ct_config(&cfg, WSP_IO_PREAD, FIT * pages * page, page);
 	cfg.policy = policy;
 	cfg.predictor = pred;
@@ -123,7 +123,7 @@ static void run(const char *dir, const struct t_pack_spec *spec, enum wsp_policy
 	hcache_destroy(hc);
 	predictor_free(pred);
 	pack_close(pk);
-	wsp_err_destroy(&err);
+	wspi_err_destroy(&err);
 }
 
 int main(void)

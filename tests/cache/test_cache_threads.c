@@ -21,8 +21,8 @@ static void *worker(void *arg)
 {
 	struct ctx *c = arg;
 	uint32_t n = c->pk->m.hdr->n_layers;
-	struct wsp_err err;
-	wsp_err_init(&err);
+	struct wspi_err err;
+	wspi_err_init(&err);
 	for (int r = 0; r < ROUNDS && !c->failed; r++) {
 		uint32_t l = (uint32_t)rand_r(&c->seed) % n;
 		struct hcache_ref ref;
@@ -44,7 +44,7 @@ static void *worker(void *arg)
 			hcache_put(c->hc, &ref);
 		}
 	}
-	wsp_err_destroy(&err);
+	wspi_err_destroy(&err);
 	return NULL;
 }
 
@@ -66,8 +66,8 @@ int main(void)
 		CHECK_RC(predictor_create(pk->m.hdr->n_layers, &pred), 0);
 		struct hcache_config cfg;
 		struct hcache *hc;
-		struct wsp_err err;
-		wsp_err_init(&err);
+		struct wspi_err err;
+		wspi_err_init(&err);
 		/* THREADS + 1 layers: a get always finds room once loads end. */
 		ct_config(&cfg, WSP_IO_PREAD, (THREADS + 1) * lp * page, page);
 		cfg.policy = pol ? WSP_POLICY_PREDICT : WSP_POLICY_LRU;
@@ -93,7 +93,7 @@ int main(void)
 		hcache_destroy(hc);
 		predictor_free(pred);
 		pack_close(pk);
-		wsp_err_destroy(&err);
+		wspi_err_destroy(&err);
 	}
 	t_rmrf(root);
 	return 0;

@@ -83,7 +83,7 @@ static inline void t_fill(void *buf, size_t n, int dtype, enum t_data kind)
 struct t_dest {
 	uint8_t *buf;
 	size_t buf_len;
-	struct wsp_span spans[T_MAX_SPANS];
+	struct wspi_span spans[T_MAX_SPANS];
 	unsigned n;
 };
 

@@ -31,9 +31,9 @@ static void free_decoder(void)
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-	struct wsp_span sp[16];
+	struct wspi_span sp[16];
 	struct wspm_chunk c;
-	struct wsp_err err;
+	struct wspi_err err;
 	unsigned n, k;
 	uint32_t raw;
 	uint64_t at = 0;
@@ -66,7 +66,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			abort();
 		at += len;
 	}
-	wsp_err_init(&err);
+	wspi_err_init(&err);
 	rc = chunk_decode(dec, &c, data[2], data + 16, sp, n, &err);
 	if (rc == 0) {
 		XXH3_state_t *s = XXH3_createState();
@@ -79,7 +79,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	} else if (!err.msg[0]) {
 		abort();           /* every error has a message */
 	}
-	wsp_err_destroy(&err);
+	wspi_err_destroy(&err);
 	for (k = 0; k < n; k++)
 		free(sp[k].ptr);
 	return 0;

@@ -36,13 +36,13 @@ int main(int argc, char **argv)
 	};
 	uint8_t raw[4096], out[4096 + 64];
 	struct chunk_encoder *enc;
-	struct wsp_err err;
+	struct wspi_err err;
 	struct wspm_chunk c;
 	unsigned i;
 
 	if (argc != 2)
 		return 2;
-	wsp_err_init(&err);
+	wspi_err_init(&err);
 	CHECK_RC(chunk_encoder_create(1, sizeof(raw), &enc), 0);
 	for (i = 0; i < WSP_ARRAY_SIZE(seeds); i++) {
 		t_fill(raw, sizeof(raw), seeds[i].dtype, seeds[i].kind);
@@ -92,6 +92,6 @@ int main(int argc, char **argv)
 	out[516 + 64 + 40] ^= 0x5a;  /* inside the lane streams */
 	put(argv[1], "bad-exprans-stream", &c, WSP_DTYPE_BF16, 4, out, c.stored_bytes);
 	chunk_encoder_free(enc);
-	wsp_err_destroy(&err);
+	wspi_err_destroy(&err);
 	return 0;
 }

@@ -11,10 +11,10 @@
 static struct chunk_decoder *dec;
 
 static int decode(const uint8_t *frame, size_t n, uint32_t raw_bytes, const uint8_t *raw,
-		  uint8_t *out, struct wsp_err *err)
+		  uint8_t *out, struct wspi_err *err)
 {
 	struct wspm_chunk c = { 0 };
-	struct wsp_span sp[2] = { { out, raw_bytes / 2 }, { out + raw_bytes / 2, raw_bytes / 2 } };
+	struct wspi_span sp[2] = { { out, raw_bytes / 2 }, { out + raw_bytes / 2, raw_bytes / 2 } };
 
 	c.codec = WSP_CODEC_ZSTD;
 	c.stored_bytes = (uint32_t)n;
@@ -43,12 +43,12 @@ int main(void)
 {
 	uint8_t raw[RAW], out[RAW], frame[RAW + 64];
 	uint8_t *big = malloc(ZSTD_compressBound(RAW));
-	struct wsp_err err;
+	struct wspi_err err;
 	ZSTD_CCtx *cc;
 	size_t n;
 
 	CHECK(big);
-	wsp_err_init(&err);
+	wspi_err_init(&err);
 	CHECK_RC(chunk_decoder_create(1u << 20, &dec), 0);
 	t_fill(raw, RAW, WSP_DTYPE_U8, T_RANDOM);
 
@@ -105,7 +105,7 @@ int main(void)
 
 	ZSTD_freeCCtx(cc);
 	chunk_decoder_free(dec);
-	wsp_err_destroy(&err);
+	wspi_err_destroy(&err);
 	free(big);
 	return 0;
 }

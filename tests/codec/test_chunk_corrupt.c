@@ -13,19 +13,19 @@
 #define RAW (256u << 10)
 
 static struct chunk_decoder *dec;
-static struct wsp_err err;
+static struct wspi_err err;
 static uint8_t *out;
 
 static int decode(const struct wspm_chunk *c, int dtype, const void *stored, unsigned nspans)
 {
-	struct wsp_span sp[3] = {
+	struct wspi_span sp[3] = {
 		{ out, c->raw_bytes / 4 * 2 }, { out + c->raw_bytes / 4 * 2, c->raw_bytes / 4 * 2 },
 		{ out + c->raw_bytes / 4 * 4, c->raw_bytes % 4 },
 	};
-	struct wsp_span one = { out, c->raw_bytes };
+	struct wspi_span one = { out, c->raw_bytes };
 	int rc;
 
-	wsp_err_clear(&err);
+	wspi_err_clear(&err);
 	rc = nspans == 1 ? chunk_decode(dec, c, dtype, stored, &one, 1, &err)
 			 : chunk_decode(dec, c, dtype, stored, sp, 3, &err);
 	if (rc < 0)
@@ -50,7 +50,7 @@ int main(void)
 	CHECK(raw && st && cp);
 	out = malloc(RAW);
 	CHECK(out);
-	wsp_err_init(&err);
+	wspi_err_init(&err);
 	CHECK_RC(chunk_encoder_create(1, RAW, &enc), 0);
 	CHECK_RC(chunk_decoder_create(RAW, &dec), 0);
 
@@ -126,7 +126,7 @@ int main(void)
 	CHECK(strstr(err.msg, "zstd") != NULL);
 	/* segment total differs from the chunk */
 	{
-		struct wsp_span sp = { out, RAW - 2 };
+		struct wspi_span sp = { out, RAW - 2 };
 		CHECK_RC(chunk_decode(dec, &c, WSP_DTYPE_BF16, st, &sp, 1, &err), WSP_EFORMAT);
 	}
 	/* unknown codec, unknown transform, transform unfit for dtype */
@@ -142,7 +142,7 @@ int main(void)
 	/* a chunk larger than the decoder was made for */
 	{
 		struct chunk_decoder *small;
-		struct wsp_span sp = { out, RAW };
+		struct wspi_span sp = { out, RAW };
 		CHECK_RC(chunk_decoder_create(RAW / 2, &small), 0);
 		CHECK_RC(chunk_decode(small, &c, WSP_DTYPE_BF16, st, &sp, 1, &err), WSP_EFORMAT);
 		chunk_decoder_free(small);
@@ -164,7 +164,7 @@ int main(void)
 
 	chunk_encoder_free(enc);
 	chunk_decoder_free(dec);
-	wsp_err_destroy(&err);
+	wspi_err_destroy(&err);
 	free(raw);
 	free(st);
 	free(cp);

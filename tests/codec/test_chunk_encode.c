@@ -12,7 +12,7 @@ int main(void)
 {
 	struct chunk_encoder *enc;
 	struct chunk_decoder *dec;
-	struct wsp_err err;
+	struct wspi_err err;
 	struct wspm_chunk c;
 	uint8_t *raw = malloc(RAW), *st = malloc(chunk_encode_bound(RAW));
 	uint8_t *pl = malloc(RAW), *back = malloc(RAW);
@@ -20,7 +20,7 @@ int main(void)
 	int level;
 
 	CHECK(raw && st && pl && back);
-	wsp_err_init(&err);
+	wspi_err_init(&err);
 	CHECK_RC(chunk_encoder_create(ZSTD_maxCLevel() + 1, RAW, &enc), -EINVAL);
 	CHECK(enc == NULL);
 	CHECK_RC(chunk_encoder_create(ZSTD_minCLevel() - 1, RAW, &enc), -EINVAL);
@@ -71,7 +71,7 @@ int main(void)
 	CHECK_RC(chunk_encode(enc, raw, RAW, WSP_DTYPE_F32, WSP_CODEC_ZSTD, 1, st, &c, &err), 0);
 	CHECK(c.codec == WSP_CODEC_ZSTD && c.transform == WSPM_XFORM_EXP_F32);
 	{
-		struct wsp_span sp = { back, RAW };
+		struct wspi_span sp = { back, RAW };
 		CHECK_RC(chunk_decode(dec, &c, WSP_DTYPE_F32, st, &sp, 1, &err), 0);
 		CHECK(memcmp(back, raw, RAW) == 0);
 	}
@@ -82,7 +82,7 @@ int main(void)
 	CHECK_RC(chunk_encode(enc, raw, RAW, WSP_DTYPE_BF16, WSP_CODEC_ZSTD, 1, st, &c, &err), 0);
 	CHECK(c.codec == WSP_CODEC_ZSTD && c.stored_bytes < RAW / 100);
 	{
-		struct wsp_span sp[2] = { { back, RAW / 2 }, { back + RAW / 2, RAW / 2 } };
+		struct wspi_span sp[2] = { { back, RAW / 2 }, { back + RAW / 2, RAW / 2 } };
 		memset(back, 0, RAW);
 		CHECK_RC(chunk_decode(dec, &c, WSP_DTYPE_BF16, st, sp, 2, &err), 0);
 		CHECK(memcmp(back, raw, RAW) == 0);
@@ -100,7 +100,7 @@ int main(void)
 
 	chunk_encoder_free(enc);
 	chunk_decoder_free(dec);
-	wsp_err_destroy(&err);
+	wspi_err_destroy(&err);
 	free(raw);
 	free(st);
 	free(pl);

@@ -14,14 +14,14 @@ static unsigned n_zstd, n_raw, n_xform;
 
 static void roundtrip(int dtype, size_t len, enum t_data kind, enum wsp_codec codec, int xform)
 {
-	struct wsp_err err;
+	struct wspi_err err;
 	struct wspm_chunk c;
 	unsigned es = wsp_dtype_bits(dtype) >= 8 ? wsp_dtype_bits(dtype) / 8 : 1;
 	size_t cuts[T_MAX_SPANS];
 	struct t_dest d;
 	unsigned layout;
 
-	wsp_err_init(&err);
+	wspi_err_init(&err);
 	t_fill(raw, len, dtype, kind);
 	memset(&c, 0xff, sizeof(c));
 	CHECK_RC(chunk_encode(enc, raw, len, dtype, codec, xform, stored, &c, &err), 0);
@@ -86,7 +86,7 @@ static void roundtrip(int dtype, size_t len, enum t_data kind, enum wsp_codec co
 		}
 		t_dest_free(&d);
 	}
-	wsp_err_destroy(&err);
+	wspi_err_destroy(&err);
 }
 
 int main(void)

@@ -20,12 +20,12 @@ static void roundtrip(uint64_t n, enum kind k)
 	uint16_t *v = malloc(n * 2 + 2), *back = malloc(n * 2 + 2);
 	size_t cap = exprans_bound(n);
 	uint8_t *enc = malloc(cap);
-	struct wsp_err err;
+	struct wspi_err err;
 	CHECK(v && back && enc);
 	fill(v, n, k);
 	int64_t len = exprans_encode_bf16(v, n, enc, cap);
 	CHECK(len > 0 && (size_t)len <= cap);
-	wsp_err_init(&err);
+	wspi_err_init(&err);
 	for (int simd = 0; simd < 2; simd++) {
 		exprans_use_simd = simd;
 		memset(back, 0xee, n * 2);
@@ -63,7 +63,7 @@ static void roundtrip(uint64_t n, enum kind k)
 	}
 	exprans_use_simd = 1;
 	free(back2);
-	wsp_err_destroy(&err);
+	wspi_err_destroy(&err);
 	free(v), free(back), free(enc);
 }
 
@@ -86,8 +86,8 @@ int main(void)
 	 * back to zstd. */
 	struct chunk_encoder *enc;
 	struct chunk_decoder *dec;
-	struct wsp_err err;
-	wsp_err_init(&err);
+	struct wspi_err err;
+	wspi_err_init(&err);
 	uint64_t raw = 1 << 20;
 	CHECK_RC(chunk_encoder_create(1, raw, &enc), 0);
 	CHECK_RC(chunk_decoder_create(raw, &dec), 0);
@@ -99,7 +99,7 @@ int main(void)
 	CHECK(c.codec == WSP_CODEC_EXPRANS && c.transform == WSPM_XFORM_NONE && c.stored_bytes < raw);
 	printf("Gaussian bf16 (std 0.02), 1 MiB chunk: ratio %.3f\n", (double)raw / c.stored_bytes);
 	CHECK((double)raw / c.stored_bytes >= 1.45);
-	struct wsp_span sp = { back, raw };
+	struct wspi_span sp = { back, raw };
 	CHECK_RC(chunk_decode(dec, &c, WSP_DTYPE_BF16, stored, &sp, 1, &err), 0);
 	CHECK(memcmp(v, back, raw) == 0);
 	c.checksum ^= 1;   /* the decoded bytes are checked against the checksum */
@@ -136,6 +136,6 @@ int main(void)
 	chunk_encoder_free(enc);
 	chunk_decoder_free(dec);
 	free(v), free(back), free(stored);
-	wsp_err_destroy(&err);
+	wspi_err_destroy(&err);
 	return 0;
 }

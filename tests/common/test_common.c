@@ -56,10 +56,10 @@ static void test_checksum(void)
 	for (int i = 0; i < 1000; i++)
 		big[i] = (unsigned char)(i * 131 + 7);
 	uint64_t whole = wsp_checksum64(big, 997);
-	uint64_t parts = wsp_checksum64_part(big + 512, 485, 64) + wsp_checksum64_part(big, 256, 0) +
-			 wsp_checksum64_part(big + 256, 256, 32);
+	uint64_t parts = wspi_checksum64_part(big + 512, 485, 64) + wspi_checksum64_part(big, 256, 0) +
+			 wspi_checksum64_part(big + 256, 256, 32);
 	CHECK(parts == whole);
-	CHECK(wsp_checksum64_part(big + 256, 256, 31) != wsp_checksum64_part(big + 256, 256, 32));
+	CHECK(wspi_checksum64_part(big + 256, 256, 31) != wspi_checksum64_part(big + 256, 256, 32));
 }
 
 static void test_dtypes(void)
@@ -72,41 +72,41 @@ static void test_dtypes(void)
 	for (int i = 0; i < WSP_DTYPE_COUNT; i++)
 		CHECK(wsp_dtype_from_name(wsp_dtype_name(i)) == i);
 	uint64_t bytes, shape[3] = {2, 3, 5};
-	CHECK_RC(wsp_tensor_bytes(WSP_DTYPE_F32, 3, shape, &bytes), 0); CHECK(bytes == 120);
-	CHECK_RC(wsp_tensor_bytes(WSP_DTYPE_F32, 0, shape, &bytes), 0); CHECK(bytes == 4);
+	CHECK_RC(wspi_tensor_bytes(WSP_DTYPE_F32, 3, shape, &bytes), 0); CHECK(bytes == 120);
+	CHECK_RC(wspi_tensor_bytes(WSP_DTYPE_F32, 0, shape, &bytes), 0); CHECK(bytes == 4);
 	uint64_t zero[2] = {0, 7};
-	CHECK_RC(wsp_tensor_bytes(WSP_DTYPE_BF16, 2, zero, &bytes), 0); CHECK(bytes == 0);
+	CHECK_RC(wspi_tensor_bytes(WSP_DTYPE_BF16, 2, zero, &bytes), 0); CHECK(bytes == 0);
 	uint64_t huge[2] = {1ull << 40, 1ull << 30};
-	CHECK_RC(wsp_tensor_bytes(WSP_DTYPE_BF16, 2, huge, &bytes), WSP_ETOOBIG);
+	CHECK_RC(wspi_tensor_bytes(WSP_DTYPE_BF16, 2, huge, &bytes), WSP_ETOOBIG);
 	uint64_t odd[1] = {3};
-	CHECK_RC(wsp_tensor_bytes(WSP_DTYPE_F4, 1, odd, &bytes), WSP_EFORMAT);
+	CHECK_RC(wspi_tensor_bytes(WSP_DTYPE_F4, 1, odd, &bytes), WSP_EFORMAT);
 	uint64_t f6[1] = {4};
-	CHECK_RC(wsp_tensor_bytes(WSP_DTYPE_F6_E2M3, 1, f6, &bytes), 0); CHECK(bytes == 3);
+	CHECK_RC(wspi_tensor_bytes(WSP_DTYPE_F6_E2M3, 1, f6, &bytes), 0); CHECK(bytes == 3);
 }
 
-/* wsp_grow: doubling from `first`, contents kept, refusals leave the
+/* wspi_grow: doubling from `first`, contents kept, refusals leave the
  * array as it was. */
 static void test_grow(void)
 {
 	uint32_t *a = NULL;
 	size_t cap = 0;
-	CHECK_RC(wsp_grow((void **)&a, &cap, 0, sizeof(*a), 4), 0);
+	CHECK_RC(wspi_grow((void **)&a, &cap, 0, sizeof(*a), 4), 0);
 	CHECK(a == NULL && cap == 0);
 	for (uint32_t i = 0; i < 1000; i++) {
-		CHECK_RC(wsp_grow((void **)&a, &cap, i + 1, sizeof(*a), 4), 0);
+		CHECK_RC(wspi_grow((void **)&a, &cap, i + 1, sizeof(*a), 4), 0);
 		a[i] = i;
 	}
 	CHECK(cap == 1024);
 	for (uint32_t i = 0; i < 1000; i++)
 		CHECK(a[i] == i);
 	uint32_t *was = a;
-	CHECK_RC(wsp_grow((void **)&a, &cap, SIZE_MAX / 2, sizeof(*a), 4), -ENOMEM);
-	CHECK_RC(wsp_grow((void **)&a, &cap, SIZE_MAX, 1, 4), -ENOMEM);
+	CHECK_RC(wspi_grow((void **)&a, &cap, SIZE_MAX / 2, sizeof(*a), 4), -ENOMEM);
+	CHECK_RC(wspi_grow((void **)&a, &cap, SIZE_MAX, 1, 4), -ENOMEM);
 	CHECK(a == was && cap == 1024 && a[999] == 999);
 	free(a);
 	char *b = NULL;
 	size_t bc = 0;
-	CHECK_RC(wsp_grow((void **)&b, &bc, 5000, 1, 4096), 0);
+	CHECK_RC(wspi_grow((void **)&b, &bc, 5000, 1, 4096), 0);
 	CHECK(bc == 8192);
 	free(b);
 }

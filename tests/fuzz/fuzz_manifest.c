@@ -15,7 +15,7 @@
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
-static uint64_t walk(const struct wsp_manifest *m)
+static uint64_t walk(const struct wspi_manifest *m)
 {
 	const struct wspm_header *h = m->hdr;
 	uint64_t sum = 0;
@@ -45,15 +45,15 @@ static uint64_t walk(const struct wsp_manifest *m)
 
 static void parse_once(const void *buf, size_t size)
 {
-	struct wsp_manifest m;
-	struct wsp_err err;
+	struct wspi_manifest m;
+	struct wspi_err err;
 
-	wsp_err_init(&err);
+	wspi_err_init(&err);
 	if (wspm_parse(buf, size, &m, &err) == 0) {
 		volatile uint64_t sink = walk(&m);
 		(void)sink;
 	}
-	wsp_err_destroy(&err);
+	wspi_err_destroy(&err);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)

@@ -9,9 +9,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-	struct wsp_err err;
+	struct wspi_err err;
 	struct st_file f;
-	wsp_err_init(&err);
+	wspi_err_init(&err);
 	if (st_parse(data, size, size, &f, &err) == 0) {
 		/* A header that parses is safe to use: touch everything. */
 		uint64_t sum = 0;
@@ -23,6 +23,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	}
 	if (st_parse(data, size, UINT64_MAX, &f, &err) == 0)
 		st_file_free(&f);
-	wsp_err_destroy(&err);
+	wspi_err_destroy(&err);
 	return 0;
 }

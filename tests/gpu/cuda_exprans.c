@@ -74,12 +74,12 @@ static void gpu_decode(struct stream *s, unsigned k, unsigned misalign_last, uin
 
 static void reference(struct stream *s)
 {
-	struct wsp_err err;
-	wsp_err_init(&err);
+	struct wspi_err err;
+	wspi_err_init(&err);
 	s->cpu = malloc(s->n * 2 + 2);
 	CHECK(s->cpu);
 	s->cpu_rc = exprans_decode_bf16(s->enc, s->len, s->cpu, s->n, &err);
-	wsp_err_destroy(&err);
+	wspi_err_destroy(&err);
 }
 
 static struct stream encode(uint64_t n, enum kind kind)

@@ -50,8 +50,8 @@ static void make_pack(const char *dir)
 {
 	struct wsp_convert_options opt;
 	struct pack_writer *pw;
-	struct wsp_err err;
-	wsp_err_init(&err);
+	struct wspi_err err;
+	wspi_err_init(&err);
 	wsp_convert_options_init(&opt);
 	opt.codec = WSP_CODEC_EXPRANS;
 	opt.chunk_bytes = 256 << 10;
@@ -72,7 +72,7 @@ static void make_pack(const char *dir)
 	pack_writer_free(pw);
 	while (n_keep)
 		free(keep[--n_keep]);
-	wsp_err_destroy(&err);
+	wspi_err_destroy(&err);
 }
 
 /* Bytes the layers take packed in the host tier, all together. */

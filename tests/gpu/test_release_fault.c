@@ -11,7 +11,7 @@
 static const struct dev_ops *real;
 
 static int failing_record(struct dev *d, struct dev_event *ev, int on_copy, void *stream,
-			  struct wsp_err *err)
+			  struct wspi_err *err)
 {
 	if (on_copy)
 		return real->record(d, ev, on_copy, stream, err);

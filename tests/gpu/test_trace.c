@@ -13,7 +13,7 @@ static uint64_t t_start;
 
 static void on_trace(void *ctx, const struct wsp_trace_event *ev)
 {
-	uint64_t now = wsp_now_ns();
+	uint64_t now = wspi_now_ns();
 	if (ev->begin_ns > ev->end_ns || ev->begin_ns < t_start || ev->end_ns > now)
 		atomic_fetch_add(&bad_events, 1);
 	if (ev->stage == WSP_STAGE_H2D) {
@@ -36,7 +36,7 @@ int main(void)
 	t_host_options(&o, &m, 50, 2);
 	o.flags |= WSP_OPEN_NO_PREFETCH;   /* every first acquire waits */
 	o.trace = on_trace;
-	t_start = wsp_now_ns();
+	t_start = wspi_now_ns();
 	CHECK_RC(wsp_open(m.pack, &o, &pg, err, sizeof(err)), 0);
 	for (int pass = 0; pass < 2; pass++)
 		for (uint32_t l = 0; l < m.sum.n_layers; l++) {

@@ -50,10 +50,10 @@ static void *submit_loop(void *arg)
 	struct submitter *s = arg;
 	struct io_req r[2];
 	struct waiter w[2];
-	struct wsp_err err;
+	struct wspi_err err;
 	int busy[2] = { 0, 0 };
 
-	wsp_err_init(&err);
+	wspi_err_init(&err);
 	for (int i = 0; i < 2; i++) {
 		pthread_mutex_init(&w[i].lock, NULL);
 		pthread_cond_init(&w[i].cv, NULL);
@@ -92,7 +92,7 @@ static void *submit_loop(void *arg)
 		}
 		busy[i] = 1;
 	}
-	wsp_err_destroy(&err);
+	wspi_err_destroy(&err);
 	return NULL;
 }
 
@@ -112,7 +112,7 @@ static int bench(const char *path, enum wsp_io_backend be, int direct)
 {
 	struct io_config cfg;
 	struct io_engine *io;
-	struct wsp_err err;
+	struct wspi_err err;
 	const char *paths[1] = { path };
 	unsigned n_sub = opt_inflight / 2 ? opt_inflight / 2 : 1;
 	struct submitter subs[64];
@@ -122,7 +122,7 @@ static int bench(const char *path, enum wsp_io_backend be, int direct)
 	uint64_t arena_len = (uint64_t)n_sub * 2 * io_span(opt_req);
 	int failed = 0;
 
-	wsp_err_init(&err);
+	wspi_err_init(&err);
 	io_config_init(&cfg);
 	cfg.backend = be;
 	cfg.direct = direct;
@@ -141,7 +141,7 @@ static int bench(const char *path, enum wsp_io_backend be, int direct)
 	if (!opt_warm)
 		drop_caches();
 
-	uint64_t t0 = wsp_now_ns();
+	uint64_t t0 = wspi_now_ns();
 	for (unsigned i = 0; i < n_sub; i++) {
 		subs[i] = (struct submitter){ .io = io, .buf = arena + (uint64_t)i * 2 * io_span(opt_req),
 					      .next = &next };
@@ -151,14 +151,14 @@ static int bench(const char *path, enum wsp_io_backend be, int direct)
 		pthread_join(th[i], NULL);
 		failed |= subs[i].failed;
 	}
-	double s = (double)(wsp_now_ns() - t0) / 1e9;
+	double s = (double)(wspi_now_ns() - t0) / 1e9;
 	printf("%-6s %-8s %s  %6.2f GB/s  (%.3f s)\n", io_engine_backend(io),
 	       direct ? "direct" : "buffered", io_engine_direct(io) ? "bypass" : "cached",
 	       (double)opt_size / s / 1e9, s);
 	fflush(stdout);
 	io_engine_close(io);
 	free(arena);
-	wsp_err_destroy(&err);
+	wspi_err_destroy(&err);
 	return failed;
 }
 

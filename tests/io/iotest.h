@@ -95,7 +95,7 @@ static inline void *t_aligned(uint64_t len)
 
 /* Open an engine; returns 77 (skip) when io_uring is refused here. */
 static inline int t_open(enum wsp_io_backend be, int direct, const char *path,
-			 struct t_notices *notes, struct io_engine **io, struct wsp_err *err)
+			 struct t_notices *notes, struct io_engine **io, struct wspi_err *err)
 {
 	struct io_config cfg;
 	io_config_init(&cfg);

@@ -13,17 +13,17 @@
 
 static void check_reads(struct io_engine *io)
 {
-	struct wsp_err err;
+	struct wspi_err err;
 	char *buf = t_aligned(FILE_SIZE);
 
-	wsp_err_init(&err);
+	wspi_err_init(&err);
 	CHECK_RC(io_read(io, 0, 0, FILE_SIZE, buf, &err), 0);
 	CHECK(t_check_words(buf, 0, FILE_SIZE) == UINT64_MAX);
 	CHECK_RC(io_read(io, 0, 40960, 5001, buf, &err), 0);
 	CHECK(t_check_words(buf, 40960, 5001) == UINT64_MAX);
 	/* the caller's alignment promise is still checked */
 	CHECK_RC(io_read(io, 0, 4095, 10, buf, &err), -EINVAL);
-	wsp_err_destroy(&err);
+	wspi_err_destroy(&err);
 	free(buf);
 }
 
@@ -50,7 +50,7 @@ int main(void)
 	const char *dir;
 	char path[600];
 	struct io_engine *io;
-	struct wsp_err err;
+	struct wspi_err err;
 	int fd, rc;
 
 	if (stat("/dev/shm", &st) < 0 || !S_ISDIR(st.st_mode))
@@ -59,7 +59,7 @@ int main(void)
 	dir = t_scratch("io-direct");
 	snprintf(path, sizeof(path), "%s/words", dir);
 	t_write_words(path, FILE_SIZE);
-	wsp_err_init(&err);
+	wspi_err_init(&err);
 
 	/* 1. tmpfs itself (Linux >= 6.6 accepts O_DIRECT there) */
 	fd = open(path, O_RDONLY | O_DIRECT);
@@ -129,7 +129,7 @@ int main(void)
 		io_engine_close(io);
 		CHECK(notes.count == 1);
 	}
-	wsp_err_destroy(&err);
+	wspi_err_destroy(&err);
 	t_rmrf(dir);
 	return 0;
 }

@@ -80,15 +80,15 @@ static void reset(struct fault *f, enum mode m)
 
 static void read_ok(struct io_engine *io, uint64_t off, uint64_t len, char *buf)
 {
-	struct wsp_err err;
-	wsp_err_init(&err);
+	struct wspi_err err;
+	wspi_err_init(&err);
 	int rc = io_read(io, 0, off, len, buf, &err);
 	if (rc)
 		fprintf(stderr, "read %llu+%llu: %s\n", (unsigned long long)off,
 			(unsigned long long)len, err.msg);
 	CHECK_RC(rc, 0);
 	CHECK(t_check_words(buf, off, len) == UINT64_MAX);
-	wsp_err_destroy(&err);
+	wspi_err_destroy(&err);
 }
 
 static void run(const char *path, enum wsp_io_backend be, int direct)
@@ -96,7 +96,7 @@ static void run(const char *path, enum wsp_io_backend be, int direct)
 	struct fault f;
 	struct io_config cfg;
 	struct io_engine *io;
-	struct wsp_err err;
+	struct wspi_err err;
 	const char *paths[1] = { path };
 	char *buf = t_aligned(FILE_SIZE);
 	char msg[64];
@@ -104,7 +104,7 @@ static void run(const char *path, enum wsp_io_backend be, int direct)
 
 	memset(&f, 0, sizeof(f));
 	reset(&f, F_NONE);
-	wsp_err_init(&err);
+	wspi_err_init(&err);
 	io_config_init(&cfg);
 	cfg.backend = be;
 	cfg.direct = direct;
@@ -159,7 +159,7 @@ static void run(const char *path, enum wsp_io_backend be, int direct)
 	CHECK(f.consults == 17);
 	reset(&f, F_EAGAIN);
 	f.storm_left = 1000;
-	wsp_err_clear(&err);
+	wspi_err_clear(&err);
 	CHECK_RC(io_read(io, 0, 8192, 3 * PIECE, buf, &err), -EAGAIN);
 	fprintf(stderr, "  EAGAIN: %s\n", err.msg);
 	CHECK(strstr(err.msg, path));
@@ -170,7 +170,7 @@ static void run(const char *path, enum wsp_io_backend be, int direct)
 	CHECK(o.calls == 1);
 	pthread_cond_destroy(&o.cv);
 	pthread_mutex_destroy(&o.lock);
-	wsp_err_destroy(&err);
+	wspi_err_destroy(&err);
 	free(buf);
 }
 
@@ -179,13 +179,13 @@ static void run_truncated(const char *dir, enum wsp_io_backend be, int direct)
 {
 	char path[600];
 	struct io_engine *io;
-	struct wsp_err err;
+	struct wspi_err err;
 	char *buf = t_aligned(1 << 20);
 	const uint64_t new_size = 1048576 + 100;
 
 	snprintf(path, sizeof(path), "%s/shrinks-%d-%d", dir, be, direct);
 	t_write_words(path, FILE_SIZE);
-	wsp_err_init(&err);
+	wspi_err_init(&err);
 	if (t_open(be, direct, path, NULL, &io, &err) == T_SKIP) {
 		free(buf);
 		return;
@@ -204,7 +204,7 @@ static void run_truncated(const char *dir, enum wsp_io_backend be, int direct)
 	read_ok(io, 1048576 - 4096, 4096 + 100, buf);
 	io_engine_close(io);
 	unlink(path);
-	wsp_err_destroy(&err);
+	wspi_err_destroy(&err);
 	free(buf);
 }
 

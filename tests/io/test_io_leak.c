@@ -59,7 +59,7 @@ int main(void)
 	const char *dir = t_scratch("io-leak");
 	char paths_buf[3][600];
 	const char *paths[4];
-	struct wsp_err err;
+	struct wspi_err err;
 	char *buf = t_aligned(FILE_SIZE);
 	int fds0, tasks0, maps0;
 
@@ -68,7 +68,7 @@ int main(void)
 		t_write_words(paths_buf[i], FILE_SIZE + (uint64_t)i);
 		paths[i] = paths_buf[i];
 	}
-	wsp_err_init(&err);
+	wspi_err_init(&err);
 	fds0 = count_entries("/proc/self/fd");
 	tasks0 = count_entries("/proc/self/task");
 	maps0 = count_maps(dir);
@@ -118,7 +118,7 @@ int main(void)
 	CHECK(count_entries("/proc/self/task") == tasks0);
 	CHECK(count_maps(dir) == maps0);
 	free(buf);
-	wsp_err_destroy(&err);
+	wspi_err_destroy(&err);
 	t_rmrf(dir);
 	return 0;
 }

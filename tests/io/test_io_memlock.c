@@ -32,7 +32,7 @@ int main(void)
 	char path[600];
 	struct t_notices notes;
 	struct io_engine *io;
-	struct wsp_err err;
+	struct wspi_err err;
 	struct rlimit rl = { .rlim_cur = 64 << 10, .rlim_max = 64 << 10 };
 	char *buf;
 	int rc;
@@ -40,7 +40,7 @@ int main(void)
 	snprintf(path, sizeof(path), "%s/words", dir);
 	t_write_words(path, FILE_SIZE);
 	t_notices_init(&notes);
-	wsp_err_init(&err);
+	wspi_err_init(&err);
 	CHECK(drop_ipc_lock() == 0);
 	CHECK(setrlimit(RLIMIT_MEMLOCK, &rl) == 0);
 
@@ -76,7 +76,7 @@ int main(void)
 	CHECK(t_check_words(buf + (32u << 20), 8192, 3000000) == UINT64_MAX);
 	io_engine_close(io);
 	free(buf);
-	wsp_err_destroy(&err);
+	wspi_err_destroy(&err);
 	t_rmrf(dir);
 	return 0;
 }

@@ -86,9 +86,9 @@ static void *reader(void *arg)
 	struct batch b;
 	struct slot slots[BATCH];
 	char *bufs[BATCH];
-	struct wsp_err err;
+	struct wspi_err err;
 
-	wsp_err_init(&err);
+	wspi_err_init(&err);
 	pthread_mutex_init(&b.lock, NULL);
 	pthread_cond_init(&b.cv, NULL);
 	for (int i = 0; i < BATCH; i++)
@@ -142,7 +142,7 @@ static void *reader(void *arg)
 			free(bufs[i]);
 	pthread_cond_destroy(&b.cv);
 	pthread_mutex_destroy(&b.lock);
-	wsp_err_destroy(&err);
+	wspi_err_destroy(&err);
 	return NULL;
 }
 
@@ -150,14 +150,14 @@ static int run(const char *path, enum wsp_io_backend be, int direct)
 {
 	struct io_config cfg;
 	struct io_engine *io;
-	struct wsp_err err;
+	struct wspi_err err;
 	const char *paths[1] = { path };
 	pthread_t th[THREADS];
 	struct job jobs[THREADS];
 	char *arena = NULL;
 	int rc;
 
-	wsp_err_init(&err);
+	wspi_err_init(&err);
 	io_config_init(&cfg);
 	cfg.backend = be;
 	cfg.direct = direct;
@@ -167,7 +167,7 @@ static int run(const char *path, enum wsp_io_backend be, int direct)
 	rc = io_engine_open(&cfg, paths, 1, &io, &err);
 	if (rc == -EPERM || rc == -ENOSYS || rc == -EACCES) {
 		fprintf(stderr, "%s: not available here (%s), skipped\n", t_backend_names[be], err.msg);
-		wsp_err_destroy(&err);
+		wspi_err_destroy(&err);
 		return 0;
 	}
 	CHECK_RC(rc, 0);
@@ -207,7 +207,7 @@ static int run(const char *path, enum wsp_io_backend be, int direct)
 	}
 	io_engine_close(io);
 	free(arena);
-	wsp_err_destroy(&err);
+	wspi_err_destroy(&err);
 	return 0;
 }
 

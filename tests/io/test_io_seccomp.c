@@ -13,7 +13,7 @@
 #define FILE_SIZE (2ull * 1048576 + 4321)
 
 /* Every byte of the file read back through io, in pieces and whole. */
-static void read_all(struct io_engine *io, char *buf, struct wsp_err *err)
+static void read_all(struct io_engine *io, char *buf, struct wspi_err *err)
 {
 	for (uint64_t off = 0; off < FILE_SIZE; off += 300 * 4096) {
 		uint64_t len = FILE_SIZE - off < 700001 ? FILE_SIZE - off : 700001;
@@ -30,11 +30,11 @@ static void enosys_child(const char *path, char *buf)
 	struct t_notices notes;
 	struct io_engine *io;
 	struct io_uring ring;
-	struct wsp_err err;
+	struct wspi_err err;
 	int rc;
 
 	t_notices_init(&notes);
-	wsp_err_init(&err);
+	wspi_err_init(&err);
 	rc = t_seccomp_refuse_uring_with(ENOSYS);
 	if (rc < 0)
 		SKIP("cannot install a seccomp filter: %s", strerror(-rc));
@@ -58,7 +58,7 @@ static void enosys_child(const char *path, char *buf)
 	CHECK(io == NULL);
 	fprintf(stderr, "explicit uring (ENOSYS): %s\n", err.msg);
 	CHECK(strstr(err.msg, "io_uring") && strstr(err.msg, "use the pread backend"));
-	wsp_err_destroy(&err);
+	wspi_err_destroy(&err);
 	exit(0);
 }
 
@@ -69,14 +69,14 @@ int main(void)
 	struct t_notices notes;
 	struct io_engine *io;
 	struct io_uring ring;
-	struct wsp_err err;
+	struct wspi_err err;
 	char *buf = t_aligned(FILE_SIZE);
 	int rc;
 
 	snprintf(path, sizeof(path), "%s/words", dir);
 	t_write_words(path, FILE_SIZE);
 	t_notices_init(&notes);
-	wsp_err_init(&err);
+	wspi_err_init(&err);
 
 	pid_t pid = fork();
 	CHECK(pid >= 0);
@@ -127,7 +127,7 @@ int main(void)
 	CHECK(strstr(err.msg, "io_uring") && strstr(err.msg, "not permitted"));
 
 	free(buf);
-	wsp_err_destroy(&err);
+	wspi_err_destroy(&err);
 	t_rmrf(dir);
 	return 0;
 }

@@ -64,13 +64,13 @@ static void *reader(void *arg)
 	pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 	pthread_cond_t cv = PTHREAD_COND_INITIALIZER;
 	struct slot slots[BATCH];
-	struct wsp_err errs[BATCH];
+	struct wspi_err errs[BATCH];
 	char *bufs[BATCH];
 	int left;
 
 	for (int i = 0; i < BATCH; i++) {
 		bufs[i] = t_aligned(1 << 20);
-		wsp_err_init(&errs[i]);
+		wspi_err_init(&errs[i]);
 	}
 	for (int round = 0; round < ROUNDS; round++) {
 		left = BATCH;
@@ -81,7 +81,7 @@ static void *reader(void *arg)
 			if (off + len > FILE_SIZE)
 				len = FILE_SIZE - off;
 			memset(bufs[i], 0xEE, 1 << 20);
-			wsp_err_clear(&errs[i]);
+			wspi_err_clear(&errs[i]);
 			*s = (struct slot){ .lock = &lock, .cv = &cv, .left = &left };
 			s->req = (struct io_req){ .file = 0, .offset = off, .length = len, .buf = bufs[i],
 						  .done = slot_done, .err = &errs[i] };
@@ -106,7 +106,7 @@ static void *reader(void *arg)
 	}
 	for (int i = 0; i < BATCH; i++) {
 		free(bufs[i]);
-		wsp_err_destroy(&errs[i]);
+		wspi_err_destroy(&errs[i]);
 	}
 	return NULL;
 }
@@ -121,14 +121,14 @@ int main(void)
 	for (int be = WSP_IO_URING; be <= WSP_IO_PREAD; be++) {
 		struct io_config cfg;
 		struct io_engine *io;
-		struct wsp_err err;
+		struct wspi_err err;
 		const char *paths[1] = { path };
 		pthread_t th[THREADS];
 		struct job jobs[THREADS];
 
 		if (!t_backend_wanted(be))
 			continue;
-		wsp_err_init(&err);
+		wspi_err_init(&err);
 		io_config_init(&cfg);
 		cfg.backend = be;
 		cfg.queue_depth = 16;
@@ -150,7 +150,7 @@ int main(void)
 		fprintf(stderr, "%s: %d requests succeeded, %d failed\n", t_backend_names[be],
 			(int)successes, (int)failures);
 		CHECK(successes > 0 && failures > 0);
-		wsp_err_destroy(&err);
+		wspi_err_destroy(&err);
 	}
 	t_rmrf(dir);
 	return 0;

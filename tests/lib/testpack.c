@@ -72,13 +72,13 @@ int t_make_pack(const char *dir, const struct t_pack_spec *spec)
 {
 	struct wsp_convert_options opt;
 	struct pack_writer *pw;
-	struct wsp_err err;
+	struct wspi_err err;
 	uint32_t n = spec->layers * spec->tensors_per_layer;
 	uint64_t bytes = spec->tensor_bytes;
 	void **bufs = calloc(n ? n : 1, sizeof(*bufs));
 	int rc;
 
-	wsp_err_init(&err);
+	wspi_err_init(&err);
 	wsp_convert_options_init(&opt);
 	opt.codec = spec->codec;
 	if (spec->chunk_bytes)
@@ -130,6 +130,6 @@ int t_make_pack(const char *dir, const struct t_pack_spec *spec)
 	for (uint32_t t = 0; t < n; t++)
 		free(bufs[t]);
 	free(bufs);
-	wsp_err_destroy(&err);
+	wspi_err_destroy(&err);
 	return 0;
 }

@@ -52,7 +52,7 @@ static void make_valid(const char *dir)
 {
 	struct wsp_convert_options opt;
 	struct pack_writer *pw;
-	struct wsp_err err;
+	struct wspi_err err;
 	static uint16_t data[4][300];
 	uint64_t shape = 300;
 	/* The source's header describes exactly the four tensors, and the
@@ -70,7 +70,7 @@ static void make_valid(const char *dir)
 	for (int t = 0; t < 4; t++)
 		for (int i = 0; i < 300; i++)
 			data[t][i] = (uint16_t)(0x3c00 + (i % 7) + t);
-	wsp_err_init(&err);
+	wspi_err_init(&err);
 	wsp_convert_options_init(&opt);
 	opt.chunk_bytes = 256;   /* several chunks per tensor */
 	opt.shard_bytes = 4096;  /* one layer per shard */
@@ -84,7 +84,7 @@ static void make_valid(const char *dir)
 						sizeof(data[t]), 0, t * sizeof(data[0]), t), 0);
 	CHECK_RC(pack_writer_finish(pw), 0);
 	pack_writer_free(pw);
-	wsp_err_destroy(&err);
+	wspi_err_destroy(&err);
 }
 
 int main(int argc, char **argv)

@@ -31,9 +31,9 @@ int main(void)
 		uint64_t *buf = malloc(len ? (size_t)len + 8 : 8);
 		CHECK(buf && fread(buf, 1, (size_t)len, f) == (size_t)len);
 		fclose(f);
-		struct wsp_manifest m;
-		struct wsp_err err;
-		wsp_err_init(&err);
+		struct wspi_manifest m;
+		struct wspi_err err;
+		wspi_err_init(&err);
 		int rc = wspm_parse(buf, (uint64_t)len, &m, &err);
 		int want_ok = !strncmp(name, "ok-", 3);
 		if ((rc == 0) != want_ok) {
@@ -46,7 +46,7 @@ int main(void)
 			printf("%s: %s\n", name, err.msg);   /* for the log: why */
 		}
 		count++;
-		wsp_err_destroy(&err);
+		wspi_err_destroy(&err);
 		free(buf);
 		free(names[i]);
 	}

@@ -35,13 +35,13 @@ static void check_pack_order(void)
 {
 	struct wsp_convert_options opt;
 	struct pack_writer *pw;
-	struct wsp_err err;
+	struct wspi_err err;
 	char dir[600], msg[512];
 	static const unsigned char data[3] = { 1, 2, 3 };
 	uint64_t shape = 3;
 	wsp_pack *pk;
 
-	wsp_err_init(&err);
+	wspi_err_init(&err);
 	wsp_convert_options_init(&opt);
 	snprintf(dir, sizeof(dir), "%s/p", t_scratch("group"));
 	CHECK_RC(pack_writer_create(dir, &opt, &pw, &err), 0);
@@ -127,7 +127,7 @@ static void check_pack_order(void)
 	opt.group_regex = "(unclosed";
 	CHECK_RC(pack_writer_create(dir, &opt, &pw, &err), -EINVAL);
 	CHECK(strstr(err.msg, "(unclosed"));
-	wsp_err_destroy(&err);
+	wspi_err_destroy(&err);
 	*strrchr(dir, '/') = '\0';
 	t_rmrf(dir);
 }
@@ -140,12 +140,12 @@ static void check_layers(const char *tag, const char *const *tn, size_t n,
 	static const unsigned char data[3] = { 1, 2, 3 };
 	uint64_t shape = 3;
 	struct pack_writer *pw;
-	struct wsp_err err;
+	struct wspi_err err;
 	struct wsp_pack_summary s;
 	char dir[600], msg[512];
 	wsp_pack *pk;
 
-	wsp_err_init(&err);
+	wspi_err_init(&err);
 	snprintf(dir, sizeof(dir), "%s/p", t_scratch(tag));
 	CHECK_RC(pack_writer_create(dir, opt, &pw, &err), 0);
 	for (size_t i = 0; i < n; i++)
@@ -164,7 +164,7 @@ static void check_layers(const char *tag, const char *const *tn, size_t n,
 		}
 	}
 	wsp_pack_close(pk);
-	wsp_err_destroy(&err);
+	wspi_err_destroy(&err);
 	*strrchr(dir, '/') = '\0';
 	t_rmrf(dir);
 }
@@ -341,7 +341,7 @@ static void check_group_map(void)
 	static const char *const want[] = { "trunk", "head.c", "head.a", "model.layers.0" };
 	struct wsp_convert_options opt;
 	struct pack_writer *pw;
-	struct wsp_err err;
+	struct wspi_err err;
 	char dir[600];
 
 	wsp_convert_options_init(&opt);
@@ -353,7 +353,7 @@ static void check_group_map(void)
 		uint64_t shape = 3;
 		char d2[600], msg[512];
 		wsp_pack *pk;
-		wsp_err_init(&err);
+		wspi_err_init(&err);
 		snprintf(d2, sizeof(d2), "%s/p", t_scratch("group-map-order"));
 		CHECK_RC(pack_writer_create(d2, &opt, &pw, &err), 0);
 		for (size_t i = 0; i < WSP_ARRAY_SIZE(tn); i++)
@@ -366,12 +366,12 @@ static void check_group_map(void)
 		CHECK(hc && hc->n_tensors == 2);
 		CHECK(!strcmp(hc->tensors[0].name, "c.w") && !strcmp(hc->tensors[1].name, "b.w"));
 		wsp_pack_close(pk);
-		wsp_err_destroy(&err);
+		wspi_err_destroy(&err);
 		*strrchr(d2, '/') = '\0';
 		t_rmrf(d2);
 	}
 
-	wsp_err_init(&err);
+	wspi_err_init(&err);
 	snprintf(dir, sizeof(dir), "%s/p", t_scratch("group-map-bad"));
 	static const char *const twice[] = { "a.w", "x", "a.w", "y", NULL };
 	opt.group_map = twice;
@@ -385,7 +385,7 @@ static void check_group_map(void)
 	opt.group_map = empty;
 	CHECK_RC(pack_writer_create(dir, &opt, &pw, &err), -EINVAL);
 	CHECK(access(dir, F_OK) != 0);
-	wsp_err_destroy(&err);
+	wspi_err_destroy(&err);
 	*strrchr(dir, '/') = '\0';
 	t_rmrf(dir);
 }
@@ -415,9 +415,9 @@ static void check_layer_order(void)
 	static const char *const bad[] = { "lm_head", "model.layers.7", NULL };
 	uint64_t shape = 3;
 	struct pack_writer *pw;
-	struct wsp_err err;
+	struct wspi_err err;
 	char dir[600];
-	wsp_err_init(&err);
+	wspi_err_init(&err);
 	snprintf(dir, sizeof(dir), "%s/p", t_scratch("layer-order-bad"));
 	opt.layer_order = bad;
 	CHECK_RC(pack_writer_create(dir, &opt, &pw, &err), 0);
@@ -428,7 +428,7 @@ static void check_layer_order(void)
 	CHECK(strstr(err.msg, "\"model.layers.7\""));
 	pack_writer_free(pw);
 	CHECK(access(dir, F_OK) != 0);
-	wsp_err_destroy(&err);
+	wspi_err_destroy(&err);
 	*strrchr(dir, '/') = '\0';
 	t_rmrf(dir);
 }

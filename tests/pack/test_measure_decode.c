@@ -32,7 +32,7 @@ static void flip_chunk(const char *dir, wsp_pack *pk, const char *name, uint64_t
 {
 	const struct wsp_tensor *t = wsp_pack_find_tensor(pk, name);
 	CHECK(t);
-	const struct wsp_manifest *m = &pk->m;
+	const struct wspi_manifest *m = &pk->m;
 	const struct wspm_tensor *mt = &m->tensors[t - pk->tensors];
 	CHECK(c < mt->n_chunks);
 	const struct wspm_chunk *ch = &m->chunks[mt->first_chunk + c];

@@ -43,7 +43,7 @@ static int count_progress(void *ctx, uint64_t done, uint64_t total)
 }
 
 /* Build a 2-layer pack of U64 tensors through the writer with `opt`. */
-static int build(const char *out, struct wsp_convert_options *opt, struct wsp_err *err,
+static int build(const char *out, struct wsp_convert_options *opt, struct wspi_err *err,
 		 uint64_t fill)
 {
 	static uint64_t data[2][4096];
@@ -80,14 +80,14 @@ static uint64_t first_word(const char *pack)
 int main(void)
 {
 	struct wsp_convert_options opt;
-	struct wsp_err err;
+	struct wspi_err err;
 	char out[700];
 	const char *tmp = t_scratch("output");
 	char top[600];
 
 	snprintf(top, sizeof(top), "%s", tmp);
 	snprintf(out, sizeof(out), "%s/pack", top);
-	wsp_err_init(&err);
+	wspi_err_init(&err);
 	wsp_convert_options_init(&opt);
 	opt.chunk_bytes = 4096;
 	uint64_t last = 0;
@@ -170,7 +170,7 @@ int main(void)
 	opt.chunk_bytes = 1000;
 	CHECK_RC(build(out, &opt, &err, 1), -EINVAL);
 	CHECK(count_entries(top) == 0);
-	wsp_err_destroy(&err);
+	wspi_err_destroy(&err);
 	t_rmrf(top);
 	return 0;
 }

@@ -31,13 +31,13 @@ static void run(enum wsp_codec codec, uint64_t chunk)
 {
 	struct wsp_convert_options opt;
 	struct pack_writer *pw;
-	struct wsp_err err;
+	struct wspi_err err;
 	unsigned char *data[sizeof(defs) / sizeof(defs[0])];
 	char dir[600], msg[512];
 	wsp_pack *pk;
 	const size_t n = sizeof(defs) / sizeof(defs[0]);
 
-	wsp_err_init(&err);
+	wspi_err_init(&err);
 	wsp_convert_options_init(&opt);
 	opt.codec = codec;
 	opt.chunk_bytes = chunk;
@@ -105,7 +105,7 @@ static void run(enum wsp_codec codec, uint64_t chunk)
 	wsp_pack_close(pk);
 	for (size_t i = 0; i < n; i++)
 		free(data[i]);
-	wsp_err_destroy(&err);
+	wspi_err_destroy(&err);
 	*strrchr(dir, '/') = '\0';
 	t_rmrf(dir);
 }
@@ -115,12 +115,12 @@ static void empty_pack(void)
 {
 	struct wsp_convert_options opt;
 	struct pack_writer *pw;
-	struct wsp_err err;
+	struct wspi_err err;
 	struct wsp_pack_summary s;
 	char dir[600], msg[512];
 	wsp_pack *pk;
 
-	wsp_err_init(&err);
+	wspi_err_init(&err);
 	wsp_convert_options_init(&opt);
 	snprintf(dir, sizeof(dir), "%s/p", t_scratch("empty"));
 	CHECK_RC(pack_writer_create(dir, &opt, &pw, &err), 0);
@@ -138,7 +138,7 @@ static void empty_pack(void)
 	CHECK_RC(wsp_pack_read_layer(pk, 0, msg), WSP_ENOTFOUND);
 	CHECK_RC(wsp_pack_unpack(pk, dir, 0, NULL, NULL), WSP_ESTATE);
 	wsp_pack_close(pk);
-	wsp_err_destroy(&err);
+	wspi_err_destroy(&err);
 	*strrchr(dir, '/') = '\0';
 	t_rmrf(dir);
 }

@@ -134,11 +134,11 @@ static void fakes_and_symlinks(const char *out)
 static void real_writers(const char *out)
 {
 	char *tmp = NULL, name[600];
-	struct wsp_err err;
+	struct wspi_err err;
 	int lock, p[2], status;
 	pid_t pid;
 
-	wsp_err_init(&err);
+	wspi_err_init(&err);
 	CHECK_RC(pack_make_locked_tmpdir(out, &tmp, &lock, &err), 0);
 	CHECK(lock >= 0);
 	CHECK_RC(pack_clean_stale_tmp(out, NULL, NULL), 0);
@@ -172,7 +172,7 @@ static void real_writers(const char *out)
 	CHECK(pack_rmtree(tmp) == 0);
 	close(lock);
 	free(tmp);
-	wsp_err_destroy(&err);
+	wspi_err_destroy(&err);
 }
 
 /* A written pack has no lock file, and its writer leaves no temporary. */
@@ -181,9 +181,9 @@ static void committed(void)
 	static const float v[4] = { 1, 2, 3, 4 };
 	const uint64_t shape[1] = { 4 };
 	struct pack_writer *pw;
-	struct wsp_err err;
+	struct wspi_err err;
 
-	wsp_err_init(&err);
+	wspi_err_init(&err);
 	CHECK_RC(pack_writer_create(at("w.wsp"), NULL, &pw, &err), 0);
 	CHECK_RC(pack_writer_add_tensor(pw, "layers.0.w", NULL, WSP_DTYPE_F32, 1, shape, v,
 					sizeof(v), 0, 0, 0), 0);
@@ -192,7 +192,7 @@ static void committed(void)
 	CHECK(exists("w.wsp/" WSPM_FILE));
 	CHECK(!exists("w.wsp/" PACK_TMP_LOCK));
 	CHECK(!exists("w.wsp/" PACK_TMP_LOCK "-new"));
-	wsp_err_destroy(&err);
+	wspi_err_destroy(&err);
 }
 
 /* wsp_convert and wsp_pack_unpack clean up beside their outputs, and say

@@ -26,18 +26,18 @@ static inline unsigned char *st_image(const char *hdr, size_t hlen, uint64_t dat
 }
 
 /* Parse `hdr` followed by `data` bytes; return the code; message in err. */
-static inline int st_try_len(const char *hdr, size_t hlen, uint64_t data, struct wsp_err *err,
+static inline int st_try_len(const char *hdr, size_t hlen, uint64_t data, struct wspi_err *err,
 			     struct st_file *f)
 {
 	size_t len;
 	unsigned char *b = st_image(hdr, hlen, data, &len);
-	wsp_err_clear(err);
+	wspi_err_clear(err);
 	int rc = st_parse_named(ST_NAME, b, len, len, f, err);
 	free(b);
 	return rc;
 }
 
-static inline int st_try(const char *hdr, uint64_t data, struct wsp_err *err, struct st_file *f)
+static inline int st_try(const char *hdr, uint64_t data, struct wspi_err *err, struct st_file *f)
 {
 	return st_try_len(hdr, strlen(hdr), data, err, f);
 }

@@ -7,7 +7,7 @@
 
 #include "sthelp.h"
 
-static struct wsp_err err;
+static struct wspi_err err;
 
 static void small(struct wsp_generate_options *o)
 {
@@ -134,7 +134,7 @@ static int count_entries(const char *dir)
 
 int main(void)
 {
-	wsp_err_init(&err);
+	wspi_err_init(&err);
 	const char *dir = t_scratch("stgen");
 	char p1[700], p2[700], p3[700], eb[512];
 	snprintf(p1, sizeof(p1), "%s/a.safetensors", dir);
@@ -226,6 +226,6 @@ int main(void)
 	CHECK_RC(wsp_generate(p1, &o, eb, sizeof(eb)), -ECANCELED);
 	CHECK(access(p1, F_OK) != 0 && count_entries(dir) == entries);
 	t_rmrf(dir);
-	wsp_err_destroy(&err);
+	wspi_err_destroy(&err);
 	return 0;
 }

@@ -6,7 +6,7 @@
 
 #include "sthelp.h"
 
-static struct wsp_err err;
+static struct wspi_err err;
 
 static void edge_cases(void)
 {
@@ -93,9 +93,9 @@ static void from_file(void)
 
 int main(void)
 {
-	wsp_err_init(&err);
+	wspi_err_init(&err);
 	edge_cases();
 	from_file();
-	wsp_err_destroy(&err);
+	wspi_err_destroy(&err);
 	return 0;
 }

@@ -6,8 +6,8 @@
 
 int main(void)
 {
-	struct wsp_err err;
-	wsp_err_init(&err);
+	struct wspi_err err;
+	wspi_err_init(&err);
 	struct dirent **names;
 	int n = scandir(CORPUS_DIR, &names, NULL, alphasort), checked = 0;
 	CHECK(n > 0);
@@ -17,7 +17,7 @@ int main(void)
 			char path[1024];
 			snprintf(path, sizeof(path), "%s/%s", CORPUS_DIR, nm);
 			struct st_file f;
-			wsp_err_clear(&err);
+			wspi_err_clear(&err);
 			int rc = st_open(path, &f, &err);
 			int want_ok = !strncmp(nm, "ok-", 3);
 			if (want_ok ? rc != 0 : (rc >= 0 || !strstr(err.msg, nm))) {
@@ -32,6 +32,6 @@ int main(void)
 	}
 	free(names);
 	printf("%d corpus files judged\n", checked);
-	wsp_err_destroy(&err);
+	wspi_err_destroy(&err);
 	return checked > 30 ? 0 : 1;
 }

@@ -57,14 +57,14 @@ static unsigned char *image(uint32_t n, int meta, int tricky, size_t *len)
 }
 
 /* Parse n tensors (+ metadata); returns the code, message in err. */
-static int try_count(uint32_t n, int meta, int tricky, struct wsp_err *err, uint64_t *grew,
+static int try_count(uint32_t n, int meta, int tricky, struct wspi_err *err, uint64_t *grew,
 		     size_t *hlen)
 {
 	size_t len;
 	unsigned char *b = image(n, meta, tricky, &len);
 	struct st_file f;
 	uint64_t before = peak_rss();
-	wsp_err_clear(err);
+	wspi_err_clear(err);
 	int rc = st_parse_named(ST_NAME, b, len, len, &f, err);
 	*grew = peak_rss() - before;
 	*hlen = len - 8;
@@ -78,11 +78,11 @@ static int try_count(uint32_t n, int meta, int tricky, struct wsp_err *err, uint
 
 static void expect_too_many(uint32_t n, int meta, int tricky, uint64_t count)
 {
-	struct wsp_err err;
+	struct wspi_err err;
 	uint64_t grew;
 	size_t hlen;
 	char want[128];
-	wsp_err_init(&err);
+	wspi_err_init(&err);
 	int rc = try_count(n, meta, tricky, &err, &grew, &hlen);
 	printf("%u tensors%s%s (header %zu bytes): %s; peak RSS grew %" PRIu64 " KiB\n", n,
 	       meta ? " + __metadata__" : "", tricky ? ", names with ,}]\\\" and \\\\" : "",
@@ -93,7 +93,7 @@ static void expect_too_many(uint32_t n, int meta, int tricky, uint64_t count)
 	CHECK(strcmp(err.msg, want) == 0);
 	/* refused before jansson's tree: st_parse copies the header once */
 	CHECK(grew <= 2 * (uint64_t)hlen + (16u << 20));
-	wsp_err_destroy(&err);
+	wspi_err_destroy(&err);
 }
 
 int main(void)
@@ -106,10 +106,10 @@ int main(void)
 	expect_too_many(ST_MAX_TENSORS + 2, 0, 1, ST_MAX_TENSORS + 2);
 
 	/* Small counts with __metadata__ parse (the allowance does not break them). */
-	struct wsp_err err;
+	struct wspi_err err;
 	uint64_t grew;
 	size_t hlen;
-	wsp_err_init(&err);
+	wspi_err_init(&err);
 	CHECK_RC(try_count(1000, 1, 0, &err, &grew, &hlen), 0);
 	CHECK_RC(try_count(1000, 0, 0, &err, &grew, &hlen), 0);
 	CHECK_RC(try_count(1000, 0, 1, &err, &grew, &hlen), 0);   /* the tricky names are valid */
@@ -121,6 +121,6 @@ int main(void)
 		       " KiB\n", ST_MAX_TENSORS, hlen, rc, grew >> 10);
 		CHECK_RC(rc, 0);
 	}
-	wsp_err_destroy(&err);
+	wspi_err_destroy(&err);
 	return 0;
 }

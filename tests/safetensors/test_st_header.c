@@ -2,7 +2,7 @@
  * text of a safetensors header. */
 #include "sthelp.h"
 
-static struct wsp_err err;
+static struct wspi_err err;
 
 static void length_prefix(void)
 {
@@ -92,10 +92,10 @@ static void big_counts(void)
 
 int main(void)
 {
-	wsp_err_init(&err);
+	wspi_err_init(&err);
 	length_prefix();
 	json_text();
 	big_counts();
-	wsp_err_destroy(&err);
+	wspi_err_destroy(&err);
 	return 0;
 }

@@ -3,11 +3,11 @@
  * bytes; running ends never wrap. */
 #include "sthelp.h"
 
-static struct wsp_err err;
+static struct wspi_err err;
 
 int main(void)
 {
-	wsp_err_init(&err);
+	wspi_err_init(&err);
 	/* Reversed. */
 	EXPECT_REJECT("{\"r\":{\"dtype\":\"U8\",\"shape\":[0],\"data_offsets\":[4,2]}}", 4,
 		      WSP_EFORMAT, "'r'");
@@ -54,6 +54,6 @@ int main(void)
 		st_file_free(&f);
 		free(b);
 	}
-	wsp_err_destroy(&err);
+	wspi_err_destroy(&err);
 	return 0;
 }

@@ -5,7 +5,7 @@
 
 #include "sthelp.h"
 
-static struct wsp_err err;
+static struct wspi_err err;
 static char notes[8192];
 
 static void note(void *ctx, const char *msg)
@@ -49,7 +49,7 @@ static int open_dir(const char *dir, struct st_set *s)
 {
 	const char *in[] = {dir};
 	notes[0] = '\0';
-	wsp_err_clear(&err);
+	wspi_err_clear(&err);
 	return st_set_open(in, 1, s, note, NULL, &err);
 }
 
@@ -67,7 +67,7 @@ static const char *mkdirs(const char *base, const char *name)
 
 int main(void)
 {
-	wsp_err_init(&err);
+	wspi_err_init(&err);
 	const char *base = t_scratch("stset");
 	struct st_set s;
 
@@ -184,6 +184,6 @@ int main(void)
 	}
 	st_set_free(NULL);
 	t_rmrf(base);
-	wsp_err_destroy(&err);
+	wspi_err_destroy(&err);
 	return 0;
 }

@@ -1,11 +1,11 @@
 /* RELIABILITY items 4, 5, 7, 8, 9: each tensor entry (dtype, shape, names). */
 #include "sthelp.h"
 
-static struct wsp_err err;
+static struct wspi_err err;
 
 int main(void)
 {
-	wsp_err_init(&err);
+	wspi_err_init(&err);
 	/* 4: shape x dtype overflows 64 bits. */
 	EXPECT_REJECT("{\"big\":{\"dtype\":\"F32\",\"shape\":[4294967296,4294967296],"
 		      "\"data_offsets\":[0,0]}}", 0, WSP_ETOOBIG, "'big'");
@@ -62,6 +62,6 @@ int main(void)
 	/* 9: rank above WSP_MAX_RANK. */
 	EXPECT_REJECT("{\"w\":{\"dtype\":\"U8\",\"shape\":[1,1,1,1,1,1,1,1,1],"
 		      "\"data_offsets\":[0,1]}}", 1, WSP_ETOOBIG, "'w'");
-	wsp_err_destroy(&err);
+	wspi_err_destroy(&err);
 	return 0;
 }

@@ -225,7 +225,7 @@ static int cpu_has_avx2(void)
 #endif
 
 int exprans_decode_bf16(const void *in, size_t len, uint16_t *dst, uint64_t n,
-			struct wsp_err *err)
+			struct wspi_err *err)
 {
 	const uint8_t *p = in;
 	/* The lanes' reads past their end land in sm[], which must hold two

@@ -45,7 +45,7 @@ int64_t exprans_encode_bf16(const uint16_t *src, uint64_t n, void *out, size_t c
  * do not sum to 4096, lane lengths beyond the stream, a lane that reads past
  * its end or does not end in the initial state, trailing bytes. */
 int exprans_decode_bf16(const void *in, size_t len, uint16_t *dst, uint64_t n,
-			struct wsp_err *err);
+			struct wspi_err *err);
 /* 1 (default): decode with AVX2 where the CPU has it; 0: the portable
  * decoder only (tests compare the two). */
 extern int exprans_use_simd;
