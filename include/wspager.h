@@ -361,9 +361,10 @@ wsp_pack *wsp_pager_pack(const wsp_pager *pg);
  * event, the host does not.  The host blocks only while the layer has not yet
  * reached the host tier (a layer never predicted nor prefetched).
  * `*view` holds device pointers for every tensor; it stays valid until the
- * matching wsp_release().  A layer may be acquired again before release
- * (counted).  Thread-safe: several threads may acquire different or the same
- * layers at once.
+ * matching wsp_release() or wsp_release_view().  Each acquire gets a view of
+ * its own (over the same slot for the same layer).  A layer may be acquired
+ * again before release (counted).  Thread-safe: several threads may acquire
+ * different or the same layers at once.
  */
 int wsp_acquire(wsp_pager *pg, uint32_t layer, void *stream, const struct wsp_layer **view);
 /* As wsp_acquire, but when every slot holds an acquired layer, wait until a
@@ -388,6 +389,12 @@ const struct wsp_tensor *wsp_layer_tensor(const struct wsp_layer *view, const ch
 /* End this use of `layer`: an event is recorded on `stream`, and the slot is
  * refilled only after the stream has passed it.  Never blocks.  Thread-safe. */
 int wsp_release(wsp_pager *pg, uint32_t layer, void *stream);
+/* As wsp_release, for the one acquire that returned `view` (added in 0.2):
+ * each acquire gets a view of its own, so components sharing a layer
+ * release exactly their own use; a view released already is WSP_ESTATE
+ * (detected until 64 later releases of the pager have recycled its memory),
+ * where wsp_release(layer) would drop another holder's use.  Thread-safe. */
+int wsp_release_view(wsp_pager *pg, const struct wsp_layer *view, void *stream);
 
 /* Hint that `layer` will be needed soon: start moving it up the tiers.
  * Never blocks; returns 0 even when the tiers are full (the hint is dropped).

@@ -307,7 +307,7 @@ class AcquiredLayer:
             return
         self.released = True
         s = self._stream if stream is None else stream
-        self._pager._release(self.index, s)
+        self._pager._release_view(ctypes.addressof(self._view), s)
 
     def __enter__(self) -> "AcquiredLayer":
         return self
@@ -475,9 +475,11 @@ class Pager(_Closing):
         _check(rc, self._errmsg)
         return AcquiredLayer(self, view.contents, stream or 0)
 
-    def _release(self, index: int, stream: int) -> None:
-        _check(_c.lib().wsp_release(self._handle(), index, ctypes.c_void_p(stream or 0)),
-               self._errmsg)
+    def _release_view(self, view: int, stream: int) -> None:
+        # This acquire's own use (wsp_release_view), never another
+        # holder's of the same layer.
+        _check(_c.lib().wsp_release_view(self._handle(), ctypes.c_void_p(view),
+                                         ctypes.c_void_p(stream or 0)), self._errmsg)
 
     def prefetch(self, layer: Union[int, str]) -> None:
         """Hint that `layer` is needed soon; never blocks."""

@@ -245,6 +245,7 @@ def _declare(lib: ctypes.CDLL) -> None:
         "wsp_release": (c_int, [c_void_p, c_u32, c_void_p]),
         "wsp_prefetch": (c_int, [c_void_p, c_u32]),
         "wsp_hint_next": (c_int, [c_void_p, P(c_u32), ctypes.c_size_t]),
+        "wsp_release_view": (c_int, [c_void_p, c_void_p, c_void_p]),
         "wsp_acquire_flags": (c_int, [c_void_p, c_u32, c_void_p, ctypes.c_uint, P(P(Layer))]),
         "wsp_reset_prediction": (None, [c_void_p]),
         "wsp_get_stats": (c_int, [c_void_p, P(Stats)]),

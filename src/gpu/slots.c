@@ -122,6 +122,16 @@ void slots_destroy(struct slot_pool *sp)
 		if (s->fill_ev)
 			d->ops->event_destroy(d, s->fill_ev);
 		free(s->tensors);
+		while (s->holds) {   /* acquires never released */
+			struct slot_hold *h = s->holds;
+			s->holds = h->next;
+			free(h);
+		}
+	}
+	while (sp->free_head) {
+		struct slot_hold *h = sp->free_head;
+		sp->free_head = h->next;
+		free(h);
 	}
 	for (unsigned k = 0; k < sp->n_pend; k++) {
 		/* Should not happen (the pager reaps with wait=1 first); the
@@ -259,22 +269,73 @@ fail:
 	return rc;
 }
 
-int slots_use(struct slot_pool *sp, struct slot *s, void *stream, struct wspi_err *err)
+#define HOLD_REUSE_AFTER 64u
+
+static struct slot_hold *new_hold(struct slot_pool *sp)
 {
+	struct slot_hold *h = NULL;
+	if (sp->n_free_holds > HOLD_REUSE_AFTER) {   /* the oldest released */
+		h = sp->free_head;
+		sp->free_head = h->next;
+		if (!sp->free_head)
+			sp->free_tail = NULL;
+		sp->n_free_holds--;
+	}
+	return h ? h : malloc(sizeof(*h));
+}
+
+static void retire_hold(struct slot_pool *sp, struct slot_hold *h)
+{
+	h->next = NULL;
+	if (sp->free_tail)
+		sp->free_tail->next = h;
+	else
+		sp->free_head = h;
+	sp->free_tail = h;
+	sp->n_free_holds++;
+}
+
+int slots_use(struct slot_pool *sp, struct slot *s, void *stream, const struct wsp_layer **view,
+	      struct wspi_err *err)
+{
+	struct slot_hold *h = new_hold(sp);
+	if (!h)
+		return WSP_ERR(err, -ENOMEM, "out of memory for an acquire");
 	int rc = sp->dev->ops->wait(sp->dev, DEV_Q_USER, stream, s->fill_ev, err);
-	if (rc < 0)
+	if (rc < 0) {
+		retire_hold(sp, h);
 		return rc;
+	}
+	h->view = s->view;
+	h->next = s->holds;
+	s->holds = h;
 	s->refs++;
 	s->prefetched = 0;
 	s->last_use = ++sp->clock;
+	*view = &h->view;
 	return 0;
 }
 
-int slots_unuse(struct slot_pool *sp, struct slot *s, void *stream, struct wspi_err *err)
+struct slot *slots_of_view(struct slot_pool *sp, const struct wsp_layer *view)
+{
+	for (unsigned i = 0; i < sp->n; i++)
+		for (struct slot_hold *h = sp->slots[i].holds; h; h = h->next)
+			if (&h->view == view)
+				return &sp->slots[i];
+	return NULL;
+}
+
+int slots_unuse(struct slot_pool *sp, struct slot *s, void *stream, const struct wsp_layer *view,
+		struct wspi_err *err)
 {
 	struct dev *d = sp->dev;
 	struct slot_release *r = NULL;
 	int rc, fresh = 0;
+	struct slot_hold **hp = &s->holds;
+	while (*hp && view && &(*hp)->view != view)
+		hp = &(*hp)->next;
+	if (!*hp)
+		return WSP_ERR(err, WSP_ESTATE, "slot %u: no such use to release", s->index);
 	/* A later point on the same stream covers an earlier one. */
 	for (unsigned i = 0; i < s->n_rel; i++)
 		if (s->rel[i].stream == stream)
@@ -300,6 +361,9 @@ int slots_unuse(struct slot_pool *sp, struct slot *s, void *stream, struct wspi_
 		}
 		return rc;
 	}
+	struct slot_hold *h = *hp;
+	*hp = h->next;
+	retire_hold(sp, h);
 	s->refs--;
 	return 0;
 }

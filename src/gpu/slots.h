@@ -34,6 +34,13 @@ struct slot_release {
 	struct dev_event *ev;
 };
 
+/* One acquire's view: wsp_acquire hands out &hold->view, a copy of its
+ * slot's view, so that each acquire can be released by the view it got. */
+struct slot_hold {
+	struct wsp_layer view;
+	struct slot_hold *next;    /* the slot's holds (latest first), or the free list */
+};
+
 struct slot {
 	unsigned index;
 	enum slot_state state;
@@ -46,8 +53,9 @@ struct slot {
 	struct slot_release *rel;  /* releases since the last fill, one per stream */
 	unsigned n_rel;
 	size_t cap_rel;
-	struct wsp_layer view;     /* what wsp_acquire hands out */
+	struct wsp_layer view;     /* what each hold copies */
 	struct wsp_tensor *tensors;
+	struct slot_hold *holds;   /* one per acquire not yet released (refs of them) */
 };
 
 /* A host reference kept until the copies that read it have completed. */
@@ -90,6 +98,11 @@ struct slot_pool {
 	struct pending_put *pend;
 	unsigned n_pend;
 	size_t cap_pend;
+	/* Released holds, oldest first; one is reused only once more than
+	 * HOLD_REUSE_AFTER wait, so that a view released twice is seen as
+	 * not acquired instead of releasing another acquire's hold. */
+	struct slot_hold *free_head, *free_tail;
+	unsigned n_free_holds;
 	/* eviction scratch, n entries, used under the pager's lock */
 	struct evict_cand *cand;
 	struct slot **cand_slot;
@@ -121,11 +134,19 @@ int slots_fill(struct slot_pool *sp, struct slot *s, const struct wsp_pack_s *pk
  * recorded on the slot still order its next fill. */
 int slots_forget(struct slot_pool *sp, uint32_t layer);
 
-/* Take a use of s for `stream`: the stream waits on the fill event. */
-int slots_use(struct slot_pool *sp, struct slot *s, void *stream, struct wspi_err *err);
+/* Take a use of s for `stream`: the stream waits on the fill event;
+ * *view is this use's own view (until its release). */
+int slots_use(struct slot_pool *sp, struct slot *s, void *stream, const struct wsp_layer **view,
+	      struct wspi_err *err);
 
-/* End a use of s on `stream` (records the release event there). */
-int slots_unuse(struct slot_pool *sp, struct slot *s, void *stream, struct wspi_err *err);
+/* End the use of s that got `view` (NULL: its latest use) on `stream`
+ * (records the release event there).  WSP_ESTATE when no such use. */
+int slots_unuse(struct slot_pool *sp, struct slot *s, void *stream, const struct wsp_layer *view,
+		struct wspi_err *err);
+
+/* The slot whose use got `view` and is not released yet; NULL if none
+ * (compares addresses only: view is never read). */
+struct slot *slots_of_view(struct slot_pool *sp, const struct wsp_layer *view);
 
 /* Move the copies that have completed into out[] (at most max); with
  * wait=1 wait for them.  Returns the number written. */

@@ -328,7 +328,7 @@ static int acquire(struct wsp_pager_s *pg, uint32_t layer, void *stream,
 	s = slots_find(&pg->sp, layer);
 	if (s) {
 		*how = GPU_HIT;
-		rc = slots_use(&pg->sp, s, stream, err);
+		rc = slots_use(&pg->sp, s, stream, view, err);
 		pthread_mutex_unlock(&pg->lock);
 		goto done;
 	}
@@ -364,7 +364,7 @@ static int acquire(struct wsp_pager_s *pg, uint32_t layer, void *stream,
 	/* Another thread (or an early fill) may have brought it meanwhile. */
 	s = slots_find(&pg->sp, layer);
 	if (s) {
-		rc = slots_use(&pg->sp, s, stream, err);
+		rc = slots_use(&pg->sp, s, stream, view, err);
 		pthread_mutex_unlock(&pg->lock);
 		src_put(pg, &ref);
 		goto done;
@@ -388,11 +388,9 @@ static int acquire(struct wsp_pager_s *pg, uint32_t layer, void *stream,
 		src_put(pg, &ref);
 		return rc;
 	}
-	rc = slots_use(&pg->sp, s, stream, err);
+	rc = slots_use(&pg->sp, s, stream, view, err);
 	pthread_mutex_unlock(&pg->lock);
 done:
-	if (rc == 0)
-		*view = &s->view;
 	return rc;
 }
 
@@ -561,7 +559,28 @@ int wsp_release(wsp_pager *pg, uint32_t layer, void *stream)
 		rc = WSP_ERR(&err, WSP_ESTATE, "release of layer %u (%s): it is not acquired",
 			     layer, pg->pk->layers[layer].name);
 	else
-		rc = slots_unuse(&pg->sp, s, stream, &err);
+		rc = slots_unuse(&pg->sp, s, stream, NULL, &err);
+	pthread_cond_broadcast(&pg->progress);
+	pthread_mutex_unlock(&pg->lock);
+	if (rc == 0)
+		pager_reap(pg, 0);
+	return pager_result(pg, &err, rc);
+}
+
+int wsp_release_view(wsp_pager *pg, const struct wsp_layer *view, void *stream)
+{
+	struct wspi_err err;
+	int rc;
+	if (!pg || !view)
+		return -EINVAL;
+	wspi_err_init(&err);
+	pthread_mutex_lock(&pg->lock);
+	struct slot *s = slots_of_view(&pg->sp, view);
+	if (!s)
+		rc = WSP_ERR(&err, WSP_ESTATE, "release of a view that is not acquired (released "
+			     "already, or not from this pager)");
+	else
+		rc = slots_unuse(&pg->sp, s, stream, view, &err);
 	pthread_cond_broadcast(&pg->progress);
 	pthread_mutex_unlock(&pg->lock);
 	if (rc == 0)

@@ -1,6 +1,8 @@
 /* Host backend: slot bookkeeping seen through the API.
  *  - a layer already in a slot is a GPU hit (acquired twice, or again
- *    after release), with the same view;
+ *    after release); each acquire gets a view of its own over the same
+ *    slot, and wsp_release_view releases exactly that acquire (a view
+ *    released twice is WSP_ESTATE, not another holder's release);
  *  - holding more layers than slots is WSP_ESTATE with a clear message,
  *    and releasing one makes room;
  *  - releasing a layer not acquired is WSP_ESTATE; bad indices and names
@@ -26,9 +28,16 @@ int main(void)
 	/* Nested acquire of one layer: one slot, counted twice. */
 	CHECK_RC(wsp_acquire(pg, 0, NULL, &a), 0);
 	CHECK_RC(wsp_acquire(pg, 0, NULL, &b), 0);
-	CHECK(a == b);
+	CHECK(a != b && a->data == b->data && a->tensors == b->tensors && a->index == b->index);
 	CHECK_RC(wsp_get_stats(pg, &st), 0);
 	CHECK(st.acquires == 2 && st.gpu_hits == 1 && st.misses + st.host_hits == 1);
+	/* Two components holding layer 0: each releases its own use once. */
+	CHECK_RC(wsp_release_view(pg, b, NULL), 0);
+	CHECK_RC(wsp_release_view(pg, b, NULL), WSP_ESTATE);   /* b's owner, twice */
+	CHECK(strstr(wsp_errmsg(pg), "not acquired") != NULL);
+	CHECK(t_view_bad(a) == 0);                             /* a still holds it */
+	CHECK_RC(wsp_acquire(pg, 0, NULL, &b), 0);
+	CHECK_RC(wsp_release_view(pg, NULL, NULL), -EINVAL);
 
 	/* Two slots, both in use: a third layer cannot be placed. */
 	CHECK_RC(wsp_acquire(pg, 1, NULL, &b), 0);
