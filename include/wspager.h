@@ -272,7 +272,10 @@ typedef void (*wsp_log_fn)(void *ctx, const char *message);
 
 struct wsp_options {
 	uint64_t host_cache_bytes;  /* pinned host tier budget; default 1/4 of RAM, at most 8 GiB */
-	unsigned gpu_slots;         /* GPU tier: slots of the largest layer; default 3 */
+	unsigned gpu_slots;         /* GPU tier: slots for acquired and prefetched layers;
+	                               default 3.  When a few layers (embeddings, heads)
+	                               are much larger than the rest, up to two slots take
+	                               their size and the others only the rest's (0.2) */
 	int device;                 /* CUDA ordinal, or WSP_DEVICE_HOST; default 0 */
 	enum wsp_io_backend io;     /* default WSP_IO_AUTO */
 	unsigned queue_depth;       /* io_uring depth / read requests in flight; default 32 */
@@ -427,7 +430,7 @@ struct wsp_stats {
 	uint64_t acquire_block_ns;  /* host time blocked inside wsp_acquire */
 	uint64_t host_cache_bytes;  /* budget actually in use (after clamping) */
 	uint64_t pinned_bytes;      /* page-locked bytes (0 when pinning is off) */
-	uint64_t slot_bytes;        /* size of one GPU slot */
+	uint64_t slot_bytes;        /* size of the largest GPU slot */
 	unsigned gpu_slots;
 	char io_backend[16];        /* "uring", "pread", "mmap" */
 	int direct_io;              /* 1 when reads bypass the page cache */
@@ -445,7 +448,9 @@ struct wsp_stats {
 	uint64_t packed_gpu_bytes;  /* device bytes that tier holds now (0.2; not reset) */
 	uint64_t readahead_left_out; /* layers no longer read ahead: their reads ahead were
 	                                mostly wasted (0.2; until wsp_reset_prediction) */
-	uint64_t reserved[4];
+	uint64_t slots_total_bytes; /* device bytes of all slots, which are sized by what
+	                               they hold (0.2; was gpu_slots x slot_bytes) */
+	uint64_t reserved[3];
 };
 /* The counters, each read at one moment (not all under one lock: see
  * wsp_get_stats(3)).  Thread-safe. */

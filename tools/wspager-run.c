@@ -161,10 +161,11 @@ static int print_json(const struct run_cfg *c, int device, const struct wsp_pack
 		      const struct wsp_stats *fin, const struct run_row *rows, const struct run_row *tot)
 {
 	char dn[300];
-	json_t *cfg = json_pack("{s:i,s:i,s:I,s:I,s:i,s:I,s:s,s:b,s:s,s:i,s:i,s:b}", "passes", c->passes, "batch",
+	json_t *cfg = json_pack("{s:i,s:i,s:I,s:I,s:i,s:I,s:I,s:s,s:b,s:s,s:i,s:i,s:b}", "passes", c->passes, "batch",
 				c->batch, "host_cache_bytes", (json_int_t)fin->host_cache_bytes, "pinned_bytes",
 				(json_int_t)fin->pinned_bytes, "gpu_slots", fin->gpu_slots, "slot_bytes",
-				(json_int_t)fin->slot_bytes, "io_backend", fin->io_backend, "direct_io",
+				(json_int_t)fin->slot_bytes, "slots_total_bytes",
+				(json_int_t)fin->slots_total_bytes, "io_backend", fin->io_backend, "direct_io",
 				fin->direct_io != 0, "policy", policy_name(c->policy), "lookahead", c->lookahead,
 				"threads", c->threads, "prefetch", !c->no_prefetch);
 	json_t *model = json_pack("{s:i,s:i,s:i,s:I,s:I,s:I,s:i}", "layers", s->n_layers, "tensors", s->n_tensors,
@@ -202,9 +203,15 @@ static void print_table(const struct run_cfg *c, int device, const struct wsp_pa
 	printf("pack      %s: %u layers, %s raw, %s stored\n", c->pack, s->n_layers,
 	       wt_size(s->raw_bytes, a, sizeof(a)), wt_size(s->stored_bytes, b, sizeof(b)));
 	printf("device    %s\n", wt_device_name(device, dn, sizeof(dn)));
-	printf("tiers     host cache %s (%s pinned), %u GPU slots of %s\n",
+	printf("tiers     host cache %s (%s pinned), %u GPU slots of up to %s",
 	       wt_size(fin->host_cache_bytes, a, sizeof(a)), wt_size(fin->pinned_bytes, b, sizeof(b)),
 	       fin->gpu_slots, wt_size(fin->slot_bytes, d, sizeof(d)));
+	/* Slots are sized by what they hold: say what that saved. */
+	uint64_t all_largest = (uint64_t)fin->gpu_slots * fin->slot_bytes;
+	if (fin->slots_total_bytes && fin->slots_total_bytes < all_largest)
+		printf(": %s in all (%s if each were the largest)", wt_size(fin->slots_total_bytes, a, sizeof(a)),
+		       wt_size(all_largest, b, sizeof(b)));
+	printf("\n");
 	printf("io        %s%s, policy %s, %zu layers per pass, batch %u\n\n", fin->io_backend,
 	       fin->direct_io ? " (O_DIRECT)" : " (buffered)", policy_name(c->policy), steps, c->batch);
 	printf("%-6s %8s %9s %9s %9s %9s %9s %11s %8s\n", "pass", "time(s)", "GB/s", "compute", "wait(s)",

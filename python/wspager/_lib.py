@@ -134,7 +134,8 @@ class Stats(ctypes.Structure):
         ("packed_gpu_hits", c_u64),
         ("packed_gpu_bytes", c_u64),
         ("readahead_left_out", c_u64),
-        ("reserved", c_u64 * 4),
+        ("slots_total_bytes", c_u64),
+        ("reserved", c_u64 * 3),
     ]
 
 

@@ -47,19 +47,24 @@ static void put_event(struct slot_pool *sp, int timing, struct dev_event *ev)
 	sp->dev->ops->event_destroy(sp->dev, ev);
 }
 
-int slots_init(struct slot_pool *sp, struct dev *d, unsigned n, uint64_t slot_bytes,
-	       uint32_t max_tensors, struct wspi_err *err)
+int slots_init(struct slot_pool *sp, struct dev *d, unsigned n, unsigned n_big, uint64_t big_bytes,
+	       uint64_t small_bytes, uint32_t max_tensors, struct wspi_err *err)
 {
-	uint64_t total;
+	uint64_t total, small_total;
 	int rc;
 	memset(sp, 0, sizeof(*sp));
 	sp->dev = d;
 	if (n == 0)
 		return WSP_ERR(err, -EINVAL, "gpu_slots is 0: at least one slot is needed");
-	slot_bytes = wspi_align_up(slot_bytes ? slot_bytes : 1, 256);
-	if (ckd_mul(&total, (uint64_t)n, slot_bytes) || total > (1ull << 62))
-		return WSP_ERR(err, WSP_ETOOBIG, "%u slots of %llu bytes overflow", n,
-			       (unsigned long long)slot_bytes);
+	big_bytes = wspi_align_up(big_bytes ? big_bytes : 1, 256);
+	small_bytes = wspi_align_up(small_bytes ? small_bytes : 1, 256);
+	if (n_big > n || small_bytes > big_bytes)
+		n_big = n;
+	if (ckd_mul(&total, (uint64_t)n_big, big_bytes) ||
+	    ckd_mul(&small_total, (uint64_t)(n - n_big), small_bytes) ||
+	    ckd_add(&total, total, small_total) || total > (1ull << 62))
+		return WSP_ERR(err, WSP_ETOOBIG, "%u slots of up to %llu bytes overflow", n,
+			       (unsigned long long)big_bytes);
 	sp->slots = calloc(n, sizeof(*sp->slots));
 	sp->cand = calloc(n, sizeof(*sp->cand));
 	sp->cand_slot = calloc(n, sizeof(*sp->cand_slot));
@@ -73,11 +78,13 @@ int slots_init(struct slot_pool *sp, struct dev *d, unsigned n, uint64_t slot_by
 		return WSP_ERR(err, -ENOMEM, "out of memory for %u slots", n);
 	}
 	sp->n = n;
-	sp->slot_bytes = slot_bytes;
+	sp->slot_bytes = big_bytes;
+	sp->small_bytes = n_big < n ? small_bytes : big_bytes;
+	sp->total_bytes = total;
 	rc = d->ops->alloc(d, total, &sp->mem, err);
 	if (rc < 0) {
-		wspi_err_prefix(err, "%u slot%s of %llu bytes", n, n == 1 ? "" : "s",
-			       (unsigned long long)slot_bytes);
+		wspi_err_prefix(err, "%u slot%s of %llu bytes in all", n, n == 1 ? "" : "s",
+				(unsigned long long)total);
 		goto fail;
 	}
 	/* The epoch: device event times become host times relative to it.
@@ -89,10 +96,13 @@ int slots_init(struct slot_pool *sp, struct dev *d, unsigned n, uint64_t slot_by
 	    (rc = d->ops->record(d, sp->epoch, DEV_Q_COPY, NULL, err)) < 0 ||
 	    (rc = d->ops->event_sync(d, sp->epoch, err)) < 0)
 		goto fail;
+	uint64_t at = 0;
 	for (unsigned i = 0; i < n; i++) {
 		struct slot *s = &sp->slots[i];
 		s->index = i;
-		s->base = (char *)sp->mem + (uint64_t)i * slot_bytes;
+		s->bytes = i < n_big ? big_bytes : small_bytes;
+		s->base = (char *)sp->mem + at;
+		at += s->bytes;
 		s->tensors = calloc(max_tensors ? max_tensors : 1, sizeof(*s->tensors));
 		if (!s->tensors) {
 			rc = WSP_ERR(err, -ENOMEM, "out of memory for slot views");
@@ -198,10 +208,10 @@ int slots_fill(struct slot_pool *sp, struct slot *s, const struct wsp_pack_s *pk
 	int rc;
 	int q = DEV_Q_COPY;   /* where the slot is complete (a decode queue when packed) */
 
-	if (ref->raw_bytes > sp->slot_bytes)
-		return WSP_ERR(err, WSP_ETOOBIG, "layer %u: %llu bytes do not fit a slot of %llu",
-			       layer, (unsigned long long)ref->raw_bytes,
-			       (unsigned long long)sp->slot_bytes);
+	if (ref->raw_bytes > s->bytes)
+		return WSP_ERR(err, WSP_ETOOBIG, "layer %u: %llu bytes do not fit slot %u of %llu",
+			       layer, (unsigned long long)ref->raw_bytes, s->index,
+			       (unsigned long long)s->bytes);
 	if ((uint64_t)ref->n_pages * ref->page_bytes < ref->bytes)
 		return WSP_ERR(err, WSP_ESTATE, "layer %u: host entry has %u pages for %llu bytes",
 			       layer, ref->n_pages, (unsigned long long)ref->bytes);

@@ -1,6 +1,8 @@
 /*
- * The GPU slot pool: N slots of slot_bytes each, carved out of one device
- * allocation.  A slot is FREE, FILLING (copies enqueued on the copy stream,
+ * The GPU slot pool: N slots carved out of one device allocation, the first
+ * n_big of the largest layer's size and the others of a smaller class (the
+ * largest of the other layers: see the pager's slot_sizes).  A layer goes
+ * only into a slot it fits, a small one preferably into a small slot.  A slot is FREE, FILLING (copies enqueued on the copy stream,
  * fill event recorded after them) or READY (holds a layer); independently,
  * `refs` counts the acquires not yet released (IN_USE when > 0).
  *
@@ -49,6 +51,7 @@ struct slot {
 	uint64_t last_use;         /* pool clock at the last acquire */
 	int prefetched;            /* filled ahead of need, not acquired since */
 	void *base;                /* device (or host) address of the slot */
+	uint64_t bytes;            /* its size */
 	struct dev_event *fill_ev; /* recorded on the copy stream after the fill */
 	struct slot_release *rel;  /* releases since the last fill, one per stream */
 	unsigned n_rel;
@@ -87,7 +90,9 @@ struct slot_pool {
 	unsigned n;
 	struct slot *slots;
 	void *mem;
-	uint64_t slot_bytes;
+	uint64_t slot_bytes;             /* the largest slot's size */
+	uint64_t small_bytes;            /* the other slots' size (slot_bytes if one class) */
+	uint64_t total_bytes;            /* all slots */
 	uint64_t clock;
 	struct dev_event **spare_ev;     /* recycled events (ordering, no timing) */
 	unsigned n_spare;
@@ -110,11 +115,12 @@ struct slot_pool {
 	uint64_t bytes_h2d, h2d_ns, fills, gpu_evictions, prefetch_fills, prefetch_wasted;
 };
 
-/* Allocate n slots of slot_bytes (rounded up to 256) and their events;
- * max_tensors bounds a layer's tensor count.  Errors: WSP_ETOOBIG when
- * n x slot_bytes overflows, the device's allocation error otherwise. */
-int slots_init(struct slot_pool *sp, struct dev *d, unsigned n, uint64_t slot_bytes,
-	       uint32_t max_tensors, struct wspi_err *err);
+/* Allocate n slots, n_big of big_bytes and the others of small_bytes
+ * (each rounded up to 256), and their events; max_tensors bounds a layer's
+ * tensor count.  Errors: WSP_ETOOBIG when the total overflows, the
+ * device's allocation error otherwise. */
+int slots_init(struct slot_pool *sp, struct dev *d, unsigned n, unsigned n_big, uint64_t big_bytes,
+	       uint64_t small_bytes, uint32_t max_tensors, struct wspi_err *err);
 /* Waits for the copy stream, then frees everything; pending host references
  * must have been handed back with slots_reap(..., wait=1) first. */
 void slots_destroy(struct slot_pool *sp);

@@ -75,46 +75,67 @@ static unsigned pager_pending(struct wsp_pager_s *pg)
 	return n;
 }
 
-/* A slot for a demanded layer: a free one, else the policy's victim among
- * those no stream uses.  NULL when every slot is acquired.  Under pg->lock. */
-static struct slot *demand_victim(struct wsp_pager_s *pg)
+/* Slots `layer` may go into in pass `pass`: pass 0 only those of the
+ * smallest size that fits it (a small layer keeps off the large slots
+ * while small ones serve), pass 1 every slot it fits. */
+static int slot_fits(const struct wsp_pager_s *pg, const struct slot *s, uint32_t layer, int pass)
 {
-	struct slot_pool *sp = &pg->sp;
-	unsigned n = 0;
-	for (unsigned i = 0; i < sp->n; i++) {
-		struct slot *s = &sp->slots[i];
-		if (s->refs)
-			continue;
-		if (s->state == SLOT_FREE)
-			return s;
-		sp->cand[n].layer = s->layer;
-		sp->cand[n].last_use = s->last_use;
-		sp->cand[n].distance = predictor_distance(pg->pred, s->layer);
-		sp->cand_slot[n++] = s;
-	}
-	int k = evict_choose(pg->opt.policy, sp->cand, n);
-	return k < 0 ? NULL : sp->cand_slot[k];
+	uint64_t raw = pg->pk->layers[layer].raw_bytes;
+	if (raw > s->bytes)
+		return 0;
+	return pass || raw > pg->sp.small_bytes || s->bytes == pg->sp.small_bytes;
 }
 
-/* Admission for an early fill (the host cache's rule): a free slot, or the
- * unused slot whose layer is predicted furthest, if further than `dist`. */
-static struct slot *prefetch_victim(struct wsp_pager_s *pg, uint64_t dist)
+/* A slot for demanded `layer`: a free one it fits, else the policy's victim
+ * among those no stream uses.  NULL when every such slot is acquired.
+ * Under pg->lock. */
+static struct slot *demand_victim(struct wsp_pager_s *pg, uint32_t layer)
 {
-	struct slot *best = NULL;
-	uint64_t best_d = 0;
-	for (unsigned i = 0; i < pg->sp.n; i++) {
-		struct slot *s = &pg->sp.slots[i];
-		if (s->refs)
-			continue;
-		if (s->state == SLOT_FREE)
-			return s;
-		uint64_t d = predictor_distance(pg->pred, s->layer);
-		if (d > dist && (!best || d > best_d)) {
-			best = s;
-			best_d = d;
+	struct slot_pool *sp = &pg->sp;
+	for (int pass = 0; pass < 2; pass++) {
+		unsigned n = 0;
+		for (unsigned i = 0; i < sp->n; i++) {
+			struct slot *s = &sp->slots[i];
+			if (s->refs || !slot_fits(pg, s, layer, pass))
+				continue;
+			if (s->state == SLOT_FREE)
+				return s;
+			sp->cand[n].layer = s->layer;
+			sp->cand[n].last_use = s->last_use;
+			sp->cand[n].distance = predictor_distance(pg->pred, s->layer);
+			sp->cand_slot[n++] = s;
 		}
+		int k = evict_choose(pg->opt.policy, sp->cand, n);
+		if (k >= 0)
+			return sp->cand_slot[k];
 	}
-	return best;
+	return NULL;
+}
+
+/* Admission for an early fill of `layer` (the host cache's rule): a free
+ * slot it fits, or the unused one whose layer is predicted furthest, if
+ * further than `dist`. */
+static struct slot *prefetch_victim(struct wsp_pager_s *pg, uint32_t layer, uint64_t dist)
+{
+	for (int pass = 0; pass < 2; pass++) {
+		struct slot *best = NULL;
+		uint64_t best_d = 0;
+		for (unsigned i = 0; i < pg->sp.n; i++) {
+			struct slot *s = &pg->sp.slots[i];
+			if (s->refs || !slot_fits(pg, s, layer, pass))
+				continue;
+			if (s->state == SLOT_FREE)
+				return s;
+			uint64_t d = predictor_distance(pg->pred, s->layer);
+			if (d > dist && (!best || d > best_d)) {
+				best = s;
+				best_d = d;
+			}
+		}
+		if (best)
+			return best;
+	}
+	return NULL;
 }
 
 /* Sections that may hold a host reference for a moment (an acquire, an
@@ -152,7 +173,7 @@ static int fill_early(struct wsp_pager_s *pg, uint32_t layer, uint64_t dist)
 	if (slots_find(&pg->sp, layer)) {
 		in_slot = 1;
 	} else if (!pg->closing) {
-		struct slot *s = prefetch_victim(pg, dist);
+		struct slot *s = prefetch_victim(pg, layer, dist);
 		/* A failed early copy is dropped quietly: the acquire that
 		 * needs the layer retries and reports. */
 		if (s && slots_fill(&pg->sp, s, pg->pk, layer, &ref, 1, NULL) == 0) {
@@ -369,7 +390,7 @@ static int acquire(struct wsp_pager_s *pg, uint32_t layer, void *stream,
 		src_put(pg, &ref);
 		goto done;
 	}
-	s = demand_victim(pg);
+	s = demand_victim(pg, layer);
 	if (!s) {
 		rc = WSP_ERR(err, WSP_ESTATE,
 			     "acquire of layer %u (%s): all %u slots hold acquired layers; "
@@ -469,13 +490,13 @@ int wsp_acquire_flags(wsp_pager *pg, uint32_t layer, void *stream, unsigned flag
 }
 
 /* Whether an acquire of `layer` would find a slot now: the layer is in one,
- * or some slot is held by nobody.  Under pg->lock. */
+ * or some slot it fits is held by nobody.  Under pg->lock. */
 static int slot_within_reach(struct wsp_pager_s *pg, uint32_t layer)
 {
 	if (slots_find(&pg->sp, layer))
 		return 1;
 	for (unsigned i = 0; i < pg->sp.n; i++)
-		if (!pg->sp.slots[i].refs)
+		if (!pg->sp.slots[i].refs && slot_fits(pg, &pg->sp.slots[i], layer, 1))
 			return 1;
 	return 0;
 }

@@ -109,6 +109,50 @@ static void plan_lookahead(struct wsp_pager_s *pg, uint64_t budget)
 	pg->gpu_ahead = gpu;
 }
 
+static int cmp_u64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+	return (x > y) - (x < y);
+}
+
+/* Slot sizes.  When a few layers (embeddings, output heads) are much larger
+ * than the rest, up to two slots, and never all of them, take the largest
+ * layer's size; the others take the largest of the rest ("much larger":
+ * above 1.25 x that, itself at most 1.25 x the median layer).  Otherwise
+ * every slot is the largest layer's size.  *small, *n_big: the second class
+ * and how many slots take the first. */
+static int slot_sizes(const struct wsp_pack_s *pk, unsigned n, uint64_t *small, unsigned *n_big,
+		      struct wspi_err *err)
+{
+	uint32_t nl = pk->m.hdr->n_layers;
+	uint64_t *sz = malloc((nl ? nl : 1) * sizeof(*sz)), big = 0;
+	if (!sz)
+		return WSP_ERR(err, -ENOMEM, "out of memory");
+	for (uint32_t l = 0; l < nl; l++)
+		sz[l] = pk->layers[l].raw_bytes;
+	qsort(sz, nl, sizeof(*sz), cmp_u64);
+	uint64_t median = nl ? sz[nl / 2] : 0, limit = median + median / 4;
+	unsigned oversize = 0;
+	*small = 0;
+	for (uint32_t l = 0; l < nl; l++) {
+		big = WSP_MAX(big, sz[l]);
+		if (sz[l] <= limit)
+			*small = sz[l];
+	}
+	for (uint32_t l = 0; l < nl; l++)
+		oversize += sz[l] > *small;
+	free(sz);
+	*n_big = n;
+	if (n < 2 || !*small || big <= *small + *small / 4) {
+		*small = big;
+		return 0;
+	}
+	*n_big = oversize < 2 ? oversize : 2;
+	if (*n_big > n - 1)
+		*n_big = n - 1;
+	return 0;
+}
+
 static void pager_free(struct wsp_pager_s *pg)
 {
 	wb_destroy(pg->wb);   /* waits for gradient copies still in flight */
@@ -165,7 +209,11 @@ static int open_tiers(struct wsp_pager_s *pg, const char *path)
 			       wsp_strerror(rc));
 	if ((rc = dev_open(pg->opt.device, &pg->dev, err)) < 0)
 		return rc;
-	if ((rc = slots_init(&pg->sp, pg->dev, pg->opt.gpu_slots, max_raw, max_tensors, err)) < 0)
+	uint64_t small = 0;
+	unsigned n_big = 0;
+	if ((rc = slot_sizes(pg->pk, pg->opt.gpu_slots, &small, &n_big, err)) < 0 ||
+	    (rc = slots_init(&pg->sp, pg->dev, pg->opt.gpu_slots, n_big, max_raw, small, max_tensors,
+			     err)) < 0)
 		return rc;
 
 	struct hcache_config cfg;
@@ -175,7 +223,7 @@ static int open_tiers(struct wsp_pager_s *pg, const char *path)
 	cfg.page_bytes = pg->opt.page_bytes;
 	/* Host-memory slots share the process's memory with the cache. */
 	if (dev_is_host(pg->dev))
-		cfg.reserve_bytes = (uint64_t)pg->sp.n * pg->sp.slot_bytes;
+		cfg.reserve_bytes = pg->sp.total_bytes;
 	cfg.budget_total = !!(pg->opt.flags & WSP_OPEN_HOST_TOTAL);
 	/* With a GPU that decodes, EXPRANS chunks stay packed in the host tier
 	 * and cross the link packed. */

@@ -30,6 +30,7 @@ int wsp_get_stats(wsp_pager *pg, struct wsp_stats *out)
 	out->gpu_evictions = pg->sp.gpu_evictions;
 	out->prefetch_wasted = pg->sp.prefetch_wasted;
 	out->slot_bytes = pg->sp.slot_bytes;
+	out->slots_total_bytes = pg->sp.total_bytes;
 	out->gpu_slots = pg->sp.n;
 	unpacker_counters(pg->sp.unpack, &out->packed_gpu_hits, &out->packed_gpu_bytes);
 	pthread_mutex_unlock(&pg->lock);

@@ -17,6 +17,9 @@ for k in ("passes", "batch", "host_cache_bytes", "pinned_bytes", "gpu_slots", "s
     assert k in cfg, k
 assert cfg["passes"] == 2 and cfg["batch"] == 16 and cfg["policy"] == "predict"
 assert cfg["io_backend"] == "pread", cfg["io_backend"]
+# slots sized by what they hold: the make_pack model's embedding and head
+# (1024 x 256) are about the size of its blocks, so one size here
+assert cfg["slot_bytes"] <= cfg["slots_total_bytes"] <= cfg["gpu_slots"] * cfg["slot_bytes"], cfg
 m = d["model"]
 for k in ("layers", "tensors", "shards", "raw_bytes", "stored_bytes", "max_layer_raw_bytes", "layers_per_pass"):
     assert k in m, k

@@ -111,6 +111,7 @@ int main(void)
 	F(wsp_stats, packed_gpu_hits);
 	F(wsp_stats, packed_gpu_bytes);
 	F(wsp_stats, readahead_left_out);
+	F(wsp_stats, slots_total_bytes);
 	F(wsp_stats, reserved);
 	printf("]}");
 	printf(", \"wsp_convert_options\": {\"size\": %zu, \"fields\": [", sizeof(struct wsp_convert_options));
