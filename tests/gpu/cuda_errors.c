@@ -33,9 +33,11 @@ int main(void)
 	CHECK(strstr(err, "gpu_slots") != NULL);
 
 	/* 4096 slots (the most allowed) of an 80 MiB block, 320 GiB: beyond any
-	 * GPU's memory, so cudaMalloc fails and says how much is free. */
+	 * GPU's memory, so cudaMalloc fails and says how much is free.  Four
+	 * blocks, so that the blocks set every slot's size (with one, the
+	 * small embedding and head would be the typical layer). */
 	struct t_model big;
-	t_model_make(&big, "cuda-errors-big", 1, 2048, 4096);
+	t_model_make(&big, "cuda-errors-big", 4, 2048, 4096);
 	t_host_options(&o, &big, 100, 4096);
 	o.device = 0;
 	CHECK_RC(wsp_open(big.pack, &o, &pg, err, sizeof(err)), WSP_ECUDA);
