@@ -11,8 +11,6 @@
 #define MIN_WASTED 4u
 #define DECAY_AT 64u
 
-static int wasteful(const struct readahead *ra, uint32_t l);
-
 struct readahead {
 	pthread_mutex_t lock;
 	uint32_t n;
@@ -40,12 +38,10 @@ int readahead_create(uint32_t n_layers, struct readahead **out)
 	return 0;
 }
 
-#include <stdio.h>
 void readahead_free(struct readahead *ra)
 {
 	if (!ra)
 		return;
-	if (getenv("RA_DEBUG")) for (uint32_t l = 0; l < ra->n && l < 20; l++) fprintf(stderr, "ra %u: used %u wasted %u pending %u skip %d\n", l, ra->used[l], ra->wasted[l], ra->pending[l], wasteful(ra,l));
 	if (ra->pending && ra->used && ra->wasted)
 		pthread_mutex_destroy(&ra->lock);
 	free(ra->pending);
