@@ -18,6 +18,11 @@ resident step) / paged step, with whether compute was >= 1.2x the step's
 transfer (the condition under which that wait should be small; raise
 --batch to get there).
 
+With --profile DIR, one more step of each (resident, paged) runs under
+torch.profiler; their device timelines go to DIR as Chrome traces and are
+summarised (bench/cuda_timeline.py): where the compute stream sat idle,
+and what ran beside it.
+
   python3 bench/torch_train.py --dir /var/tmp/wsp-train [--layers 8 --hidden 4096 --batch 4]
 """
 import argparse
@@ -28,6 +33,8 @@ import time
 
 import torch
 import transformers
+
+import cuda_timeline
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "python"))
@@ -69,6 +76,26 @@ def step_time(model, batches, reps: int = 3, before=None) -> float:
         if i:
             ts.append(time.perf_counter() - t0)
     return statistics.median(ts)
+
+
+def profiled_step(model, ids, before, path: str):
+    """One forward+backward under torch.profiler (device activity and the
+    CUDA calls only: recording every operator would slow the host that
+    launches the work), its trace written to `path` + ".gz"; returns
+    cuda_timeline's summary of it."""
+    import gzip
+    import shutil
+    from torch.profiler import ProfilerActivity, profile
+    before()
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        model(ids, labels=ids).loss.backward()
+        torch.cuda.synchronize()
+    prof.export_chrome_trace(path)
+    with open(path, "rb") as f, gzip.open(path + ".gz", "wb") as g:
+        shutil.copyfileobj(f, g)
+    os.remove(path)
+    return cuda_timeline.summarize(cuda_timeline.load(path + ".gz"))
 
 
 class Timeline:
@@ -128,6 +155,7 @@ def main():
     ap.add_argument("--batch", type=int, default=4)
     ap.add_argument("--seq", type=int, default=512)
     ap.add_argument("--host-cache", default="16G")
+    ap.add_argument("--profile", metavar="DIR", help="profile a step of each; traces to DIR")
     a = ap.parse_args()
     torch.manual_seed(0)
     d = os.path.join(a.dir, f"llama-{a.layers}x{a.hidden}")
@@ -146,6 +174,10 @@ def main():
     ref = transformers.AutoModelForCausalLM.from_pretrained(d, dtype=torch.bfloat16).cuda()
     weight_bytes = sum(p.numel() * p.element_size() for p in ref.parameters())
     t_res = step_time(ref, batches, before=ref.zero_grad)   # set_to_none, as a loop does
+    ref_prof = None
+    if a.profile:
+        ref_prof = profiled_step(ref, batches[0], ref.zero_grad,
+                                 os.path.join(a.profile, f"train-resident-b{a.batch}.json"))
     del ref
     torch.cuda.empty_cache()
     print(f"weights {weight_bytes / 1e9:.2f} GB bf16, {a.batch}x{a.seq} tokens; resident "
@@ -164,6 +196,10 @@ def main():
     t_pag = traced_steps(model, batches, reps, lambda: wt.zero_grad(model), tl)
     wt.grads(model)   # every gradient copy and addition done
     st = pg.stats()
+    if a.profile:
+        prof = profiled_step(model, batches[0], lambda: wt.zero_grad(model),
+                             os.path.join(a.profile, f"train-paged-b{a.batch}.json"))
+        wt.grads(model)
     # The counters include the warm-up step of step_time: reps + 1 steps.
     h2d, d2h = st["bytes_h2d"] / (reps + 1), st["bytes_d2h"] / (reps + 1)
     t_in, t_out = h2d / ceil["h2d"] / 1e9, d2h / ceil["d2h"] / 1e9
@@ -183,6 +219,9 @@ def main():
     print(f"  GPU waited (paged - resident) / paged = {(t_pag - t_res) / t_pag * 100:.1f}% of the "
           f"step; compute {t_res * 1e3:.1f} ms is {t_res / max(t_in, t_out):.2f}x the step's "
           f"transfer ({'>=' if heavy else '<'} 1.2x)")
+
+    if a.profile:
+        print(cuda_timeline.report(prof, ref_prof))
 
     n = sum(p.numel() for p in wt.parameters(model))
     for name, cls in (("torch.optim.AdamW", torch.optim.AdamW), ("wspager.torch.AdamW", wt.AdamW)):

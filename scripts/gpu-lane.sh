@@ -159,10 +159,10 @@ run() {
 		# (WSP_LANE_TRAIN_HEAVY=0 leaves it out)
 		[ "${WSP_LANE_TRAIN_HEAVY:-1}" = 0 ] ||
 		step bench-train-heavy 500 "${py_env[@]}" python3 "$top/bench/torch_train.py" \
-			--dir "$work/train" --batch 12
+			--dir "$work/train" --batch 12 --profile "$out"
 		for f in bench-train bench-train-heavy; do
 			[ -f "$out/$f.log" ] || continue
-			echo "== $f"; grep -v "Loading weights" "$out/$f.log" | tail -n 14
+			echo "== $f"; grep -v "Loading weights" "$out/$f.log" | tail -n 24
 		done ;;
 	esac
 	case $parts in *" torch-bench "*|*" torch-rss "*)
