@@ -476,13 +476,36 @@ void wsp_reset_stats(wsp_pager *pg);
  * in), and a library thread adds them into fp32 accumulators in host
  * memory, one per tensor; pushes of a layer add up (micro-batches) until
  * wsp_grad_zero.  The gradient memory must stay valid and unchanged until
- * wsp_grad_query() gives 1 for the layer.  Returns at once unless all the
- * pager's staging buffers (three of the largest layer's size, pinned,
- * made at the first push) are in flight: then it waits for the oldest.
+ * wsp_grad_query() gives 1 for the layer.  A push may carry only some of
+ * the layer's tensors (e.g. each as soon as the backward has made it), so
+ * that the copies start early.  Returns at once unless all the pager's
+ * staging buffers (three of the largest layer's size, pinned, made at the
+ * first push; needed by pushes that add to earlier ones) or all its 32
+ * push slots are in flight: then it waits for the oldest.
  * Thread-safe.  A copy or addition that fails is kept and returned by
  * every later grad call.
  */
 int wsp_grad_push(wsp_pager *pg, uint32_t layer, const void *const *grads, void *stream);
+/*
+ * A gradient that is zero outside some rows (an embedding's: only the rows
+ * of the batch's tokens), handed over as those rows: rows[k] (int64) names
+ * a row of tensor `tensor` of `layer` (an index into its first dimension)
+ * whose gradient is at values + k x (the row's bytes), for k < n_rows.
+ * Every other row's gradient is zero.  A negative entry is padding and is
+ * skipped, so that a caller can mark repeated rows without first counting
+ * the distinct ones; a row listed twice is added twice.  rows and values
+ * are device memory (host memory on WSP_DEVICE_HOST), ordered after
+ * `stream` and kept valid as wsp_grad_push's are; the push adds into the
+ * tensor's accumulator like a push of the whole gradient (rows not listed
+ * keep their bits, where adding a zero row would turn a -0 into +0).
+ * WSP_ETOOBIG
+ * when n_rows x (8 + the row's bytes) exceeds a staging buffer (the
+ * largest layer's size): push the whole gradient instead.  A row past the
+ * first dimension fails the addition (kept, as wsp_grad_push's failures
+ * are).  Added in 0.2.
+ */
+int wsp_grad_push_rows(wsp_pager *pg, uint32_t layer, uint32_t tensor, const int64_t *rows,
+		       uint64_t n_rows, const void *values, void *stream);
 /* 1 when every push of `layer` (or WSP_ALL_LAYERS) is accumulated, 0 if not. */
 int wsp_grad_query(wsp_pager *pg, uint32_t layer);
 /* Block until every push of `layer` (or WSP_ALL_LAYERS) is accumulated. */

@@ -46,6 +46,21 @@ int wsp_grad_push(wsp_pager *pg, uint32_t layer, const void *const *grads, void 
 	return pager_result(pg, &err, rc);
 }
 
+int wsp_grad_push_rows(wsp_pager *pg, uint32_t layer, uint32_t tensor, const int64_t *rows,
+		       uint64_t n_rows, const void *values, void *stream)
+{
+	struct wspi_err err;
+	int rc = 0;
+	if (!pg)
+		return -EINVAL;
+	wspi_err_init(&err);
+	rc = check_layer(pg, layer, 0, &err);
+	struct wb *wb = rc == 0 ? room(pg, 1, &err, &rc) : NULL;
+	if (rc == 0)
+		rc = wb_push_rows(wb, layer, tensor, rows, n_rows, values, stream, &err);
+	return pager_result(pg, &err, rc);
+}
+
 /* A call on every push so far of `layer` (or WSP_ALL_LAYERS): `op` on the
  * room, or `none` when nothing was ever pushed (no room yet). */
 static int on_pushes(wsp_pager *pg, uint32_t layer,

@@ -8,7 +8,9 @@
  * layer's landing buffer, in the gradient's own dtype, and nothing else
  * happens on the host; it is widened only when a second push must be added
  * to it or when the accumulators are read (wsp_grad_get, the optimizer's
- * time).  Later pushes go through a staging buffer and are added.
+ * time).  Later pushes go through a staging buffer and are added, and so
+ * do pushes of rows (an embedding's gradient, nonzero only in the rows of
+ * the batch's tokens, sent as those rows).
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -20,23 +22,36 @@
 #include "writeback/tofloat.h"
 #include "writeback/writeback.h"
 
-/* Staging buffers: two copies in flight while the worker adds a third. */
-#define WB_STAGES 3u
+/* Pushes in flight at most (events only: a push whose tensors all land
+ * needs no staging buffer, so a layer pushed tensor by tensor as each
+ * gradient is ready does not hold the host back), and staging buffers:
+ * two copies in flight while the worker adds a third. */
+#define WB_PUSHES 32u
+#define WB_BUFS 3u
 #define WB_ALIGN 64u
 /* Threads adding one push, at most; and elements per thread at least. */
 #define WB_ADD_THREADS 8u
 #define WB_ADD_MIN_ELEMENTS (1u << 20)
+/* wb_push_s.rows_tensor of a dense push. */
+#define NO_ROWS UINT32_MAX
 
-struct wb_stage {
-	void *mem;                 /* max layer bytes, pinned where the device pins */
+struct wb_buf {
+	void *mem;                 /* max layer bytes (+ alignment), pinned where the device pins */
 	int pinned;
+	struct wb_buf *next;       /* in the free list */
+};
+
+struct wb_push_s {
 	struct dev_event *after_user, *copied;
 	struct dev_event *begin;   /* timing, before the copies (traced pushes only) */
 	uint64_t bytes;            /* copied by this push */
 	uint32_t layer;
 	uint8_t *present;          /* per tensor of the layer: pushed in this one */
-	uint8_t *landed;           /* ... and copied into the landing buffer, not mem */
-	struct wb_stage *next;     /* in the free list or the worker's queue */
+	uint8_t *landed;           /* ... and copied into the landing buffer, not buf */
+	struct wb_buf *buf;        /* staging, when something is added (NULL: all land) */
+	uint32_t rows_tensor;      /* a push of rows (wb_push_rows) of this tensor, or NO_ROWS */
+	uint64_t n_rows;
+	struct wb_push_s *next;    /* in the free list or the worker's queue */
 };
 
 /* A tensor's gradient: zero (or never made); a sum in the fp32 accumulator;
@@ -49,7 +64,7 @@ struct wb_layer {
 	float **acc;               /* per tensor, NULL until first widened into */
 	uint8_t *has;              /* per tensor: HAS_*, as the worker has applied */
 	uint8_t *planned;          /* per tensor: 1 once a push since zeroing is queued */
-	void *land;                /* landing buffer (stage layout), made at first use */
+	void *land;                /* landing buffer (staging layout), made at first use */
 	int land_pinned;
 	uint64_t pushes;           /* accumulated since the last zeroing */
 	uint32_t pending;          /* pushed, not yet accumulated */
@@ -64,11 +79,14 @@ struct wb {
 	uint8_t *scratch;          /* 4 x max_tensors: the worker's two, a reader's two */
 
 	pthread_mutex_t lock;
-	pthread_cond_t cond;       /* a stage freed, a job queued or done, stop */
+	pthread_cond_t cond;       /* a push or buffer freed, a job queued or done, stop */
 	struct wb_layer *layers;
-	struct wb_stage stages[WB_STAGES];
-	int started;               /* stages made and the worker running */
-	struct wb_stage *free, *head, *tail;
+	struct wb_push_s pushes[WB_PUSHES];
+	struct wb_buf bufs[WB_BUFS];
+	uint64_t buf_bytes;
+	int started;               /* pushes and buffers made, the worker running */
+	struct wb_push_s *free, *head, *tail;
+	struct wb_buf *free_bufs;
 	uint32_t pending_all;
 	int stop;
 	pthread_t worker;
@@ -121,7 +139,7 @@ static void fail(struct wb *wb, int rc, struct wspi_err *e)
 	}
 }
 
-/* One pass over some tensors of a layer laid out as a stage is (each at a
+/* One pass over some tensors of a layer laid out as a staging buffer is (each at a
  * WB_ALIGN-aligned offset of `src`): which[i] selects tensor i, first[i]
  * assigns instead of adding.  One thread takes the same slice [part/parts]
  * of each (elementwise, so the split never changes a result). */
@@ -216,41 +234,104 @@ static int widen_landed(struct wb *wb, uint32_t layer, uint8_t *which, uint8_t *
 	return accumulate(wb, layer, wl->land, which, first, err);
 }
 
-/* The worker's part of one push, once its copies are done. */
-static int apply_push(struct wb *wb, struct wb_stage *s, struct wspi_err *err)
+/* Make tensor i's accumulator hold a sum, so that rows can be added into
+ * it: a landed push is widened, a stale or never-made accumulator zeroed.
+ * Returns 1 when it was zeroed here (nothing was pushed since zeroing),
+ * 0 when it already held a sum. */
+static int as_sum(struct wb *wb, uint32_t layer, uint32_t i, struct wspi_err *err)
 {
-	const struct wsp_layer *L = &wb->pk->layers[s->layer];
-	struct wb_layer *wl = &wb->layers[s->layer];
+	struct wb_layer *wl = &wb->layers[layer];
+	const struct wsp_tensor *t = &wb->pk->layers[layer].tensors[i];
+	uint8_t *which = wb->scratch, *first = wb->scratch + wb->max_tensors;
+	if (wl->has[i] == HAS_SUM)
+		return 0;
+	if (wl->has[i] == HAS_LANDED)
+		return widen_landed(wb, layer, which, first, err);
+	uint64_t n = tensor_elements(t);
+	if (!wl->acc[i] && !(wl->acc[i] = aligned_alloc(WB_ALIGN, wspi_align_up(n * 4 + 4, WB_ALIGN))))
+		return WSP_ERR(err, -ENOMEM, "write-back: out of memory for the fp32 gradient of %s "
+			       "(%" PRIu64 " elements)", t->name, n);
+	memset(wl->acc[i], 0, n * 4);
+	wl->has[i] = HAS_SUM;
+	return 1;
+}
+
+/* The worker's part of a push of rows: each listed row added into the
+ * tensor's accumulator (a row listed twice is added twice, as index_add
+ * would); negative entries are padding.  Into a fresh accumulator a row's
+ * first listing is assigned, as a first dense push is, so that the two
+ * give the same bits (-0 included). */
+static int apply_rows(struct wb *wb, struct wb_push_s *p, struct wspi_err *err)
+{
+	const struct wsp_tensor *t = &wb->pk->layers[p->layer].tensors[p->rows_tensor];
+	unsigned esize = wsp_dtype_bits(t->dtype) / 8;
+	uint64_t row_elems = tensor_elements(t) / t->shape[0];
+	const int64_t *rows = p->buf->mem;
+	const uint8_t *values = (const uint8_t *)p->buf->mem + wspi_align_up(p->n_rows * 8, WB_ALIGN);
+	int fresh = as_sum(wb, p->layer, p->rows_tensor, err);
+	if (fresh < 0)
+		return fresh;
+	uint8_t *seen = fresh ? calloc(t->shape[0] / 8 + 1, 1) : NULL;
+	if (fresh && !seen)
+		return WSP_ERR(err, -ENOMEM, "write-back: out of memory");
+	float *acc = wb->layers[p->layer].acc[p->rows_tensor];
+	int rc = 0;
+	for (uint64_t k = 0; rc == 0 && k < p->n_rows; k++) {
+		int64_t r = rows[k];
+		if (r < 0)
+			continue;
+		if ((uint64_t)r >= t->shape[0]) {
+			rc = WSP_ERR(err, -EINVAL, "gradient rows of %s: row %" PRId64 " listed, the "
+				     "tensor has %" PRIu64, t->name, r, t->shape[0]);
+			break;
+		}
+		int first = seen && !(seen[r / 8] >> (r % 8) & 1);
+		if (seen)
+			seen[r / 8] |= (uint8_t)(1u << (r % 8));
+		wb_accumulate(acc + (uint64_t)r * row_elems, values + k * row_elems * esize, t->dtype,
+			      row_elems, first);
+	}
+	free(seen);
+	return rc;
+}
+
+/* The worker's part of one push, once its copies are done. */
+static int apply_push(struct wb *wb, struct wb_push_s *p, struct wspi_err *err)
+{
+	const struct wsp_layer *L = &wb->pk->layers[p->layer];
+	struct wb_layer *wl = &wb->layers[p->layer];
 	uint8_t *which = wb->scratch, *first = wb->scratch + wb->max_tensors;
 	int rc = 0;
 	int widen = 0;
+	if (p->rows_tensor != NO_ROWS)
+		return apply_rows(wb, p, err);
 	for (uint32_t i = 0; i < L->n_tensors; i++)
-		widen |= s->present[i] && !s->landed[i] && wl->has[i] == HAS_LANDED;
+		widen |= p->present[i] && !p->landed[i] && wl->has[i] == HAS_LANDED;
 	if (widen)   /* a second push adds to a landed one: widen that first */
-		rc = widen_landed(wb, s->layer, which, first, err);
+		rc = widen_landed(wb, p->layer, which, first, err);
 	for (uint32_t i = 0; i < L->n_tensors; i++) {
-		which[i] = s->present[i] && !s->landed[i];
+		which[i] = p->present[i] && !p->landed[i];
 		first[i] = wl->has[i] != HAS_SUM;
 	}
-	if (rc == 0)
-		rc = accumulate(wb, s->layer, s->mem, which, first, err);
+	if (rc == 0 && p->buf)
+		rc = accumulate(wb, p->layer, p->buf->mem, which, first, err);
 	for (uint32_t i = 0; rc == 0 && i < L->n_tensors; i++)
-		if (s->present[i] && s->landed[i])
+		if (p->present[i] && p->landed[i])
 			wl->has[i] = HAS_LANDED;
 	return rc;
 }
 
 /* The push's copies as a D2H event: their device times on the host clock. */
-static void trace_push(struct wb *wb, const struct wb_stage *s)
+static void trace_push(struct wb *wb, const struct wb_push_s *p)
 {
 	struct dev *d = wb->dev;
 	uint64_t b, e;
-	if (d->ops->elapsed_ns(d, wb->epoch, s->begin, &b, NULL) < 0 ||
-	    d->ops->elapsed_ns(d, wb->epoch, s->copied, &e, NULL) < 0)
+	if (d->ops->elapsed_ns(d, wb->epoch, p->begin, &b, NULL) < 0 ||
+	    d->ops->elapsed_ns(d, wb->epoch, p->copied, &e, NULL) < 0)
 		return;
 	struct wsp_trace_event ev = {
-		.stage = WSP_STAGE_D2H, .layer = s->layer, .begin_ns = wb->epoch_ns + b,
-		.end_ns = wb->epoch_ns + e, .bytes = s->bytes,
+		.stage = WSP_STAGE_D2H, .layer = p->layer, .begin_ns = wb->epoch_ns + b,
+		.end_ns = wb->epoch_ns + e, .bytes = p->bytes,
 	};
 	wb->trace(wb->trace_ctx, &ev);
 }
@@ -264,109 +345,127 @@ static void *worker_main(void *arg)
 			pthread_cond_wait(&wb->cond, &wb->lock);
 		if (!wb->head)
 			break;
-		struct wb_stage *s = wb->head;
+		struct wb_push_s *p = wb->head;
 		pthread_mutex_unlock(&wb->lock);
 		struct wspi_err e;
 		wspi_err_init(&e);
-		int rc = wb->dev->ops->event_sync(wb->dev, s->copied, &e);
+		int rc = wb->dev->ops->event_sync(wb->dev, p->copied, &e);
 		if (rc == 0 && wb->trace)
-			trace_push(wb, s);
+			trace_push(wb, p);
 		uint64_t t0 = wspi_now_ns();
 		if (rc == 0)
-			rc = apply_push(wb, s, &e);
+			rc = apply_push(wb, p, &e);
 		uint64_t spent = wspi_now_ns() - t0;
 		pthread_mutex_lock(&wb->lock);
 		wb->add_ns += spent;
 		if (rc < 0)
 			fail(wb, rc, &e);
 		wspi_err_destroy(&e);
-		struct wb_layer *wl = &wb->layers[s->layer];
+		struct wb_layer *wl = &wb->layers[p->layer];
 		if (rc == 0)
 			wl->pushes++;
 		wl->pending--;
 		wb->pending_all--;
-		wb->head = s->next;
+		wb->head = p->next;
 		if (!wb->head)
 			wb->tail = NULL;
-		s->next = wb->free;
-		wb->free = s;
+		if (p->buf) {
+			p->buf->next = wb->free_bufs;
+			wb->free_bufs = p->buf;
+			p->buf = NULL;
+		}
+		p->next = wb->free;
+		wb->free = p;
 		pthread_cond_broadcast(&wb->cond);
 	}
 	pthread_mutex_unlock(&wb->lock);
 	return NULL;
 }
 
-static int start_stages(struct wb *wb, struct wspi_err *err);
+static int start_pushes(struct wb *wb, struct wspi_err *err);
 
-static void stages_free(struct wb *wb)
+static void pushes_free(struct wb *wb)
 {
 	struct dev *d = wb->dev;
-	for (unsigned i = 0; i < WB_STAGES; i++) {
-		struct wb_stage *s = &wb->stages[i];
-		if (s->after_user)
-			d->ops->event_destroy(d, s->after_user);
-		if (s->copied)
-			d->ops->event_destroy(d, s->copied);
-		if (s->begin)
-			d->ops->event_destroy(d, s->begin);
-		if (s->pinned)
-			d->ops->unpin(d, s->mem);
-		free(s->mem);
-		free(s->present);
-		free(s->landed);
-		memset(s, 0, sizeof(*s));
+	for (unsigned i = 0; i < WB_PUSHES; i++) {
+		struct wb_push_s *p = &wb->pushes[i];
+		if (p->after_user)
+			d->ops->event_destroy(d, p->after_user);
+		if (p->copied)
+			d->ops->event_destroy(d, p->copied);
+		if (p->begin)
+			d->ops->event_destroy(d, p->begin);
+		free(p->present);
+		free(p->landed);
+		memset(p, 0, sizeof(*p));
+	}
+	for (unsigned i = 0; i < WB_BUFS; i++) {
+		struct wb_buf *b = &wb->bufs[i];
+		if (b->pinned)
+			d->ops->unpin(d, b->mem);
+		free(b->mem);
+		memset(b, 0, sizeof(*b));
 	}
 	wb->free = NULL;
+	wb->free_bufs = NULL;
 	if (wb->epoch)
 		d->ops->event_destroy(d, wb->epoch);
 	wb->epoch = NULL;
 }
 
-/* Staging buffers, their events and the worker, at the first push; all or
- * nothing (a failed start leaves nothing behind, and the next push tries
- * again). */
+/* Pushes, staging buffers, their events and the worker, at the first push;
+ * all or nothing (a failed start leaves nothing behind, and the next push
+ * tries again). */
 static int start(struct wb *wb, struct wspi_err *err)
 {
-	int rc = start_stages(wb, err);
+	int rc = start_pushes(wb, err);
 	if (rc == 0) {
 		int e = pthread_create(&wb->worker, NULL, worker_main, wb);
 		if (e)
 			rc = WSP_ERR(err, -e, "write-back: starting its thread: %s", strerror(e));
 	}
 	if (rc < 0)
-		stages_free(wb);
+		pushes_free(wb);
 	else
 		wb->started = 1;
 	return rc;
 }
 
-static int start_stages(struct wb *wb, struct wspi_err *err)
+static int start_pushes(struct wb *wb, struct wspi_err *err)
 {
 	struct dev *d = wb->dev;
 	/* Tensors are staged at WB_ALIGN-aligned offsets: room for the padding. */
-	uint64_t bytes = wb->max_bytes + (uint64_t)wb->max_tensors * WB_ALIGN;
-	for (unsigned i = 0; i < WB_STAGES; i++) {
-		struct wb_stage *s = &wb->stages[i];
+	uint64_t bytes = wspi_align_up(wb->max_bytes + (uint64_t)wb->max_tensors * WB_ALIGN, 4096);
+	wb->buf_bytes = bytes ? bytes : 4096;
+	for (unsigned i = 0; i < WB_BUFS; i++) {
+		struct wb_buf *b = &wb->bufs[i];
 		int rc;
-		s->mem = aligned_alloc(4096, wspi_align_up(bytes ? bytes : 1, 4096));
-		s->present = calloc(wb->max_tensors ? wb->max_tensors : 1, 1);
-		s->landed = calloc(wb->max_tensors ? wb->max_tensors : 1, 1);
-		if (!s->mem || !s->present || !s->landed)
+		if (!(b->mem = aligned_alloc(4096, wb->buf_bytes)))
 			return WSP_ERR(err, -ENOMEM, "write-back: out of memory for %u staging "
-				       "buffers of %" PRIu64 " bytes", WB_STAGES, bytes);
+				       "buffers of %" PRIu64 " bytes", WB_BUFS, wb->buf_bytes);
 		if (!dev_is_host(d)) {
-			if ((rc = d->ops->pin(d, s->mem, wspi_align_up(bytes ? bytes : 1, 4096), err)) < 0)
+			if ((rc = d->ops->pin(d, b->mem, wb->buf_bytes, err)) < 0)
 				return rc;
-			s->pinned = 1;
+			b->pinned = 1;
 		}
-		/* Timing events only when traced (they cost a little). */
-		int timed = wb->trace != NULL;
-		if ((rc = d->ops->event_create(d, 0, &s->after_user, err)) < 0 ||
-		    (rc = d->ops->event_create(d, timed, &s->copied, err)) < 0 ||
-		    (timed && (rc = d->ops->event_create(d, 1, &s->begin, err)) < 0))
+		b->next = wb->free_bufs;
+		wb->free_bufs = b;
+	}
+	/* Timing events only when traced (they cost a little). */
+	int timed = wb->trace != NULL;
+	for (unsigned i = 0; i < WB_PUSHES; i++) {
+		struct wb_push_s *p = &wb->pushes[i];
+		int rc;
+		p->present = calloc(wb->max_tensors ? wb->max_tensors : 1, 1);
+		p->landed = calloc(wb->max_tensors ? wb->max_tensors : 1, 1);
+		if (!p->present || !p->landed)
+			return WSP_ERR(err, -ENOMEM, "write-back: out of memory");
+		if ((rc = d->ops->event_create(d, 0, &p->after_user, err)) < 0 ||
+		    (rc = d->ops->event_create(d, timed, &p->copied, err)) < 0 ||
+		    (timed && (rc = d->ops->event_create(d, 1, &p->begin, err)) < 0))
 			return rc;
-		s->next = wb->free;
-		wb->free = s;
+		p->next = wb->free;
+		wb->free = p;
 	}
 	if (wb->trace) {
 		/* Device time 0 of the trace: an event on the idle write-back
@@ -407,7 +506,7 @@ static int layer_arrays(struct wb *wb, struct wb_layer *wl, uint32_t n, struct w
 	return 0;
 }
 
-/* The layer's landing buffer (stage layout), pinned where the device pins. */
+/* The layer's landing buffer (staging layout), pinned where the device pins. */
 static int land_buffer(struct wb *wb, uint32_t layer, struct wspi_err *err)
 {
 	struct wb_layer *wl = &wb->layers[layer];
@@ -433,36 +532,143 @@ static int land_buffer(struct wb *wb, uint32_t layer, struct wspi_err *err)
 	return 0;
 }
 
-/* Enqueue the copies of one push: a tensor's first push since zeroing lands
- * in the layer's landing buffer, later ones in the stage.  Under wb->lock
- * (the device calls only enqueue), so pushes are applied in the order they
- * were planned. */
-static int enqueue_push(struct wb *wb, struct wb_stage *s, uint32_t layer,
-			const void *const *grads, void *stream, uint64_t *bytes, struct wspi_err *err)
+/* What a push carries: the dense gradients grads[] of a layer, or (grads
+ * NULL) n_rows rows of tensor `tensor`. */
+struct push_args {
+	uint32_t layer;
+	const void *const *grads;
+	uint32_t tensor;
+	const int64_t *rows;
+	const void *values;
+	uint64_t n_rows;
+};
+
+/* Whether the push needs a staging buffer: rows always; dense gradients
+ * when one of them is added to an earlier push's rather than landing. */
+static int needs_buf(struct wb *wb, const struct push_args *a)
 {
-	const struct wsp_layer *L = &wb->pk->layers[layer];
-	struct wb_layer *wl = &wb->layers[layer];
+	if (!a->grads)
+		return 1;
+	const struct wb_layer *wl = &wb->layers[a->layer];
+	for (uint32_t i = 0; i < wb->pk->layers[a->layer].n_tensors; i++)
+		if (a->grads[i] && wl->planned[i])
+			return 1;
+	return 0;
+}
+
+/* Enqueue the copies of one push after the user's stream: a tensor's first
+ * push since zeroing lands in the layer's landing buffer, later ones (and
+ * rows) in the staging buffer.  Under wb->lock (the device calls only
+ * enqueue), so pushes are applied in the order they were planned. */
+static int enqueue_push(struct wb *wb, struct wb_push_s *p, const struct push_args *a,
+			void *stream, struct wspi_err *err)
+{
+	const struct wsp_layer *L = &wb->pk->layers[a->layer];
+	struct wb_layer *wl = &wb->layers[a->layer];
 	struct dev *d = wb->dev;
 	uint64_t off = 0;
-	int rc = d->ops->record(d, s->after_user, DEV_Q_USER, stream, err);
+	int rc = d->ops->record(d, p->after_user, DEV_Q_USER, stream, err);
 	if (rc == 0)
-		rc = d->ops->wait(d, DEV_Q_BACK, NULL, s->after_user, err);
-	if (rc == 0 && s->begin)
-		rc = d->ops->record(d, s->begin, DEV_Q_BACK, NULL, err);
-	for (uint32_t i = 0; rc == 0 && i < L->n_tensors; i++) {
-		s->present[i] = grads[i] != NULL;
-		s->landed[i] = grads[i] && !wl->planned[i];
-		if (s->landed[i] && !wl->land)
-			rc = land_buffer(wb, layer, err);
-		if (rc == 0 && grads[i] && L->tensors[i].bytes) {
-			uint8_t *dst = (uint8_t *)(s->landed[i] ? wl->land : s->mem) + off;
-			rc = d->ops->copy_d2h(d, dst, grads[i], L->tensors[i].bytes, err);
-			*bytes += L->tensors[i].bytes;
+		rc = d->ops->wait(d, DEV_Q_BACK, NULL, p->after_user, err);
+	if (rc == 0 && p->begin)
+		rc = d->ops->record(d, p->begin, DEV_Q_BACK, NULL, err);
+	p->bytes = 0;
+	if (!a->grads) {
+		const struct wsp_tensor *t = &L->tensors[a->tensor];
+		uint64_t row_bytes = t->bytes / t->shape[0];
+		uint8_t *mem = p->buf->mem;
+		memset(p->present, 0, L->n_tensors);
+		memset(p->landed, 0, L->n_tensors);
+		if (rc == 0 && a->n_rows)
+			rc = d->ops->copy_d2h(d, mem, a->rows, a->n_rows * 8, err);
+		if (rc == 0 && a->n_rows && row_bytes)
+			rc = d->ops->copy_d2h(d, mem + wspi_align_up(a->n_rows * 8, WB_ALIGN), a->values,
+					      a->n_rows * row_bytes, err);
+		p->bytes = a->n_rows * (8 + row_bytes);
+	}
+	for (uint32_t i = 0; a->grads && rc == 0 && i < L->n_tensors; i++) {
+		p->present[i] = a->grads[i] != NULL;
+		p->landed[i] = a->grads[i] && !wl->planned[i];
+		if (p->landed[i] && !wl->land)
+			rc = land_buffer(wb, a->layer, err);
+		if (rc == 0 && a->grads[i] && L->tensors[i].bytes) {
+			uint8_t *dst = (uint8_t *)(p->landed[i] ? wl->land : p->buf->mem) + off;
+			rc = d->ops->copy_d2h(d, dst, a->grads[i], L->tensors[i].bytes, err);
+			p->bytes += L->tensors[i].bytes;
 		}
 		off += wspi_align_up(L->tensors[i].bytes, WB_ALIGN);
 	}
 	if (rc == 0)
-		rc = d->ops->record(d, s->copied, DEV_Q_BACK, NULL, err);
+		rc = d->ops->record(d, p->copied, DEV_Q_BACK, NULL, err);
+	return rc;
+}
+
+static int push(struct wb *wb, const struct push_args *a, void *stream, struct wspi_err *err)
+{
+	const struct wsp_layer *L = &wb->pk->layers[a->layer];
+	pthread_mutex_lock(&wb->lock);
+	int rc = check_failed(wb, err);
+	if (rc == 0 && !wb->started)
+		rc = start(wb, err);
+	if (rc == 0)
+		rc = layer_arrays(wb, &wb->layers[a->layer], L->n_tensors, err);
+	if (rc == 0 && !a->grads &&
+	    wspi_align_up(a->n_rows * 8, WB_ALIGN) + a->n_rows * (L->tensors[a->tensor].bytes /
+								 L->tensors[a->tensor].shape[0]) >
+		    wb->buf_bytes)
+		rc = WSP_ERR(err, WSP_ETOOBIG, "gradient rows of %s: %" PRIu64 " rows do not fit "
+			     "a staging buffer of %" PRIu64 " bytes; push the whole gradient",
+			     L->tensors[a->tensor].name, a->n_rows, wb->buf_bytes);
+	/* Wait for a free push, and a free buffer if this one needs one (the
+	 * need is seen again after each wait: another thread's push of the
+	 * layer may have changed it). */
+	while (rc == 0 && (!wb->free || (needs_buf(wb, a) && !wb->free_bufs)))
+		pthread_cond_wait(&wb->cond, &wb->lock);
+	if (rc < 0) {
+		pthread_mutex_unlock(&wb->lock);
+		return rc;
+	}
+	struct wb_push_s *p = wb->free;
+	wb->free = p->next;
+	p->layer = a->layer;
+	p->rows_tensor = a->grads ? NO_ROWS : a->tensor;
+	p->n_rows = a->n_rows;
+	p->buf = NULL;
+	if (needs_buf(wb, a)) {
+		p->buf = wb->free_bufs;
+		wb->free_bufs = p->buf->next;
+	}
+	rc = enqueue_push(wb, p, a, stream, err);
+	if (rc < 0) {
+		/* Nothing queued.  Copies that were enqueued may still run: wait
+		 * for the write-back stream before the buffer or landing buffer
+		 * is used again. */
+		if (wb->dev->ops->record(wb->dev, p->copied, DEV_Q_BACK, NULL, NULL) == 0)
+			(void)wb->dev->ops->event_sync(wb->dev, p->copied, NULL);
+		if (p->buf) {
+			p->buf->next = wb->free_bufs;
+			wb->free_bufs = p->buf;
+			p->buf = NULL;
+		}
+		p->next = wb->free;
+		wb->free = p;
+	} else {
+		for (uint32_t i = 0; i < L->n_tensors; i++)
+			if (a->grads ? a->grads[i] != NULL : i == a->tensor)
+				wb->layers[a->layer].planned[i] = 1;
+		p->next = NULL;
+		if (wb->tail)
+			wb->tail->next = p;
+		else
+			wb->head = p;
+		wb->tail = p;
+		wb->layers[a->layer].pending++;
+		wb->pending_all++;
+		wb->n_pushes++;
+		wb->bytes_d2h += p->bytes;
+	}
+	pthread_cond_broadcast(&wb->cond);
+	pthread_mutex_unlock(&wb->lock);
 	return rc;
 }
 
@@ -475,50 +681,30 @@ int wb_push(struct wb *wb, uint32_t layer, const void *const *grads, void *strea
 			return WSP_ERR(err, WSP_EDTYPE, "gradient of %s: dtype %s; gradients are "
 				       "F32, F16 or BF16", L->tensors[i].name,
 				       wsp_dtype_name(L->tensors[i].dtype));
-	pthread_mutex_lock(&wb->lock);
-	int rc = check_failed(wb, err);
-	if (rc == 0 && !wb->started)
-		rc = start(wb, err);
-	if (rc == 0)
-		rc = layer_arrays(wb, &wb->layers[layer], L->n_tensors, err);
-	while (rc == 0 && !wb->free)
-		pthread_cond_wait(&wb->cond, &wb->lock);
-	if (rc < 0) {
-		pthread_mutex_unlock(&wb->lock);
-		return rc;
-	}
-	struct wb_stage *s = wb->free;
-	wb->free = s->next;
-	s->layer = layer;
-	uint64_t bytes = 0;
-	rc = enqueue_push(wb, s, layer, grads, stream, &bytes, err);
-	s->bytes = bytes;
-	if (rc < 0) {
-		/* Nothing queued.  Copies that were enqueued may still run: wait
-		 * for the write-back stream before the stage or landing buffer is
-		 * used again. */
-		if (wb->dev->ops->record(wb->dev, s->copied, DEV_Q_BACK, NULL, NULL) == 0)
-			(void)wb->dev->ops->event_sync(wb->dev, s->copied, NULL);
-		s->next = wb->free;
-		wb->free = s;
-	} else {
-		for (uint32_t i = 0; i < L->n_tensors; i++)
-			if (grads[i])
-				wb->layers[layer].planned[i] = 1;
-		s->next = NULL;
-		if (wb->tail)
-			wb->tail->next = s;
-		else
-			wb->head = s;
-		wb->tail = s;
-		wb->layers[layer].pending++;
-		wb->pending_all++;
-		wb->n_pushes++;
-		wb->bytes_d2h += bytes;
-	}
-	pthread_cond_broadcast(&wb->cond);
-	pthread_mutex_unlock(&wb->lock);
-	return rc;
+	struct push_args a = { .layer = layer, .grads = grads };
+	return push(wb, &a, stream, err);
+}
+
+int wb_push_rows(struct wb *wb, uint32_t layer, uint32_t tensor, const int64_t *rows,
+		 uint64_t n_rows, const void *values, void *stream, struct wspi_err *err)
+{
+	const struct wsp_layer *L = &wb->pk->layers[layer];
+	if (tensor >= L->n_tensors)
+		return WSP_ERR(err, WSP_ENOTFOUND, "gradient rows: layer %s has no tensor %u (it has "
+			       "%u)", L->name, tensor, L->n_tensors);
+	const struct wsp_tensor *t = &L->tensors[tensor];
+	if (!wb_dtype_ok(t->dtype))
+		return WSP_ERR(err, WSP_EDTYPE, "gradient of %s: dtype %s; gradients are F32, F16 "
+			       "or BF16", t->name, wsp_dtype_name(t->dtype));
+	if (t->rank == 0 || t->shape[0] == 0)
+		return WSP_ERR(err, -EINVAL, "gradient rows of %s: a tensor of rank %u and first "
+			       "dimension %" PRIu64 " has no rows", t->name, t->rank,
+			       t->rank ? t->shape[0] : 0);
+	if (n_rows && (!rows || !values))
+		return WSP_ERR(err, -EINVAL, "gradient rows of %s: rows or values is NULL", t->name);
+	struct push_args a = { .layer = layer, .tensor = tensor, .rows = rows, .values = values,
+			       .n_rows = n_rows };
+	return push(wb, &a, stream, err);
 }
 
 static uint32_t pending(struct wb *wb, uint32_t layer)
@@ -644,7 +830,7 @@ void wb_destroy(struct wb *wb)
 	pthread_mutex_unlock(&wb->lock);
 	if (wb->started)
 		pthread_join(wb->worker, NULL);
-	stages_free(wb);
+	pushes_free(wb);
 	for (uint32_t l = 0; l < wb->n_layers; l++) {
 		struct wb_layer *wl = &wb->layers[l];
 		for (uint32_t i = 0; wl->acc && i < wb->pk->layers[l].n_tensors; i++)

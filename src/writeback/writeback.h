@@ -9,7 +9,9 @@
  * fp32 only when read or when a second push comes; later pushes go through
  * one of a few pinned staging buffers and one worker thread adds them, in
  * push order, into the layer's fp32 accumulators (one per tensor, made on
- * first use).  When every staging buffer is in flight a push waits for the
+ * first use).  A push may carry some of a layer's tensors (each as its
+ * gradient is ready), or some rows of one tensor.  When every staging
+ * buffer a push needs, or every push slot, is in flight it waits for the
  * oldest.
  */
 #ifndef WSP_WRITEBACK_WRITEBACK_H
@@ -35,6 +37,12 @@ void wb_destroy(struct wb *wb);
  * accumulation that failed earlier (the first failure, kept). */
 int wb_push(struct wb *wb, uint32_t layer, const void *const *grads, void *stream,
 	    struct wspi_err *err);
+/* n_rows rows of tensor `tensor` (along its first dimension): rows[k]
+ * (int64, device memory; negative: padding, skipped) has the values at
+ * values + k * row bytes; other rows' gradient is zero.  Errors as
+ * wb_push's, and WSP_ETOOBIG when they do not fit a staging buffer. */
+int wb_push_rows(struct wb *wb, uint32_t layer, uint32_t tensor, const int64_t *rows,
+		 uint64_t n_rows, const void *values, void *stream, struct wspi_err *err);
 /* 1 when the pushes of `layer` (UINT32_MAX: all) are accumulated, 0 if not. */
 int wb_query(struct wb *wb, uint32_t layer, struct wspi_err *err);
 int wb_wait(struct wb *wb, uint32_t layer, struct wspi_err *err);

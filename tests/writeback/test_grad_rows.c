@@ -1,0 +1,186 @@
+/* Pushes of part of a layer and of rows: a layer pushed tensor by tensor
+ * (more pushes in flight than the pager has staging buffers, and than it
+ * has push slots) sums exactly as whole-layer pushes do; wsp_grad_push_rows
+ * of an embedding-shaped gradient (some rows, padding entries, on a zeroed
+ * accumulator, on a landed push, under a dense push) gives exactly what a
+ * push of the whole gradient gives (bit for bit; rows not listed keep
+ * their bits, where a whole push would turn a -0 into +0); bad rows and
+ * arguments are clear errors.  Host backend: the GPU path with host pointers. */
+#include <inttypes.h>
+#include <string.h>
+
+#include "../gpu/pager_util.h"
+
+static float bf16f(uint16_t h)
+{
+	uint32_t u = (uint32_t)h << 16;
+	float f;
+	memcpy(&f, &u, 4);
+	return f;
+}
+
+/* Deterministic bf16 values, some negative, one -0. */
+static void fill(uint16_t *g, uint64_t n, unsigned seed)
+{
+	uint64_t x = 0x9E3779B97F4A7C15ull * (seed + 1);
+	for (uint64_t i = 0; i < n; i++) {
+		x ^= x << 13;
+		x ^= x >> 7;
+		x ^= x << 17;
+		g[i] = (uint16_t)(0x3000 + (x % 0x1000)) | (uint16_t)((x >> 20 & 1) << 15);
+	}
+	if (n)
+		g[0] = 0x8000;
+}
+
+/* acc (n fp32) equals want (n floats) bit for bit. */
+static int same(const float *acc, const float *want, uint64_t n, const char *what)
+{
+	for (uint64_t i = 0; i < n; i++)
+		if (memcmp(&acc[i], &want[i], 4) != 0) {
+			fprintf(stderr, "%s: element %" PRIu64 ": %a, want %a\n", what, i, acc[i], want[i]);
+			return 0;
+		}
+	return 1;
+}
+
+/* Layers 1..4 pushed one tensor per push, twice (micro-batches): 2 x 36
+ * pushes, all queued before any wait; the second round needs staging. */
+static void tensor_by_tensor(wsp_pager *pg, wsp_pack *pk)
+{
+	enum { FIRST = 1, LAYERS = 4, ROUNDS = 2 };
+	uint16_t *g[ROUNDS][LAYERS][16];
+	for (unsigned r = 0; r < ROUNDS; r++)
+		for (uint32_t l = 0; l < LAYERS; l++) {
+			const struct wsp_layer *L = wsp_pack_layer(pk, FIRST + l);
+			CHECK(L->n_tensors <= 16);
+			for (uint32_t t = 0; t < L->n_tensors; t++) {
+				const void *ptr[16] = { 0 };
+				uint64_t n = L->tensors[t].bytes / 2;
+				g[r][l][t] = malloc(n * 2 + 2);
+				fill(g[r][l][t], n, 100 * r + 10 * l + t);
+				ptr[t] = g[r][l][t];
+				CHECK_RC(wsp_grad_push(pg, FIRST + l, ptr, NULL), 0);
+			}
+		}
+	for (uint32_t l = 0; l < LAYERS; l++) {
+		const struct wsp_layer *L = wsp_pack_layer(pk, FIRST + l);
+		struct wsp_grads gr;
+		CHECK_RC(wsp_grad_get(pg, FIRST + l, &gr), 0);
+		CHECK(gr.pushes == ROUNDS * L->n_tensors);
+		for (uint32_t t = 0; t < L->n_tensors; t++) {
+			uint64_t n = L->tensors[t].bytes / 2;
+			float *want = malloc(n * 4 + 4);
+			for (uint64_t i = 0; i < n; i++)
+				want[i] = bf16f(g[0][l][t][i]) + bf16f(g[1][l][t][i]);
+			CHECK(same(gr.data[t], want, n, L->tensors[t].name));
+			free(want);
+			for (unsigned r = 0; r < ROUNDS; r++)
+				free(g[r][l][t]);
+		}
+	}
+	CHECK_RC(wsp_grad_zero(pg, WSP_ALL_LAYERS), 0);
+}
+
+/* The embedding (layer 0, tensor 0, [vocab, hidden] bf16): a gradient
+ * nonzero in a few rows, pushed as rows, against the same gradient pushed
+ * whole into a second layer-0 accumulator state. */
+static void rows(wsp_pager *pg, wsp_pack *pk)
+{
+	const struct wsp_layer *L = wsp_pack_layer(pk, 0);
+	const struct wsp_tensor *T = &L->tensors[0];
+	CHECK(T->rank == 2 && T->dtype == WSP_DTYPE_BF16);
+	uint64_t V = T->shape[0], H = T->shape[1], n = V * H;
+	/* The batch's tokens, sorted, repeats marked -1 as a caller would. */
+	const int64_t tokens[] = { 3, 3, 7, 8, 8, 8, 100, 200, 201, (int64_t)V - 1 };
+	enum { N = sizeof(tokens) / sizeof(tokens[0]) };
+	int64_t list[N];
+	for (int k = 0; k < N; k++)
+		list[k] = k && tokens[k] == tokens[k - 1] ? -1 : tokens[k];
+	uint16_t *dense = calloc(n, 2), *vals = malloc(N * H * 2), *more = malloc(n * 2);
+	fill(more, n, 7);
+	for (int k = 0; k < N; k++) {
+		fill(vals + k * H, H, 1000 + (unsigned)tokens[k]);   /* a row's values, repeats alike */
+		memcpy(dense + tokens[k] * H, vals + k * H, H * 2);
+	}
+	float *want = malloc(n * 4);
+	struct wsp_grads gr;
+	const void *ptr[16] = { 0 };
+
+	/* Rows onto zeroed accumulators: the dense gradient, exactly. */
+	CHECK_RC(wsp_grad_push_rows(pg, 0, 0, list, N, vals, NULL), 0);
+	CHECK_RC(wsp_grad_get(pg, 0, &gr), 0);
+	CHECK(gr.pushes == 1);
+	for (uint64_t i = 0; i < n; i++)
+		want[i] = bf16f(dense[i]);
+	CHECK(same(gr.data[0], want, n, "rows on zero"));
+	/* A dense push after them adds. */
+	ptr[0] = more;
+	CHECK_RC(wsp_grad_push(pg, 0, ptr, NULL), 0);
+	CHECK_RC(wsp_grad_get(pg, 0, &gr), 0);
+	for (uint64_t i = 0; i < n; i++)
+		want[i] = bf16f(dense[i]) + bf16f(more[i]);
+	CHECK(same(gr.data[0], want, n, "dense after rows"));
+	/* Rows after a landed (never widened) dense push: added to it. */
+	CHECK_RC(wsp_grad_zero(pg, 0), 0);
+	CHECK_RC(wsp_grad_push(pg, 0, ptr, NULL), 0);
+	CHECK_RC(wsp_grad_push_rows(pg, 0, 0, list, N, vals, NULL), 0);
+	CHECK_RC(wsp_grad_get(pg, 0, &gr), 0);
+	CHECK(gr.pushes == 2);
+	/* Rows not listed are left as they were (a whole push would add +0
+	 * to them, which turns only a -0 into +0). */
+	uint8_t *listed = calloc(V, 1);
+	for (int k = 0; k < N; k++)
+		listed[tokens[k]] = 1;
+	for (uint64_t i = 0; i < n; i++)
+		want[i] = listed[i / H] ? bf16f(more[i]) + bf16f(dense[i]) : bf16f(more[i]);
+	CHECK(same(gr.data[0], want, n, "rows after a landed push"));
+	free(listed);
+	/* No rows: a zero gradient (the accumulator reads as zeros). */
+	CHECK_RC(wsp_grad_zero(pg, 0), 0);
+	CHECK_RC(wsp_grad_push_rows(pg, 0, 0, NULL, 0, NULL, NULL), 0);
+	CHECK_RC(wsp_grad_get(pg, 0, &gr), 0);
+	for (uint64_t i = 0; i < n; i++)
+		want[i] = 0.0f;
+	CHECK(same(gr.data[0], want, n, "no rows"));
+
+	/* Errors at the call. */
+	CHECK_RC(wsp_grad_push_rows(pg, 0, L->n_tensors, list, N, vals, NULL), WSP_ENOTFOUND);
+	CHECK(strstr(wsp_errmsg(pg), "no tensor") != NULL);
+	CHECK_RC(wsp_grad_push_rows(pg, 0, 0, NULL, N, vals, NULL), -EINVAL);
+	CHECK(strstr(wsp_errmsg(pg), "NULL") != NULL);
+	CHECK_RC(wsp_grad_push_rows(pg, 99, 0, list, N, vals, NULL), WSP_ENOTFOUND);
+	CHECK_RC(wsp_grad_push_rows(pg, 0, 0, list, UINT64_C(1) << 40, vals, NULL), WSP_ETOOBIG);
+	CHECK(strstr(wsp_errmsg(pg), "push the whole gradient") != NULL);
+	CHECK_RC(wsp_grad_push_rows(NULL, 0, 0, list, N, vals, NULL), -EINVAL);
+	/* A row past the end fails the addition: kept and reported. */
+	int64_t bad[2] = { 1, (int64_t)V };
+	CHECK_RC(wsp_grad_push_rows(pg, 0, 0, bad, 2, vals, NULL), 0);
+	CHECK_RC(wsp_grad_wait(pg, 0), -EINVAL);
+	CHECK(strstr(wsp_errmsg(pg), "listed, the tensor has") != NULL);
+	CHECK_RC(wsp_grad_push(pg, 1, ptr, NULL), -EINVAL);   /* every later call */
+	free(dense);
+	free(vals);
+	free(more);
+	free(want);
+}
+
+int main(void)
+{
+	struct t_model m;
+	struct wsp_options o;
+	char err[512];
+	wsp_pager *pg;
+	wsp_pack *pk;
+
+	t_model_make(&m, "grad-rows", 6, 256, 512);
+	CHECK_RC(wsp_pack_open(m.pack, &pk, err, sizeof(err)), 0);
+	t_host_options(&o, &m, 100, 3);
+	CHECK_RC(wsp_open(m.pack, &o, &pg, err, sizeof(err)), 0);
+	tensor_by_tensor(pg, pk);
+	rows(pg, pk);
+	wsp_close(pg);
+	wsp_pack_close(pk);
+	t_model_remove(&m);
+	return 0;
+}
