@@ -528,6 +528,25 @@ class Pager(_Closing):
         _check(_c.lib().wsp_grad_push(self._handle(), idx, arr, ctypes.c_void_p(stream or 0)),
                self._errmsg)
 
+    def grad_push_rows(self, layer: Union[int, str], tensor: Union[int, str], rows: int,
+                       n_rows: int, values: int, stream: Optional[int] = None) -> None:
+        """Hand the pager a gradient of one tensor that is zero outside some
+        rows, as those rows (wsp_grad_push_rows(3)): `rows` the address of
+        n_rows int64 row indices (negative: padding, skipped), `values` of
+        n_rows rows of the tensor's dtype, both device memory (host memory
+        on the host backend), valid until :meth:`grad_done`.  `tensor` is
+        its index in the layer or its name."""
+        idx = self._index(layer)
+        ts = self.pack.layers[idx].tensors
+        if isinstance(tensor, str):
+            found = [i for i, t in enumerate(ts) if tensor in (t.name, t.short_name)]
+            if not found:
+                raise KeyError(f"layer {self.pack.layers[idx].name} has no tensor {tensor!r}")
+            tensor = found[0]
+        _check(_c.lib().wsp_grad_push_rows(self._handle(), idx, tensor, ctypes.c_void_p(rows),
+                                           n_rows, ctypes.c_void_p(values),
+                                           ctypes.c_void_p(stream or 0)), self._errmsg)
+
     def grad_done(self, layer: Optional[Union[int, str]] = None) -> bool:
         """Whether every push of `layer` (None: of all layers) is accumulated."""
         rc = _c.lib().wsp_grad_query(self._handle(), self._layer_or_all(layer))

@@ -8,11 +8,18 @@ What :func:`wspager.torch.offload` adds with ``train=True``:
   reused as soon as the module's forward ends.  The backward re-acquires
   the layer when it first unpacks one of them.
 * Each paged parameter's gradient, once accumulated for the pass (a
-  post-accumulate-grad hook), waits for the other parameters of its layer;
-  then the layer's gradients go to the pager (``wsp_grad_push``: copied out
-  on the pager's write-back stream after the current stream's work, added
-  into fp32 host accumulators), the parameter's ``.grad`` is dropped and the
-  layer released.  The GPU never holds more than the layers in use.
+  post-accumulate-grad hook), goes to the pager at once (``wsp_grad_push``
+  of that one tensor: copied out on the pager's write-back stream after the
+  current stream's work, added into fp32 host accumulators), so that a
+  layer's first gradients leave while its last ones are computed; the
+  parameter's ``.grad`` is dropped, and once every parameter of the layer
+  has had its gradient the layer is released.  The GPU never holds more
+  than the layers in use.
+* An embedding's gradient (an ``nn.Embedding`` whose weight no other module
+  shares) is nonzero only in the rows of the pass's tokens: those rows go
+  (``wsp_grad_push_rows``), a fraction of the table.  It is the last
+  gradient of a language model's backward, so its copy is what the pass
+  would otherwise end waiting for.
 * ``wspager.torch.grads(model)`` gives the accumulated gradients;
   ``wspager.torch.parameters(model)`` fp32 host master copies whose
   ``.grad`` are those accumulators, for any torch optimizer.
@@ -80,6 +87,9 @@ class Trainer:
         self.masters: Optional[Dict[int, List[Optional[torch.nn.Parameter]]]] = None
         self.pushed_since_step: set = set()
         self.devstep = None                          # _devstep.StepInBackward, when chosen
+        # Embeddings whose gradient goes as rows: param id -> the token
+        # tensors of the passes since its last push (None: too many, whole).
+        self.row_ids: Dict[int, Optional[List[torch.Tensor]]] = {}
         for g in off.groups:
             names = [t.name for t in off.pager.pack.layers[g.index].tensors]
             self.pos[g.index] = {n: k for k, n in enumerate(names)}
@@ -92,11 +102,41 @@ class Trainer:
                 g.trainable += 1
                 self.by_param[id(p)] = (g, i)
                 off.handles.append(p.register_post_accumulate_grad_hook(self._grad_ready))
+        for m in self._row_embeddings(model):
+            self.row_ids[id(m.weight)] = []
+            off.handles.append(m.register_forward_pre_hook(self._saw_tokens, with_kwargs=True))
         off.handles.append(model.register_forward_pre_hook(self._enter))
         off.handles.append(model.register_forward_hook(self._exit, always_call=True))
         self.master_ids: set = set()
         _install_hooks()
         _TRAINERS.add(self)
+
+    def _row_embeddings(self, model: torch.nn.Module) -> List[torch.nn.Embedding]:
+        """Paged embeddings whose weight gradient is nonzero only in the
+        rows of their input: plain lookups (no max_norm, which rewrites
+        rows; no sparse gradients) of a weight no other module holds (a
+        tied output head makes it dense)."""
+        holders: Dict[int, int] = {}
+        for m in model.modules():
+            for p in m._parameters.values():
+                if p is not None:
+                    holders[id(p)] = holders.get(id(p), 0) + 1
+        return [m for m in model.modules()
+                if type(m) is torch.nn.Embedding and id(m.weight) in self.by_param
+                and m.max_norm is None and not m.sparse and holders[id(m.weight)] == 1]
+
+    def _saw_tokens(self, mod, args, kwargs):
+        if not torch.is_grad_enabled():
+            return
+        key = id(mod.weight)
+        seen = self.row_ids.get(key)
+        ids = args[0] if args else kwargs.get("input")
+        if seen is None or not isinstance(ids, torch.Tensor):
+            self.row_ids[key] = None     # this pass's gradient goes whole
+            return
+        seen.append(ids.detach())
+        if sum(t.numel() for t in seen) >= mod.num_embeddings:
+            self.row_ids[key] = None     # rows would be no smaller
 
     # Saved tensors -------------------------------------------------------
     def _enter(self, _mod, _args):
@@ -154,15 +194,17 @@ class Trainer:
         g, i = self.by_param[id(p)]
         self._queue_end()
         g.ready.add(i)
-        if len(g.ready) == g.trainable:
-            self._push(g)
-
-    def _push(self, g) -> None:
-        """The layer's gradients to the pager; its parameters' .grad dropped."""
-        off = self.off
-        if self.devstep is not None:
-            self._step_on_device(g)
+        if self.devstep is not None:   # the device steps a layer at once
+            if len(g.ready) == g.trainable:
+                self._step_on_device(g)
             return
+        self._push(g, i)
+        if len(g.ready) == g.trainable:
+            self._layer_done(g)
+
+    def _push(self, g, i: int) -> None:
+        """Parameter i's gradient to the pager (dropped from .grad)."""
+        off = self.off
         if g.index not in self.pushed_since_step:
             self.pushed_since_step.add(g.index)
             # After optimizer.zero_grad() (the masters' .grad set to None),
@@ -170,25 +212,48 @@ class Trainer:
             ms = self.masters.get(g.index) if self.masters is not None else None
             if ms and any(m is not None and m.grad is None for m in ms):
                 off.pager.grad_zero(g.index)
-        pos = self.pos[g.index]
-        ptrs: List[Optional[int]] = [None] * len(pos)
-        keep = []
-        for p, name, _, _ in g.params:
-            gr = p.grad
-            if gr is None:
-                continue
-            gr = gr.detach().contiguous()
-            ptrs[pos[name]] = gr.data_ptr()
-            keep.append(gr)
-            p.grad = None
-        g.ready.clear()
-        if keep:
+        p, name, _, _ = g.params[i]
+        gr = p.grad
+        p.grad = None
+        if gr is None:
+            return
+        gr = gr.detach()
+        at = self.pos[g.index][name]
+        keep = self._push_rows(g, at, p, gr)
+        if keep is None:
+            gr = gr.contiguous()
+            ptrs: List[Optional[int]] = [None] * len(self.pos[g.index])
+            ptrs[at] = gr.data_ptr()
             off.pager.grad_push(g.index, ptrs, off._stream())
-            self.inflight.append((g.index, keep))
+            keep = [gr]
+        self.inflight.append((g.index, keep))
+        self._reap()
+
+    def _push_rows(self, g, at: int, p, gr: torch.Tensor) -> Optional[List[torch.Tensor]]:
+        """An embedding's gradient as the rows of its tokens (sorted, repeats
+        marked -1: no count of distinct tokens, which would wait for the
+        device); None when it goes whole."""
+        if id(p) not in self.row_ids:
+            return None
+        seen = self.row_ids[id(p)]
+        self.row_ids[id(p)] = []
+        if not seen:
+            return None
+        ids = torch.cat([t.reshape(-1) for t in seen]).to(device=gr.device, dtype=torch.int64)
+        ids, _ = torch.sort(ids)
+        rows = ids.clone()
+        rows[1:].masked_fill_(ids[1:] == ids[:-1], -1)
+        values = gr.index_select(0, ids).contiguous()
+        self.off.pager.grad_push_rows(g.index, at, rows.data_ptr(), rows.numel(),
+                                      values.data_ptr(), self.off._stream())
+        return [rows, values]
+
+    def _layer_done(self, g) -> None:
+        """Every parameter of g has had its gradient: release the layer."""
+        g.ready.clear()
         if g.index in self.bwd_held:
             del self.bwd_held[g.index]
-            off.release(g)
-        self._reap()
+            self.off.release(g)
 
     def _step_on_device(self, g) -> None:
         grads = []
@@ -212,10 +277,15 @@ class Trainer:
         self.callback_queued = False
         for g in self.off.groups:
             if g.ready:            # some parameters got no gradient in this pass
-                self._push(g)
+                if self.devstep is not None:
+                    self._step_on_device(g)
+                else:
+                    self._layer_done(g)
         for g in list(self.bwd_held.values()):
             self.off.release(g)
         self.bwd_held.clear()
+        for key in self.row_ids:   # tokens of forwards whose backward never ran
+            self.row_ids[key] = []
 
     def wait(self) -> None:
         self.off.pager.grad_wait()

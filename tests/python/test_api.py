@@ -131,6 +131,12 @@ with wspager.Pager(os.path.join(T, "m.wsp"), device="host", host_cache="16M", gp
     n = len(pg.pack.layers[1].tensors)
     ok, e = raises(lambda: pg.grad_push(1, [None] * (n + 1)), None, f"has {n} tensors")
     check(ok, f"grad_push with too many gradients: {e}")
+    ok, e = raises(lambda: pg.grad_push_rows(1, "no.such.weight", 0, 0, 0), None, "no tensor")
+    check(ok, f"grad_push_rows of an unknown tensor: {e}")
+    ok, e = raises(lambda: pg.grad_push_rows(1, n, 0, 0, 0), -4104, "no tensor")   # WSP_ENOTFOUND
+    check(ok, f"grad_push_rows of a tensor past the end: {e}")
+    ok, e = raises(lambda: pg.grad_push_rows(1, 0, 0, 3, 0), -errno.EINVAL, "NULL")
+    check(ok, f"grad_push_rows of 3 rows at NULL: {e}")
     ok, e = raises(lambda: pg.update(1, [None] * (n - 1)), None, f"has {n} tensors")
     check(ok, f"update with too few values: {e}")
     ok, e = raises(lambda: pg.grads(len(pg.pack.layers)), None, None)

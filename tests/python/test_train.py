@@ -2,6 +2,8 @@
 pager accumulated equal the resident model's .grad exactly (max |diff| = 0
 in fp32) for tiny and mid-size Llama and GPT-2 (tied embeddings), and two
 backward passes accumulate as .grad does; forward logits stay identical.
+Each gradient goes as soon as it is made; an embedding that no other
+module shares sends only its tokens' rows.
 Then 10 steps of torch's AdamW over wt.parameters(model) against the same
 optimizer on the resident model: the same losses at every step, and the
 pack wt.save writes unpacks to exactly the resident model's weights; the
@@ -88,6 +90,18 @@ for name, cfg in CASES:
     st = model._wspager.pager.stats()
     print(f"{tag}: {st['grad_pushes']} pushes, {st['bytes_d2h']} bytes out")
     check(st["grad_pushes"] > 0, f"{tag}: no gradient pushed")
+    # Embeddings no other module shares send the rows of their tokens only
+    # (the exact gradients above came that way): not GPT-2's wte, which
+    # its tied output head makes dense.
+    rows = {n for n, p in model.named_parameters()
+            if id(p) in model._wspager.trainer.row_ids}
+    want_rows = {"model.embed_tokens.weight"} if name.startswith("llama") else \
+        {"transformer.wpe.weight"}
+    check(rows == want_rows, f"{tag}: gradients sent as rows for {sorted(rows)}, "
+          f"want {sorted(want_rows)}")
+    dense = len(batches) * sum(p.numel() * p.element_size() for p in ref.parameters())
+    check(st["bytes_d2h"] < dense, f"{tag}: {st['bytes_d2h']} bytes out, the whole "
+          f"gradients are {dense}: no rows were sent")
     d2h = [e for e in events if e[0] == "d2h"]
     check(len(d2h) == st["grad_pushes"] and sum(e[4] for e in d2h) == st["bytes_d2h"],
           f"{tag}: {len(d2h)} d2h trace events for {st['grad_pushes']} pushes")
