@@ -1,9 +1,9 @@
 """Where the GPU's time went in a profiled region: read a torch.profiler
 Chrome trace (its device rows: kernels, copies, fills on their streams) and
 say, for the stream that computes (the one with the most kernel time), how
-long it was busy, how long it sat idle between its kernels and where, how
-long the region went on after its last kernel, and what ran beside it (the
-pager's copies each way, its decode kernels).
+long it was busy (its kernels, copies and fills), how long it sat idle
+between them and where, how long the region went on after its last work,
+and what ran beside it (the pager's copies each way, its decode kernels).
 
   python3 bench/cuda_timeline.py TRACE.json[.gz] [REFERENCE.json[.gz]]
 
@@ -83,8 +83,8 @@ def summarize(events: List[dict], gap_us: float = 20.0) -> Dict[str, object]:
     if not kernels:
         raise ValueError("no kernels in the trace (was CUDA activity profiled?)")
     compute = max(kernels, key=kernels.get)
-    comp = sorted((ev for ev in events if ev["stream"] == compute and ev["cat"] == "kernel"),
-                  key=lambda ev: ev["b"])
+    # The compute stream's own copies and fills (torch's) keep it busy too.
+    comp = sorted((ev for ev in events if ev["stream"] == compute), key=lambda ev: ev["b"])
     begin = min(ev["b"] for ev in events)
     end = max(ev["e"] for ev in events)
     busy = union([(ev["b"], ev["e"]) for ev in comp])
@@ -101,7 +101,7 @@ def summarize(events: List[dict], gap_us: float = 20.0) -> Dict[str, object]:
         "region_ms": (end - begin) / 1e3,
         "first_kernel_ms": (comp[0]["b"] - begin) / 1e3,
         "compute_busy_ms": length(busy) / 1e3,
-        "compute_kernel_ms": kernels[compute] / 1e3,
+        "compute_kernel_ms": kernels[compute] / 1e3,   # kernels only
         "compute_idle_ms": (busy[-1][1] - busy[0][0] - length(busy)) / 1e3,
         "tail_ms": (end - busy[-1][1]) / 1e3,
         "gaps": sorted(gaps, reverse=True),

@@ -156,6 +156,11 @@ def main():
     ap.add_argument("--seq", type=int, default=512)
     ap.add_argument("--host-cache", default="16G")
     ap.add_argument("--profile", metavar="DIR", help="profile a step of each; traces to DIR")
+    ap.add_argument("--host-decode", action="store_true",
+                    help="decode on the host, the link carrying raw weights (host_decode=True); "
+                         "by default the GPU decodes packed layers")
+    ap.add_argument("--fwd-bwd-only", action="store_true",
+                    help="only the forward+backward figures (no optimizer steps)")
     a = ap.parse_args()
     torch.manual_seed(0)
     d = os.path.join(a.dir, f"llama-{a.layers}x{a.hidden}")
@@ -184,8 +189,9 @@ def main():
           f"forward+backward {t_res * 1e3:.1f} ms")
 
     tl = Timeline()
+    print(f"decode: {'host (the link carries raw weights)' if a.host_decode else 'GPU (the link carries packed layers)'}")
     model = wt.from_pretrained(d, device="cuda", host_cache=a.host_cache, gpu_slots=4, train=True,
-                               trace=tl.trace)
+                               trace=tl.trace, host_decode=a.host_decode)
     pg = model._wspager.pager
     step_time(model, batches, reps=1)   # fills the host cache
     wt.zero_grad(model)
@@ -198,7 +204,8 @@ def main():
     st = pg.stats()
     if a.profile:
         prof = profiled_step(model, batches[0], lambda: wt.zero_grad(model),
-                             os.path.join(a.profile, f"train-paged-b{a.batch}.json"))
+                             os.path.join(a.profile, f"train-paged-b{a.batch}"
+                                          f"{'-hd' if a.host_decode else ''}.json"))
         wt.grads(model)
     # The counters include the warm-up step of step_time: reps + 1 steps.
     h2d, d2h = st["bytes_h2d"] / (reps + 1), st["bytes_d2h"] / (reps + 1)
@@ -222,6 +229,8 @@ def main():
 
     if a.profile:
         print(cuda_timeline.report(prof, ref_prof))
+    if a.fwd_bwd_only:
+        return
 
     n = sum(p.numel() for p in wt.parameters(model))
     for name, cls in (("torch.optim.AdamW", torch.optim.AdamW), ("wspager.torch.AdamW", wt.AdamW)):

@@ -155,12 +155,18 @@ run() {
 	esac
 	case $parts in *" torch-bench "*|*" train-bench "*)
 		step bench-train 500 "${py_env[@]}" python3 "$top/bench/torch_train.py" --dir "$work/train"
-		# compute >= 1.2x the transfer: the GPU's wait should be small
-		# (WSP_LANE_TRAIN_HEAVY=0 leaves it out)
-		[ "${WSP_LANE_TRAIN_HEAVY:-1}" = 0 ] ||
-		step bench-train-heavy 500 "${py_env[@]}" python3 "$top/bench/torch_train.py" \
-			--dir "$work/train" --batch 12 --profile "$out"
-		for f in bench-train bench-train-heavy; do
+		step bench-train-hd 300 "${py_env[@]}" python3 "$top/bench/torch_train.py" --dir "$work/train" \
+			--host-decode --fwd-bwd-only
+		# compute >= 1.2x the transfer: the GPU's wait should be small;
+		# with the GPU decoding and with the host decoding, each profiled
+		# (WSP_LANE_TRAIN_HEAVY=0 leaves them out)
+		if [ "${WSP_LANE_TRAIN_HEAVY:-1}" != 0 ]; then
+			step bench-train-heavy 300 "${py_env[@]}" python3 "$top/bench/torch_train.py" \
+				--dir "$work/train" --batch 12 --fwd-bwd-only --profile "$out"
+			step bench-train-heavy-hd 300 "${py_env[@]}" python3 "$top/bench/torch_train.py" \
+				--dir "$work/train" --batch 12 --fwd-bwd-only --host-decode --profile "$out"
+		fi
+		for f in bench-train bench-train-hd bench-train-heavy bench-train-heavy-hd; do
 			[ -f "$out/$f.log" ] || continue
 			echo "== $f"; grep -v "Loading weights" "$out/$f.log" | tail -n 24
 		done ;;
