@@ -124,7 +124,8 @@ class Timeline:
 
 def traced_steps(model, batches, reps, before, tl: Timeline):
     """step_time, with each step's backward (the warm-up's too: its
-    gradients are traced as well) placed on the host clock."""
+    gradients are traced as well) placed on the host clock; returns the
+    median and every timed step's seconds."""
     ts = []
     for i in range(reps + 1):
         ids = batches[i % len(batches)]
@@ -144,7 +145,7 @@ def traced_steps(model, batches, reps, before, tl: Timeline):
             ts.append(time.perf_counter() - t0)
         tl.windows.append((t0_ns + int(e0.elapsed_time(b0) * 1e6),
                            t0_ns + int(e0.elapsed_time(b1) * 1e6)))
-    return statistics.median(ts)
+    return statistics.median(ts), ts
 
 
 def main():
@@ -155,6 +156,7 @@ def main():
     ap.add_argument("--batch", type=int, default=4)
     ap.add_argument("--seq", type=int, default=512)
     ap.add_argument("--host-cache", default="16G")
+    ap.add_argument("--reps", type=int, default=3, help="timed paged steps (median)")
     ap.add_argument("--profile", metavar="DIR", help="profile a step of each; traces to DIR")
     ap.add_argument("--host-decode", action="store_true",
                     help="decode on the host, the link carrying raw weights (host_decode=True); "
@@ -198,10 +200,11 @@ def main():
     wt.grads(model)
     pg.reset_stats()
     tl.events.clear()
-    reps = 3
-    t_pag = traced_steps(model, batches, reps, lambda: wt.zero_grad(model), tl)
+    reps = a.reps
+    t_pag, t_all = traced_steps(model, batches, reps, lambda: wt.zero_grad(model), tl)
     wt.grads(model)   # every gradient copy and addition done
     st = pg.stats()
+    share, d2h_ns = tl.d2h_overlap()   # before the profiled step adds its own
     if a.profile:
         prof = profiled_step(model, batches[0], lambda: wt.zero_grad(model),
                              os.path.join(a.profile, f"train-paged-b{a.batch}"
@@ -211,7 +214,9 @@ def main():
     h2d, d2h = st["bytes_h2d"] / (reps + 1), st["bytes_d2h"] / (reps + 1)
     t_in, t_out = h2d / ceil["h2d"] / 1e9, d2h / ceil["d2h"] / 1e9
     bound = max(t_res, t_in, t_out)
-    print(f"paged forward+backward {t_pag * 1e3:.1f} ms: weights in {h2d / 1e9:.2f} GB "
+    print(f"paged forward+backward {t_pag * 1e3:.1f} ms (median of {reps}: "
+          f"{', '.join(f'{t * 1e3:.1f}' for t in t_all)})")
+    print(f"  weights in {h2d / 1e9:.2f} GB "
           f"({t_in * 1e3:.1f} ms at the link), gradients out {d2h / 1e9:.2f} GB "
           f"({t_out * 1e3:.1f} ms at the link), compute {t_res * 1e3:.1f} ms")
     print(f"  host time adding gradients into fp32: {st['grad_add_ns'] / (reps + 1) / 1e6:.1f} ms "
@@ -219,7 +224,6 @@ def main():
     print(f"  efficiency max(compute, in, out) / step = {bound / t_pag:.3f}; "
           f"{h2d / t_pag / 1e9:.1f} GB/s in = {h2d / t_pag / 1e9 / ceil['h2d']:.3f} of pinned "
           f"host->GPU; slowdown against resident {t_pag / t_res:.2f}x")
-    share, d2h_ns = tl.d2h_overlap()
     print(f"  gradient copies (trace, {reps + 1} steps): {d2h_ns / (reps + 1) / 1e6:.1f} ms a step on the "
           f"write-back stream, {share * 100:.1f}% of it during the backward")
     heavy = t_res >= 1.2 * max(t_in, t_out)

@@ -162,9 +162,9 @@ run() {
 		# (WSP_LANE_TRAIN_HEAVY=0 leaves them out)
 		if [ "${WSP_LANE_TRAIN_HEAVY:-1}" != 0 ]; then
 			step bench-train-heavy 300 "${py_env[@]}" python3 "$top/bench/torch_train.py" \
-				--dir "$work/train" --batch 12 --fwd-bwd-only --profile "$out"
+				--dir "$work/train" --batch 12 --reps 5 --fwd-bwd-only --profile "$out"
 			step bench-train-heavy-hd 300 "${py_env[@]}" python3 "$top/bench/torch_train.py" \
-				--dir "$work/train" --batch 12 --fwd-bwd-only --host-decode --profile "$out"
+				--dir "$work/train" --batch 12 --reps 5 --fwd-bwd-only --host-decode --profile "$out"
 		fi
 		for f in bench-train bench-train-hd bench-train-heavy bench-train-heavy-hd; do
 			[ -f "$out/$f.log" ] || continue

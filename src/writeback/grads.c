@@ -234,6 +234,42 @@ static int widen_landed(struct wb *wb, uint32_t layer, uint8_t *which, uint8_t *
 	return accumulate(wb, layer, wl->land, which, first, err);
 }
 
+struct zero_part {
+	float *p;
+	uint64_t n;
+};
+
+static void *zero_part(void *arg)
+{
+	struct zero_part *z = arg;
+	memset(z->p, 0, z->n * 4);
+	return NULL;
+}
+
+/* Zero n floats, split over the threads that add a push (a large
+ * accumulator is zeroed at memory speed, not one core's). */
+static void zero_floats(struct wb *wb, float *p, uint64_t n)
+{
+	unsigned parts = (unsigned)WSP_MIN((uint64_t)wb->add_threads, n / WB_ADD_MIN_ELEMENTS + 1);
+	uint64_t per = (n + parts - 1) / parts;
+	struct zero_part z[WB_ADD_THREADS];
+	pthread_t th[WB_ADD_THREADS];
+	int started[WB_ADD_THREADS] = { 0 };
+	for (unsigned k = 0; k < parts; k++) {
+		uint64_t a = WSP_MIN(n, per * k);
+		z[k] = (struct zero_part){ p + a, WSP_MIN(n - a, per) };
+		if (k && pthread_create(&th[k], NULL, zero_part, &z[k]) == 0)
+			started[k] = 1;
+	}
+	zero_part(&z[0]);
+	for (unsigned k = 1; k < parts; k++) {
+		if (started[k])
+			pthread_join(th[k], NULL);
+		else
+			zero_part(&z[k]);
+	}
+}
+
 /* Make tensor i's accumulator hold a sum, so that rows can be added into
  * it: a landed push is widened, a stale or never-made accumulator zeroed.
  * Returns 1 when it was zeroed here (nothing was pushed since zeroing),
@@ -251,7 +287,7 @@ static int as_sum(struct wb *wb, uint32_t layer, uint32_t i, struct wspi_err *er
 	if (!wl->acc[i] && !(wl->acc[i] = aligned_alloc(WB_ALIGN, wspi_align_up(n * 4 + 4, WB_ALIGN))))
 		return WSP_ERR(err, -ENOMEM, "write-back: out of memory for the fp32 gradient of %s "
 			       "(%" PRIu64 " elements)", t->name, n);
-	memset(wl->acc[i], 0, n * 4);
+	zero_floats(wb, wl->acc[i], n);
 	wl->has[i] = HAS_SUM;
 	return 1;
 }
