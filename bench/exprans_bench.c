@@ -96,7 +96,7 @@ static void *enc_part(void *arg)
 	uint64_t chunks = (j->n + j->chunk - 1) / j->chunk;
 	for (uint64_t c = j->t; c < chunks; c += j->nt) {
 		uint64_t n = WSP_MIN(j->chunk, j->n - c * j->chunk);
-		int64_t len = exprans_encode_bf16(j->raw + c * j->chunk, n, j->enc + c * j->slot, j->slot);
+		int64_t len = exprans_encode(j->raw + c * j->chunk, n, 2, j->enc + c * j->slot, j->slot);
 		if (len < 0) {
 			fprintf(stderr, "encode failed: %lld\n", (long long)len);
 			exit(1);
@@ -187,7 +187,8 @@ static double streaming(const struct job *j, const uint8_t *hcomp, const uint64_
 			hsjobs[c] = (struct exprans_gpu_job){ .in_off = at[c] - at[a],
 							      .out_off = c * chunk_bytes,
 							      .in_bytes = j->len[c],
-							      .n = WSP_MIN(j->chunk, j->n - c * j->chunk) };
+							      .n = WSP_MIN(j->chunk, j->n - c * j->chunk),
+							      .width = 2 };
 	}
 	CU(cudaMemset(dout, 0, size));
 	double best = 0;
@@ -246,7 +247,7 @@ static void bench_kind(int heavy, uint64_t size, uint64_t chunk_bytes, uint64_t 
 	const char *name = heavy ? "heavy-tailed" : "Gaussian";
 	struct job j = { .heavy = heavy, .n = size / 2, .chunk = chunk_bytes / 2 };
 	uint64_t chunks = (j.n + j.chunk - 1) / j.chunk;
-	j.slot = wspi_align_up(exprans_bound(j.chunk), 16);
+	j.slot = wspi_align_up(exprans_bound(j.chunk, 2), 16);
 	CU(cudaMallocHost((void **)&j.raw, size));
 	j.enc = malloc(chunks * j.slot);
 	j.len = calloc(chunks, sizeof(*j.len));
@@ -278,7 +279,7 @@ static void bench_kind(int heavy, uint64_t size, uint64_t chunk_bytes, uint64_t 
 	t0 = now_s();
 	for (uint64_t c = 0; c < cpu_chunks; c++) {
 		uint64_t n = WSP_MIN(j.chunk, j.n - c * j.chunk);
-		if (exprans_decode_bf16(hcomp + at[c], j.len[c], cpu_out, n, NULL) < 0) {
+		if (exprans_decode(hcomp + at[c], j.len[c], cpu_out, n, 2, NULL) < 0) {
 			fprintf(stderr, "CPU decode failed\n");
 			exit(1);
 		}
@@ -299,7 +300,8 @@ static void bench_kind(int heavy, uint64_t size, uint64_t chunk_bytes, uint64_t 
 	for (uint64_t c = 0; c < chunks; c++)
 		jobs[c] = (struct exprans_gpu_job){ .in_off = at[c], .out_off = c * chunk_bytes,
 						    .in_bytes = j.len[c],
-						    .n = WSP_MIN(j.chunk, j.n - c * j.chunk) };
+						    .n = WSP_MIN(j.chunk, j.n - c * j.chunk),
+						    .width = 2 };
 	CU(cudaMemcpy(djobs, jobs, chunks * sizeof(*jobs), cudaMemcpyHostToDevice));
 	cudaEvent_t e0, e1;
 	CU(cudaEventCreate(&e0));

@@ -8,6 +8,7 @@
 #include "common/util.h"
 #include "gpu/pagecopy.h"
 #include "gpu/unpack.h"
+#include "pack/exprans/exprans.h"
 #include "pack/exprans/exprans_gpu.h"
 
 struct unpacker {
@@ -67,9 +68,10 @@ static uint64_t layer_jobs(const struct wsp_pack_s *pk, const struct hcache *hc,
 	uint64_t k = 0, most = 0;
 	const struct wspm_layer *L = &pk->m.layers[l];
 	for (uint32_t i = 0; i < n; i++) {
+		unsigned w = exprans_value_bytes(pk->m.tensors[pc[i].tensor].dtype);
 		jobs[k] = (struct exprans_gpu_job){
 			.in_off = pc[i].at, .out_off = pc[i].dst, .in_bytes = pc[i].stored,
-			.n = pc[i].raw / 2,
+			.n = pc[i].exprans ? pc[i].raw / w : 0, .width = w,
 			.kind = pc[i].exprans ? EXPRANS_GPU_DECODE : EXPRANS_GPU_COPY,
 		};
 		tensor_of[k] = pc[i].tensor;

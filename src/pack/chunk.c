@@ -312,19 +312,21 @@ int chunk_decode(struct chunk_decoder *d, const struct wspm_chunk *c, int dtype,
 				       c->stored_bytes, c->raw_bytes);
 		planes = stored;
 		break;
-	case WSP_CODEC_EXPRANS:
-		if (dtype != WSP_DTYPE_BF16 || t != WSPM_XFORM_NONE || c->raw_bytes % 2)
+	case WSP_CODEC_EXPRANS: {
+		unsigned w = exprans_value_bytes(dtype);
+		if (!w || t != WSPM_XFORM_NONE || c->raw_bytes % w)
 			return WSP_ERR(err, WSP_EFORMAT, "exprans chunk of dtype %s, transform %u, "
 				       "%u bytes", dt_name(dtype), c->transform, c->raw_bytes);
 		if (c->raw_bytes > d->cap)
 			return WSP_ERR(err, WSP_EFORMAT, "chunk raw size %u above the decoder's %llu",
 				       c->raw_bytes, (unsigned long long)d->cap);
 		if ((rc = chunk_check_stored(c, stored, err)) < 0 ||
-		    (rc = exprans_decode_bf16(stored, c->stored_bytes, (uint16_t *)d->scratch,
-					      c->raw_bytes / 2, err)) < 0)
+		    (rc = exprans_decode(stored, c->stored_bytes, d->scratch, c->raw_bytes / w, w,
+					 err)) < 0)
 			return rc;
 		planes = d->scratch;
 		break;
+	}
 	case WSP_CODEC_ZSTD:
 		rc = check_frame(stored, c->stored_bytes, c->raw_bytes, err);
 		if (rc < 0)
@@ -452,8 +454,8 @@ void chunk_encoder_free(struct chunk_encoder *e)
 size_t chunk_encode_bound(uint64_t raw_bytes)
 {
 	size_t z = ZSTD_compressBound((size_t)raw_bytes);
-	size_t x = exprans_bound(raw_bytes / 2);
-	return z > x ? z : x;
+	size_t x2 = exprans_bound(raw_bytes / 2, 2), x4 = exprans_bound(raw_bytes / 4, 4);
+	return WSP_MAX(z, WSP_MAX(x2, x4));
 }
 
 #ifdef CHUNK_ENTROPY_FRAMES
@@ -495,8 +497,9 @@ int chunk_encode_xform(struct chunk_encoder *e, const void *raw, uint64_t raw_by
 			       (unsigned long long)raw_bytes, (unsigned long long)e->cap);
 	if (codec != WSP_CODEC_ZSTD && codec != WSP_CODEC_RAW && codec != WSP_CODEC_EXPRANS)
 		return WSP_ERR(err, -EINVAL, "unknown codec %d", (int)codec);
-	/* EXPRANS codes bf16 values; other dtypes keep zstd. */
-	if (codec == WSP_CODEC_EXPRANS && (dtype != WSP_DTYPE_BF16 || raw_bytes % 2))
+	/* EXPRANS codes bf16, fp16 and fp32 values; other dtypes keep zstd. */
+	unsigned w = exprans_value_bytes(dtype);
+	if (codec == WSP_CODEC_EXPRANS && (!w || raw_bytes % w))
 		codec = WSP_CODEC_ZSTD;
 	es = xform_elem_bytes(t, dtype);
 	if (es < 0)
@@ -507,13 +510,12 @@ int chunk_encode_xform(struct chunk_encoder *e, const void *raw, uint64_t raw_by
 	c->checksum = XXH3_64bits(raw, raw_bytes);
 
 	if (codec == WSP_CODEC_EXPRANS && raw_bytes > 0) {
-		int64_t n = exprans_encode_bf16(raw, raw_bytes / 2, out, cap);
+		int64_t n = exprans_encode(raw, raw_bytes / w, w, out, cap);
 		if (n < 0)
 			return WSP_ERR(err, (int)n, "exprans: output of %zu bytes too small", cap);
 		if ((uint64_t)n < raw_bytes) {
 			/* Readers that check only the stored bytes rely on this. */
-			int rc = exprans_decode_bf16(out, (size_t)n, (uint16_t *)e->scratch,
-						     raw_bytes / 2, err);
+			int rc = exprans_decode(out, (size_t)n, e->scratch, raw_bytes / w, w, err);
 			if (rc < 0) {
 				wspi_err_prefix(err, "exprans: the encoded chunk does not decode");
 				return rc;

@@ -19,6 +19,7 @@
 
 #include "common/util.h"
 #include "common/fdio.h"
+#include "pack/exprans/exprans.h"
 #include "pack/manifest.h"
 
 #define FMT(...) WSP_ERR(err, WSP_EFORMAT, __VA_ARGS__)
@@ -243,9 +244,10 @@ static int check_chunks(const struct wspi_manifest *m, uint32_t li, uint32_t ti,
 			return FMT("chunk %llu of tensor %s: unknown codec %u",
 				   (unsigned long long)ci, tname, c->codec);
 		if (c->codec == WSP_CODEC_EXPRANS &&
-		    (t->dtype != WSP_DTYPE_BF16 || c->transform != WSPM_XFORM_NONE || c->raw_bytes % 2))
-			return FMT("chunk %llu of tensor %s: codec %u is for whole bf16 values without a "
-				   "transform", (unsigned long long)ci, tname, c->codec);
+		    (!exprans_value_bytes(t->dtype) || c->transform != WSPM_XFORM_NONE ||
+		     c->raw_bytes % exprans_value_bytes(t->dtype)))
+			return FMT("chunk %llu of tensor %s: codec %u is for whole bf16, f16 or f32 "
+				   "values without a transform", (unsigned long long)ci, tname, c->codec);
 		if (c->transform > WSPM_XFORM_EXP_F32)
 			return FMT("chunk %llu of tensor %s: unknown transform %u",
 				   (unsigned long long)ci, tname, c->transform);

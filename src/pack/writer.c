@@ -29,7 +29,7 @@ void wsp_convert_options_init(struct wsp_convert_options *opt)
 	opt->level = 1;
 	opt->chunk_bytes = DEFAULT_CHUNK;
 	opt->shard_bytes = DEFAULT_SHARD;
-	opt->codec = WSP_CODEC_EXPRANS;   /* bf16 chunks; other dtypes keep zstd */
+	opt->codec = WSP_CODEC_EXPRANS;   /* bf16, f16, f32 chunks; other dtypes keep zstd */
 	opt->transform = 1;
 }
 

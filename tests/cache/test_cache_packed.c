@@ -15,7 +15,8 @@
 #include "pack/exprans/exprans.h"
 
 /* The layer's raw layout rebuilt from its packed pieces. */
-static void unpack_on_host(struct hcache *hc, const struct hcache_ref *ref, uint8_t *raw)
+static void unpack_on_host(struct hcache *hc, const struct wsp_pack_s *pk,
+			   const struct hcache_ref *ref, uint8_t *raw)
 {
 	struct hcache_piece pc[256];
 	uint32_t n = hcache_pieces(hc, ref->layer, pc, 256);
@@ -30,8 +31,10 @@ static void unpack_on_host(struct hcache *hc, const struct hcache_ref *ref, uint
 		if (pc[i].exprans) {
 			struct wspi_err err;
 			wspi_err_init(&err);
-			CHECK_RC(exprans_decode_bf16(stored, pc[i].stored, (uint16_t *)(raw + pc[i].dst),
-						     pc[i].raw / 2, &err), 0);
+			unsigned w = exprans_value_bytes(pk->m.tensors[pc[i].tensor].dtype);
+			CHECK(w != 0);
+			CHECK_RC(exprans_decode(stored, pc[i].stored, raw + pc[i].dst, pc[i].raw / w, w,
+						&err), 0);
 			wspi_err_destroy(&err);
 		} else {
 			CHECK(pc[i].stored == pc[i].raw);
@@ -150,7 +153,7 @@ int main(void)
 			if (packed) {
 				uint8_t *raw = malloc(ref.raw_bytes);
 				CHECK(raw);
-				unpack_on_host(hc, &ref, raw);
+				unpack_on_host(hc, pk, &ref, raw);
 				CHECK(check_raw(&spec, pk, l, raw) == 0);
 				free(raw);
 			} else {

@@ -91,6 +91,26 @@ int main(int argc, char **argv)
 	memcpy(out, buf, c.stored_bytes);
 	out[516 + 64 + 40] ^= 0x5a;  /* inside the lane streams */
 	put(argv[1], "bad-exprans-stream", &c, WSP_DTYPE_BF16, 4, out, c.stored_bytes);
+	/* exponent rANS of f16 and f32 values (16 KiB: an f16 chunk of 4 KiB
+	 * does not shrink); an f32 chunk with its low halves cut short */
+	{
+		static uint8_t big[16384];
+		struct chunk_encoder *e16;
+		CHECK_RC(chunk_encoder_create(1, sizeof(big), &e16), 0);
+		t_fill(big, sizeof(big), WSP_DTYPE_F16, T_GAUSS);
+		CHECK_RC(chunk_encode(e16, big, sizeof(big), WSP_DTYPE_F16, WSP_CODEC_EXPRANS, 1, buf,
+				      &c, &err), 0);
+		CHECK(c.codec == WSP_CODEC_EXPRANS);
+		put(argv[1], "ok-f16-exprans", &c, WSP_DTYPE_F16, 2, buf, c.stored_bytes);
+		t_fill(big, sizeof(big), WSP_DTYPE_F32, T_GAUSS);
+		CHECK_RC(chunk_encode(e16, big, sizeof(big), WSP_DTYPE_F32, WSP_CODEC_EXPRANS, 1, buf,
+				      &c, &err), 0);
+		CHECK(c.codec == WSP_CODEC_EXPRANS);
+		put(argv[1], "ok-f32-exprans", &c, WSP_DTYPE_F32, 3, buf, c.stored_bytes);
+		put(argv[1], "bad-f32-exprans-short", &c, WSP_DTYPE_F32, 1, buf, c.stored_bytes - 1024);
+		put(argv[1], "bad-f32-exprans-as-bf16", &c, WSP_DTYPE_BF16, 1, buf, c.stored_bytes);
+		chunk_encoder_free(e16);
+	}
 	chunk_encoder_free(enc);
 	wspi_err_destroy(&err);
 	return 0;

@@ -1,70 +1,71 @@
 /*
- * The exponent-rANS codec (src/pack/exprans): round trips of bf16 data of
- * every kind and odd size (0, 1, 2, a lane, a block +-1, several blocks:
+ * The exponent-rANS codec (src/pack/exprans): round trips of bf16, f16 and
+ * f32 data of every kind and odd size (0, 1, 2, a lane, a block +-1, several blocks:
  * Gaussian, heavy-tailed, all-equal exponents, NaN/Inf/subnormals, random
  * bits); the stream rejected when truncated, extended or with a changed
  * count, and never read or written out of bounds when bytes are flipped
  * (ASan), the SIMD and portable decoders agreeing on every stream, good
- * or damaged; through chunk_encode/chunk_decode with the checksum, falling
- * back to zstd for other dtypes.  Prints the ratio on Gaussian bf16 and the
- * decoder's speed (not asserted).
+ * or damaged; through chunk_encode/chunk_decode with the checksum, f16 and
+ * f32 about as small as zstd makes them, falling back to zstd for other
+ * dtypes.  Prints the ratios and the decoder's speed (speed not asserted).
  */
 #include <time.h>
 
 #include "codec_test.h"
 #include "pack/exprans/exprans.h"
-#include "bf16_data.h"
+#include "float_data.h"
 
-static void roundtrip(uint64_t n, enum kind k)
+static void roundtrip(uint64_t n, enum kind k, int dtype)
 {
-	uint16_t *v = malloc(n * 2 + 2), *back = malloc(n * 2 + 2);
-	size_t cap = exprans_bound(n);
+	unsigned w = exprans_value_bytes(dtype);
+	uint8_t *v = malloc(n * w + 4), *back = malloc(n * w + 4), *back2 = malloc(n * w + 4);
+	size_t cap = exprans_bound(n, w);
 	uint8_t *enc = malloc(cap);
 	struct wspi_err err;
-	CHECK(v && back && enc);
-	fill(v, n, k);
-	int64_t len = exprans_encode_bf16(v, n, enc, cap);
+	CHECK(v && back && back2 && enc);
+	fill_values(v, n, dtype, k);
+	int64_t len = exprans_encode(v, n, w, enc, cap);
 	CHECK(len > 0 && (size_t)len <= cap);
 	wspi_err_init(&err);
 	for (int simd = 0; simd < 2; simd++) {
 		exprans_use_simd = simd;
-		memset(back, 0xee, n * 2);
-		int rc = exprans_decode_bf16(enc, (size_t)len, back, n, &err);
+		memset(back, 0xee, n * w);
+		int rc = exprans_decode(enc, (size_t)len, back, n, w, &err);
 		if (rc != 0)
-			fprintf(stderr, "n %llu kind %d simd %d: %s\n", (unsigned long long)n, k, simd,
-				err.msg);
+			fprintf(stderr, "%s n %llu kind %d simd %d: %s\n", wsp_dtype_name(dtype),
+				(unsigned long long)n, k, simd, err.msg);
 		CHECK_RC(rc, 0);
-		CHECK(memcmp(v, back, n * 2) == 0);
+		CHECK(memcmp(v, back, n * w) == 0);
 	}
-	/* one byte short, one too many, the wrong count: refused */
+	/* one byte short, one too many, the wrong count, the other width:
+	 * refused */
 	if (len > 0) {
-		CHECK_RC(exprans_decode_bf16(enc, (size_t)len - 1, back, n, &err), WSP_EFORMAT);
-		CHECK_RC(exprans_decode_bf16(enc, (size_t)len, back, n + 1, &err), WSP_EFORMAT);
+		CHECK_RC(exprans_decode(enc, (size_t)len - 1, back, n, w, &err), WSP_EFORMAT);
+		CHECK_RC(exprans_decode(enc, (size_t)len, back, n + 1, w, &err), WSP_EFORMAT);
+		if (n)
+			CHECK_RC(exprans_decode(enc, (size_t)len, back2, n, 6 - w, &err), WSP_EFORMAT);
 	}
 	uint8_t *longer = malloc((size_t)len + 1);
 	memcpy(longer, enc, (size_t)len);
 	longer[len] = 0;
-	CHECK_RC(exprans_decode_bf16(longer, (size_t)len + 1, back, n, &err), WSP_EFORMAT);
+	CHECK_RC(exprans_decode(longer, (size_t)len + 1, back, n, w, &err), WSP_EFORMAT);
 	free(longer);
-	/* flipped bytes: an error, or (rarely, in the raw sign/mantissa bytes)
-	 * different values; never a crash (ASan) */
-	uint16_t *back2 = malloc(n * 2 + 2);
-	CHECK(back2);
+	/* flipped bytes: an error, or (rarely, in the raw bytes) different
+	 * values; never a crash (ASan) */
 	for (int t = 0; t < 40 && len > 0; t++) {
 		size_t at = (size_t)(t_rand() % (uint64_t)len);
 		uint8_t old = enc[at];
 		enc[at] ^= (uint8_t)(1u << (t_rand() % 8));
 		exprans_use_simd = 1;
-		int r1 = exprans_decode_bf16(enc, (size_t)len, back, n, &err);
+		int r1 = exprans_decode(enc, (size_t)len, back, n, w, &err);
 		exprans_use_simd = 0;
-		int r0 = exprans_decode_bf16(enc, (size_t)len, back2, n, &err);
-		CHECK(r0 == r1 && (r0 != 0 || memcmp(back, back2, n * 2) == 0));
+		int r0 = exprans_decode(enc, (size_t)len, back2, n, w, &err);
+		CHECK(r0 == r1 && (r0 != 0 || memcmp(back, back2, n * w) == 0));
 		enc[at] = old;
 	}
 	exprans_use_simd = 1;
-	free(back2);
 	wspi_err_destroy(&err);
-	free(v), free(back), free(enc);
+	free(v), free(back), free(back2), free(enc);
 }
 
 static double now(void)
@@ -78,12 +79,15 @@ int main(void)
 {
 	static const uint64_t sizes[] = { 0, 1, 2, 31, 32, 33, 1023, 1024, 1025, 32767, 32768,
 					  32769, 100000 };
-	for (unsigned k = GAUSS; k <= BITS; k++)
-		for (unsigned i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++)
-			roundtrip(sizes[i], (enum kind)k);
+	static const int dtypes[] = { WSP_DTYPE_BF16, WSP_DTYPE_F16, WSP_DTYPE_F32 };
+	for (unsigned d = 0; d < 3; d++)
+		for (unsigned k = GAUSS; k <= BITS; k++)
+			for (unsigned i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++)
+				roundtrip(sizes[i], (enum kind)k, dtypes[d]);
+	CHECK(exprans_value_bytes(WSP_DTYPE_I8) == 0 && exprans_value_bytes(WSP_DTYPE_F64) == 0);
 
-	/* Through the chunk codec: bf16 coded, checksum checked; f32 falls
-	 * back to zstd. */
+	/* Through the chunk codec: bf16, f16 and f32 coded, checksum checked;
+	 * other dtypes fall back to zstd. */
 	struct chunk_encoder *enc;
 	struct chunk_decoder *dec;
 	struct wspi_err err;
@@ -105,7 +109,8 @@ int main(void)
 	c.checksum ^= 1;   /* the decoded bytes are checked against the checksum */
 	CHECK_RC(chunk_decode(dec, &c, WSP_DTYPE_BF16, stored, &sp, 1, &err), WSP_ECHECKSUM);
 	c.checksum ^= 1;
-	CHECK_RC(chunk_decode(dec, &c, WSP_DTYPE_F16, stored, &sp, 1, &err), WSP_EFORMAT);
+	CHECK_RC(chunk_decode(dec, &c, WSP_DTYPE_F32, stored, &sp, 1, &err), WSP_EFORMAT);
+	CHECK_RC(chunk_decode(dec, &c, WSP_DTYPE_I16, stored, &sp, 1, &err), WSP_EFORMAT);
 	/* decode speed (one thread), for docs/PERFORMANCE.md; not asserted.
 	 * The ceiling in the same run: one thread copying the raw bytes. */
 	double tc = now();
@@ -120,14 +125,33 @@ int main(void)
 		double t0 = now();
 		int reps = 20;
 		for (int r = 0; r < reps; r++)
-			CHECK_RC(exprans_decode_bf16(stored, c.stored_bytes, back, raw / 2, &err), 0);
+			CHECK_RC(exprans_decode(stored, c.stored_bytes, back, raw / 2, 2, &err), 0);
 		double gbs = reps * (double)raw / (now() - t0) / 1e9;
 		printf("CPU decode (%s): %.2f GB/s of raw bf16 on one thread = %.3f of memcpy\n",
 		       simd ? "AVX2 where the CPU has it" : "portable", gbs, gbs / copy_gbs);
 	}
 	exprans_use_simd = 1;
+	/* f16 and f32 Gaussian weights: coded too, about as small as zstd with
+	 * the dtype's transform makes them (wspack(5)). */
+	static const int wide[] = { WSP_DTYPE_F16, WSP_DTYPE_F32 };
+	for (unsigned d = 0; d < 2; d++) {
+		struct wspm_chunk f, z;
+		uint8_t *zs = malloc(chunk_encode_bound(raw));
+		fill_values(v, raw / exprans_value_bytes(wide[d]), wide[d], GAUSS);
+		CHECK_RC(chunk_encode(enc, v, raw, wide[d], WSP_CODEC_EXPRANS, 1, stored, &f, &err), 0);
+		CHECK(f.codec == WSP_CODEC_EXPRANS && f.stored_bytes < raw);
+		CHECK_RC(chunk_encode(enc, v, raw, wide[d], WSP_CODEC_ZSTD, 1, zs, &z, &err), 0);
+		printf("Gaussian %s, 1 MiB chunk: ratio %.3f (zstd with its transform: %.3f)\n",
+		       wsp_dtype_name(wide[d]), (double)raw / f.stored_bytes,
+		       (double)raw / z.stored_bytes);
+		CHECK((double)z.stored_bytes / f.stored_bytes >= 0.99);
+		memset(back, 0, raw);
+		CHECK_RC(chunk_decode(dec, &f, wide[d], stored, &sp, 1, &err), 0);
+		CHECK(memcmp(v, back, raw) == 0);
+		free(zs);
+	}
 	struct wspm_chunk f;
-	CHECK_RC(chunk_encode(enc, v, raw, WSP_DTYPE_F32, WSP_CODEC_EXPRANS, 1, stored, &f, &err), 0);
+	CHECK_RC(chunk_encode(enc, v, raw, WSP_DTYPE_I16, WSP_CODEC_EXPRANS, 1, stored, &f, &err), 0);
 	CHECK(f.codec == WSP_CODEC_ZSTD || f.codec == WSP_CODEC_RAW);
 	/* random bits do not shrink: stored raw */
 	fill(v, raw / 2, BITS);

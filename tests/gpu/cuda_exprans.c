@@ -1,11 +1,12 @@
-/* The CUDA EXPRANS decoder against the C reference: every kind of bf16
- * data (Gaussian, heavy-tailed, one exponent, NaN/Inf/subnormals, random
- * bits) at odd sizes (0, 1, 2, a lane +-1, a block +-1, several blocks, a
- * 2 MiB chunk), all in one launch, decodes byte for byte as the CPU does
- * with status 0.  Damaged streams (bytes flipped in the header, lane table
- * and lanes; truncated; a wrong value count; a misaligned start; a chunk
- * too large) are rejected exactly when the reference rejects them, and
- * decode identically when it accepts them.  The same launch's copy and
+/* The CUDA EXPRANS decoder against the C reference: every kind of bf16,
+ * f16 and f32 data (Gaussian, heavy-tailed, one exponent, NaN/Inf/
+ * subnormals, random bits) at odd sizes (0, 1, 2, a lane +-1, a block +-1,
+ * several blocks, a 2 MiB chunk), all in one launch, decodes byte for byte
+ * as the CPU does with status 0.  Damaged streams of 16- and 32-bit values
+ * (bytes flipped in the header, lane table and lanes; truncated; a wrong
+ * value count or width; a misaligned start; a chunk too large) are
+ * rejected exactly when the reference rejects them, and decode identically
+ * when it accepts them.  The same launch's copy and
  * zero jobs (a packed layer's raw chunks and padding) equal memcpy and
  * memset, aligned or not, larger than the grid or not.  Skips (77)
  * without a GPU. */
@@ -14,7 +15,7 @@
 #include "cuda_check.h"
 
 #include "../codec/codec_test.h"
-#include "../codec/bf16_data.h"
+#include "../codec/float_data.h"
 #include "pack/exprans/exprans.h"
 #include "pack/exprans/exprans_gpu.h"
 
@@ -22,22 +23,29 @@ struct stream {
 	uint8_t *enc;       /* host copy of the stored bytes */
 	size_t len;
 	uint64_t n;         /* values the job claims */
+	unsigned w;         /* bytes a value the job claims (2, 4; others refused) */
 	uint64_t at;        /* offset in the device input buffer */
 	int cpu_rc;
-	uint16_t *cpu;      /* the reference's output (when it accepts) */
+	uint8_t *cpu;       /* the reference's output (when it accepts) */
 };
 
+/* Output bytes of a stream's job (a refused width: as 4). */
+static uint64_t out_bytes(const struct stream *s)
+{
+	return s->n * (s->w == 2 ? 2 : 4);
+}
+
 /* Decode every stream on the GPU in one launch: outputs and status back. */
-static void gpu_decode(struct stream *s, unsigned k, unsigned misalign_last, uint16_t **out,
+static void gpu_decode(struct stream *s, unsigned k, unsigned misalign_last, uint8_t **out,
 		       uint32_t *status)
 {
-	uint64_t in_total = 0, out_total = 0, max_n = 0;
+	uint64_t in_total = 0, out_total = 0, max_out = 0;
 	for (unsigned i = 0; i < k; i++) {
-		if (s[i].n <= EXPRANS_GPU_MAX_VALUES && s[i].n > max_n)
-			max_n = s[i].n;   /* a larger one fails before decoding */
+		if (s[i].n <= EXPRANS_GPU_MAX_VALUES && out_bytes(&s[i]) > max_out)
+			max_out = out_bytes(&s[i]);   /* a larger one fails before decoding */
 		s[i].at = in_total + (i == k - 1 ? misalign_last : 0);
 		in_total = (s[i].at + s[i].len + 15) & ~15ull;
-		out_total += (s[i].n * 2 + 15) & ~15ull;
+		out_total += (out_bytes(&s[i]) + 15) & ~15ull;
 	}
 	uint8_t *din, *dout;
 	uint32_t *dstatus;
@@ -53,17 +61,18 @@ static void gpu_decode(struct stream *s, unsigned k, unsigned misalign_last, uin
 	for (unsigned i = 0; i < k; i++) {
 		CU(cudaMemcpy(din + s[i].at, s[i].enc, s[i].len, cudaMemcpyHostToDevice));
 		jobs[i] = (struct exprans_gpu_job){ .in_off = s[i].at, .out_off = o, .in_bytes = s[i].len,
-						    .n = s[i].n, .kind = EXPRANS_GPU_DECODE };
-		o += (s[i].n * 2 + 15) & ~15ull;
+						    .n = s[i].n, .kind = EXPRANS_GPU_DECODE,
+						    .width = s[i].w };
+		o += (out_bytes(&s[i]) + 15) & ~15ull;
 	}
 	CU(cudaMemcpy(djobs, jobs, k * sizeof(*jobs), cudaMemcpyHostToDevice));
-	CHECK_RC(exprans_gpu_decode(din, dout, djobs, k, 2 * max_n, dstatus, NULL), 0);
+	CHECK_RC(exprans_gpu_decode(din, dout, djobs, k, max_out, dstatus, NULL), 0);
 	CU(cudaDeviceSynchronize());
 	CU(cudaMemcpy(status, dstatus, k * sizeof(uint32_t), cudaMemcpyDeviceToHost));
 	for (unsigned i = 0; i < k; i++) {
-		out[i] = malloc(s[i].n * 2 + 2);
+		out[i] = malloc(out_bytes(&s[i]) + 4);
 		CHECK(out[i]);
-		CU(cudaMemcpy(out[i], dout + jobs[i].out_off, s[i].n * 2, cudaMemcpyDeviceToHost));
+		CU(cudaMemcpy(out[i], dout + jobs[i].out_off, out_bytes(&s[i]), cudaMemcpyDeviceToHost));
 	}
 	cudaFree(din);
 	cudaFree(dout);
@@ -76,24 +85,26 @@ static void reference(struct stream *s)
 {
 	struct wspi_err err;
 	wspi_err_init(&err);
-	s->cpu = malloc(s->n * 2 + 2);
+	s->cpu = malloc(out_bytes(s) + 4);
 	CHECK(s->cpu);
-	s->cpu_rc = exprans_decode_bf16(s->enc, s->len, s->cpu, s->n, &err);
+	s->cpu_rc = exprans_decode(s->enc, s->len, s->cpu, s->n, s->w, &err);
 	wspi_err_destroy(&err);
 }
 
-static struct stream encode(uint64_t n, enum kind kind)
+static struct stream encode(uint64_t n, enum kind kind, int dtype)
 {
 	struct stream s = { 0 };
-	uint16_t *v = malloc(n * 2 + 2);
-	size_t cap = exprans_bound(n);
+	unsigned w = exprans_value_bytes(dtype);
+	uint8_t *v = malloc(n * w + 4);
+	size_t cap = exprans_bound(n, w);
 	s.enc = malloc(cap);
 	CHECK(v && s.enc);
-	fill(v, n, kind);
-	int64_t len = exprans_encode_bf16(v, n, s.enc, cap);
+	fill_values(v, n, dtype, kind);
+	int64_t len = exprans_encode(v, n, w, s.enc, cap);
 	CHECK(len > 0);
 	s.len = (size_t)len;
 	s.n = n;
+	s.w = w;
 	free(v);
 	return s;
 }
@@ -105,18 +116,20 @@ int main(void)
 	/* Good streams: every kind, odd sizes. */
 	static const uint64_t sizes[] = { 0, 1, 2, 3, 31, 32, 33, 1000, 32767, 32768, 32769,
 					  65541, 300000, 1u << 20 };
-	enum { KINDS = 5, NS = sizeof(sizes) / sizeof(sizes[0]) };
-	struct stream good[KINDS * NS];
+	static const int dtypes[] = { WSP_DTYPE_BF16, WSP_DTYPE_F16, WSP_DTYPE_F32 };
+	enum { KINDS = 5, NS = sizeof(sizes) / sizeof(sizes[0]), NT = 3 };
+	static struct stream good[NT * KINDS * NS];
 	unsigned k = 0;
-	for (int kind = 0; kind < KINDS; kind++)
-		for (unsigned i = 0; i < NS; i++) {
-			good[k] = encode(sizes[i], (enum kind)kind);
-			reference(&good[k]);
-			CHECK_RC(good[k].cpu_rc, 0);
-			k++;
-		}
-	uint16_t *out[KINDS * NS];
-	uint32_t status[KINDS * NS];
+	for (int d = 0; d < NT; d++)
+		for (int kind = 0; kind < KINDS; kind++)
+			for (unsigned i = 0; i < NS; i++) {
+				good[k] = encode(sizes[i], (enum kind)kind, dtypes[d]);
+				reference(&good[k]);
+				CHECK_RC(good[k].cpu_rc, 0);
+				k++;
+			}
+	static uint8_t *out[NT * KINDS * NS];
+	static uint32_t status[NT * KINDS * NS];
 	gpu_decode(good, k, 0, out, status);
 	uint64_t values = 0;
 	for (unsigned i = 0; i < k; i++) {
@@ -124,7 +137,7 @@ int main(void)
 			fprintf(stderr, "stream %u (%llu values): %s\n", i,
 				(unsigned long long)good[i].n, exprans_gpu_status_text(status[i]));
 		CHECK(status[i] == 0);
-		CHECK(memcmp(out[i], good[i].cpu, good[i].n * 2) == 0);
+		CHECK(memcmp(out[i], good[i].cpu, out_bytes(&good[i])) == 0);
 		values += good[i].n;
 		free(out[i]);
 	}
@@ -179,61 +192,71 @@ int main(void)
 		free(want);
 	}
 
-	/* Damaged copies of a three-block Gaussian stream. */
-	enum { TRIALS = 3000 };
-	struct stream base = encode(70001, GAUSS), *bad = calloc(TRIALS + 3, sizeof(*bad));
+	/* Damaged copies of three-block Gaussian streams, bf16 and f32. */
+	enum { TRIALS = 3000, EXTRA = 5 };
+	struct stream base16 = encode(70001, GAUSS, WSP_DTYPE_BF16);
+	struct stream base32 = encode(70001, GAUSS, WSP_DTYPE_F32);
+	struct stream *bad = calloc(TRIALS + EXTRA, sizeof(*bad));
 	CHECK(bad);
-	uint64_t body = base.len - base.n;   /* header, lane table, lanes: not sign|mantissa */
 	for (unsigned t = 0; t < TRIALS; t++) {
-		struct stream *s = &bad[t];
-		*s = base;
-		s->enc = malloc(base.len);
+		struct stream *s = &bad[t], *base = t % 3 ? &base16 : &base32;
+		/* header, lane table, lanes: not the raw parts */
+		uint64_t body = base->len - base->n * (base->w - 1);
+		*s = *base;
+		s->enc = malloc(base->len);
 		CHECK(s->enc);
-		memcpy(s->enc, base.enc, base.len);
+		memcpy(s->enc, base->enc, base->len);
 		if (t % 10 == 9) {
-			s->len = t_rand() % base.len;                   /* truncated */
+			s->len = t_rand() % base->len;                  /* truncated */
 		} else {
 			unsigned flips = 1 + t_rand() % 3;
 			for (unsigned f = 0; f < flips; f++)
 				s->enc[t_rand() % body] ^= (uint8_t)(1u << (t_rand() % 8));
 		}
 	}
-	/* Whole and right, but claimed as another count; too many values. */
-	bad[TRIALS] = base;
-	bad[TRIALS].n = base.n + 1;
+	/* Whole and right, but claimed as another count or width; too many
+	 * values; a width of 3; at an odd address. */
+	bad[TRIALS] = base16;
+	bad[TRIALS].n = base16.n + 1;
+	bad[TRIALS + 1] = base16;
+	bad[TRIALS + 1].w = 4;
+	bad[TRIALS + 2] = base32;
+	bad[TRIALS + 2].w = 3;
 	uint8_t huge[EXPRANS_HEADER + 64] = { 0 };
 	uint64_t too_many = EXPRANS_GPU_MAX_VALUES + 1;
 	memcpy(huge, &too_many, 4);
-	bad[TRIALS + 1] = (struct stream){ .enc = huge, .len = sizeof(huge), .n = too_many };
-	bad[TRIALS + 2] = base;   /* placed at an odd address */
-	unsigned nbad = TRIALS + 3;
+	bad[TRIALS + 3] = (struct stream){ .enc = huge, .len = sizeof(huge), .n = too_many, .w = 2 };
+	bad[TRIALS + 4] = base16;   /* placed at an odd address */
+	unsigned nbad = TRIALS + EXTRA;
 	for (unsigned t = 0; t < nbad; t++)
-		if (t != TRIALS + 1)
+		if (t != TRIALS + 3)
 			reference(&bad[t]);
-	bad[TRIALS + 1].cpu_rc = -1;
-	bad[TRIALS + 1].cpu = NULL;
-	uint16_t **bout = calloc(nbad, sizeof(*bout));
+	bad[TRIALS + 3].cpu_rc = -1;
+	bad[TRIALS + 3].cpu = NULL;
+	uint8_t **bout = calloc(nbad, sizeof(*bout));
 	uint32_t *bstatus = calloc(nbad, sizeof(*bstatus));
 	CHECK(bout && bstatus);
 	gpu_decode(bad, nbad, 1, bout, bstatus);
 	unsigned rejected = 0, accepted = 0;
-	for (unsigned t = 0; t < TRIALS + 1; t++) {
+	for (unsigned t = 0; t < TRIALS + 3; t++) {
 		int cpu_ok = bad[t].cpu_rc == 0, gpu_ok = bstatus[t] == 0;
 		if (cpu_ok != gpu_ok)
 			fprintf(stderr, "trial %u: CPU %d, GPU %s\n", t, bad[t].cpu_rc,
 				exprans_gpu_status_text(bstatus[t]));
 		CHECK(cpu_ok == gpu_ok);
 		if (cpu_ok)
-			CHECK(memcmp(bout[t], bad[t].cpu, bad[t].n * 2) == 0);
+			CHECK(memcmp(bout[t], bad[t].cpu, out_bytes(&bad[t])) == 0);
 		rejected += !gpu_ok;
 		accepted += gpu_ok;
 	}
 	CHECK(bstatus[TRIALS] & EXPRANS_GPU_BAD_HEADER);
-	CHECK(bstatus[TRIALS + 1] & EXPRANS_GPU_TOO_BIG);
+	CHECK(bstatus[TRIALS + 1] & EXPRANS_GPU_BAD_LANES);
 	CHECK(bstatus[TRIALS + 2] & EXPRANS_GPU_BAD_HEADER);
+	CHECK(bstatus[TRIALS + 3] & EXPRANS_GPU_TOO_BIG);
+	CHECK(bstatus[TRIALS + 4] & EXPRANS_GPU_BAD_HEADER);
 	CHECK(rejected > TRIALS / 2);
-	printf("%u damaged streams: %u rejected, %u accepted (as by the CPU, same output)\n",
-	       TRIALS + 1, rejected, accepted);
+	printf("%u damaged streams (bf16 and f32): %u rejected, %u accepted (as by the CPU, same "
+	       "output)\n", TRIALS + 3, rejected, accepted);
 	for (unsigned t = 0; t < nbad; t++) {
 		free(bout[t]);
 		free(bad[t].cpu);
@@ -243,8 +266,10 @@ int main(void)
 	free(bout);
 	free(bstatus);
 	free(bad);
-	free(base.enc);
-	free(base.cpu);
+	free(base16.enc);
+	free(base16.cpu);
+	free(base32.enc);
+	free(base32.cpu);
 	for (unsigned i = 0; i < k; i++) {
 		free(good[i].enc);
 		free(good[i].cpu);

@@ -15,7 +15,7 @@
 
 #include "cuda_check.h"
 #include "../codec/codec_test.h"
-#include "../codec/bf16_data.h"
+#include "../codec/float_data.h"
 
 #include "pager_util.h"
 #include "pack/writer.h"

@@ -1,4 +1,6 @@
 /* EXPRANS reference encoder and decoder (see exprans.h). */
+#include <errno.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "common/util.h"
@@ -43,10 +45,31 @@ static uint64_t n_blocks(uint64_t n)
 	return (n + EXPRANS_BLOCK - 1) / EXPRANS_BLOCK;
 }
 
-size_t exprans_bound(uint64_t n)
+unsigned exprans_value_bytes(int dtype)
+{
+	switch (dtype) {
+	case WSP_DTYPE_BF16:
+	case WSP_DTYPE_F16:
+		return 2;
+	case WSP_DTYPE_F32:
+		return 4;
+	default:
+		return 0;
+	}
+}
+
+size_t exprans_bound(uint64_t n, unsigned width)
 {
 	uint64_t b = n_blocks(n);
-	return EXPRANS_HEADER + b * EXPRANS_LANES * (2 + MAX_LANE_BYTES) + n;
+	return EXPRANS_HEADER + b * EXPRANS_LANES * (2 + MAX_LANE_BYTES) + n * (width - 1);
+}
+
+/* Value i's upper 16 bits: the value itself (16-bit), or its high half. */
+static inline uint16_t high16(const void *src, uint64_t i, unsigned width)
+{
+	if (width == 2)
+		return ((const uint16_t *)src)[i];
+	return (uint16_t)(((const uint32_t *)src)[i] >> 16);
 }
 
 /* Frequencies summing to PROB_SCALE, each symbol present at least 1. */
@@ -76,14 +99,14 @@ static void quantize(const uint64_t *count, uint64_t n, uint16_t *freq)
 	freq[best] = (uint16_t)(freq[best] + (PROB_SCALE - sum));
 }
 
-int64_t exprans_encode_bf16(const uint16_t *src, uint64_t n, void *out, size_t cap)
+int64_t exprans_encode(const void *src, uint64_t n, unsigned width, void *out, size_t cap)
 {
 	uint8_t *o = out;
-	if (cap < exprans_bound(n) || n > UINT32_MAX)
+	if ((width != 2 && width != 4) || cap < exprans_bound(n, width) || n > UINT32_MAX)
 		return WSP_ETOOBIG;
 	uint64_t count[256] = { 0 };
 	for (uint64_t i = 0; i < n; i++)
-		count[(src[i] >> 7) & 0xff]++;
+		count[(high16(src, i, width) >> 7) & 0xff]++;
 	uint16_t freq[256];
 	uint32_t cum[257];
 	if (n)
@@ -109,7 +132,7 @@ int64_t exprans_encode_bf16(const uint16_t *src, uint64_t n, void *out, size_t c
 			unsigned nw = 0;
 			uint64_t cnt = first + j < end ? (end - first - j + EXPRANS_LANES - 1) / EXPRANS_LANES : 0;
 			for (uint64_t k = cnt; k-- > 0;) {
-				unsigned s = (src[first + j + k * EXPRANS_LANES] >> 7) & 0xff;
+				unsigned s = (high16(src, first + j + k * EXPRANS_LANES, width) >> 7) & 0xff;
 				uint32_t f = freq[s];
 				uint64_t x_max = (uint64_t)((RANS_L >> EXPRANS_PROB_BITS) << 16) * f;
 				if (x >= x_max) {
@@ -126,8 +149,12 @@ int64_t exprans_encode_bf16(const uint16_t *src, uint64_t n, void *out, size_t c
 			p += bytes;
 		}
 	}
-	for (uint64_t i = 0; i < n; i++)
-		*p++ = (uint8_t)(((src[i] >> 8) & 0x80) | (src[i] & 0x7f));
+	for (uint64_t i = 0; width == 4 && i < n; i++, p += 2)   /* low halves, raw */
+		wr16(p, (uint16_t)((const uint32_t *)src)[i]);
+	for (uint64_t i = 0; i < n; i++) {
+		uint16_t h = high16(src, i, width);
+		*p++ = (uint8_t)(((h >> 8) & 0x80) | (h & 0x7f));
+	}
 	return (int64_t)(p - o);
 }
 
@@ -224,10 +251,12 @@ static int cpu_has_avx2(void)
 }
 #endif
 
-int exprans_decode_bf16(const void *in, size_t len, uint16_t *dst, uint64_t n,
-			struct wspi_err *err)
+int exprans_decode(const void *in, size_t len, void *dst, uint64_t n, unsigned width,
+		   struct wspi_err *err)
 {
 	const uint8_t *p = in;
+	if (width != 2 && width != 4)
+		return WSP_ERR(err, -EINVAL, "exprans: values of %u bytes (2 or 4)", width);
 	/* The lanes' reads past their end land in sm[], which must hold two
 	 * bytes: a one-value stream is decoded from a padded copy. */
 	uint8_t small[EXPRANS_HEADER + EXPRANS_LANES * (2 + MAX_LANE_BYTES) + 3];
@@ -268,11 +297,18 @@ int exprans_decode_bf16(const void *in, size_t len, uint16_t *dst, uint64_t n,
 				       (unsigned long long)i, l);
 		total += l;
 	}
-	if (streams_at + total + n != len)
+	if (streams_at + total + n * (width - 1) != len)
 		return WSP_ERR(err, WSP_EFORMAT, "exprans: %zu bytes where the lanes and values need "
-			       "%llu", len, (unsigned long long)(streams_at + total + n));
-	const uint8_t *sm = p + streams_at + total;
+			       "%llu", len, (unsigned long long)(streams_at + total + n * (width - 1)));
+	const uint8_t *lo = p + streams_at + total;              /* 32-bit values' low halves */
+	const uint8_t *sm = lo + (width == 4 ? 2 * n : 0);
 	const uint8_t *lane = p + streams_at;
+	/* 32-bit values: a block's upper halves are decoded here, then joined
+	 * with their low halves. */
+	uint16_t *hi = NULL;
+	if (width == 4 && n && !(hi = malloc(EXPRANS_BLOCK * sizeof(*hi))))
+		return WSP_ERR(err, -ENOMEM, "exprans: out of memory");
+	int rc = 0;
 	/* SIMD reads 4 bytes at a lane's position: 4 must follow any lane end. */
 	int simd = exprans_use_simd && n >= 4 && len < (1u << 30) && cpu_has_avx2();
 	for (uint64_t b = 0; b < nb; b++) {
@@ -285,10 +321,13 @@ int exprans_decode_bf16(const void *in, size_t len, uint16_t *dst, uint64_t n,
 			off[j] = (int32_t)(lane + 4 - p);
 			stop[j] = (int32_t)(lane + l - p);
 			lane += l;
-			if (x[j] < RANS_L && first + j < end)
-				return WSP_ERR(err, WSP_EFORMAT, "exprans: block %llu lane %u starts in "
-					       "state %u", (unsigned long long)b, j, x[j]);
+			if (x[j] < RANS_L && first + j < end && rc == 0)
+				rc = WSP_ERR(err, WSP_EFORMAT, "exprans: block %llu lane %u starts in "
+					     "state %u", (unsigned long long)b, j, x[j]);
 		}
+		if (rc < 0)
+			break;
+		uint16_t *out = width == 2 ? (uint16_t *)dst + first : hi;
 		/* All 32 lanes at each step (the GPU's order, and independent
 		 * work for the CPU to overlap), without branches: a lane that
 		 * needs a word past its stream reads at its end instead (in
@@ -298,23 +337,28 @@ int exprans_decode_bf16(const void *in, size_t len, uint16_t *dst, uint64_t n,
 		uint64_t done = 0;
 #if WSP_EXPRANS_AVX2
 		if (simd) {
-			overrun |= steps_avx2(tab, x, off, stop, p, sm, dst, first, full);
+			overrun |= steps_avx2(tab, x, off, stop, p, sm + first, out, 0, full);
 			done = full;
 		}
 #else
 		(void)simd;
 #endif
-		overrun |= steps_scalar(tab, x, off, stop, p, sm, dst, first + done * EXPRANS_LANES,
-					end);
-		if (overrun)
-			return WSP_ERR(err, WSP_EFORMAT, "exprans: block %llu reads past a lane's stream",
-				       (unsigned long long)b);
-		for (unsigned j = 0; j < EXPRANS_LANES; j++)
+		overrun |= steps_scalar(tab, x, off, stop, p, sm + first, out, done * EXPRANS_LANES,
+					end - first);
+		if (overrun) {
+			rc = WSP_ERR(err, WSP_EFORMAT, "exprans: block %llu reads past a lane's stream",
+				     (unsigned long long)b);
+			break;
+		}
+		for (unsigned j = 0; j < EXPRANS_LANES && rc == 0; j++)
 			if (off[j] != stop[j] || x[j] != RANS_L)
-				return WSP_ERR(err, WSP_EFORMAT, "exprans: block %llu lane %u does not end "
-					       "where it should (corrupt stream)", (unsigned long long)b, j);
+				rc = WSP_ERR(err, WSP_EFORMAT, "exprans: block %llu lane %u does not end "
+					     "where it should (corrupt stream)", (unsigned long long)b, j);
+		for (uint64_t i = 0; width == 4 && rc == 0 && i < end - first; i++)
+			((uint32_t *)dst)[first + i] = (uint32_t)hi[i] << 16 | rd16(lo + 2 * (first + i));
 	}
-	return 0;
+	free(hi);
+	return rc;
 }
 
 /* The GPU decoder's status words (exprans_gpu.h), here so that messages

@@ -1,20 +1,25 @@
 /*
- * EXPRANS: a chunk codec for bf16 weights that a GPU can decode in many
- * independent lanes.  Each value's 8 exponent bits are entropy-coded with
- * rANS; its sign and 7 mantissa bits, which are close to uniform, are
- * stored as one raw byte.  The normative description of the stream is in
- * wspack(5) ("Chunk codec 2: exponent rANS"); in short, little-endian:
+ * EXPRANS: a chunk codec for float weights that a GPU can decode in many
+ * independent lanes.  Each value's exponent is entropy-coded with rANS and
+ * the rest stored raw.  The codec works on 16-bit words: for a 16-bit value
+ * (bf16, fp16) the coded symbol is bits 14..7 (bf16: the exponent; fp16:
+ * the 5 exponent bits and the top 3 mantissa bits, near uniform) and one raw
+ * byte holds bit 15 and bits 6..0; a 32-bit value (fp32) is coded as its
+ * upper 16 bits (its bf16 truncation: sign, exponent, 7 mantissa bits) plus
+ * its low 16 bits stored raw.  The normative description of the stream is
+ * in wspack(5) ("Chunk codec 2: exponent rANS"); in short, little-endian:
  *
- *	u32  n                     values (bf16) in the chunk
- *	u16  freq[256]             exponent frequencies, summing to 4096 (all
+ *	u32  n                     values in the chunk
+ *	u16  freq[256]             symbol frequencies, summing to 4096 (all
  *	                           zero when n is 0)
  *	u16  lane_bytes[B][32]     B = ceil(n / 32768) blocks of 32 lanes: the
  *	                           byte length of each lane's stream (even, >= 4)
  *	     lane streams          block-major, lane-minor: a u32 initial state,
  *	                           then u16 words in the order the decoder reads
- *	u8   sm[n]                 (sign << 7) | mantissa of each value
+ *	u16  lo[n]                 32-bit values only: bits 15..0 of each value
+ *	u8   sm[n]                 (sign << 7) | low 7 bits of each upper half
  *
- * Lane j of block b codes the exponents of values b*32768 + j + 32*k: at
+ * Lane j of block b codes the symbols of values b*32768 + j + 32*k: at
  * step k the 32 lanes of a warp decode 32 consecutive values.  The coder
  * is rANS with a 32-bit state kept in [2^16, 2^32), 16-bit words and
  * 12-bit probabilities; a lane's state ends at 2^16 after its last symbol
@@ -35,17 +40,22 @@
 #define EXPRANS_PROB_BITS 12u
 #define EXPRANS_HEADER (4u + 2u * 256u)
 
-/* Encoded size of n values at most. */
-size_t exprans_bound(uint64_t n);
-/* Encode n bf16 values (raw little-endian) into out (capacity cap).
- * Returns the encoded size, or WSP_ETOOBIG when cap is too small. */
-int64_t exprans_encode_bf16(const uint16_t *src, uint64_t n, void *out, size_t cap);
-/* Decode a stream of len bytes into n values.  WSP_EFORMAT, with the
- * reason, for anything malformed: a count that is not n, frequencies that
- * do not sum to 4096, lane lengths beyond the stream, a lane that reads past
- * its end or does not end in the initial state, trailing bytes. */
-int exprans_decode_bf16(const void *in, size_t len, uint16_t *dst, uint64_t n,
-			struct wspi_err *err);
+/* The width of the values EXPRANS codes for a dtype: 2 (BF16, F16), 4
+ * (F32), or 0 (other dtypes keep zstd). */
+unsigned exprans_value_bytes(int dtype);
+/* Encoded size of n values of `width` bytes at most. */
+size_t exprans_bound(uint64_t n, unsigned width);
+/* Encode n values of `width` bytes (2 or 4; raw little-endian) into out
+ * (capacity cap).  Returns the encoded size, or WSP_ETOOBIG when cap is
+ * too small (or the width is neither). */
+int64_t exprans_encode(const void *src, uint64_t n, unsigned width, void *out, size_t cap);
+/* Decode a stream of len bytes into n values of `width` bytes.
+ * WSP_EFORMAT, with the reason, for anything malformed: a count that is
+ * not n, frequencies that do not sum to 4096, lane lengths beyond the
+ * stream, a lane that reads past its end or does not end in the initial
+ * state, trailing bytes. */
+int exprans_decode(const void *in, size_t len, void *dst, uint64_t n, unsigned width,
+		   struct wspi_err *err);
 /* 1 (default): decode with AVX2 where the CPU has it; 0: the portable
  * decoder only (tests compare the two). */
 extern int exprans_use_simd;

@@ -1,11 +1,11 @@
 /*
  * EXPRANS decoder for CUDA (see exprans_gpu.h; the stream is described in
- * exprans.h and wspack(5)).  Thread blocks of 8 warps, a chunk's blocks of
+ * exprans.h and wspack(5)); 16-bit values (bf16, f16) and 32-bit (f32).  Thread blocks of 8 warps, a chunk's blocks of
  * 32768 values spread over as many as it needs (grid y): each thread block
  * builds the chunk's 4096-slot decode table in shared memory and checks the
  * header and the lane table, then each warp decodes one block of values,
  * lane j of the warp running rANS lane j of the block.  At step k the warp writes values
- * 32k..32k+31 of the block: the stores and the sign|mantissa loads are
+ * 32k..32k+31 of the block: the stores and the loads of the raw parts are
  * coalesced, and each lane's 16-bit words come from its own stream, in
  * order.  Every check of the C reference is made; problems become bits of
  * the chunk's status word, and checks that guard later reads end the block
@@ -65,6 +65,73 @@ __device__ static void copy_part(const uint8_t *in, uint8_t *out, uint64_t len, 
 	}
 }
 
+/* The raw part of value i: its sign|mantissa byte, and for 32-bit values
+ * its low half above it (one register, loaded ahead of use). */
+template <unsigned W>
+__device__ static inline uint32_t raw_part(const uint8_t *sm, const uint8_t *lo, uint64_t i,
+					   uint64_t end)
+{
+	if (i >= end)
+		return 0;
+	return W == 4 ? (uint32_t)sm[i] | ld16(lo + 2 * i) << 8 : (uint32_t)sm[i];
+}
+
+/* Decode block b of a chunk's values: the calling warp's lane runs rANS
+ * lane `lane` from its stream [start, stop) of p.  Returns status bits. */
+template <unsigned W>
+__device__ static uint32_t decode_block(const uint8_t *p, uint8_t *outb, const uint8_t *sm,
+					const uint8_t *lo, const uint32_t *tab, uint32_t start,
+					uint32_t stop, uint64_t first, uint64_t end, unsigned lane)
+{
+	uint32_t my = 0, off = start + 4;
+	uint32_t x = ld16(p + start) | ld16(p + start + 2) << 16;
+	uint32_t steps = (uint32_t)((end - first + LANES - 1) / LANES);
+	if (first + lane < end && x < RANS_L)
+		my |= EXPRANS_GPU_BAD_START;
+	/* The raw parts of the next AHEAD steps are loaded while these AHEAD
+	 * are decoded: the loads' latency is hidden even with few warps on the
+	 * SM (a small layer). */
+	uint32_t cur[AHEAD], nxt[AHEAD];
+#pragma unroll
+	for (unsigned s = 0; s < AHEAD; s++)
+		cur[s] = raw_part<W>(sm, lo, first + (uint64_t)s * LANES + lane, end);
+	for (uint32_t k0 = 0; k0 < steps; k0 += AHEAD) {
+#pragma unroll
+		for (unsigned s = 0; s < AHEAD; s++)
+			nxt[s] = raw_part<W>(sm, lo, first + (uint64_t)(k0 + AHEAD + s) * LANES + lane, end);
+#pragma unroll
+		for (unsigned s = 0; s < AHEAD; s++) {
+			uint64_t i = first + (uint64_t)(k0 + s) * LANES + lane;
+			if (i >= end)
+				break;
+			uint32_t e = tab[x & (PROB - 1)];
+			uint32_t y = ((e & 0xfffu) + 1) * (x >> 12) + ((e >> 12) & 0xfffu);
+			if (y < RANS_L) {
+				if (off < stop) {
+					y = y << 16 | ld16(p + off);
+					off += 2;
+				} else {
+					my |= EXPRANS_GPU_OVERRUN;
+					y <<= 16;
+				}
+			}
+			x = y;
+			uint32_t v = cur[s];
+			uint32_t hi = (v & 0x80u) << 8 | (e >> 24) << 7 | (v & 0x7fu);
+			if (W == 4)
+				((uint32_t *)outb)[i] = hi << 16 | v >> 8;
+			else
+				((uint16_t *)outb)[i] = (uint16_t)hi;
+		}
+#pragma unroll
+		for (unsigned s = 0; s < AHEAD; s++)
+			cur[s] = nxt[s];
+	}
+	if (off != stop || x != RANS_L)
+		my |= EXPRANS_GPU_BAD_END;
+	return my;
+}
+
 __global__ void __launch_bounds__(THREADS)
 exprans_decode_kernel(const uint8_t *in, uint8_t *outb, const struct exprans_gpu_job *jobs,
 		      uint32_t *status)
@@ -81,10 +148,10 @@ exprans_decode_kernel(const uint8_t *in, uint8_t *outb, const struct exprans_gpu
 			atomicOr(&status[blockIdx.x], EXPRANS_GPU_BAD_HEADER);
 		return;
 	}
-	uint16_t *out = (uint16_t *)(outb + J.out_off);
+	uint8_t *out = outb + J.out_off;
 	const unsigned t = threadIdx.x, lane = t & 31u, warp = t >> 5;
 	const uint8_t *p = in + J.in_off;
-	const uint64_t n = J.n, len = J.in_bytes;
+	const uint64_t n = J.n, len = J.in_bytes, w = J.width;
 	const uint64_t nb = (n + BLOCK - 1) / BLOCK;
 	const uint64_t streams_at = HEADER + nb * LANES * 2;
 	const uint64_t b = (uint64_t)blockIdx.y * WARPS + warp;   /* this warp's block */
@@ -92,8 +159,8 @@ exprans_decode_kernel(const uint8_t *in, uint8_t *outb, const struct exprans_gpu
 
 	if (t == 0) {
 		bad = 0;
-		if (len < HEADER || ((uintptr_t)p & 1u) || ((uintptr_t)out & 1u) ||
-		    (ld16(p) | ld16(p + 2) << 16) != n)
+		if ((w != 2 && w != 4) || len < HEADER || ((uintptr_t)p & 1u) ||
+		    ((uintptr_t)out & (w - 1)) || (ld16(p) | ld16(p + 2) << 16) != n)
 			my |= EXPRANS_GPU_BAD_HEADER;
 		else if (nb > MAX_BLOCKS)
 			my |= EXPRANS_GPU_TOO_BIG;
@@ -147,7 +214,8 @@ exprans_decode_kernel(const uint8_t *in, uint8_t *outb, const struct exprans_gpu
 			}
 			tab[slot] = (cum[lo + 1] - cum[lo] - 1) | (slot - cum[lo]) << 12 | lo << 24;
 		}
-	/* Block sums -> block starts (warp 0), and the total length. */
+	/* Block sums -> block starts (warp 0), and the total length: the lane
+	 * streams, then (32-bit values) the low halves, then the raw bytes. */
 	if (warp == 0) {
 		uint32_t carry = 0;
 		for (uint64_t b0 = 0; b0 < nb; b0 += 32) {
@@ -159,7 +227,7 @@ exprans_decode_kernel(const uint8_t *in, uint8_t *outb, const struct exprans_gpu
 		}
 		if (lane == 0) {
 			total = carry;
-			if (streams_at + carry + n != len)
+			if (streams_at + carry + n * (w - 1) != len)
 				my |= EXPRANS_GPU_BAD_LANES;
 		}
 	}
@@ -167,56 +235,13 @@ exprans_decode_kernel(const uint8_t *in, uint8_t *outb, const struct exprans_gpu
 		goto out;
 
 	if (b < nb) {
-		const uint8_t *sm = p + streams_at + total;
+		const uint8_t *lo = p + streams_at + total;
+		const uint8_t *sm = lo + (w == 4 ? 2 * n : 0);
 		uint32_t l = ld16(p + HEADER + 2 * (b * LANES + lane));
 		uint32_t start = (uint32_t)streams_at + blk[b] + warp_inclusive_sum(l, lane) - l;
-		uint32_t stop = start + l, off = start + 4;
-		uint32_t x = ld16(p + start) | ld16(p + start + 2) << 16;
 		uint64_t first = b * BLOCK, end = n < first + BLOCK ? n : first + BLOCK;
-		uint32_t steps = (uint32_t)((end - first + LANES - 1) / LANES);
-		if (first + lane < end && x < RANS_L)
-			my |= EXPRANS_GPU_BAD_START;
-		/* The sign|mantissa bytes of the next AHEAD steps are loaded
-		 * while these AHEAD are decoded: the loads' latency is hidden
-		 * even with few warps on the SM (a small layer). */
-		uint32_t cur[AHEAD], nxt[AHEAD];
-#pragma unroll
-		for (unsigned s = 0; s < AHEAD; s++) {
-			uint64_t i = first + (uint64_t)s * LANES + lane;
-			cur[s] = i < end ? sm[i] : 0;
-		}
-		for (uint32_t k0 = 0; k0 < steps; k0 += AHEAD) {
-#pragma unroll
-			for (unsigned s = 0; s < AHEAD; s++) {
-				uint64_t i = first + (uint64_t)(k0 + AHEAD + s) * LANES + lane;
-				nxt[s] = i < end ? sm[i] : 0;
-			}
-#pragma unroll
-			for (unsigned s = 0; s < AHEAD; s++) {
-				uint64_t i = first + (uint64_t)(k0 + s) * LANES + lane;
-				if (i >= end)
-					break;
-				uint32_t e = tab[x & (PROB - 1)];
-				uint32_t y = ((e & 0xfffu) + 1) * (x >> 12) + ((e >> 12) & 0xfffu);
-				if (y < RANS_L) {
-					if (off < stop) {
-						y = y << 16 | ld16(p + off);
-						off += 2;
-					} else {
-						my |= EXPRANS_GPU_OVERRUN;
-						y <<= 16;
-					}
-				}
-				x = y;
-				uint32_t v = cur[s];
-				out[i] = (uint16_t)((v & 0x80u) << 8 | (e >> 24) << 7 | (v & 0x7fu));
-			}
-#pragma unroll
-			for (unsigned s = 0; s < AHEAD; s++)
-				cur[s] = nxt[s];
-		}
-		if (off != stop || x != RANS_L)
-			my |= EXPRANS_GPU_BAD_END;
+		my |= w == 4 ? decode_block<4>(p, out, sm, lo, tab, start, start + l, first, end, lane)
+			     : decode_block<2>(p, out, sm, lo, tab, start, start + l, first, end, lane);
 	}
 out:
 	if (my)

@@ -1,7 +1,8 @@
 /*
  * The CUDA half of EXPRANS (exprans.h is the C half and the reference):
  * decode chunks that are already in device memory, one warp a block of
- * 32768 values (its 32 lanes are the stream's 32 interleaved rANS lanes),
+ * 32768 values of 2 or 4 bytes (its 32 lanes are the stream's 32
+ * interleaved rANS lanes),
  * thread blocks of 8 warps, each with the chunk's decode table in shared
  * memory.
  * Plain copies and zero fills ride in the same launch (a layer's other
@@ -32,15 +33,15 @@ enum exprans_gpu_kind {
 
 struct exprans_gpu_job {
 	uint64_t in_off;          /* from the launch's input base; a stream 2-byte aligned */
-	uint64_t out_off;         /* from the output base; 2-byte aligned for DECODE */
+	uint64_t out_off;         /* from the output base; aligned to `width` for DECODE */
 	uint64_t in_bytes;
 	uint64_t n;               /* DECODE: values the chunk must hold */
 	uint32_t kind;            /* enum exprans_gpu_kind */
-	uint32_t pad;
+	uint32_t width;           /* DECODE: bytes a value, 2 (bf16, f16) or 4 (f32) */
 };
 
 /* Status bits (0: decoded and checked). */
-#define EXPRANS_GPU_BAD_HEADER 1u    /* short, misaligned, or not n values */
+#define EXPRANS_GPU_BAD_HEADER 1u    /* short, misaligned, not n values, or a width not 2 or 4 */
 #define EXPRANS_GPU_BAD_FREQ 2u      /* frequencies do not sum to 4096 (0 if empty) */
 #define EXPRANS_GPU_BAD_LANES 4u     /* a lane length, or the total, is wrong */
 #define EXPRANS_GPU_BAD_START 8u     /* a lane starts below 2^16 */
@@ -48,7 +49,8 @@ struct exprans_gpu_job {
 #define EXPRANS_GPU_BAD_END 32u      /* a lane does not end used up, in 2^16 */
 #define EXPRANS_GPU_TOO_BIG 64u      /* more blocks than a chunk may have here */
 
-/* Values a chunk may hold for the GPU decoder (512 blocks: 32 MiB of bf16). */
+/* Values a chunk may hold for the GPU decoder (512 blocks: 32 MiB of bf16,
+ * 64 MiB of f32). */
 #define EXPRANS_GPU_MAX_VALUES (512ull * 32768ull)
 
 /* Run jobs[0..n_jobs) (the array in device memory) from `in` to `out`
