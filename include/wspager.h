@@ -312,7 +312,13 @@ struct wsp_options {
 	 * displaces only layers filled less often: a loop over more layers
 	 * than fit keeps a fixed set of them. */
 	uint64_t gpu_packed_bytes;
-	uint64_t reserved[12];      /* zero (wsp_options_init) */
+	/* Training state (added in 0.2): host memory for the buffers of
+	 * wsp_state_acquire (an optimizer's masters and moments).  Past it the
+	 * least recently released go to an unnamed overflow file
+	 * (overflow_dir) and come back, checked, when acquired; never lost.
+	 * wsp_options_init leaves 0: a quarter of host_cache_bytes. */
+	uint64_t state_bytes;
+	uint64_t reserved[11];      /* zero (wsp_options_init) */
 };
 #define WSP_OPEN_NO_DIRECT  1u   /* buffered reads even where O_DIRECT works */
 #define WSP_OPEN_NO_PIN     2u   /* do not page-lock the host cache (slower H2D; says so) */
@@ -442,15 +448,19 @@ struct wsp_stats {
 	uint64_t updated_layers;    /* layers wsp_update has changed (0.2; not reset) */
 	uint64_t updated_bytes;     /* their bytes, in memory or spilled (0.2; not reset) */
 	uint64_t updated_resident;  /* of those, bytes in host memory now (0.2) */
-	uint64_t overflow_written;  /* bytes spilled to the overflow file (0.2) */
-	uint64_t overflow_read;     /* bytes read back from it (0.2) */
+	uint64_t overflow_written;  /* bytes spilled to the overflow files: updated
+	                               layers and training state (0.2) */
+	uint64_t overflow_read;     /* bytes read back from them (0.2) */
 	uint64_t packed_gpu_hits;   /* fills decoded from the GPU tier of packed layers (0.2) */
 	uint64_t packed_gpu_bytes;  /* device bytes that tier holds now (0.2; not reset) */
 	uint64_t readahead_left_out; /* layers no longer read ahead: their reads ahead were
 	                                mostly wasted (0.2; until wsp_reset_prediction) */
 	uint64_t slots_total_bytes; /* device bytes of all slots, which are sized by what
 	                               they hold (0.2; was gpu_slots x slot_bytes) */
-	uint64_t reserved[3];
+	uint64_t state_held;        /* bytes of training state the pager keeps
+	                               (wsp_state_acquire; 0.2; not reset) */
+	uint64_t state_resident;    /* of those, bytes in host memory now (0.2) */
+	uint64_t reserved[1];
 };
 /* The counters, each read at one moment (not all under one lock: see
  * wsp_get_stats(3)).  Thread-safe. */
@@ -528,6 +538,27 @@ int wsp_grad_get(wsp_pager *pg, uint32_t layer, struct wsp_grads *out);
 /* Zero the accumulators of `layer` (or WSP_ALL_LAYERS), after their pushes:
  * lazily (the next push overwrites, the next wsp_grad_get clears the rest). */
 int wsp_grad_zero(wsp_pager *pg, uint32_t layer);
+
+/*
+ * Training state the pager keeps for the caller, per layer: one buffer (an
+ * optimizer's fp32 masters and moments for the layer, 12 bytes a parameter
+ * for AdamW, six times a bf16 model), so that a model whose weights and
+ * optimizer state exceed host memory trains within it.
+ * wsp_state_acquire takes `layer`'s buffer of `bytes` (> 0) bytes: host
+ * memory, 4096-aligned, page-locked where the device pins (copies to and
+ * from the device run straight from it), holding what it held when last
+ * released, or zeros when the layer had none of that size (one of another
+ * size is replaced).  The caller reads and writes it until
+ * wsp_state_release, `changed` saying whether it wrote.  Released buffers
+ * stay in memory up to wsp_options.state_bytes; past it the least recently
+ * released go to an unnamed overflow file, and the next acquire reads
+ * them back and checks them (WSP_ECHECKSUM if the file gave other bytes).
+ * wsp_state_size gives the layer's size (0: none).  Thread-safe.  Added in
+ * 0.2.
+ */
+int wsp_state_acquire(wsp_pager *pg, uint32_t layer, uint64_t bytes, void **data);
+int wsp_state_release(wsp_pager *pg, uint32_t layer, int changed);
+int64_t wsp_state_size(wsp_pager *pg, uint32_t layer);
 
 /* One AdamW step, as torch.optim.AdamW takes it (decoupled weight decay, no
  * amsgrad), over n fp32 elements in host memory, in place: param,

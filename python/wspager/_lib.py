@@ -108,7 +108,8 @@ class Options(ctypes.Structure):
         ("updated_bytes", c_u64),
         ("overflow_dir", c_char_p),
         ("gpu_packed_bytes", c_u64),
-        ("reserved", c_u64 * 12),
+        ("state_bytes", c_u64),
+        ("reserved", c_u64 * 11),
     ]
 
 
@@ -135,7 +136,9 @@ class Stats(ctypes.Structure):
         ("packed_gpu_bytes", c_u64),
         ("readahead_left_out", c_u64),
         ("slots_total_bytes", c_u64),
-        ("reserved", c_u64 * 3),
+        ("state_held", c_u64),
+        ("state_resident", c_u64),
+        ("reserved", c_u64 * 1),
     ]
 
 
@@ -258,6 +261,9 @@ def _declare(lib: ctypes.CDLL) -> None:
         "wsp_grad_wait": (c_int, [c_void_p, c_u32]),
         "wsp_grad_get": (c_int, [c_void_p, c_u32, P(Grads)]),
         "wsp_grad_zero": (c_int, [c_void_p, c_u32]),
+        "wsp_state_acquire": (c_int, [c_void_p, c_u32, c_u64, P(c_void_p)]),
+        "wsp_state_release": (c_int, [c_void_p, c_u32, c_int]),
+        "wsp_state_size": (ctypes.c_int64, [c_void_p, c_u32]),
         "wsp_update": (c_int, [c_void_p, c_u32, P(c_void_p)]),
         "wsp_adamw_step": (c_int, [P(ctypes.c_float), P(ctypes.c_float), P(ctypes.c_float),
                                    P(ctypes.c_float), c_u64, P(AdamWParams)]),

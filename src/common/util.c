@@ -1,5 +1,6 @@
 #include <errno.h>
 #include <fcntl.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -201,4 +202,17 @@ int wspi_open_regular(const char *path, int flags, struct wspi_err *err)
 	}
 	close(fd);
 	return rc;
+}
+
+void *wspi_map_bytes(uint64_t bytes)
+{
+	void *p = mmap(NULL, (size_t)(bytes ? bytes : 1), PROT_READ | PROT_WRITE,
+		       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	return p == MAP_FAILED ? NULL : p;
+}
+
+void wspi_unmap_bytes(void *p, uint64_t bytes)
+{
+	if (p)
+		munmap(p, (size_t)(bytes ? bytes : 1));
 }

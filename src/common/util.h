@@ -44,6 +44,14 @@ static inline uint64_t wspi_now_ns(void)
  * or size_t runs out (then *arr and *cap are unchanged). */
 int wspi_grow(void **arr, size_t *cap, size_t need, size_t elem, size_t first);
 
+/* Large buffers that come and go (training state, updated layers): their
+ * own anonymous mapping, page-aligned and zeroed, so that freeing one
+ * gives its memory back to the system at once (malloc keeps freed blocks
+ * under its growing mmap threshold, ~32 MiB, in its heaps).  NULL when
+ * there is no memory; wspi_unmap_bytes takes the same size (NULL: nothing). */
+void *wspi_map_bytes(uint64_t bytes);
+void wspi_unmap_bytes(void *p, uint64_t bytes);
+
 /* Number of online CPUs, at least 1. */
 unsigned wspi_cpu_count(void);
 /* Memory the process may use: min(MemAvailable, cgroup limit - usage); 0 if

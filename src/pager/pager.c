@@ -159,6 +159,7 @@ static void pager_free(struct wsp_pager_s *pg)
 	hcache_destroy(pg->hc);
 	slots_destroy(&pg->sp);
 	dirty_destroy(pg->dirty);   /* after the slots' copies from it; unpins */
+	state_destroy(pg->state);
 	dev_close(pg->dev);
 	predictor_free(pg->pred);
 	readahead_free(pg->ra);

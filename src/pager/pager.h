@@ -13,6 +13,7 @@
 #include "predict/predict.h"
 #include "predict/readahead.h"
 #include "writeback/dirty.h"
+#include "writeback/state.h"
 #include "writeback/writeback.h"
 #include "wspager.h"
 
@@ -29,6 +30,7 @@ struct wsp_pager_s {
 	struct hcache *hc;
 	struct wb *wb;               /* gradients written back; made at the first push */
 	struct dirty *dirty;         /* updated layers; made at the first wsp_update */
+	struct state_store *state;   /* training state; made at the first wsp_state_put */
 	pthread_mutex_t save_lock;   /* one wsp_update or wsp_save at a time */
 	struct wspi_err err;
 

@@ -61,6 +61,15 @@ int wsp_get_stats(wsp_pager *pg, struct wsp_stats *out)
 		out->overflow_written = c.spilled;
 		out->overflow_read = c.read_back;
 	}
+	struct state_store *st = __atomic_load_n(&pg->state, __ATOMIC_ACQUIRE);
+	if (st) {
+		struct state_counters c;
+		state_counters(st, &c);
+		out->state_held = c.held;
+		out->state_resident = c.resident;
+		out->overflow_written += c.spilled;
+		out->overflow_read += c.read_back;
+	}
 	const struct io_engine *io = hcache_io(pg->hc);
 	if (io) {
 		snprintf(out->io_backend, sizeof(out->io_backend), "%s", io_engine_backend(io));

@@ -72,7 +72,7 @@ static void dbuf_release_mem(struct dirty *dt, struct dbuf *b)
 		dt->dev->ops->unpin(dt->dev, b->mem);
 	if (b->mem)
 		dt->c.resident -= b->bytes;
-	free(b->mem);
+	wspi_unmap_bytes(b->mem, b->bytes);
 	b->mem = b->page[0] = NULL;
 	b->pinned = 0;
 }
@@ -90,7 +90,7 @@ static void dbuf_free(struct dirty *dt, struct dbuf *b)
 static int dbuf_alloc_mem(struct dirty *dt, struct dbuf *b, struct wspi_err *err)
 {
 	int rc;
-	if (!(b->mem = aligned_alloc(4096, b->bytes)))
+	if (!(b->mem = wspi_map_bytes(b->bytes)))
 		return WSP_ERR(err, -ENOMEM, "updated layers: out of memory for layer %s (%" PRIu64
 			       " bytes)", dt->pk->layers[b->layer].name, b->bytes);
 	b->page[0] = b->mem;
@@ -121,7 +121,7 @@ static int dbuf_new(struct dirty *dt, uint32_t layer, struct dbuf **out, struct 
 		dbuf_free(dt, b);
 		return rc;
 	}
-	memset(b->mem, 0, b->bytes);
+	/* zeros: a new mapping */
 	*out = b;
 	return 0;
 }

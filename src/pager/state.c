@@ -1,0 +1,84 @@
+/*
+ * wsp_state_acquire / _release / _size: training state kept for the
+ * caller, in the write-back room (src/writeback/state.c), made at the first
+ * acquire.
+ */
+#include <errno.h>
+#include <stdlib.h>
+
+#include "common/util.h"
+#include "pager/pager.h"
+
+/* The state store, made at the first acquire (under pg->lock); NULL with
+ * `make` 0 when none was ever acquired. */
+static struct state_store *room(struct wsp_pager_s *pg, int make, struct wspi_err *err, int *rc)
+{
+	const char *tmp = getenv("TMPDIR");
+	const char *dir = pg->opt.overflow_dir;
+	struct state_config cfg = {
+		.n_layers = pg->pk->m.hdr->n_layers,
+		.budget = pg->opt.state_bytes ? pg->opt.state_bytes : pg->opt.host_cache_bytes / 4,
+		/* as the updated layers' file: the configured directory, else
+		 * the pack's, else a temporary one */
+		.dirs = { dir, dir ? NULL : pg->pk->dir, dir ? NULL : (tmp && *tmp ? tmp : "/var/tmp") },
+		.log = pager_notice, .log_ctx = pg,
+	};
+	pthread_mutex_lock(&pg->lock);
+	struct state_store *st = pg->state;
+	if (!st && make && (*rc = state_create(pg->dev, &cfg, &st, err)) == 0)
+		__atomic_store_n(&pg->state, st, __ATOMIC_RELEASE);
+	pthread_mutex_unlock(&pg->lock);
+	return st;
+}
+
+static int check_layer(struct wsp_pager_s *pg, uint32_t layer, struct wspi_err *err)
+{
+	if (layer >= pg->pk->m.hdr->n_layers)
+		return WSP_ERR(err, WSP_ENOTFOUND, "%s: no layer %u (the pack has %u)", pg->pk->dir,
+			       layer, pg->pk->m.hdr->n_layers);
+	return 0;
+}
+
+int wsp_state_acquire(wsp_pager *pg, uint32_t layer, uint64_t bytes, void **data)
+{
+	struct wspi_err err;
+	if (!pg || !data)
+		return -EINVAL;
+	*data = NULL;
+	wspi_err_init(&err);
+	int rc = bytes ? 0 : WSP_ERR(&err, -EINVAL, "wsp_state_acquire: 0 bytes");
+	if (rc == 0)
+		rc = check_layer(pg, layer, &err);
+	struct state_store *st = rc == 0 ? room(pg, 1, &err, &rc) : NULL;
+	if (rc == 0)
+		rc = state_acquire(st, layer, bytes, data, &err);
+	return pager_result(pg, &err, rc);
+}
+
+int wsp_state_release(wsp_pager *pg, uint32_t layer, int changed)
+{
+	struct wspi_err err;
+	if (!pg)
+		return -EINVAL;
+	wspi_err_init(&err);
+	int rc = check_layer(pg, layer, &err);
+	struct state_store *st = rc == 0 ? room(pg, 0, &err, &rc) : NULL;
+	if (rc == 0)
+		rc = st ? state_release(st, layer, changed, &err)
+			: WSP_ERR(&err, WSP_ESTATE, "training state of layer %u: released but not "
+				  "taken", layer);
+	return pager_result(pg, &err, rc);
+}
+
+int64_t wsp_state_size(wsp_pager *pg, uint32_t layer)
+{
+	struct wspi_err err;
+	if (!pg)
+		return -EINVAL;
+	wspi_err_init(&err);
+	int rc = check_layer(pg, layer, &err);
+	struct state_store *st = rc == 0 ? room(pg, 0, &err, &rc) : NULL;
+	uint64_t n = rc == 0 && st ? state_size(st, layer) : 0;
+	rc = pager_result(pg, &err, rc);
+	return rc < 0 ? rc : (int64_t)n;
+}
