@@ -19,7 +19,8 @@
 #                               torch-rss (only the latter), train-bench
 #                               (bench/torch_train.py), codec-bench
 #                               (bench/exprans_bench, gpu_bench with zstd
-#                               and exprans packs), cold-bench (`wspager
+#                               and exprans packs, bench/stream_profile.py
+#                               on both), cold-bench (`wspager
 #                               bench` on an exprans pack larger than the
 #                               host cache), py-train (the training tests
 #                               of python); tests, python, bench and
@@ -133,7 +134,15 @@ run() {
 		step bench-gpu-larger 500 "$lane/bench/gpu_bench" --codec exprans --layers 240 \
 			--hidden 1024 --dir "$work/gpu-larger" --gpu-free "${WSP_LANE_GPU_FREE:-3650M}" \
 			--gpu-packed 3650M
+		# where the time goes when the host tier streams each pack
+		for c in exprans zstd; do
+			step stream-profile-$c 300 "${py_env[@]}" python3 "$top/bench/stream_profile.py" \
+				"$work/gpu-$c/pack-$c" --trace "$out/stream-$c.json"
+		done
 		echo "== bench-exprans"; tail -n 16 "$out/bench-exprans.log"
+		for c in exprans zstd; do
+			echo "== stream-profile-$c"; tail -n 12 "$out/stream-profile-$c.log"
+		done
 		for f in "$out"/bench-gpu-*.log; do
 			echo "== $(basename "$f" .log)"
 			grep -E '^gpu_bench|ceiling\)|free when|streaming|over the link|GPU tier|overlap' "$f"
@@ -210,7 +219,8 @@ lane_py_train() {
 	step py-train-cpu 300 "${py_env[@]}" sh "$top/tests/python/torch_train.sh"
 	step py-step-cuda 300 "${py_env[@]}" sh -c '. "$top_srcdir/tests/python/lib.sh"; "$PY" "$HERE/test_step_in_backward.py" cuda'
 	step py-step-cpu 300 "${py_env[@]}" sh "$top/tests/python/torch_step_in_backward.sh"
-	for f in py-train-cuda py-step-cuda py-step-cpu; do
+	step py-bounded-cuda 300 "${py_env[@]}" sh -c '. "$top_srcdir/tests/python/lib.sh"; "$PY" "$HERE/test_train_bounded.py" cuda'
+	for f in py-train-cuda py-step-cuda py-step-cpu py-bounded-cuda; do
 		echo "== $f"; grep -E 'torch|diff|failures|FAIL|Error' "$out/$f.log"
 	done
 }

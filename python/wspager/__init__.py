@@ -356,8 +356,12 @@ class Pager(_Closing):
     updated_cache : int or str, optional
         Training: host memory for layers :meth:`update` changed (default a
         quarter of `host_cache`); the rest go to an unnamed overflow file.
+    state_cache : int or str, optional
+        Training: host memory for the state buffers of :meth:`state_acquire`
+        (an optimizer's masters and moments; default a quarter of
+        `host_cache`); the rest go to an unnamed overflow file.
     overflow_dir : str, optional
-        That file's directory (default: the pack's, else $TMPDIR).
+        The overflow files' directory (default: the pack's, else $TMPDIR).
     gpu_packed : int or str, optional
         Device memory, besides the slots, that keeps packed layers of an
         exprans pack on the GPU (wsp_options.gpu_packed_bytes): their next
@@ -379,6 +383,7 @@ class Pager(_Closing):
                  direct: bool = True, pin: bool = True, host_total: bool = False,
                  host_decode: bool = False,
                  on_demand: Sequence[str] = (), updated_cache: Optional[SizeLike] = None,
+                 state_cache: Optional[SizeLike] = None,
                  overflow_dir: Optional[Union[str, os.PathLike]] = None,
                  gpu_packed: Optional[SizeLike] = None,
                  log: Optional[Callable[[str], object]] = None,
@@ -407,6 +412,8 @@ class Pager(_Closing):
             o.updated_bytes = parse_size(updated_cache)
         if gpu_packed is not None:
             o.gpu_packed_bytes = parse_size(gpu_packed)
+        if state_cache is not None:
+            o.state_bytes = parse_size(state_cache)
         if overflow_dir is not None:
             self._overflow_dir = os.fsencode(overflow_dir)   # alive during the open
             o.overflow_dir = self._overflow_dir
@@ -574,6 +581,27 @@ class Pager(_Closing):
     def grad_zero(self, layer: Optional[Union[int, str]] = None) -> None:
         """Zero the accumulators of `layer` (None: all) once their pushes are in."""
         _check(_c.lib().wsp_grad_zero(self._handle(), self._layer_or_all(layer)), self._errmsg)
+
+    # Training state kept for the caller (wsp_state_acquire(3)).
+    def state_acquire(self, layer: Union[int, str], nbytes: int) -> int:
+        """Take `layer`'s state buffer of `nbytes` bytes: its host address
+        (page-locked on a GPU), holding what it held when last released,
+        or zeros (none of that size yet).  Read and write it until
+        :meth:`state_release`."""
+        p = ctypes.c_void_p()
+        _check(_c.lib().wsp_state_acquire(self._handle(), self._index(layer), nbytes,
+                                          ctypes.byref(p)), self._errmsg)
+        return int(p.value)
+
+    def state_release(self, layer: Union[int, str], changed: bool) -> None:
+        """Hand `layer`'s state buffer back (`changed`: it was written)."""
+        _check(_c.lib().wsp_state_release(self._handle(), self._index(layer), int(changed)),
+               self._errmsg)
+
+    def state_size(self, layer: Union[int, str]) -> int:
+        """Bytes of `layer`'s state buffer (0: none)."""
+        return int(_check(_c.lib().wsp_state_size(self._handle(), self._index(layer)),
+                          self._errmsg))
 
     def update(self, layer: Union[int, str], values: Sequence[Optional[int]]) -> None:
         """New values for `layer` (wsp_update(3)): one host address per tensor

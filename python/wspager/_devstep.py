@@ -6,48 +6,73 @@ model of a few billion parameters, far more than the forward and backward.
 Here each paged layer is stepped where its gradients are, as soon as the
 backward has them all, by a torch optimizer of the user's choice:
 
-* the layer's fp32 masters and the optimizer's state for them live in host
-  memory (page-locked on CUDA) between steps; when the backward
-  re-acquires the layer, a side stream starts copying them in, so they
-  arrive while the layer's backward runs;
+* the layer's fp32 masters and the optimizer's state for them (the state
+  tensors shaped like the parameter: AdamW's two moments) live between
+  steps in one buffer the pager keeps for the layer (``wsp_state_acquire``):
+  in host memory up to the pager's ``state_cache``, beyond it in an
+  unnamed overflow file, so that weights and optimizer state larger than
+  host memory train within a bound.  Small state (AdamW's step count)
+  stays with the optimizer;
+* when the backward re-acquires the layer, its buffer is taken and a side
+  stream copies it in (page-locked: straight from the pager's memory), so
+  it arrives while the layer's backward runs;
 * once the layer's gradients are complete, the optimizer steps its masters
   on the compute stream (the gradients never leave the device);
-* another side stream copies the stepped masters and state back out, and
-  the new weights in the layer's dtype; once the layer is released, a
-  thread waits for those copies and hands the weights to the pager
-  (``wsp_update``: a copy and checksums, off the backward's thread); the
-  next forward waits for every such update, so it sees all of them.
+* another side stream copies the stepped masters and state back into the
+  buffer, and the new weights in the layer's dtype out; once the layer is
+  released, a thread waits for those copies, hands the weights to the
+  pager (``wsp_update``) and the buffer back; the next forward waits for
+  every such update, so it sees all of them.
 
 Each backward is one step: gradients are not accumulated across backward
-passes.  On the host backend the same runs on the CPU, synchronously.
+passes.  On the host backend the same runs on the CPU, synchronously, the
+optimizer working in the buffer itself.
 """
 from __future__ import annotations
 
+import ctypes
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Dict, List, Optional, Tuple
 
 import torch
 
+_ALIGN = 64
+# (master index in the layer, state key or None for the master itself,
+#  shape, dtype, offset in the buffer)
+_Entry = Tuple[int, Optional[str], torch.Size, torch.dtype, int]
+
 
 class _Master:
     """One parameter's fp32 master: the Parameter the optimizer steps (its
-    .data on the device during the step, in host memory between steps),
-    and host buffers for its state and its new weight."""
-    __slots__ = ("index", "param", "host", "weight", "state_host")
+    .data on the device, or a view of the layer's buffer, only during the
+    step)."""
+    __slots__ = ("index", "param")
 
-    def __init__(self, index: int, param: torch.nn.Parameter, host, weight):
-        self.index, self.param, self.host, self.weight = index, param, host, weight
-        self.state_host: Optional[Dict[str, torch.Tensor]] = None
+    def __init__(self, index: int, param: torch.nn.Parameter):
+        self.index, self.param = index, param
 
 
 class _Layer:
-    __slots__ = ("masters", "opt", "arrived", "leaving")
+    __slots__ = ("masters", "opt", "layout", "nbytes", "held", "arrived", "leaving", "weights")
 
     def __init__(self):
         self.masters: List[_Master] = []
         self.opt: Optional[torch.optim.Optimizer] = None
+        self.layout: List[_Entry] = []   # where masters and state lie in the buffer
+        self.nbytes = 0                  # the buffer's size (0: none yet)
+        self.held: Optional[int] = None  # the buffer's address while taken
         self.arrived = None   # (device masters, device state, event): copied in ahead
-        self.leaving = None   # event: host masters, state and weights written
+        self.leaving = None   # event: the buffer and the weights written
+        self.weights: Optional[List[torch.Tensor]] = None   # new weights for wsp_update
+
+
+def _host_view(addr: int, e: _Entry) -> torch.Tensor:
+    """A CPU tensor over the buffer's bytes of entry e (no copy)."""
+    _, _, shape, dtype, off = e
+    n = max(1, torch.Size(shape).numel()) * torch.empty((), dtype=dtype).element_size()
+    buf = (ctypes.c_uint8 * n).from_address(addr + off)
+    return torch.frombuffer(buf, dtype=torch.uint8).view(dtype)[:torch.Size(shape).numel()] \
+        .view(shape)
 
 
 class StepInBackward:
@@ -58,6 +83,7 @@ class StepInBackward:
     def __init__(self, trainer, optimizer, kwargs):
         self.tr = trainer
         self.off = trainer.off
+        self.pager = self.off.pager
         self.make_opt = lambda params: optimizer(params, **kwargs)
         self.layers: Dict[int, _Layer] = {}
         # Stepped layers whose weights are not yet in the pager, with the
@@ -73,14 +99,11 @@ class StepInBackward:
 
     # Called by the trainer ----------------------------------------------
     def prefetch(self, g) -> None:
-        """The backward re-acquired g: copy its masters and state in."""
+        """The backward re-acquired g: take its buffer and copy it in."""
         ls = self.layers.get(g.index)
-        if not self.cuda or ls is None or ls.arrived is not None:
+        if not self.cuda or ls is None or ls.arrived is not None or not ls.nbytes:
             return
-        with torch.cuda.stream(self.s_in):
-            if ls.leaving is not None:
-                self.s_in.wait_event(ls.leaving)
-            ls.arrived = self._to_device(ls) + (self._record(self.s_in),)
+        self._copy_in(g, ls, self.s_in)
 
     def step_layer(self, g, grads: List[Optional[torch.Tensor]]) -> None:
         """g's gradients (one per parameter of the group, None where none)
@@ -89,11 +112,7 @@ class StepInBackward:
         if self.cuda:
             self._step_cuda(g, ls, grads)
         else:
-            self._bind_grads(ls, grads)
-            ls.opt.step()
-            for m in ls.masters:
-                m.weight.copy_(m.param.data)
-                m.param.grad = None
+            self._step_cpu(g, ls, grads)
         self.pending.append((g, ls, None))
 
     def reap(self, block: bool) -> None:
@@ -114,14 +133,19 @@ class StepInBackward:
         self.pending = left
 
     def _update(self, g, ls: _Layer) -> None:
-        """Once the copies out are done: the new weights to the pager."""
+        """Once the copies out are done: the new weights to the pager, the
+        buffer back to it."""
         if ls.leaving is not None:
             ls.leaving.synchronize()
         pos = self.tr.pos[g.index]
         vals: List[Optional[int]] = [None] * len(pos)
-        for m in ls.masters:
-            vals[pos[g.params[m.index][1]]] = m.weight.data_ptr()
-        self.off.pager.update(g.index, vals)
+        for m, w in zip(ls.masters, ls.weights):
+            vals[pos[g.params[m.index][1]]] = w.data_ptr()
+        self.pager.update(g.index, vals)
+        ls.weights = None
+        held, ls.held = ls.held, None
+        if held is not None:
+            self.pager.state_release(g.index, True)
 
     # What the user calls -------------------------------------------------
     def step(self) -> None:
@@ -133,20 +157,18 @@ class StepInBackward:
     # Inside ---------------------------------------------------------------
     def _first(self, g) -> _Layer:
         """Masters from the layer's current weights (acquired if needed),
-        made where the step runs: no copy in for the first step."""
+        made where the step runs; the optimizer makes its state there at
+        the first step."""
         ls = _Layer()
         held = g.layer is not None
         if not held:
             self.off.acquire(g)
         try:
-            for i, (_, name, dtype, shape) in enumerate(g.params):
-                if not dtype.is_floating_point:
-                    continue
-                v = self.off._view(g, g.layer, name, dtype, shape).detach()
-                param = torch.nn.Parameter(v.to(torch.float32, copy=True))
-                host = torch.empty(shape, dtype=torch.float32, pin_memory=True) if self.cuda else None
-                weight = torch.empty(shape, dtype=dtype, pin_memory=self.cuda)
-                ls.masters.append(_Master(i, param, host, weight))
+            for i, (_, name, dtype, _) in enumerate(g.params):
+                if dtype.is_floating_point:
+                    v = self.off._view(g, g.layer, name, dtype, g.params[i][3]).detach()
+                    ls.masters.append(_Master(i, torch.nn.Parameter(v.to(torch.float32,
+                                                                            copy=True))))
         finally:
             if not held:
                 self.off.release(g)
@@ -156,12 +178,52 @@ class StepInBackward:
         self.layers[g.index] = ls
         return ls
 
-    def _to_device(self, ls: _Layer):
+    def _tensors(self, ls: _Layer):
+        """(entry without offset, tensor) of what goes in the buffer now:
+        each master, then its state tensors shaped like it, by key."""
+        out = []
+        for k, m in enumerate(ls.masters):
+            out.append(((k, None, m.param.shape, torch.float32), m.param.data))
+            st = ls.opt.state.get(m.param, {})
+            for key in sorted(st):
+                t = st[key]
+                if torch.is_tensor(t) and t.shape == m.param.shape and t.numel():
+                    out.append(((k, key, t.shape, t.dtype), t))
+        return out
+
+    @staticmethod
+    def _lay_out(parts) -> Tuple[List[_Entry], int]:
+        layout, off = [], 0
+        for (k, key, shape, dtype), t in parts:
+            layout.append((k, key, shape, dtype, off))
+            off += -(-t.numel() * t.element_size() // _ALIGN) * _ALIGN
+        return layout, off
+
+    def _take(self, g, ls: _Layer, layout: List[_Entry], nbytes: int) -> int:
+        """The layer's buffer for this layout (a new one of zeros when its
+        size changes: the old one is handed back first)."""
+        if ls.held is not None and nbytes != ls.nbytes:
+            self.pager.state_release(g.index, False)
+            ls.held = None
+        if ls.held is None:
+            ls.held = self.pager.state_acquire(g.index, nbytes)
+        ls.layout, ls.nbytes = layout, nbytes
+        return ls.held
+
+    def _copy_in(self, g, ls: _Layer, stream) -> None:
+        """Take the buffer; copy masters and state to the device on `stream`."""
+        addr = self._take(g, ls, ls.layout, ls.nbytes)
         dev = self.off.device
-        masters = [m.host.to(dev, non_blocking=True) for m in ls.masters]
-        state = [{k: h.to(dev, non_blocking=True) for k, h in (m.state_host or {}).items()}
-                 for m in ls.masters]
-        return masters, state
+        masters: List[Optional[torch.Tensor]] = [None] * len(ls.masters)
+        state: List[Dict[str, torch.Tensor]] = [{} for _ in ls.masters]
+        with torch.cuda.stream(stream):
+            for e in ls.layout:
+                t = _host_view(addr, e).to(dev, non_blocking=True)
+                if e[1] is None:
+                    masters[e[0]] = t
+                else:
+                    state[e[0]][e[1]] = t
+            ls.arrived = (masters, state, self._record(stream))
 
     @staticmethod
     def _record(stream) -> torch.cuda.Event:
@@ -177,12 +239,21 @@ class StepInBackward:
             gr = grads[m.index]
             m.param.grad = gr.to(torch.float32) if gr is not None else None
 
+    def _drop(self, ls: _Layer, device) -> None:
+        """The masters and state leave the optimizer's hands until the next
+        step (their memory is the buffer's, or freed)."""
+        for m in ls.masters:
+            st = ls.opt.state.get(m.param, {})
+            for key, t in list(st.items()):
+                if torch.is_tensor(t) and t.shape == m.param.shape and t.numel():
+                    st[key] = torch.empty(0, dtype=t.dtype, device=device)
+            m.param.data = torch.empty(0, device=device)
+            m.param.grad = None
+
     def _step_cuda(self, g, ls: _Layer, grads) -> None:
         cur = torch.cuda.current_stream(self.off.device)
         if ls.arrived is None:   # not re-acquired in this backward (an embedding)
-            if ls.leaving is not None:
-                cur.wait_event(ls.leaving)
-            ls.arrived = self._to_device(ls) + (None,)
+            self._copy_in(g, ls, cur)
         masters, state, ev = ls.arrived
         ls.arrived = None
         if ev is not None:
@@ -196,21 +267,41 @@ class StepInBackward:
         ls.opt.step()
         new = [m.param.data.to(g.params[m.index][2]) for m in ls.masters]
         done = self._record(cur)
+        parts = self._tensors(ls)
+        layout, nbytes = self._lay_out(parts)
+        addr = self._take(g, ls, layout, nbytes)
         with torch.cuda.stream(self.s_out):
             self.s_out.wait_event(done)
-            for m, n in zip(ls.masters, new):
-                st = ls.opt.state[m.param]
-                if m.state_host is None:   # the state the optimizer made on the device
-                    m.state_host = {k: torch.empty(t.shape, dtype=t.dtype, pin_memory=True)
-                                    for k, t in st.items()
-                                    if torch.is_tensor(t) and t.device.type == "cuda"}
-                for k, h in m.state_host.items():
-                    st[k].record_stream(self.s_out)
-                    h.copy_(st[k], non_blocking=True)
-                    st[k] = h
-                for t, h in ((m.param.data, m.host), (n, m.weight)):
-                    t.record_stream(self.s_out)
-                    h.copy_(t, non_blocking=True)
-                m.param.data = m.host
-                m.param.grad = None
+            for e, (_, t) in zip(layout, parts):
+                t.record_stream(self.s_out)
+                _host_view(addr, e).copy_(t, non_blocking=True)
+            ls.weights = []
+            for n in new:
+                n.record_stream(self.s_out)
+                w = torch.empty(n.shape, dtype=n.dtype, pin_memory=True)
+                w.copy_(n, non_blocking=True)
+                ls.weights.append(w)
             ls.leaving = self._record(self.s_out)
+        self._drop(ls, self.off.device)
+
+    def _step_cpu(self, g, ls: _Layer, grads) -> None:
+        if ls.nbytes:   # the optimizer works in the buffer itself
+            addr = self._take(g, ls, ls.layout, ls.nbytes)
+            for e in ls.layout:
+                m = ls.masters[e[0]]
+                if e[1] is None:
+                    m.param.data = _host_view(addr, e)
+                else:
+                    ls.opt.state[m.param][e[1]] = _host_view(addr, e)
+        self._bind_grads(ls, grads)
+        ls.opt.step()
+        ls.weights = [m.param.data.to(g.params[m.index][2], copy=True) for m in ls.masters]
+        parts = self._tensors(ls)
+        layout, nbytes = self._lay_out(parts)
+        if layout != ls.layout:   # the first step (the state is new), or other state
+            if ls.held is not None:   # views of the buffer about to be replaced
+                parts = [(e, t.clone()) for e, t in parts]
+            addr = self._take(g, ls, layout, nbytes)
+            for e, (_, t) in zip(layout, parts):
+                _host_view(addr, e).copy_(t)
+        self._drop(ls, self.off.device)

@@ -623,8 +623,12 @@ def step_in_backward(model: torch.nn.Module, optimizer=torch.optim.AdamW, **kwar
     ``optimizer(params, **kwargs)`` (any torch optimizer; one per layer)
     steps its fp32 masters there, and the new weights, in each parameter's
     dtype, become what the next forward uses.  Masters and optimizer state
-    stay in page-locked host memory between steps and cross the link while
-    the layer's backward runs; gradients never leave the device.
+    are kept by the pager between steps, one buffer a layer
+    (``wsp_state_acquire``): page-locked host memory up to the pager's
+    ``state_cache`` (a quarter of `host_cache` unless given), the rest in
+    an unnamed overflow file, so that weights and optimizer state larger
+    than host memory train within a bound.  A layer's buffer crosses the
+    link while its backward runs; gradients never leave the device.
 
     Each backward is one optimizer step (no accumulation across backward
     passes).  Returns an object whose ``step()`` waits for the last layers'
