@@ -1,0 +1,125 @@
+"""Where the time goes when the pager streams a pack from its host tier:
+every layer acquired and released in order, no compute, as bench/gpu_bench
+step 1 does, through the Python binding so that torch.profiler sees the
+library's copies and decode kernels.  Printed: the pinned host->GPU
+ceiling (64 MiB copies, median of 5), GB/s of raw weights over timed
+passes, then for one profiled pass how busy the copy stream was (its
+copies' union over the pass), the link's rate while copying, the decode
+kernels' time, and the copy stream's longest idle gaps.
+
+  python3 bench/stream_profile.py PACK [--host-cache 12G --slots 3 --passes 3 --trace OUT.json]
+"""
+import argparse
+import gzip
+import os
+import shutil
+import statistics
+import sys
+import time
+
+import torch
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "python"))
+sys.path.insert(0, HERE)
+import wspager  # noqa: E402
+import cuda_timeline  # noqa: E402
+
+
+def ceiling(nbytes: int = 64 << 20, pieces: int = 8) -> float:
+    host = torch.empty(nbytes * pieces, dtype=torch.uint8, pin_memory=True).fill_(1)
+    dev = torch.empty(nbytes * pieces, dtype=torch.uint8, device="cuda")
+    ts = []
+    for _ in range(6):
+        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        a.record()
+        dev.copy_(host, non_blocking=True)
+        b.record()
+        b.synchronize()
+        ts.append(a.elapsed_time(b) / 1e3)
+    return nbytes * pieces / statistics.median(ts[1:]) / 1e9
+
+
+def one_pass(pg, n: int, stream: int) -> None:
+    for i in range(n):
+        pg.acquire(i, stream).release()
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("pack")
+    ap.add_argument("--host-cache", default="12G")
+    ap.add_argument("--slots", type=int, default=3)
+    ap.add_argument("--passes", type=int, default=3)
+    ap.add_argument("--trace", help="write the profiled pass's trace here (.gz added)")
+    a = ap.parse_args()
+    ceil = ceiling()
+    pg = wspager.Pager(a.pack, device=0, host_cache=a.host_cache, gpu_slots=a.slots)
+    n = len(pg.pack.layers)
+    raw = sum(L.raw_bytes for L in pg.pack.layers)
+    stream = torch.cuda.current_stream().cuda_stream
+    for _ in range(2):   # the host tier filled, the order learnt
+        one_pass(pg, n, stream)
+    torch.cuda.synchronize()
+    ts = []
+    for _ in range(a.passes):
+        t0 = time.perf_counter()
+        one_pass(pg, n, stream)
+        torch.cuda.synchronize()
+        ts.append(time.perf_counter() - t0)
+    st = pg.stats()
+    gbs = raw / statistics.median(ts) / 1e9
+    print(f"{torch.cuda.get_device_name()}; pinned host->GPU {ceil:.1f} GB/s (64 MiB copies)")
+    print(f"pack {a.pack}: {n} layers, {raw / 1e9:.2f} GB raw; host hits "
+          f"{st['host_hits']}, misses {st['misses']} over {st['acquires']} acquires")
+    print(f"streaming: {gbs:.1f} GB/s of raw weights (median of {a.passes} passes) = "
+          f"{gbs / ceil:.3f}x the pinned ceiling")
+
+    from torch.profiler import ProfilerActivity, profile
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        t0 = time.perf_counter()
+        one_pass(pg, n, stream)
+        torch.cuda.synchronize()
+        t_prof = time.perf_counter() - t0
+    path = a.trace or os.path.join(os.environ.get("TMPDIR", "/tmp"), "stream_profile.json")
+    prof.export_chrome_trace(path)
+    events = cuda_timeline.load(path)
+    if a.trace:
+        with open(path, "rb") as f, gzip.open(path + ".gz", "wb") as g:
+            shutil.copyfileobj(f, g)
+    os.remove(path)
+    pg.close()
+
+    begin = min(e["b"] for e in events)
+    end = max(e["e"] for e in events)
+    h2d = [e for e in events if cuda_timeline.copy_dir(e) == "h2d"]
+    copy_stream = max({e["stream"] for e in h2d}, key=lambda s: sum(
+        e["e"] - e["b"] for e in h2d if e["stream"] == s))
+    cp = sorted((e for e in h2d if e["stream"] == copy_stream), key=lambda e: e["b"])
+    busy = cuda_timeline.union([(e["b"], e["e"]) for e in cp])
+    copied = sum(int(e["bytes"] or 0) for e in cp)
+    dec = cuda_timeline.union([(e["b"], e["e"]) for e in events
+                               if e["cat"] == "kernel" and "exprans" in e["name"]])
+    region = (end - begin) / 1e3
+    print(f"profiled pass: {region:.1f} ms on the device ({raw / t_prof / 1e9:.1f} GB/s of raw "
+          f"weights by the host clock, the profiler running)")
+    print(f"  copy stream busy {cuda_timeline.length(busy) / 1e3:.1f} ms = "
+          f"{cuda_timeline.length(busy) / 1e3 / region:.3f} of the pass; {copied / 1e9:.2f} GB in "
+          f"{len(cp)} copies at {copied / (cuda_timeline.length(busy) / 1e6) / 1e9:.1f} GB/s while "
+          f"copying")
+    print(f"  decode kernels {cuda_timeline.length(dec) / 1e3:.1f} ms, "
+          f"{cuda_timeline.overlap(dec, busy) / 1e3:.1f} ms of it while the copy stream copied")
+    gaps = sorted(((b1 - e0) / 1e3, (e0 - begin) / 1e3) for (_, e0), (b1, _)
+                  in zip(busy, busy[1:]) if b1 - e0 > 10)
+    lead = (busy[0][0] - begin) / 1e3 if busy else 0.0
+    tail = (end - busy[-1][1]) / 1e3 if busy else 0.0
+    print(f"  copy stream idle: before the first copy {lead:.2f} ms, between copies "
+          f"{sum(g for g, _ in gaps):.2f} ms in {len(gaps)} gaps over 10 us, after the last "
+          f"{tail:.2f} ms")
+    for g, at in gaps[-6:][::-1]:
+        print(f"    gap {g:.3f} ms at {at:.2f} ms")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
