@@ -157,6 +157,8 @@ def main():
     ap.add_argument("--seq", type=int, default=512)
     ap.add_argument("--host-cache", default="16G")
     ap.add_argument("--reps", type=int, default=3, help="timed paged steps (median)")
+    ap.add_argument("--state-cache", default="24G",
+                    help="the pager's memory for masters and optimizer state (step_in_backward)")
     ap.add_argument("--profile", metavar="DIR", help="profile a step of each; traces to DIR")
     ap.add_argument("--host-decode", action="store_true",
                     help="decode on the host, the link carrying raw weights (host_decode=True); "
@@ -257,7 +259,10 @@ def device_step(d, a, batches, ceil, t_fwd_bwd: float, n: int):
     ceilings for what it moves: weights in (the pager's counter), fp32
     masters and Adam's two moments in and out (12 bytes a parameter each
     way), and the new bf16 weights out (2)."""
-    model = wt.from_pretrained(d, device="cuda", host_cache=a.host_cache, gpu_slots=4, train=True)
+    # Masters and moments (12 bytes a parameter) kept by the pager: in
+    # memory when --state-cache holds them, else partly in its overflow file.
+    model = wt.from_pretrained(d, device="cuda", host_cache=a.host_cache, gpu_slots=4, train=True,
+                               state_cache=a.state_cache)
     pg = model._wspager.pager
     opt = wt.step_in_backward(model, torch.optim.AdamW, lr=1e-5)
 
@@ -281,8 +286,10 @@ def device_step(d, a, batches, ceil, t_fwd_bwd: float, n: int):
     w_in = st["bytes_h2d"] / reps
     s_in, s_out = 12 * n, 14 * n
     t_in, t_out = (w_in + s_in) / ceil["h2d"] / 1e9, s_out / ceil["d2h"] / 1e9
-    print(f"step inside the backward (wt.step_in_backward, torch.optim.AdamW on the GPU): "
-          f"forward+backward+step {t * 1e3:.1f} ms")
+    print(f"step inside the backward (wt.step_in_backward, torch.optim.AdamW on the GPU, "
+          f"state_cache {a.state_cache}): forward+backward+step {t * 1e3:.1f} ms; state kept "
+          f"{st['state_held'] / 1e9:.2f} GB, {st['state_resident'] / 1e9:.2f} GB in memory, "
+          f"{st['overflow_written'] / reps / 1e9:.2f} GB a step to the overflow files")
     print(f"  in: weights {w_in / 1e9:.2f} GB + masters and moments {s_in / 1e9:.2f} GB = "
           f"{t_in * 1e3:.1f} ms at the link; out: masters, moments and weights "
           f"{s_out / 1e9:.2f} GB = {t_out * 1e3:.1f} ms at the link")
