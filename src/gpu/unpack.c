@@ -11,6 +11,8 @@
 #include "pack/exprans/exprans.h"
 #include "pack/exprans/exprans_gpu.h"
 
+#define UNPACK_STAGES 3u
+
 struct unpacker {
 	struct dev *dev;
 	uint32_t n_layers;
@@ -21,13 +23,17 @@ struct unpacker {
 	struct exprans_gpu_job *jobs_dev;
 	uint32_t *status_dev, *status_host;   /* per job; status_host pinned */
 	uint64_t n_jobs;
-	/* Fills take turns: fill i decodes on decode queue i % 2 and, when
-	 * its bytes come over the link, from staging buffer i % 2. */
-	void *stage[DEV_DECODE_QUEUES];
+	/* Fills take turns: fill i decodes on decode queue i % 2; fills whose
+	 * bytes come over the link take the staging buffers in turn.  A copy
+	 * into a staging buffer waits for the decode that last read it: with
+	 * three, that decode is two copies back, and a small layer's copy (a
+	 * final norm: microseconds) never leaves the next large copy waiting
+	 * for the decode of the one before it, as two buffers would. */
+	void *stage[UNPACK_STAGES];
 	uint64_t stage_bytes;
-	struct dev_event *stage_free[DEV_DECODE_QUEUES], *copied, *decoded;
-	int stage_used[DEV_DECODE_QUEUES];
-	unsigned next;
+	struct dev_event *stage_free[UNPACK_STAGES], *copied, *decoded;
+	int stage_used[UNPACK_STAGES];
+	unsigned next, next_stage;
 	int host_pinned;
 	/* The GPU tier of packed layers: kept[l] holds layer l's packed
 	 * bytes in device memory (stream-ordered allocations).  uses[l]
@@ -103,7 +109,7 @@ void unpacker_destroy(struct unpacker *u)
 	if (!u)
 		return;
 	struct dev *d = u->dev;
-	for (int k = 0; k < DEV_DECODE_QUEUES; k++) {
+	for (unsigned k = 0; k < UNPACK_STAGES; k++) {
 		d->ops->free(d, u->stage[k]);
 		if (u->stage_free[k])
 			d->ops->event_destroy(d, u->stage_free[k]);
@@ -183,7 +189,7 @@ int unpacker_create(struct dev *d, const struct wsp_pack_s *pk, const struct hca
 	u->n_jobs = k;
 	u->stage_bytes = wspi_align_up(stage ? stage : 1, 256);
 	memset(u->status_host, 0, k * sizeof(uint32_t));
-	for (int q = 0; q < DEV_DECODE_QUEUES; q++)
+	for (unsigned q = 0; q < UNPACK_STAGES; q++)
 		if ((rc = d->ops->alloc(d, u->stage_bytes, &u->stage[q], err)) < 0 ||
 		    (rc = d->ops->event_create(d, 0, &u->stage_free[q], err)) < 0)
 			goto fail;
@@ -253,9 +259,9 @@ static int gpu_tier_room(struct unpacker *u, uint32_t l, uint64_t bytes, int dq,
 	return 1;
 }
 
-/* Where layer l's packed bytes go for fill turn k: a new GPU-tier buffer
- * when the tier takes it, else staging buffer k (*stage then says k, else
- * -1). */
+/* Where layer l's packed bytes go for a fill decoding on queue k: a new
+ * GPU-tier buffer when the tier takes it, else the next staging buffer
+ * (*stage then says which, else -1). */
 static int packed_home(struct unpacker *u, uint32_t l, uint64_t bytes, unsigned k, void **dst,
 		       int *stage, struct wspi_err *err)
 {
@@ -277,10 +283,12 @@ static int packed_home(struct unpacker *u, uint32_t l, uint64_t bytes, unsigned 
 		}
 	}
 	/* The staging buffer is free once the decode that read it is done. */
-	if (u->stage_used[k] && (rc = d->ops->wait(d, DEV_Q_COPY, NULL, u->stage_free[k], err)) < 0)
+	unsigned s = u->next_stage;
+	if (u->stage_used[s] && (rc = d->ops->wait(d, DEV_Q_COPY, NULL, u->stage_free[s], err)) < 0)
 		return rc;
-	*dst = u->stage[k];
-	*stage = (int)k;
+	u->next_stage = (s + 1) % UNPACK_STAGES;
+	*dst = u->stage[s];
+	*stage = (int)s;
 	return 0;
 }
 
