@@ -2,7 +2,7 @@
 every layer acquired and released in order, no compute, as bench/gpu_bench
 step 1 does, through the Python binding so that torch.profiler sees the
 library's copies and decode kernels.  Printed: the pinned host->GPU
-ceiling (64 MiB copies, median of 5), GB/s of raw weights over timed
+ceiling (1 GiB copies, median of 5: torch_train.ceilings), GB/s of raw weights over timed
 passes, then for one profiled pass how busy the copy stream was (its
 copies' union over the pass), the link's rate while copying, the decode
 kernels' time, and the copy stream's longest idle gaps.
@@ -24,20 +24,7 @@ sys.path.insert(0, os.path.join(HERE, "..", "python"))
 sys.path.insert(0, HERE)
 import wspager  # noqa: E402
 import cuda_timeline  # noqa: E402
-
-
-def ceiling(nbytes: int = 64 << 20, pieces: int = 8) -> float:
-    host = torch.empty(nbytes * pieces, dtype=torch.uint8, pin_memory=True).fill_(1)
-    dev = torch.empty(nbytes * pieces, dtype=torch.uint8, device="cuda")
-    ts = []
-    for _ in range(6):
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record()
-        dev.copy_(host, non_blocking=True)
-        b.record()
-        b.synchronize()
-        ts.append(a.elapsed_time(b) / 1e3)
-    return nbytes * pieces / statistics.median(ts[1:]) / 1e9
+from torch_train import ceilings  # noqa: E402
 
 
 def one_pass(pg, n: int, stream: int) -> None:
@@ -53,7 +40,7 @@ def main() -> int:
     ap.add_argument("--passes", type=int, default=3)
     ap.add_argument("--trace", help="write the profiled pass's trace here (.gz added)")
     a = ap.parse_args()
-    ceil = ceiling()
+    ceil = ceilings()["h2d"]
     pg = wspager.Pager(a.pack, device=0, host_cache=a.host_cache, gpu_slots=a.slots)
     n = len(pg.pack.layers)
     raw = sum(L.raw_bytes for L in pg.pack.layers)
@@ -69,7 +56,7 @@ def main() -> int:
         ts.append(time.perf_counter() - t0)
     st = pg.stats()
     gbs = raw / statistics.median(ts) / 1e9
-    print(f"{torch.cuda.get_device_name()}; pinned host->GPU {ceil:.1f} GB/s (64 MiB copies)")
+    print(f"{torch.cuda.get_device_name()}; pinned host->GPU {ceil:.1f} GB/s (1 GiB copies)")
     print(f"pack {a.pack}: {n} layers, {raw / 1e9:.2f} GB raw; host hits "
           f"{st['host_hits']}, misses {st['misses']} over {st['acquires']} acquires")
     print(f"streaming: {gbs:.1f} GB/s of raw weights (median of {a.passes} passes) = "

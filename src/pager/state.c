@@ -9,10 +9,17 @@
 #include "common/util.h"
 #include "pager/pager.h"
 
-/* The state store, made at the first acquire (under pg->lock); NULL with
- * `make` 0 when none was ever acquired. */
-static struct state_store *room(struct wsp_pager_s *pg, int make, struct wspi_err *err, int *rc)
+/* The state store for a call on `layer`: *rc WSP_ENOTFOUND for no such
+ * layer, else the store, made at the first acquire (`make`; under
+ * pg->lock); NULL without `make` when none was ever acquired. */
+static struct state_store *store(struct wsp_pager_s *pg, uint32_t layer, int make,
+				 struct wspi_err *err, int *rc)
 {
+	if (layer >= pg->pk->m.hdr->n_layers) {
+		*rc = WSP_ERR(err, WSP_ENOTFOUND, "%s: no layer %u (the pack has %u)", pg->pk->dir,
+			      layer, pg->pk->m.hdr->n_layers);
+		return NULL;
+	}
 	const char *tmp = getenv("TMPDIR");
 	const char *dir = pg->opt.overflow_dir;
 	struct state_config cfg = {
@@ -31,14 +38,6 @@ static struct state_store *room(struct wsp_pager_s *pg, int make, struct wspi_er
 	return st;
 }
 
-static int check_layer(struct wsp_pager_s *pg, uint32_t layer, struct wspi_err *err)
-{
-	if (layer >= pg->pk->m.hdr->n_layers)
-		return WSP_ERR(err, WSP_ENOTFOUND, "%s: no layer %u (the pack has %u)", pg->pk->dir,
-			       layer, pg->pk->m.hdr->n_layers);
-	return 0;
-}
-
 int wsp_state_acquire(wsp_pager *pg, uint32_t layer, uint64_t bytes, void **data)
 {
 	struct wspi_err err;
@@ -47,9 +46,7 @@ int wsp_state_acquire(wsp_pager *pg, uint32_t layer, uint64_t bytes, void **data
 	*data = NULL;
 	wspi_err_init(&err);
 	int rc = bytes ? 0 : WSP_ERR(&err, -EINVAL, "wsp_state_acquire: 0 bytes");
-	if (rc == 0)
-		rc = check_layer(pg, layer, &err);
-	struct state_store *st = rc == 0 ? room(pg, 1, &err, &rc) : NULL;
+	struct state_store *st = rc == 0 ? store(pg, layer, 1, &err, &rc) : NULL;
 	if (rc == 0)
 		rc = state_acquire(st, layer, bytes, data, &err);
 	return pager_result(pg, &err, rc);
@@ -58,11 +55,11 @@ int wsp_state_acquire(wsp_pager *pg, uint32_t layer, uint64_t bytes, void **data
 int wsp_state_release(wsp_pager *pg, uint32_t layer, int changed)
 {
 	struct wspi_err err;
+	int rc = 0;
 	if (!pg)
 		return -EINVAL;
 	wspi_err_init(&err);
-	int rc = check_layer(pg, layer, &err);
-	struct state_store *st = rc == 0 ? room(pg, 0, &err, &rc) : NULL;
+	struct state_store *st = store(pg, layer, 0, &err, &rc);
 	if (rc == 0)
 		rc = st ? state_release(st, layer, changed, &err)
 			: WSP_ERR(&err, WSP_ESTATE, "training state of layer %u: released but not "
@@ -73,12 +70,12 @@ int wsp_state_release(wsp_pager *pg, uint32_t layer, int changed)
 int64_t wsp_state_size(wsp_pager *pg, uint32_t layer)
 {
 	struct wspi_err err;
+	int rc = 0;
 	if (!pg)
 		return -EINVAL;
 	wspi_err_init(&err);
-	int rc = check_layer(pg, layer, &err);
-	struct state_store *st = rc == 0 ? room(pg, 0, &err, &rc) : NULL;
-	uint64_t n = rc == 0 && st ? state_size(st, layer) : 0;
+	struct state_store *st = store(pg, layer, 0, &err, &rc);
+	uint64_t n = st ? state_size(st, layer) : 0;
 	rc = pager_result(pg, &err, rc);
 	return rc < 0 ? rc : (int64_t)n;
 }

@@ -372,6 +372,19 @@ static void trace_push(struct wb *wb, const struct wb_push_s *p)
 	wb->trace(wb->trace_ctx, &ev);
 }
 
+/* A push slot back to the free list, with its staging buffer (under
+ * wb->lock). */
+static void push_free(struct wb *wb, struct wb_push_s *p)
+{
+	if (p->buf) {
+		p->buf->next = wb->free_bufs;
+		wb->free_bufs = p->buf;
+		p->buf = NULL;
+	}
+	p->next = wb->free;
+	wb->free = p;
+}
+
 static void *worker_main(void *arg)
 {
 	struct wb *wb = arg;
@@ -405,13 +418,7 @@ static void *worker_main(void *arg)
 		wb->head = p->next;
 		if (!wb->head)
 			wb->tail = NULL;
-		if (p->buf) {
-			p->buf->next = wb->free_bufs;
-			wb->free_bufs = p->buf;
-			p->buf = NULL;
-		}
-		p->next = wb->free;
-		wb->free = p;
+		push_free(wb, p);
 		pthread_cond_broadcast(&wb->cond);
 	}
 	pthread_mutex_unlock(&wb->lock);
@@ -681,13 +688,7 @@ static int push(struct wb *wb, const struct push_args *a, void *stream, struct w
 		 * is used again. */
 		if (wb->dev->ops->record(wb->dev, p->copied, DEV_Q_BACK, NULL, NULL) == 0)
 			(void)wb->dev->ops->event_sync(wb->dev, p->copied, NULL);
-		if (p->buf) {
-			p->buf->next = wb->free_bufs;
-			wb->free_bufs = p->buf;
-			p->buf = NULL;
-		}
-		p->next = wb->free;
-		wb->free = p;
+		push_free(wb, p);
 	} else {
 		for (uint32_t i = 0; i < L->n_tensors; i++)
 			if (a->grads ? a->grads[i] != NULL : i == a->tensor)

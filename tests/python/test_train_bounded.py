@@ -4,9 +4,9 @@ budgets trains through wspager.torch (from_pretrained: the weights never
 loaded whole; step_in_backward: masters and moments kept by the pager,
 wsp_state_acquire), with the updated layers and the state past their
 budgets in the overflow files.  The process's peak RSS over the training
-(on CUDA from the second step: the first loads the kernels' modules)
-grows by less than half the weights and state (what keeping them in
-memory would take), the overflow files were used, and the pack wt.save
+(on CUDA from the second step: the first loads the kernels' modules;
+glibc told to give freed blocks back rather than keep them) grows by less
+than half the weights and state (what keeping them in memory would take), the overflow files were used, and the pack wt.save
 writes unpacks to exactly the weights of the same model trained resident
 with the same optimizer (in another process, so as not to count it).
 argv[1]: "cpu" (host backend) or "cuda"; the two halves run as
@@ -106,7 +106,12 @@ def main():
     me = os.path.abspath(__file__)
     ref, out, report = (os.path.join(T, x) for x in ("ref.safetensors", "tuned.wsp", "report.json"))
     subprocess.run([sys.executable, me, "resident", device, d, ref], check=True)
-    subprocess.run([sys.executable, me, "paged", device, d, out, report], check=True)
+    # glibc's malloc keeps blocks torch frees in its heaps, up to a threshold
+    # it raises as it goes (hundreds of MiB here, varying from run to run):
+    # the paged half runs with blocks of 128 KiB and more mapped on their
+    # own, so that its peak is the memory it uses.
+    env = dict(os.environ, MALLOC_MMAP_THRESHOLD_="131072", MALLOC_TRIM_THRESHOLD_="131072")
+    subprocess.run([sys.executable, me, "paged", device, d, out, report], check=True, env=env)
     r = json.load(open(report))
     grew = (r["peak_kib"] - r["base_kib"]) << 10
     st = r["stats"]

@@ -9,9 +9,7 @@
  * pack valid.  A corrupted overflow file is a checksum error, never stale
  * weights; a full disk fails the update that needed room and loses no
  * layer; a bad overflow_dir is refused at open.  Host backend. */
-#include <dirent.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <signal.h>
 #include <string.h>
 #include <sys/resource.h>
@@ -20,6 +18,7 @@
 #include <unistd.h>
 
 #include "../gpu/pager_util.h"
+#include "overflow_util.h"
 
 static struct t_model m;
 static wsp_pack *pk;
@@ -84,25 +83,6 @@ static int reads_as(wsp_pager *pg, uint32_t l, unsigned r, int keep, unsigned ke
 	return 0;
 }
 
-static unsigned entries(const char *dir)
-{
-	unsigned k = 0;
-	DIR *d = opendir(dir);
-	struct dirent *e;
-	while (d && (e = readdir(d)))
-		k += strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0;
-	if (d)
-		closedir(d);
-	return k;
-}
-
-static long peak_rss_kib(void)
-{
-	struct rusage ru;
-	getrusage(RUSAGE_SELF, &ru);
-	return ru.ru_maxrss;
-}
-
 static void log_line(void *ctx, const char *msg)
 {
 	(void)ctx;
@@ -115,37 +95,6 @@ static void options(struct wsp_options *o, uint64_t budget)
 	o->updated_bytes = budget;
 	o->overflow_dir = ovf;
 	o->log = log_line;
-}
-
-/* Overwrite the pager's overflow file (found as an open, deleted file in
- * ovf) with other bytes.  Returns how many bytes were changed. */
-static uint64_t corrupt_overflow(void)
-{
-	DIR *d = opendir("/proc/self/fd");
-	struct dirent *e;
-	uint64_t changed = 0;
-	while (d && (e = readdir(d))) {
-		char link[300], target[800];
-		snprintf(link, sizeof(link), "/proc/self/fd/%s", e->d_name);
-		ssize_t k = readlink(link, target, sizeof(target) - 1);
-		if (k <= 0)
-			continue;
-		target[k] = 0;
-		if (strncmp(target, ovf, strlen(ovf)) != 0 || !strstr(target, "(deleted)"))
-			continue;
-		int fd = open(link, O_RDWR);   /* a description without O_DIRECT */
-		struct stat st;
-		CHECK(fd >= 0 && fstat(fd, &st) == 0 && st.st_size > 0);
-		char junk[4096];
-		memset(junk, 0xa5, sizeof(junk));
-		for (off_t at = 0; at < st.st_size; at += (off_t)sizeof(junk))
-			changed += (uint64_t)pwrite(fd, junk, sizeof(junk), at);
-		CHECK(fsync(fd) == 0);
-		close(fd);
-	}
-	if (d)
-		closedir(d);
-	return changed;
 }
 
 int main(void)
@@ -186,14 +135,14 @@ int main(void)
 	learn_offsets(pg);
 	for (uint32_t l = 0; l < n; l++)
 		CHECK_RC(reads_as(pg, l, 0, -1, 0, want, other), 0);
-	long rss0 = peak_rss_kib();
+	long rss0 = t_peak_rss_kib();
 	for (unsigned r = 1; r <= 2; r++)
 		for (uint32_t l = 0; l < n; l++) {
 			CHECK_RC(update(pg, l, r, -1, buf), 0);
 			CHECK_RC(wsp_get_stats(pg, &st), 0);
 			CHECK(st.updated_resident <= budget);
 		}
-	CHECK(entries(ovf) == 0);
+	CHECK(t_entries(ovf) == 0);
 	/* Layer 0 was spilled (least recently used): a partial update reads
 	 * its kept tensor back from the file. */
 	CHECK_RC(update(pg, 0, 3, 0, buf), 0);
@@ -201,7 +150,7 @@ int main(void)
 		for (uint32_t l = 0; l < n; l++)
 			CHECK_RC(reads_as(pg, l, l == 0 ? 3 : 2, l == 0 ? 0 : -1, 2, want, other), 0);
 	CHECK_RC(wsp_get_stats(pg, &st), 0);
-	long grew = peak_rss_kib() - rss0;
+	long grew = t_peak_rss_kib() - rss0;
 	printf("updated %llu layers (%llu MiB): %llu MiB in memory, %llu MiB spilled, %llu MiB "
 	       "read back; peak RSS grew %ld MiB\n", (unsigned long long)st.updated_layers,
 	       (unsigned long long)(st.updated_bytes >> 20),
@@ -243,7 +192,7 @@ int main(void)
 	wsp_pack_close(saved);
 
 	/* Other bytes in the file: spilled layers fail with a checksum error. */
-	CHECK(corrupt_overflow() > 0);
+	CHECK(t_corrupt_overflow(ovf) > 0);
 	unsigned bad = 0;
 	for (uint32_t l = 0; l < n; l++) {
 		int rc = reads_as(pg, l, l == 0 ? 3 : 2, l == 0 ? 0 : -1, 2, want, other);
@@ -257,7 +206,7 @@ int main(void)
 	       wsp_errmsg(pg));
 	CHECK(bad > 0);
 	wsp_close(pg);
-	CHECK(entries(ovf) == 0);
+	CHECK(t_entries(ovf) == 0);
 
 	/* SIGKILL while spilling: the pack stays valid, nothing is left. */
 	int pipefd[2];
@@ -288,7 +237,7 @@ int main(void)
 	CHECK(waitpid(pid, &status, 0) == pid);
 	CHECK(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
 	close(pipefd[0]);
-	CHECK(entries(ovf) == 0);
+	CHECK(t_entries(ovf) == 0);
 	CHECK_RC(wsp_pack_verify(pk, 0, NULL, NULL), 0);
 
 	/* A full disk (RLIMIT_FSIZE: writes past 1 MiB fail with EFBIG, as
@@ -330,7 +279,7 @@ int main(void)
 	}
 	CHECK(waitpid(pid, &status, 0) == pid);
 	CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
-	CHECK(entries(ovf) == 0);
+	CHECK(t_entries(ovf) == 0);
 
 	free(buf);
 	free(want);

@@ -9,14 +9,13 @@
  * corrupted file is a checksum error, never other bytes; releases not
  * taken, 0 bytes, a bad layer and NULL arguments are clear errors.  Host
  * backend. */
-#include <dirent.h>
-#include <fcntl.h>
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include "../gpu/pager_util.h"
+#include "overflow_util.h"
 
 #define LAYERS 24
 #define BLOB (3u << 20)
@@ -33,55 +32,6 @@ static void fill(uint64_t *p, uint64_t bytes, uint32_t l, unsigned v)
 static uint64_t blob_bytes(uint32_t l, unsigned v)
 {
 	return BLOB + 8 * (l * 1000 + v * 333);   /* not a multiple of 4096 */
-}
-
-static long peak_rss_kib(void)
-{
-	struct rusage ru;
-	getrusage(RUSAGE_SELF, &ru);
-	return ru.ru_maxrss;
-}
-
-/* Overwrite the open, deleted files in ovf with other bytes. */
-static uint64_t corrupt_overflow(void)
-{
-	DIR *d = opendir("/proc/self/fd");
-	struct dirent *e;
-	uint64_t changed = 0;
-	while (d && (e = readdir(d))) {
-		char link[300], target[800];
-		snprintf(link, sizeof(link), "/proc/self/fd/%s", e->d_name);
-		ssize_t k = readlink(link, target, sizeof(target) - 1);
-		if (k <= 0)
-			continue;
-		target[k] = 0;
-		if (strncmp(target, ovf, strlen(ovf)) != 0 || !strstr(target, "(deleted)"))
-			continue;
-		int fd = open(link, O_RDWR);
-		struct stat st;
-		CHECK(fd >= 0 && fstat(fd, &st) == 0 && st.st_size > 0);
-		char junk[4096];
-		memset(junk, 0x5a, sizeof(junk));
-		for (off_t at = 0; at < st.st_size; at += (off_t)sizeof(junk))
-			changed += (uint64_t)pwrite(fd, junk, sizeof(junk), at);
-		CHECK(fsync(fd) == 0);
-		close(fd);
-	}
-	if (d)
-		closedir(d);
-	return changed;
-}
-
-static int dir_empty(const char *dir)
-{
-	DIR *d = opendir(dir);
-	struct dirent *e;
-	int n = 0;
-	while (d && (e = readdir(d)))
-		n += strcmp(e->d_name, ".") && strcmp(e->d_name, "..");
-	if (d)
-		closedir(d);
-	return d && n == 0;
 }
 
 int main(void)
@@ -109,7 +59,7 @@ int main(void)
 	CHECK_RC(wsp_state_release(pg, 3, 0), WSP_ESTATE);
 
 	memset(buf, 0, BLOB + (1 << 20));   /* the test's own buffer, in before the peak */
-	long rss0 = peak_rss_kib();
+	long rss0 = t_peak_rss_kib();
 	uint64_t total = 0, *p;
 	for (unsigned v = 0; v < 2; v++)
 		for (uint32_t l = 0; l < LAYERS; l++) {
@@ -126,7 +76,7 @@ int main(void)
 			if (v == 1)
 				total += blob_bytes(l, 0);
 		}
-	long grew = peak_rss_kib() - rss0;
+	long grew = t_peak_rss_kib() - rss0;
 	CHECK_RC(wsp_get_stats(pg, &st), 0);
 	printf("%u buffers, %llu MiB held, %llu MiB in memory, %llu MiB spilled; peak RSS grew %ld "
 	       "MiB\n", LAYERS, (unsigned long long)st.state_held >> 20,
@@ -137,7 +87,7 @@ int main(void)
 #if !defined(__SANITIZE_ADDRESS__)
 	CHECK((uint64_t)grew << 10 < total / 2);
 #endif
-	CHECK(dir_empty(ovf));
+	CHECK(t_entries(ovf) == 0);
 
 	/* Every buffer back, the last version, bit for bit (most from the
 	 * file); released unchanged, none is written again. */
@@ -185,7 +135,7 @@ int main(void)
 	CHECK(wsp_state_size(NULL, 1) == -EINVAL);
 
 	/* A corrupted overflow file: the spilled buffers are refused. */
-	CHECK(corrupt_overflow() > 0);
+	CHECK(t_corrupt_overflow(ovf) > 0);
 	unsigned refused = 0;
 	for (uint32_t l = 0; l < LAYERS; l++) {
 		if (l == 4)
@@ -204,7 +154,7 @@ int main(void)
 	CHECK(refused >= LAYERS / 2);
 
 	wsp_close(pg);
-	CHECK(dir_empty(ovf));
+	CHECK(t_entries(ovf) == 0);
 	free(buf);
 	t_model_remove(&m);
 	return 0;
