@@ -1,6 +1,7 @@
 /*
- * Gradients out of the GPU: per-layer landing buffers, staging buffers, the
- * accumulating worker, and the per-layer fp32 accumulators (writeback.h).
+ * Gradients out of the GPU: per-layer landing buffers, staging buffers,
+ * push slots and the worker that applies each push once its copies are
+ * done (writeback.h; the adding itself is accumulate.c).
  *
  * Widening bf16 into fp32 on the host runs at memory speed, far below the
  * link (docs/PERFORMANCE.md), so a layer's first push after zeroing (the
@@ -19,86 +20,8 @@
 #include <string.h>
 
 #include "common/util.h"
+#include "writeback/grads_int.h"
 #include "writeback/tofloat.h"
-#include "writeback/writeback.h"
-
-/* Pushes in flight at most (events only: a push whose tensors all land
- * needs no staging buffer, so a layer pushed tensor by tensor as each
- * gradient is ready does not hold the host back), and staging buffers:
- * two copies in flight while the worker adds a third. */
-#define WB_PUSHES 32u
-#define WB_BUFS 3u
-#define WB_ALIGN 64u
-/* Threads adding one push, at most; and elements per thread at least. */
-#define WB_ADD_THREADS 8u
-#define WB_ADD_MIN_ELEMENTS (1u << 20)
-/* wb_push_s.rows_tensor of a dense push. */
-#define NO_ROWS UINT32_MAX
-
-struct wb_buf {
-	void *mem;                 /* max layer bytes (+ alignment), pinned where the device pins */
-	int pinned;
-	struct wb_buf *next;       /* in the free list */
-};
-
-struct wb_push_s {
-	struct dev_event *after_user, *copied;
-	struct dev_event *begin;   /* timing, before the copies (traced pushes only) */
-	uint64_t bytes;            /* copied by this push */
-	uint32_t layer;
-	uint8_t *present;          /* per tensor of the layer: pushed in this one */
-	uint8_t *landed;           /* ... and copied into the landing buffer, not buf */
-	struct wb_buf *buf;        /* staging, when something is added (NULL: all land) */
-	uint32_t rows_tensor;      /* a push of rows (wb_push_rows) of this tensor, or NO_ROWS */
-	uint64_t n_rows;
-	struct wb_push_s *next;    /* in the free list or the worker's queue */
-};
-
-/* A tensor's gradient: zero (or never made); a sum in the fp32 accumulator;
- * stale (zeroed lazily, so that zeroing inside a backward pass costs
- * nothing: the next push overwrites, a read clears what no push wrote); or
- * one push in the landing buffer, in its own dtype, not yet widened. */
-enum { HAS_ZERO = 0, HAS_SUM = 1, HAS_STALE = 2, HAS_LANDED = 3 };
-
-struct wb_layer {
-	float **acc;               /* per tensor, NULL until first widened into */
-	uint8_t *has;              /* per tensor: HAS_*, as the worker has applied */
-	uint8_t *planned;          /* per tensor: 1 once a push since zeroing is queued */
-	void *land;                /* landing buffer (staging layout), made at first use */
-	int land_pinned;
-	uint64_t pushes;           /* accumulated since the last zeroing */
-	uint32_t pending;          /* pushed, not yet accumulated */
-};
-
-struct wb {
-	struct dev *dev;
-	const struct wsp_pack_s *pk;
-	uint32_t n_layers, max_tensors;
-	uint64_t max_bytes;
-	unsigned add_threads;      /* threads adding one push (<= WB_ADD_THREADS) */
-	uint8_t *scratch;          /* 4 x max_tensors: the worker's two, a reader's two */
-
-	pthread_mutex_t lock;
-	pthread_cond_t cond;       /* a push or buffer freed, a job queued or done, stop */
-	struct wb_layer *layers;
-	struct wb_push_s pushes[WB_PUSHES];
-	struct wb_buf bufs[WB_BUFS];
-	uint64_t buf_bytes;
-	int started;               /* pushes and buffers made, the worker running */
-	struct wb_push_s *free, *head, *tail;
-	struct wb_buf *free_bufs;
-	uint32_t pending_all;
-	int stop;
-	pthread_t worker;
-	struct wspi_err failed;     /* the first failure of a copy or an addition */
-	int failed_code;
-	uint64_t n_pushes, bytes_d2h;
-	uint64_t add_ns;           /* time the worker spent adding (after each copy) */
-	wsp_trace_fn trace;        /* D2H events, timed from `epoch` (host time epoch_ns) */
-	void *trace_ctx;
-	struct dev_event *epoch;
-	uint64_t epoch_ns;
-};
 
 int wb_create(struct dev *d, const struct wsp_pack_s *pk, wsp_trace_fn trace, void *trace_ctx,
 	      struct wb **out, struct wspi_err *err)
@@ -137,224 +60,6 @@ static void fail(struct wb *wb, int rc, struct wspi_err *e)
 		wb->failed_code = rc;
 		wspi_err_set(&wb->failed, rc, "%s", e->msg);
 	}
-}
-
-/* One pass over some tensors of a layer laid out as a staging buffer is (each at a
- * WB_ALIGN-aligned offset of `src`): which[i] selects tensor i, first[i]
- * assigns instead of adding.  One thread takes the same slice [part/parts]
- * of each (elementwise, so the split never changes a result). */
-struct acc_part {
-	struct wb *wb;
-	uint32_t layer;
-	const uint8_t *src, *which, *first;
-	unsigned part, parts;
-};
-
-static void *accumulate_part(void *arg)
-{
-	struct acc_part *p = arg;
-	const struct wsp_layer *L = &p->wb->pk->layers[p->layer];
-	struct wb_layer *wl = &p->wb->layers[p->layer];
-	const uint8_t *src = p->src;
-	for (uint32_t i = 0; i < L->n_tensors; i++) {
-		const struct wsp_tensor *t = &L->tensors[i];
-		unsigned esize = wsp_dtype_bits(t->dtype) / 8;
-		uint64_t n = t->bytes / esize;
-		if (p->which[i]) {
-			uint64_t per = (n + p->parts - 1) / p->parts;
-			uint64_t a = WSP_MIN(n, per * p->part), b = WSP_MIN(n, a + per);
-			wb_accumulate(wl->acc[i] + a, src + a * esize, t->dtype, b - a, p->first[i]);
-		}
-		src += wspi_align_up(t->bytes, WB_ALIGN);
-	}
-	return NULL;
-}
-
-static uint64_t tensor_elements(const struct wsp_tensor *t)
-{
-	return t->bytes / (wsp_dtype_bits(t->dtype) / 8);
-}
-
-/* Widen or add the selected tensors of `src` into the layer's accumulators,
- * then mark them HAS_SUM.  Large layers are split over up to WB_ADD_THREADS
- * threads.  Only the worker, or a reader holding the lock with nothing of
- * the layer pending, calls it: accumulators have one writer at a time. */
-static int accumulate(struct wb *wb, uint32_t layer, const void *src, const uint8_t *which,
-		      const uint8_t *first, struct wspi_err *err)
-{
-	const struct wsp_layer *L = &wb->pk->layers[layer];
-	struct wb_layer *wl = &wb->layers[layer];
-	uint64_t elements = 0;
-	for (uint32_t i = 0; i < L->n_tensors; i++) {
-		uint64_t n = tensor_elements(&L->tensors[i]);
-		if (!which[i])
-			continue;
-		elements += n;
-		if (!wl->acc[i] &&
-		    !(wl->acc[i] = aligned_alloc(WB_ALIGN, wspi_align_up(n * 4 + 4, WB_ALIGN))))
-			return WSP_ERR(err, -ENOMEM, "write-back: out of memory for the fp32 "
-				       "gradient of %s (%" PRIu64 " elements)", L->tensors[i].name, n);
-	}
-	if (!elements)
-		return 0;
-	unsigned parts = (unsigned)WSP_MIN((uint64_t)wb->add_threads,
-					   elements / WB_ADD_MIN_ELEMENTS + 1);
-	struct acc_part part[WB_ADD_THREADS];
-	pthread_t th[WB_ADD_THREADS];
-	unsigned started = 0;
-	for (unsigned k = 0; k < parts; k++)
-		part[k] = (struct acc_part){ wb, layer, src, which, first, k, parts };
-	for (unsigned k = 1; k < parts; k++) {
-		if (pthread_create(&th[k], NULL, accumulate_part, &part[k]) != 0)
-			break;
-		started = k;
-	}
-	accumulate_part(&part[0]);
-	for (unsigned k = 1; k <= started; k++)
-		pthread_join(th[k], NULL);
-	for (unsigned k = started + 1; k < parts; k++)   /* threads that could not start */
-		accumulate_part(&part[k]);
-	for (uint32_t i = 0; i < L->n_tensors; i++)
-		if (which[i])
-			wl->has[i] = HAS_SUM;
-	return 0;
-}
-
-/* Widen the landed tensors of a layer into its accumulators; which and
- * first: scratch of max_tensors bytes (the worker's, or the reader's). */
-static int widen_landed(struct wb *wb, uint32_t layer, uint8_t *which, uint8_t *first,
-			struct wspi_err *err)
-{
-	const struct wsp_layer *L = &wb->pk->layers[layer];
-	struct wb_layer *wl = &wb->layers[layer];
-	for (uint32_t i = 0; i < L->n_tensors; i++) {
-		which[i] = wl->has[i] == HAS_LANDED;
-		first[i] = 1;
-	}
-	return accumulate(wb, layer, wl->land, which, first, err);
-}
-
-struct zero_part {
-	float *p;
-	uint64_t n;
-};
-
-static void *zero_part(void *arg)
-{
-	struct zero_part *z = arg;
-	memset(z->p, 0, z->n * 4);
-	return NULL;
-}
-
-/* Zero n floats, split over the threads that add a push (a large
- * accumulator is zeroed at memory speed, not one core's). */
-static void zero_floats(struct wb *wb, float *p, uint64_t n)
-{
-	unsigned parts = (unsigned)WSP_MIN((uint64_t)wb->add_threads, n / WB_ADD_MIN_ELEMENTS + 1);
-	uint64_t per = (n + parts - 1) / parts;
-	struct zero_part z[WB_ADD_THREADS];
-	pthread_t th[WB_ADD_THREADS];
-	int started[WB_ADD_THREADS] = { 0 };
-	for (unsigned k = 0; k < parts; k++) {
-		uint64_t a = WSP_MIN(n, per * k);
-		z[k] = (struct zero_part){ p + a, WSP_MIN(n - a, per) };
-		if (k && pthread_create(&th[k], NULL, zero_part, &z[k]) == 0)
-			started[k] = 1;
-	}
-	zero_part(&z[0]);
-	for (unsigned k = 1; k < parts; k++) {
-		if (started[k])
-			pthread_join(th[k], NULL);
-		else
-			zero_part(&z[k]);
-	}
-}
-
-/* Make tensor i's accumulator hold a sum, so that rows can be added into
- * it: a landed push is widened, a stale or never-made accumulator zeroed.
- * Returns 1 when it was zeroed here (nothing was pushed since zeroing),
- * 0 when it already held a sum. */
-static int as_sum(struct wb *wb, uint32_t layer, uint32_t i, struct wspi_err *err)
-{
-	struct wb_layer *wl = &wb->layers[layer];
-	const struct wsp_tensor *t = &wb->pk->layers[layer].tensors[i];
-	uint8_t *which = wb->scratch, *first = wb->scratch + wb->max_tensors;
-	if (wl->has[i] == HAS_SUM)
-		return 0;
-	if (wl->has[i] == HAS_LANDED)
-		return widen_landed(wb, layer, which, first, err);
-	uint64_t n = tensor_elements(t);
-	if (!wl->acc[i] && !(wl->acc[i] = aligned_alloc(WB_ALIGN, wspi_align_up(n * 4 + 4, WB_ALIGN))))
-		return WSP_ERR(err, -ENOMEM, "write-back: out of memory for the fp32 gradient of %s "
-			       "(%" PRIu64 " elements)", t->name, n);
-	zero_floats(wb, wl->acc[i], n);
-	wl->has[i] = HAS_SUM;
-	return 1;
-}
-
-/* The worker's part of a push of rows: each listed row added into the
- * tensor's accumulator (a row listed twice is added twice, as index_add
- * would); negative entries are padding.  Into a fresh accumulator a row's
- * first listing is assigned, as a first dense push is, so that the two
- * give the same bits (-0 included). */
-static int apply_rows(struct wb *wb, struct wb_push_s *p, struct wspi_err *err)
-{
-	const struct wsp_tensor *t = &wb->pk->layers[p->layer].tensors[p->rows_tensor];
-	unsigned esize = wsp_dtype_bits(t->dtype) / 8;
-	uint64_t row_elems = tensor_elements(t) / t->shape[0];
-	const int64_t *rows = p->buf->mem;
-	const uint8_t *values = (const uint8_t *)p->buf->mem + wspi_align_up(p->n_rows * 8, WB_ALIGN);
-	int fresh = as_sum(wb, p->layer, p->rows_tensor, err);
-	if (fresh < 0)
-		return fresh;
-	uint8_t *seen = fresh ? calloc(t->shape[0] / 8 + 1, 1) : NULL;
-	if (fresh && !seen)
-		return WSP_ERR(err, -ENOMEM, "write-back: out of memory");
-	float *acc = wb->layers[p->layer].acc[p->rows_tensor];
-	int rc = 0;
-	for (uint64_t k = 0; rc == 0 && k < p->n_rows; k++) {
-		int64_t r = rows[k];
-		if (r < 0)
-			continue;
-		if ((uint64_t)r >= t->shape[0]) {
-			rc = WSP_ERR(err, -EINVAL, "gradient rows of %s: row %" PRId64 " listed, the "
-				     "tensor has %" PRIu64, t->name, r, t->shape[0]);
-			break;
-		}
-		int first = seen && !(seen[r / 8] >> (r % 8) & 1);
-		if (seen)
-			seen[r / 8] |= (uint8_t)(1u << (r % 8));
-		wb_accumulate(acc + (uint64_t)r * row_elems, values + k * row_elems * esize, t->dtype,
-			      row_elems, first);
-	}
-	free(seen);
-	return rc;
-}
-
-/* The worker's part of one push, once its copies are done. */
-static int apply_push(struct wb *wb, struct wb_push_s *p, struct wspi_err *err)
-{
-	const struct wsp_layer *L = &wb->pk->layers[p->layer];
-	struct wb_layer *wl = &wb->layers[p->layer];
-	uint8_t *which = wb->scratch, *first = wb->scratch + wb->max_tensors;
-	int rc = 0;
-	int widen = 0;
-	if (p->rows_tensor != NO_ROWS)
-		return apply_rows(wb, p, err);
-	for (uint32_t i = 0; i < L->n_tensors; i++)
-		widen |= p->present[i] && !p->landed[i] && wl->has[i] == HAS_LANDED;
-	if (widen)   /* a second push adds to a landed one: widen that first */
-		rc = widen_landed(wb, p->layer, which, first, err);
-	for (uint32_t i = 0; i < L->n_tensors; i++) {
-		which[i] = p->present[i] && !p->landed[i];
-		first[i] = wl->has[i] != HAS_SUM;
-	}
-	if (rc == 0 && p->buf)
-		rc = accumulate(wb, p->layer, p->buf->mem, which, first, err);
-	for (uint32_t i = 0; rc == 0 && i < L->n_tensors; i++)
-		if (p->present[i] && p->landed[i])
-			wl->has[i] = HAS_LANDED;
-	return rc;
 }
 
 /* The push's copies as a D2H event: their device times on the host clock. */
@@ -403,7 +108,7 @@ static void *worker_main(void *arg)
 			trace_push(wb, p);
 		uint64_t t0 = wspi_now_ns();
 		if (rc == 0)
-			rc = apply_push(wb, p, &e);
+			rc = wb_apply_push(wb, p, &e);
 		uint64_t spent = wspi_now_ns() - t0;
 		pthread_mutex_lock(&wb->lock);
 		wb->add_ns += spent;
@@ -783,7 +488,7 @@ int wb_grads(struct wb *wb, uint32_t layer, float *const **data, uint64_t *pushe
 		rc = layer_arrays(wb, &wb->layers[layer], wb->pk->layers[layer].n_tensors, err);
 	if (rc == 0) {   /* nothing of the layer is pending: the accumulators are ours */
 		uint64_t t0 = wspi_now_ns();
-		rc = widen_landed(wb, layer, wb->scratch + 2 * wb->max_tensors,
+		rc = wb_widen_landed(wb, layer, wb->scratch + 2 * wb->max_tensors,
 				  wb->scratch + 3 * wb->max_tensors, err);
 		wb->add_ns += wspi_now_ns() - t0;
 	}
@@ -792,7 +497,7 @@ int wb_grads(struct wb *wb, uint32_t layer, float *const **data, uint64_t *pushe
 		const struct wsp_layer *L = &wb->pk->layers[layer];
 		for (uint32_t i = 0; rc == 0 && i < L->n_tensors; i++)
 			if (wl->has[i] == HAS_STALE) {
-				uint64_t n = tensor_elements(&L->tensors[i]);
+				uint64_t n = wb_tensor_elements(&L->tensors[i]);
 				if (!wl->acc[i] &&
 				    !(wl->acc[i] = aligned_alloc(WB_ALIGN, wspi_align_up(n * 4 + 4, WB_ALIGN))))
 					rc = WSP_ERR(err, -ENOMEM, "write-back: out of memory for the fp32 "

@@ -1,0 +1,234 @@
+/*
+ * Adding pushed gradients into the fp32 accumulators (grads_int.h): dense
+ * tensors split over up to WB_ADD_THREADS threads, landed pushes widened
+ * when read or added to, rows added into their rows.  Only the worker, or
+ * a reader holding the lock with nothing of the layer pending, calls
+ * these: accumulators have one writer at a time.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/util.h"
+#include "writeback/grads_int.h"
+#include "writeback/tofloat.h"
+
+/* One pass over some tensors of a layer laid out as a staging buffer is (each at a
+ * WB_ALIGN-aligned offset of `src`): which[i] selects tensor i, first[i]
+ * assigns instead of adding.  One thread takes the same slice [part/parts]
+ * of each (elementwise, so the split never changes a result). */
+struct acc_part {
+	struct wb *wb;
+	uint32_t layer;
+	const uint8_t *src, *which, *first;
+	unsigned part, parts;
+};
+
+static void *accumulate_part(void *arg)
+{
+	struct acc_part *p = arg;
+	const struct wsp_layer *L = &p->wb->pk->layers[p->layer];
+	struct wb_layer *wl = &p->wb->layers[p->layer];
+	const uint8_t *src = p->src;
+	for (uint32_t i = 0; i < L->n_tensors; i++) {
+		const struct wsp_tensor *t = &L->tensors[i];
+		unsigned esize = wsp_dtype_bits(t->dtype) / 8;
+		uint64_t n = t->bytes / esize;
+		if (p->which[i]) {
+			uint64_t per = (n + p->parts - 1) / p->parts;
+			uint64_t a = WSP_MIN(n, per * p->part), b = WSP_MIN(n, a + per);
+			wb_accumulate(wl->acc[i] + a, src + a * esize, t->dtype, b - a, p->first[i]);
+		}
+		src += wspi_align_up(t->bytes, WB_ALIGN);
+	}
+	return NULL;
+}
+
+uint64_t wb_tensor_elements(const struct wsp_tensor *t)
+{
+	return t->bytes / (wsp_dtype_bits(t->dtype) / 8);
+}
+
+/* Widen or add the selected tensors of `src` into the layer's accumulators,
+ * then mark them HAS_SUM.  Large layers are split over up to WB_ADD_THREADS
+ * threads.  Only the worker, or a reader holding the lock with nothing of
+ * the layer pending, calls it: accumulators have one writer at a time. */
+static int accumulate(struct wb *wb, uint32_t layer, const void *src, const uint8_t *which,
+		      const uint8_t *first, struct wspi_err *err)
+{
+	const struct wsp_layer *L = &wb->pk->layers[layer];
+	struct wb_layer *wl = &wb->layers[layer];
+	uint64_t elements = 0;
+	for (uint32_t i = 0; i < L->n_tensors; i++) {
+		uint64_t n = wb_tensor_elements(&L->tensors[i]);
+		if (!which[i])
+			continue;
+		elements += n;
+		if (!wl->acc[i] &&
+		    !(wl->acc[i] = aligned_alloc(WB_ALIGN, wspi_align_up(n * 4 + 4, WB_ALIGN))))
+			return WSP_ERR(err, -ENOMEM, "write-back: out of memory for the fp32 "
+				       "gradient of %s (%" PRIu64 " elements)", L->tensors[i].name, n);
+	}
+	if (!elements)
+		return 0;
+	unsigned parts = (unsigned)WSP_MIN((uint64_t)wb->add_threads,
+					   elements / WB_ADD_MIN_ELEMENTS + 1);
+	struct acc_part part[WB_ADD_THREADS];
+	pthread_t th[WB_ADD_THREADS];
+	unsigned started = 0;
+	for (unsigned k = 0; k < parts; k++)
+		part[k] = (struct acc_part){ wb, layer, src, which, first, k, parts };
+	for (unsigned k = 1; k < parts; k++) {
+		if (pthread_create(&th[k], NULL, accumulate_part, &part[k]) != 0)
+			break;
+		started = k;
+	}
+	accumulate_part(&part[0]);
+	for (unsigned k = 1; k <= started; k++)
+		pthread_join(th[k], NULL);
+	for (unsigned k = started + 1; k < parts; k++)   /* threads that could not start */
+		accumulate_part(&part[k]);
+	for (uint32_t i = 0; i < L->n_tensors; i++)
+		if (which[i])
+			wl->has[i] = HAS_SUM;
+	return 0;
+}
+
+/* Widen the landed tensors of a layer into its accumulators; which and
+ * first: scratch of max_tensors bytes (the worker's, or the reader's). */
+int wb_widen_landed(struct wb *wb, uint32_t layer, uint8_t *which, uint8_t *first,
+			struct wspi_err *err)
+{
+	const struct wsp_layer *L = &wb->pk->layers[layer];
+	struct wb_layer *wl = &wb->layers[layer];
+	for (uint32_t i = 0; i < L->n_tensors; i++) {
+		which[i] = wl->has[i] == HAS_LANDED;
+		first[i] = 1;
+	}
+	return accumulate(wb, layer, wl->land, which, first, err);
+}
+
+struct zero_part {
+	float *p;
+	uint64_t n;
+};
+
+static void *zero_part(void *arg)
+{
+	struct zero_part *z = arg;
+	memset(z->p, 0, z->n * 4);
+	return NULL;
+}
+
+/* Zero n floats, split over the threads that add a push (a large
+ * accumulator is zeroed at memory speed, not one core's). */
+static void zero_floats(struct wb *wb, float *p, uint64_t n)
+{
+	unsigned parts = (unsigned)WSP_MIN((uint64_t)wb->add_threads, n / WB_ADD_MIN_ELEMENTS + 1);
+	uint64_t per = (n + parts - 1) / parts;
+	struct zero_part z[WB_ADD_THREADS];
+	pthread_t th[WB_ADD_THREADS];
+	int started[WB_ADD_THREADS] = { 0 };
+	for (unsigned k = 0; k < parts; k++) {
+		uint64_t a = WSP_MIN(n, per * k);
+		z[k] = (struct zero_part){ p + a, WSP_MIN(n - a, per) };
+		if (k && pthread_create(&th[k], NULL, zero_part, &z[k]) == 0)
+			started[k] = 1;
+	}
+	zero_part(&z[0]);
+	for (unsigned k = 1; k < parts; k++) {
+		if (started[k])
+			pthread_join(th[k], NULL);
+		else
+			zero_part(&z[k]);
+	}
+}
+
+/* Make tensor i's accumulator hold a sum, so that rows can be added into
+ * it: a landed push is widened, a stale or never-made accumulator zeroed.
+ * Returns 1 when it was zeroed here (nothing was pushed since zeroing),
+ * 0 when it already held a sum. */
+static int as_sum(struct wb *wb, uint32_t layer, uint32_t i, struct wspi_err *err)
+{
+	struct wb_layer *wl = &wb->layers[layer];
+	const struct wsp_tensor *t = &wb->pk->layers[layer].tensors[i];
+	uint8_t *which = wb->scratch, *first = wb->scratch + wb->max_tensors;
+	if (wl->has[i] == HAS_SUM)
+		return 0;
+	if (wl->has[i] == HAS_LANDED)
+		return wb_widen_landed(wb, layer, which, first, err);
+	uint64_t n = wb_tensor_elements(t);
+	if (!wl->acc[i] && !(wl->acc[i] = aligned_alloc(WB_ALIGN, wspi_align_up(n * 4 + 4, WB_ALIGN))))
+		return WSP_ERR(err, -ENOMEM, "write-back: out of memory for the fp32 gradient of %s "
+			       "(%" PRIu64 " elements)", t->name, n);
+	zero_floats(wb, wl->acc[i], n);
+	wl->has[i] = HAS_SUM;
+	return 1;
+}
+
+/* The worker's part of a push of rows: each listed row added into the
+ * tensor's accumulator (a row listed twice is added twice, as index_add
+ * would); negative entries are padding.  Into a fresh accumulator a row's
+ * first listing is assigned, as a first dense push is, so that the two
+ * give the same bits (-0 included). */
+static int apply_rows(struct wb *wb, struct wb_push_s *p, struct wspi_err *err)
+{
+	const struct wsp_tensor *t = &wb->pk->layers[p->layer].tensors[p->rows_tensor];
+	unsigned esize = wsp_dtype_bits(t->dtype) / 8;
+	uint64_t row_elems = wb_tensor_elements(t) / t->shape[0];
+	const int64_t *rows = p->buf->mem;
+	const uint8_t *values = (const uint8_t *)p->buf->mem + wspi_align_up(p->n_rows * 8, WB_ALIGN);
+	int fresh = as_sum(wb, p->layer, p->rows_tensor, err);
+	if (fresh < 0)
+		return fresh;
+	uint8_t *seen = fresh ? calloc(t->shape[0] / 8 + 1, 1) : NULL;
+	if (fresh && !seen)
+		return WSP_ERR(err, -ENOMEM, "write-back: out of memory");
+	float *acc = wb->layers[p->layer].acc[p->rows_tensor];
+	int rc = 0;
+	for (uint64_t k = 0; rc == 0 && k < p->n_rows; k++) {
+		int64_t r = rows[k];
+		if (r < 0)
+			continue;
+		if ((uint64_t)r >= t->shape[0]) {
+			rc = WSP_ERR(err, -EINVAL, "gradient rows of %s: row %" PRId64 " listed, the "
+				     "tensor has %" PRIu64, t->name, r, t->shape[0]);
+			break;
+		}
+		int first = seen && !(seen[r / 8] >> (r % 8) & 1);
+		if (seen)
+			seen[r / 8] |= (uint8_t)(1u << (r % 8));
+		wb_accumulate(acc + (uint64_t)r * row_elems, values + k * row_elems * esize, t->dtype,
+			      row_elems, first);
+	}
+	free(seen);
+	return rc;
+}
+
+/* The worker's part of one push, once its copies are done. */
+int wb_apply_push(struct wb *wb, struct wb_push_s *p, struct wspi_err *err)
+{
+	const struct wsp_layer *L = &wb->pk->layers[p->layer];
+	struct wb_layer *wl = &wb->layers[p->layer];
+	uint8_t *which = wb->scratch, *first = wb->scratch + wb->max_tensors;
+	int rc = 0;
+	int widen = 0;
+	if (p->rows_tensor != NO_ROWS)
+		return apply_rows(wb, p, err);
+	for (uint32_t i = 0; i < L->n_tensors; i++)
+		widen |= p->present[i] && !p->landed[i] && wl->has[i] == HAS_LANDED;
+	if (widen)   /* a second push adds to a landed one: widen that first */
+		rc = wb_widen_landed(wb, p->layer, which, first, err);
+	for (uint32_t i = 0; i < L->n_tensors; i++) {
+		which[i] = p->present[i] && !p->landed[i];
+		first[i] = wl->has[i] != HAS_SUM;
+	}
+	if (rc == 0 && p->buf)
+		rc = accumulate(wb, p->layer, p->buf->mem, which, first, err);
+	for (uint32_t i = 0; rc == 0 && i < L->n_tensors; i++)
+		if (p->present[i] && p->landed[i])
+			wl->has[i] = HAS_LANDED;
+	return rc;
+}

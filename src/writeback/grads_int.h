@@ -1,0 +1,102 @@
+/*
+ * Inside the write-back room's gradients (grads.c moves them, accumulate.c
+ * adds them): the push slots, the staging buffers, each layer's
+ * accumulator state, and the handle they share.
+ */
+#ifndef WSP_WRITEBACK_GRADS_INT_H
+#define WSP_WRITEBACK_GRADS_INT_H
+
+#include <pthread.h>
+#include <stdint.h>
+
+#include "writeback/writeback.h"
+
+/* Pushes in flight at most (events only: a push whose tensors all land
+ * needs no staging buffer, so a layer pushed tensor by tensor as each
+ * gradient is ready does not hold the host back), and staging buffers:
+ * two copies in flight while the worker adds a third. */
+#define WB_PUSHES 32u
+#define WB_BUFS 3u
+#define WB_ALIGN 64u
+/* Threads adding one push, at most; and elements per thread at least. */
+#define WB_ADD_THREADS 8u
+#define WB_ADD_MIN_ELEMENTS (1u << 20)
+/* wb_push_s.rows_tensor of a dense push. */
+#define NO_ROWS UINT32_MAX
+
+struct wb_buf {
+	void *mem;                 /* max layer bytes (+ alignment), pinned where the device pins */
+	int pinned;
+	struct wb_buf *next;       /* in the free list */
+};
+
+struct wb_push_s {
+	struct dev_event *after_user, *copied;
+	struct dev_event *begin;   /* timing, before the copies (traced pushes only) */
+	uint64_t bytes;            /* copied by this push */
+	uint32_t layer;
+	uint8_t *present;          /* per tensor of the layer: pushed in this one */
+	uint8_t *landed;           /* ... and copied into the landing buffer, not buf */
+	struct wb_buf *buf;        /* staging, when something is added (NULL: all land) */
+	uint32_t rows_tensor;      /* a push of rows (wb_push_rows) of this tensor, or NO_ROWS */
+	uint64_t n_rows;
+	struct wb_push_s *next;    /* in the free list or the worker's queue */
+};
+
+/* A tensor's gradient: zero (or never made); a sum in the fp32 accumulator;
+ * stale (zeroed lazily, so that zeroing inside a backward pass costs
+ * nothing: the next push overwrites, a read clears what no push wrote); or
+ * one push in the landing buffer, in its own dtype, not yet widened. */
+enum { HAS_ZERO = 0, HAS_SUM = 1, HAS_STALE = 2, HAS_LANDED = 3 };
+
+struct wb_layer {
+	float **acc;               /* per tensor, NULL until first widened into */
+	uint8_t *has;              /* per tensor: HAS_*, as the worker has applied */
+	uint8_t *planned;          /* per tensor: 1 once a push since zeroing is queued */
+	void *land;                /* landing buffer (staging layout), made at first use */
+	int land_pinned;
+	uint64_t pushes;           /* accumulated since the last zeroing */
+	uint32_t pending;          /* pushed, not yet accumulated */
+};
+
+struct wb {
+	struct dev *dev;
+	const struct wsp_pack_s *pk;
+	uint32_t n_layers, max_tensors;
+	uint64_t max_bytes;
+	unsigned add_threads;      /* threads adding one push (<= WB_ADD_THREADS) */
+	uint8_t *scratch;          /* 4 x max_tensors: the worker's two, a reader's two */
+
+	pthread_mutex_t lock;
+	pthread_cond_t cond;       /* a push or buffer freed, a job queued or done, stop */
+	struct wb_layer *layers;
+	struct wb_push_s pushes[WB_PUSHES];
+	struct wb_buf bufs[WB_BUFS];
+	uint64_t buf_bytes;
+	int started;               /* pushes and buffers made, the worker running */
+	struct wb_push_s *free, *head, *tail;
+	struct wb_buf *free_bufs;
+	uint32_t pending_all;
+	int stop;
+	pthread_t worker;
+	struct wspi_err failed;     /* the first failure of a copy or an addition */
+	int failed_code;
+	uint64_t n_pushes, bytes_d2h;
+	uint64_t add_ns;           /* time the worker spent adding (after each copy) */
+	wsp_trace_fn trace;        /* D2H events, timed from `epoch` (host time epoch_ns) */
+	void *trace_ctx;
+	struct dev_event *epoch;
+	uint64_t epoch_ns;
+};
+
+/* Elements of a tensor (its bytes over its dtype's size). */
+uint64_t wb_tensor_elements(const struct wsp_tensor *t);
+/* Widen the landed tensors of a layer into its accumulators; which and
+ * first: scratch of max_tensors bytes (the worker's, or a reader's). */
+int wb_widen_landed(struct wb *wb, uint32_t layer, uint8_t *which, uint8_t *first,
+		    struct wspi_err *err);
+/* The worker's part of one push, once its copies are done: rows or
+ * tensors added into (or landed for) the layer's accumulators. */
+int wb_apply_push(struct wb *wb, struct wb_push_s *p, struct wspi_err *err);
+
+#endif
