@@ -38,9 +38,12 @@ while [ $i -lt 12 ]; do
 	i=$((i + 1))
 done
 ntmp() { ls "$dir" | grep -c '^out\.wsp\.tmp-'; }
-# One kill that surely leaves a temporary: once its lock file is there.
+nlocked() { ls -d "$dir"/out.wsp.tmp-*/.lock 2>/dev/null | wc -l; }
+# One kill that surely leaves a temporary with its lock: once the lock file
+# is there.  (A lockless temporary, from a kill between mkdtemp and the
+# lock, does not count: no cleanup may take it.)
 i=0
-while [ "$(ntmp)" -eq 0 ] && [ $i -lt 5 ]; do
+while [ "$(nlocked)" -eq 0 ] && [ $i -lt 5 ]; do
 	rm -rf "$dir/out.wsp"
 	"$bin/wspack" convert "$dir/src" -o "$dir/out.wsp" --threads 2 >/dev/null 2>&1 &
 	pid=$!
@@ -55,7 +58,6 @@ rm -rf "$dir/out.wsp"
 # A kill in the microseconds between mkdtemp and the lock file leaves a
 # temporary that no cleanup may take for a dead one: a live writer's looks
 # the same.  Counted apart, so that the test says so instead of failing.
-nlocked() { ls -d "$dir"/out.wsp.tmp-*/.lock 2>/dev/null | wc -l; }
 before=$(nlocked)
 lockless=$(($(ntmp) - before))
 echo "temporaries before the final convert: $before (and $lockless without a lock file)"
