@@ -135,7 +135,11 @@ class Trainer:
             self.row_ids[key] = None     # this pass's gradient goes whole
             return
         seen.append(ids.detach())
-        if sum(t.numel() for t in seen) >= mod.num_embeddings:
+        # Rows (an int64 index and the row each) must be smaller than the
+        # whole gradient: then they also fit the pager's staging buffers.
+        w = mod.weight
+        row_bytes = 8 + w[0].numel() * w.element_size()
+        if sum(t.numel() for t in seen) * row_bytes >= w.numel() * w.element_size():
             self.row_ids[key] = None     # rows would be no smaller
 
     # Saved tensors -------------------------------------------------------
