@@ -4,7 +4,6 @@
  * acquire.
  */
 #include <errno.h>
-#include <stdlib.h>
 
 #include "common/util.h"
 #include "pager/pager.h"
@@ -20,14 +19,10 @@ static struct state_store *store(struct wsp_pager_s *pg, uint32_t layer, int mak
 			      layer, pg->pk->m.hdr->n_layers);
 		return NULL;
 	}
-	const char *tmp = getenv("TMPDIR");
-	const char *dir = pg->opt.overflow_dir;
 	struct state_config cfg = {
 		.n_layers = pg->pk->m.hdr->n_layers,
 		.budget = pg->opt.state_bytes ? pg->opt.state_bytes : pg->opt.host_cache_bytes / 4,
-		/* as the updated layers' file: the configured directory, else
-		 * the pack's, else a temporary one */
-		.dirs = { dir, dir ? NULL : pg->pk->dir, dir ? NULL : (tmp && *tmp ? tmp : "/var/tmp") },
+		.dir = pg->opt.overflow_dir, .pack_dir = pg->pk->dir,
 		.log = pager_notice, .log_ctx = pg,
 	};
 	pthread_mutex_lock(&pg->lock);

@@ -126,24 +126,15 @@ static int dbuf_new(struct dirty *dt, uint32_t layer, struct dbuf **out, struct 
 	return 0;
 }
 
-/* The overflow file: the configured directory, else the pack's, else a
- * temporary directory (a pack on a read-only disk can still be trained). */
+/* The overflow file, made at the first spill (where: overflow_open). */
 static int open_overflow(struct dirty *dt, struct wspi_err *err)
 {
-	const char *tmp = getenv("TMPDIR");
-	const char *dirs[] = { dt->cfg.dir, dt->cfg.dir ? NULL : dt->pk->dir,
-			       dt->cfg.dir ? NULL : (tmp && *tmp ? tmp : "/var/tmp") };
-	int rc = -ENOENT;
-	for (size_t i = 0; i < WSP_ARRAY_SIZE(dirs) && !dt->of; i++)
-		if (dirs[i]) {
-			rc = overflow_open(dirs[i], &dt->of, err);
-			if (rc == 0)
-				wspi_notice(dt->cfg.log, dt->cfg.log_ctx,
-					   "updated layers beyond %" PRIu64 " MiB in memory go to an "
-					   "unnamed overflow file in %s (%s)", dt->cfg.budget >> 20,
-					   dirs[i], overflow_how(dt->of));
-		}
-	return dt->of ? 0 : rc;
+	int rc = overflow_open(dt->cfg.dir, dt->pk->dir, "updated layers", &dt->of, err);
+	if (rc == 0)
+		wspi_notice(dt->cfg.log, dt->cfg.log_ctx, "updated layers beyond %" PRIu64 " MiB in "
+			    "memory go to an unnamed overflow file in %s (%s)", dt->cfg.budget >> 20,
+			    overflow_dir(dt->of), overflow_how(dt->of));
+	return rc;
 }
 
 /* Write b to the overflow file and free its memory. */

@@ -49,7 +49,8 @@ static int open_nameless(const char *dir, int *direct)
 	return fd;
 }
 
-int overflow_open(const char *dir, struct overflow **out, struct wspi_err *err)
+static int open_in(const char *dir, const char *what, struct overflow **out,
+		   struct wspi_err *err)
 {
 	struct overflow *of = calloc(1, sizeof(*of));
 	if (!of || !(of->dir = strdup(dir))) {
@@ -61,14 +62,32 @@ int overflow_open(const char *dir, struct overflow **out, struct wspi_err *err)
 		int e = errno;
 		free(of->dir);
 		free(of);
-		return WSP_ERR(err, -e, "overflow file for updated layers in %s: %s", dir,
-			       strerror(e));
+		return WSP_ERR(err, -e, "overflow file for %s in %s: %s", what, dir, strerror(e));
 	}
 	of->use_ring = of->has_ring = io_uring_queue_init(RING_DEPTH, &of->ring, 0) == 0;
 	snprintf(of->how, sizeof(of->how), "%s%s", of->use_ring ? "io_uring" : "pread/pwrite",
 		 of->direct ? ", O_DIRECT" : "");
 	*out = of;
 	return 0;
+}
+
+int overflow_open(const char *dir, const char *pack_dir, const char *what,
+		  struct overflow **out, struct wspi_err *err)
+{
+	const char *tmp = getenv("TMPDIR");
+	const char *dirs[] = { dir, dir ? NULL : pack_dir,
+			       dir ? NULL : (tmp && *tmp ? tmp : "/var/tmp") };
+	int rc = -ENOENT;
+	*out = NULL;
+	for (size_t i = 0; i < sizeof(dirs) / sizeof(dirs[0]) && !*out; i++)
+		if (dirs[i])
+			rc = open_in(dirs[i], what, out, err);
+	return *out ? 0 : rc;
+}
+
+const char *overflow_dir(const struct overflow *of)
+{
+	return of->dir;
 }
 
 void overflow_close(struct overflow *of)

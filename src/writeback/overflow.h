@@ -16,8 +16,13 @@
 
 struct overflow;
 
-/* Make the file in `dir`. */
-int overflow_open(const char *dir, struct overflow **out, struct wspi_err *err);
+/* Make the file for `what` ("updated layers", in messages): in `dir`, or
+ * without one in `pack_dir`, else $TMPDIR or /var/tmp (a pack on a
+ * read-only disk can still be trained). */
+int overflow_open(const char *dir, const char *pack_dir, const char *what,
+		  struct overflow **out, struct wspi_err *err);
+/* The directory it was made in. */
+const char *overflow_dir(const struct overflow *of);
 void overflow_close(struct overflow *of);
 int overflow_write(struct overflow *of, uint64_t off, const void *buf, uint64_t len,
 		   struct wspi_err *err);

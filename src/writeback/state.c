@@ -25,7 +25,7 @@ struct blob {
 struct state_store {
 	struct dev *dev;
 	struct state_config cfg;
-	char *dirs[3];
+	char *dir, *pack_dir;       /* cfg's copies */
 	pthread_mutex_t lock;
 	struct blob *b;
 	struct overflow *of;       /* made at the first spill */
@@ -45,13 +45,13 @@ int state_create(struct dev *d, const struct state_config *cfg, struct state_sto
 	st->dev = d;
 	st->cfg = *cfg;
 	pthread_mutex_init(&st->lock, NULL);
-	for (int i = 0; i < 3; i++) {
-		if (cfg->dirs[i] && !(st->dirs[i] = strdup(cfg->dirs[i]))) {
-			state_destroy(st);
-			return WSP_ERR(err, -ENOMEM, "training state: out of memory");
-		}
-		st->cfg.dirs[i] = st->dirs[i];
+	if ((cfg->dir && !(st->dir = strdup(cfg->dir))) ||
+	    (cfg->pack_dir && !(st->pack_dir = strdup(cfg->pack_dir)))) {
+		state_destroy(st);
+		return WSP_ERR(err, -ENOMEM, "training state: out of memory");
 	}
+	st->cfg.dir = st->dir;
+	st->cfg.pack_dir = st->pack_dir;
 	*out = st;
 	return 0;
 }
@@ -74,8 +74,8 @@ void state_destroy(struct state_store *st)
 	for (uint32_t l = 0; l < st->cfg.n_layers; l++)
 		drop_mem(st, &st->b[l]);
 	overflow_close(st->of);
-	for (int i = 0; i < 3; i++)
-		free(st->dirs[i]);
+	free(st->dir);
+	free(st->pack_dir);
 	pthread_mutex_destroy(&st->lock);
 	free(st->b);
 	free(st);
@@ -83,17 +83,12 @@ void state_destroy(struct state_store *st)
 
 static int open_overflow(struct state_store *st, struct wspi_err *err)
 {
-	int rc = -ENOENT;
-	for (int i = 0; i < 3 && !st->of; i++)
-		if (st->cfg.dirs[i]) {
-			rc = overflow_open(st->cfg.dirs[i], &st->of, err);
-			if (rc == 0)
-				wspi_notice(st->cfg.log, st->cfg.log_ctx,
-					    "training state beyond %" PRIu64 " MiB in memory goes to an "
-					    "unnamed overflow file in %s (%s)", st->cfg.budget >> 20,
-					    st->cfg.dirs[i], overflow_how(st->of));
-		}
-	return st->of ? 0 : rc;
+	int rc = overflow_open(st->cfg.dir, st->cfg.pack_dir, "training state", &st->of, err);
+	if (rc == 0)
+		wspi_notice(st->cfg.log, st->cfg.log_ctx, "training state beyond %" PRIu64 " MiB in "
+			    "memory goes to an unnamed overflow file in %s (%s)", st->cfg.budget >> 20,
+			    overflow_dir(st->of), overflow_how(st->of));
+	return rc;
 }
 
 /* Write layer l's buffer to the file (its own room there), with its

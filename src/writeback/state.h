@@ -24,7 +24,8 @@ struct state_store;
 struct state_config {
 	uint32_t n_layers;
 	uint64_t budget;           /* bytes of buffers in memory (buffers taken may pass it) */
-	const char *dirs[3];       /* where the overflow file may go, tried in order */
+	const char *dir;           /* the overflow file's directory (overflow_open), */
+	const char *pack_dir;      /* else the pack's, else a temporary one */
 	wsp_log_fn log;            /* where it went, said once */
 	void *log_ctx;
 };
