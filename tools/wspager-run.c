@@ -300,8 +300,10 @@ static int parse(int argc, char **argv, struct run_cfg *c)
 	return 0;
 }
 
+/* Pass 1 is timed from t_open, when wsp_open began (and with it the
+ * prefetching), the later passes from their first acquire. */
 static int run_passes(const struct run_cfg *c, wsp_pager *pg, struct wt_work *w, const uint32_t *order,
-		      size_t steps, struct wt_trace *tr, struct run_row *rows)
+		      size_t steps, uint64_t t_open, struct wt_trace *tr, struct run_row *rows)
 {
 	const wsp_pack *pk = wsp_pager_pack(pg);
 	void *stream = wt_work_stream(w);
@@ -323,7 +325,7 @@ static int run_passes(const struct run_cfg *c, wsp_pager *pg, struct wt_work *w,
 		else
 			wsp_get_stats(pg, &s0);
 		wt_cpu_now(&c0);
-		uint64_t t0 = wt_now_ns();
+		uint64_t t0 = p == 0 ? t_open : wt_now_ns();
 		if (wt_work_pass_begin(w))
 			return CLI_EXIT_FAIL;
 		for (size_t i = 0; i < steps; i++) {
@@ -421,13 +423,15 @@ int wt_cmd_run(int argc, char **argv)
 	struct run_row *rows = NULL;
 	size_t steps = 0;
 	char err[512] = "";
-	rc = wsp_open(c.pack, &opt, &pg, err, sizeof(err));
-	if (rc < 0) {
-		wt_open_error(c.pack, err, rc);
+	/* The workload is set up on a pack handle of its own before the pager
+	 * opens (cuBLAS loads there, which takes a while): the pager starts
+	 * reading at wsp_open and pass 1 is timed from it, so a cold pass gets
+	 * no head start. */
+	wsp_pack *pk = NULL;
+	if (wt_pack_open(c.pack, &pk)) {
 		wt_trace_free(tr);
 		return CLI_EXIT_FAIL;
 	}
-	const wsp_pack *pk = wsp_pager_pack(pg);
 	struct wsp_pack_summary s;
 	rc = CLI_EXIT_FAIL;
 	if (wsp_pack_summary(pk, &s) < 0) {
@@ -447,6 +451,11 @@ int wt_cmd_run(int argc, char **argv)
 		for (uint32_t i = 0; i < s.n_layers; i++)
 			order[i] = i;
 	}
+	if (s.n_layers == 0) {
+		cli_error("%s holds no layers (its checkpoint had no tensors): there is nothing to page",
+			  c.pack);
+		goto out;
+	}
 	if (steps == 0) {
 		cli_error("%s: the pack has no layers", c.pack);
 		goto out;
@@ -459,7 +468,19 @@ int wt_cmd_run(int argc, char **argv)
 		cli_error("out of memory");
 		goto out;
 	}
-	if (run_passes(&c, pg, w, order, steps, tr, rows))
+	uint64_t t_open = wt_now_ns();
+	int orc = wsp_open(c.pack, &opt, &pg, err, sizeof(err));
+	if (orc < 0) {
+		wt_open_error(c.pack, err, orc);
+		goto out;
+	}
+	struct wsp_pack_summary ps;
+	if (wsp_pack_summary(wsp_pager_pack(pg), &ps) < 0 || ps.n_layers != s.n_layers ||
+	    ps.raw_bytes != s.raw_bytes || ps.stored_bytes != s.stored_bytes) {
+		cli_error("%s: the pack changed while it was being opened", c.pack);
+		goto out;
+	}
+	if (run_passes(&c, pg, w, order, steps, t_open, tr, rows))
 		goto out;
 
 	struct run_row tot;
@@ -479,6 +500,7 @@ out:
 	/* Close the pager before writing the trace: its workers report until
 	 * they stop. */
 	wsp_close(pg);
+	wsp_pack_close(pk);
 	if (!rc && tr)
 		rc = wt_trace_write(tr);
 	wt_trace_free(tr);
