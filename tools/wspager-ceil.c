@@ -25,7 +25,6 @@
 #define H2D_REPS 10
 #define DISK_ALIGN 4096u
 #define DISK_THREADS 32
-#define DISK_LIMIT (2ull << 30)
 
 bool wt_drop_caches(void)
 {
@@ -208,14 +207,21 @@ static int disk_pattern(struct disk_file *files, unsigned n_files, unsigned thre
 	return rc;
 }
 
-int wt_ceil_disk(const char *pack, wsp_pack *pk, unsigned n_shards, struct wt_disk_ceiling *out)
+int wt_ceil_disk(const char *pack, wsp_pack *pk, unsigned n_shards, uint64_t limit,
+		 const struct wt_disk_ceiling *only, struct wt_disk_ceiling *out)
 {
 	/* Disks differ in what they like (a virtual disk may prefer a few
 	 * large requests, an NVMe drive a deep queue): the ceiling is the
-	 * best of a few patterns, each over at most DISK_LIMIT bytes. */
-	static const struct { unsigned threads; uint64_t req; } pat[] = {
+	 * best of a few patterns, each over at most `limit` bytes; with
+	 * `only`, of its winning pattern alone. */
+	static const struct { unsigned threads; uint64_t req; } all[] = {
 		{1, 16u << 20}, {4, 4u << 20}, {8, 8u << 20}, {32, 4u << 20},
 	};
+	struct { unsigned threads; uint64_t req; } pat[4];
+	size_t n_pat = 0;
+	for (size_t k = 0; k < sizeof(all) / sizeof(all[0]); k++)
+		if (!only || (only->threads == all[k].threads && only->req_bytes == all[k].req))
+			pat[n_pat].threads = all[k].threads, pat[n_pat++].req = all[k].req;
 	struct disk_file *files = calloc(n_shards ? n_shards : 1, sizeof(*files));
 	char **paths = calloc(n_shards ? n_shards : 1, sizeof(*paths));
 	int rc = 0;
@@ -256,16 +262,19 @@ int wt_ceil_disk(const char *pack, wsp_pack *pk, unsigned n_shards, struct wt_di
 		}
 		files[i].size = (uint64_t)sb.st_size;
 	}
-	for (size_t k = 0; k < sizeof(pat) / sizeof(pat[0]); k++) {
+	out->limit = limit;
+	bool dropped = false;
+	for (size_t k = 0; k < n_pat; k++) {
 		double g = 0;
 		/* Buffered reads would hit the cache the previous pattern
 		 * filled: drop it (root), else one pattern is all we can do. */
-		bool dropped = wt_drop_caches();
+		dropped = wt_drop_caches();
 		if (k == 0)
 			out->dropped = dropped;
 		else if (!out->direct && !dropped)
 			break;
-		if ((rc = disk_pattern(files, n_shards, pat[k].threads, pat[k].req, DISK_LIMIT, &g)))
+		if ((rc = disk_pattern(files, n_shards, pat[k].threads, pat[k].req,
+					 limit ? limit : UINT64_MAX, &g)))
 			goto out;
 		if (g > out->gbps) {
 			out->gbps = g;
@@ -276,14 +285,18 @@ int wt_ceil_disk(const char *pack, wsp_pack *pk, unsigned n_shards, struct wt_di
 	/* And the pager's own read path (io_uring, whole layers): the cold run
 	 * must be compared with what its reads can get, or a faster engine
 	 * shows up as more than 100% of a pread-only ceiling. */
-	if (wt_drop_caches() || out->direct) {
+	dropped = wt_drop_caches();
+	if (!n_pat)
+		out->dropped = dropped;
+	if (dropped || out->direct) {
 		uint64_t bytes = 0, ns = 0;
-		if (wsp_pack_measure_read(pk, NULL, DISK_LIMIT, &bytes, &ns) < 0) {
+		if (wsp_pack_measure_read(pk, NULL, limit, &bytes, &ns) < 0) {
 			cli_error("%s: %s", pack, wsp_pack_errmsg(pk));
 			rc = CLI_EXIT_FAIL;
 			goto out;
 		}
 		double g = ns ? (double)bytes / (double)ns : 0;
+		out->engine_bytes = bytes;
 		if (g > out->gbps) {
 			out->gbps = g;
 			out->threads = 0;   /* 0: the pager's I/O engine */

@@ -97,11 +97,17 @@ struct wt_disk_ceiling {
 	double gbps;              /* stored bytes per second, 1e9 */
 	unsigned threads;         /* the winning pattern; 0: the pager's I/O engine */
 	uint64_t req_bytes;
+	uint64_t limit;           /* bytes each pattern read at most; 0: all */
+	uint64_t engine_bytes;    /* bytes the pager's own read path read */
 	bool direct, dropped;
 };
-/* The best of the patterns and of the pager's own read path
- * (wsp_pack_measure_read; reported as threads = 0). */
-int wt_ceil_disk(const char *pack, wsp_pack *pk, unsigned n_shards, struct wt_disk_ceiling *out);
+/* The disk's read bandwidth over the pack's first `limit` bytes (0: all of
+ * them): the best of a few pread patterns (or only the one `only` won with,
+ * when not NULL) and of the pager's own read path (wsp_pack_measure_read;
+ * reported as threads = 0). */
+#define WT_DISK_PROBE (2ull << 30)
+int wt_ceil_disk(const char *pack, wsp_pack *pk, unsigned n_shards, uint64_t limit,
+		 const struct wt_disk_ceiling *only, struct wt_disk_ceiling *out);
 /* wsp_pack_measure_decode with all threads (stored bytes read into memory
  * first, untimed): GB/s of raw bytes.  raw_bytes and warm_first are unused. */
 int wt_ceil_decode(wsp_pack *pk, uint64_t raw_bytes, bool warm_first, double *gbps);
