@@ -3,9 +3,10 @@ every layer acquired and released in order, no compute, as bench/gpu_bench
 step 1 does, through the Python binding so that torch.profiler sees the
 library's copies and decode kernels.  Printed: the pinned host->GPU
 ceiling (1 GiB copies, median of 5: torch_train.ceilings), GB/s of raw weights over timed
-passes, then for one profiled pass how busy the copy stream was (its
-copies' union over the pass), the link's rate while copying, the decode
-kernels' time, and the copy stream's longest idle gaps.
+passes, then for passes profiled back to back how busy the copy stream was
+(its copies' union over the region, and between its first and last copy),
+the link's rate while copying and per copy, the decode kernels' time, and
+the copy stream's idle gaps.
 
   python3 bench/stream_profile.py PACK [--host-cache 12G --slots 3 --passes 3 --trace OUT.json]
 """
@@ -38,7 +39,10 @@ def main() -> int:
     ap.add_argument("--host-cache", default="12G")
     ap.add_argument("--slots", type=int, default=3)
     ap.add_argument("--passes", type=int, default=3)
-    ap.add_argument("--trace", help="write the profiled pass's trace here (.gz added)")
+    ap.add_argument("--profile-passes", type=int, default=4,
+                    help="passes profiled back to back, no sync between them (default 4): "
+                         "the copy stream's steady state, not one pass's start and end")
+    ap.add_argument("--trace", help="write the profiled passes' trace here (.gz added)")
     a = ap.parse_args()
     ceil = ceilings()["h2d"]
     pg = wspager.Pager(a.pack, device=0, host_cache=a.host_cache, gpu_slots=a.slots)
@@ -61,11 +65,19 @@ def main() -> int:
           f"{st['host_hits']}, misses {st['misses']} over {st['acquires']} acquires")
     print(f"streaming: {gbs:.1f} GB/s of raw weights (median of {a.passes} passes) = "
           f"{gbs / ceil:.3f}x the pinned ceiling")
+    t0 = time.perf_counter()
+    for _ in range(10):
+        one_pass(pg, n, stream)
+    torch.cuda.synchronize()
+    b2b = 10 * raw / (time.perf_counter() - t0) / 1e9
+    print(f"streaming, 10 passes back to back: {b2b:.1f} GB/s of raw weights = "
+          f"{b2b / ceil:.3f}x the pinned ceiling")
 
     from torch.profiler import ProfilerActivity, profile
     with profile(activities=[ProfilerActivity.CUDA]) as prof:
         t0 = time.perf_counter()
-        one_pass(pg, n, stream)
+        for _ in range(a.profile_passes):
+            one_pass(pg, n, stream)
         torch.cuda.synchronize()
         t_prof = time.perf_counter() - t0
     path = a.trace or os.path.join(os.environ.get("TMPDIR", "/tmp"), "stream_profile.json")
@@ -88,20 +100,35 @@ def main() -> int:
     dec = cuda_timeline.union([(e["b"], e["e"]) for e in events
                                if e["cat"] == "kernel" and "exprans" in e["name"]])
     region = (end - begin) / 1e3
-    print(f"profiled pass: {region:.1f} ms on the device ({raw / t_prof / 1e9:.1f} GB/s of raw "
-          f"weights by the host clock, the profiler running)")
+    k = a.profile_passes
+    print(f"profiled {k} pass{'es' if k > 1 else ''} back to back: {region:.1f} ms on the device "
+          f"({k * raw / t_prof / 1e9:.1f} GB/s of raw weights by the host clock, the profiler "
+          f"running)")
     print(f"  copy stream busy {cuda_timeline.length(busy) / 1e3:.1f} ms = "
-          f"{cuda_timeline.length(busy) / 1e3 / region:.3f} of the pass; {copied / 1e9:.2f} GB in "
-          f"{len(cp)} copies at {copied / (cuda_timeline.length(busy) / 1e6) / 1e9:.1f} GB/s while "
-          f"copying")
+          f"{cuda_timeline.length(busy) / 1e3 / region:.3f} of the region; {copied / 1e9:.2f} GB "
+          f"in {len(cp)} copies at {copied / (cuda_timeline.length(busy) / 1e6) / 1e9:.1f} GB/s "
+          f"while copying")
+    if busy:
+        # Between the first copy's start and the last one's end: what the
+        # link did in the steady state, without the start and the drain.
+        span = (busy[-1][1] - busy[0][0]) / 1e3
+        print(f"  from the first copy to the end of the last: {span:.2f} ms, busy "
+              f"{cuda_timeline.length(busy) / 1e3 / span:.4f}, {copied / (span * 1e6):.1f} GB/s "
+              f"over the link = {copied / (span * 1e6) / ceil:.4f} of the ceiling")
+    big = sorted(int(e["bytes"] or 0) / ((e["e"] - e["b"]) * 1e3) for e in cp
+                 if int(e["bytes"] or 0) >= 16 << 20 and e["e"] > e["b"])
+    if big:
+        print(f"  copies of 16 MiB or more: {len(big)}, GB/s each: min {big[0]:.1f}, "
+              f"median {big[len(big) // 2]:.1f}, max {big[-1]:.1f}")
     print(f"  decode kernels {cuda_timeline.length(dec) / 1e3:.1f} ms, "
           f"{cuda_timeline.overlap(dec, busy) / 1e3:.1f} ms of it while the copy stream copied")
-    gaps = sorted(((b1 - e0) / 1e3, (e0 - begin) / 1e3) for (_, e0), (b1, _)
-                  in zip(busy, busy[1:]) if b1 - e0 > 10)
+    between = [((b1 - e0) / 1e3, (e0 - begin) / 1e3) for (_, e0), (b1, _) in zip(busy, busy[1:])]
+    gaps = sorted(g for g in between if g[0] > 0.010)
     lead = (busy[0][0] - begin) / 1e3 if busy else 0.0
     tail = (end - busy[-1][1]) / 1e3 if busy else 0.0
     print(f"  copy stream idle: before the first copy {lead:.2f} ms, between copies "
-          f"{sum(g for g, _ in gaps):.2f} ms in {len(gaps)} gaps over 10 us, after the last "
+          f"{sum(g for g, _ in between):.3f} ms in {len(between)} gaps "
+          f"({sum(g for g, _ in gaps):.3f} ms in {len(gaps)} over 10 us), after the last "
           f"{tail:.2f} ms")
     for g, at in gaps[-6:][::-1]:
         print(f"    gap {g:.3f} ms at {at:.2f} ms")
