@@ -154,7 +154,7 @@ int hcache_create(const struct hcache_config *cfg, struct wsp_pack_s *pk, struct
 	}
 	if ((rc = hc_pages_init(hc, budget, err)) < 0 ||
 	    (rc = hc_pool_start(hc, err)) < 0 || (rc = hc_loader_start(hc, err)) < 0 ||
-	    (rc = hc_pin_start(hc, err)) < 0)
+	    (!cfg->pin_later && (rc = hcache_pin_start(hc, err)) < 0))
 		goto fail;
 	*out = hc;
 	return 0;
@@ -192,12 +192,24 @@ const struct io_engine *hcache_io(const struct hcache *hc)
 	return hc->io;
 }
 
+int hcache_pin_start(struct hcache *hc, struct wspi_err *err)
+{
+	pthread_mutex_lock(&hc->lock);
+	int begun = hc->pin_begun;
+	hc->pin_begun = 1;
+	pthread_mutex_unlock(&hc->lock);
+	return begun ? 0 : hc_pin_start(hc, err);
+}
+
 int hcache_pin_wait(struct hcache *hc, struct wspi_err *err)
 {
+	int rc = hcache_pin_start(hc, err);
+	if (rc < 0)
+		return rc;
 	pthread_mutex_lock(&hc->lock);
 	while (hc->n_unavailable && hc->pin_thread_started)
 		pthread_cond_wait(&hc->cond, &hc->lock);
-	int rc = hc->pin_status;
+	rc = hc->pin_status;
 	if (rc < 0)
 		WSP_ERR(err, rc, "%s", hc->pin_msg);
 	pthread_mutex_unlock(&hc->lock);

@@ -55,6 +55,11 @@ struct hcache_config {
 	int (*pin)(void *ctx, void *p, uint64_t len, struct wspi_err *err);
 	void (*unpin)(void *ctx, void *p);
 	void *pin_ctx;
+	/* Pinning starts at hcache_pin_start, not at create: the pager sets up
+	 * the GPU first, whose CUDA calls would each wait behind the
+	 * registration of the arena's pieces (for a 4 GiB cache its open took
+	 * a second, and no read started before). */
+	int pin_later;
 	/* Called from a cache thread (decode, I/O completion or loader) when a
 	 * load finishes (status 0 or error), after the entry changed state and
 	 * waiting gets were woken; no cache lock is held. */
@@ -129,6 +134,9 @@ const struct io_engine *hcache_io(const struct hcache *hc);
  * (or there is no pin hook), else the pinning error with its message.  The
  * pages stay usable, only pageable, after a failure: the caller decides. */
 int hcache_pin_wait(struct hcache *hc, struct wspi_err *err);
+/* Start the pinning that pin_later deferred (no pages are handed out before
+ * it); once only, later calls return 0.  hcache_pin_wait starts it too. */
+int hcache_pin_start(struct hcache *hc, struct wspi_err *err);
 
 /* Start loading `layer` if absent; never blocks.  Returns 1 if a load was
  * started, 0 if it is already present or loading (or, for a prefetch while

@@ -113,6 +113,7 @@ struct hcache {
 	unsigned n_pieces;
 	pthread_t pin_thread;
 	int pin_thread_started;
+	int pin_begun;              /* hc_pin_start has run (hcache_pin_start) */
 	int pin_stop;              /* under lock */
 	int pin_status;            /* 0, or the first pinning error */
 	char pin_msg[WSP_ERRMSG_MAX];

@@ -50,6 +50,9 @@ int hc_pages_init(struct hcache *hc, uint64_t budget, struct wspi_err *err)
 		hc->pieces[i].first_page = i * per;
 		hc->pieces[i].n_pages = WSP_MIN(per, n - i * per);
 	}
+	/* Every page arrives through hc_pin_start: until then loads wait for
+	 * them rather than finding the cache full. */
+	hc->n_unavailable = hc->n_pages;
 	return 0;
 }
 
@@ -122,18 +125,24 @@ int hc_pin_start(struct hcache *hc, struct wspi_err *err)
 {
 	if (!hc->n_pages)
 		return 0;
+	pthread_mutex_lock(&hc->lock);
 	if (!hc->cfg.pin) {
-		hc->n_unavailable = hc->n_pages;
 		for (unsigned i = hc->n_pieces; i-- > 0;)
 			piece_available(hc, i);
+		pthread_cond_broadcast(&hc->cond);
+		pthread_mutex_unlock(&hc->lock);
 		return 0;
 	}
-	hc->n_unavailable = hc->n_pages;
+	hc->pin_thread_started = 1;   /* before it runs: hcache_pin_wait waits for it */
+	pthread_mutex_unlock(&hc->lock);
 	int rc = pthread_create(&hc->pin_thread, NULL, pin_main, hc);
-	if (rc)
+	if (rc) {
+		pthread_mutex_lock(&hc->lock);
+		hc->pin_thread_started = 0;
+		pthread_mutex_unlock(&hc->lock);
 		return WSP_ERR(err, -rc, "host cache: cannot start the pinning thread: %s",
 			       strerror(rc));
-	hc->pin_thread_started = 1;
+	}
 	return 0;
 }
 

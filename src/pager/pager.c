@@ -252,6 +252,7 @@ static int open_tiers(struct wsp_pager_s *pg, const char *path)
 			cfg.pin_ctx = pg->dev;
 		}
 	}
+	cfg.pin_later = cfg.pin != NULL;   /* after the GPU's set-up below */
 	cfg.on_ready = pager_on_ready;
 	cfg.on_unused = pager_on_unused;
 	cfg.ready_ctx = pg;
@@ -268,6 +269,10 @@ static int open_tiers(struct wsp_pager_s *pg, const char *path)
 	if (up && !unpacker_pinned(up))
 		pager_notice(pg, "cudaHostRegister refused the GPU decoder's status words: each "
 				 "fill of a packed layer waits for its decode on the host");
+	if ((rc = hcache_pin_start(pg->hc, err)) < 0) {
+		unpacker_destroy(up);
+		return rc;
+	}
 	pthread_mutex_lock(&pg->lock);
 	pg->sp.unpack = up;
 	pg->sp.pk = pg->pk;

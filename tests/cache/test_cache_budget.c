@@ -7,7 +7,8 @@
  *    failure is reported (notice, stats, hcache_pin_wait) and the pages are
  *    still served, unpinned.
  *  - A prefetch that finds no room while pinning goes on is deferred until
- *    the next piece is pinned, then loaded. */
+ *    the next piece is pinned, then loaded.
+ *  - pin_later: no pinning and no pages before hcache_pin_start. */
 #include "cache_test.h"
 
 struct pins {
@@ -161,6 +162,43 @@ int main(void)
 		hcache_destroy(hc);
 		/* After a failure the thread stops pinning: 2 calls, 1 unpin. */
 		CHECK(ps.calls == (fail_on ? 2 : 3) && ps.unpins == (fail_on ? 1 : 3));
+	}
+
+	/* pin_later: nothing is pinned, or handed out, before hcache_pin_start;
+	 * a prefetch made before waits for it; a second start is a no-op; a
+	 * cache destroyed without it pinned nothing. */
+	{
+		struct pins ps = { .lock = PTHREAD_MUTEX_INITIALIZER };
+		struct hcache_ref r0;
+		ct_config(&cfg, WSP_IO_PREAD, 600ull << 20, 0);
+		cfg.pin = pin;
+		cfg.unpin = unpin;
+		cfg.pin_ctx = &ps;
+		cfg.pin_later = 1;
+		CHECK_RC(hcache_create(&cfg, pk, &hc, &err), 0);
+		CHECK_RC(hcache_request(hc, 0, 1), 0);   /* deferred: no pages yet */
+		hcache_get_stats(hc, &st);
+		CHECK(st.loads == 0 && st.pinned_bytes == 0);
+		pthread_mutex_lock(&ps.lock);
+		CHECK(ps.calls == 0);
+		pthread_mutex_unlock(&ps.lock);
+		CHECK_RC(hcache_pin_start(hc, &err), 0);
+		CHECK_RC(hcache_pin_start(hc, &err), 0);
+		CHECK_RC(hcache_pin_wait(hc, &err), 0);
+		CHECK_RC(hcache_get(hc, 0, &r0, &err), 0);
+		hcache_get_stats(hc, &st);
+		CHECK(st.prefetch_hits == 1 && st.pinned_bytes == st.budget_bytes);
+		CHECK(ct_check_layer(&spec, pk, &r0) == 0);
+		hcache_put(hc, &r0);
+		hcache_destroy(hc);
+		CHECK(ps.calls == 3 && ps.unpins == 3);
+
+		struct pins none = { .lock = PTHREAD_MUTEX_INITIALIZER };
+		cfg.pin_ctx = &none;
+		CHECK_RC(hcache_create(&cfg, pk, &hc, &err), 0);
+		hcache_destroy(hc);
+		CHECK(none.calls == 0 && none.unpins == 0);
+		cfg.pin_later = 0;
 	}
 
 	/* A prefetch that finds no room while pinning is still going on is
