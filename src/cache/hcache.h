@@ -48,8 +48,8 @@ struct hcache_config {
 	struct io_config io;
 	struct predictor *predictor;   /* may be NULL (then LRU order) */
 	/* Page-lock hooks; NULL = plain memory.  pin is called from a
-	 * background thread for each piece of the arena (256 MiB, rounded to
-	 * pages) in order; a piece's pages are handed out once it returns.
+	 * background thread for each piece of the arena (pin_piece_bytes) in
+	 * order; a piece's pages are handed out once it returns.
 	 * unpin gets the start of each piece that pinned, at destroy.  After a
 	 * failure the rest stays pageable (notice, stats, hcache_pin_wait). */
 	int (*pin)(void *ctx, void *p, uint64_t len, struct wspi_err *err);
@@ -60,6 +60,10 @@ struct hcache_config {
 	 * registration of the arena's pieces (for a 4 GiB cache its open took
 	 * a second, and no read started before). */
 	int pin_later;
+	/* Pin in pieces of this size (rounded to pages), with a pause of
+	 * 100 us after each so that the other threads' CUDA calls, which wait
+	 * for the same driver lock, get their turn; 0: 256 MiB, no pause. */
+	uint64_t pin_piece_bytes;
 	/* Called from a cache thread (decode, I/O completion or loader) when a
 	 * load finishes (status 0 or error), after the entry changed state and
 	 * waiting gets were woken; no cache lock is held. */

@@ -11,6 +11,7 @@
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <time.h>
 #include <string.h>
 #include <sys/mman.h>
 
@@ -41,7 +42,8 @@ int hc_pages_init(struct hcache *hc, uint64_t budget, struct wspi_err *err)
 	(void)madvise(p, hc->arena_bytes, MADV_HUGEPAGE);
 
 	hc->free_pages = calloc(n, sizeof(*hc->free_pages));
-	uint64_t per = WSP_MAX(HC_PIN_PIECE / hc->page_bytes, 1);
+	uint64_t piece = hc->cfg.pin_piece_bytes ? hc->cfg.pin_piece_bytes : HC_PIN_PIECE;
+	uint64_t per = WSP_MAX(piece / hc->page_bytes, 1);
 	hc->n_pieces = (unsigned)((n + per - 1) / per);
 	hc->pieces = calloc(hc->n_pieces, sizeof(*hc->pieces));
 	if (!hc->free_pages || !hc->pieces)
@@ -108,6 +110,12 @@ static void *pin_main(void *arg)
 		if (rc < 0)
 			hc_notice(hc, "%s", hc->pin_msg);
 		hc->up.pages_ready(hc);
+		/* The driver serialises cudaHostRegister with the other CUDA
+		 * calls: pinning piece after piece without a pause kept the
+		 * pager's fills (copies, events, kernel launches) waiting until
+		 * the whole cache was pinned. */
+		if (hc->cfg.pin_piece_bytes)
+			nanosleep(&(struct timespec){ .tv_nsec = 100 * 1000 }, NULL);
 	}
 	/* Stopped early: hand out the rest unpinned so that the counts add up. */
 	pthread_mutex_lock(&hc->lock);

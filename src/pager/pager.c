@@ -253,6 +253,7 @@ static int open_tiers(struct wsp_pager_s *pg, const char *path)
 		}
 	}
 	cfg.pin_later = cfg.pin != NULL;   /* after the GPU's set-up below */
+	cfg.pin_piece_bytes = 32ull << 20;  /* ~7 ms of registration at a time */
 	cfg.on_ready = pager_on_ready;
 	cfg.on_unused = pager_on_unused;
 	cfg.ready_ctx = pg;
