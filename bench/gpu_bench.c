@@ -260,6 +260,7 @@ int main(int argc, char **argv)
 	wsp_pack_close(pk);
 	o.host_cache_bytes = sum.raw_bytes + (uint64_t)sum.n_layers * o.page_bytes +
 			     4 * sum.max_layer_raw_bytes;
+	uint64_t t_open = wspi_now_ns();
 	if (wsp_open(pack, &o, &pg, err, sizeof(err)) < 0) {
 		fprintf(stderr, "wsp_open: %s\n", err);
 		return 1;
@@ -280,9 +281,18 @@ int main(int argc, char **argv)
 	for (int w = 0; w < 2; w++)   /* load from disk, then settle */
 		pass(pg, n, s, 0, sink, NULL, NULL);
 	CU(cudaStreamSynchronize(s));
+	/* The steady state: the host tier pins itself in the background after
+	 * the open, and every CUDA call waits for the driver while it does. */
+	struct wsp_stats st;
+	for (int k = 0; k < 6000; k++) {
+		wsp_get_stats(pg, &st);
+		if (st.pinned_bytes + o.page_bytes > st.host_cache_bytes)
+			break;
+		usleep(10000);
+	}
+	double pinned_s = (wspi_now_ns() - t_open) / 1e9;
 
 	/* 1. Streaming with no compute. */
-	struct wsp_stats st;
 	wsp_reset_stats(pg);
 	uint64_t h0 = wspi_now_ns();
 	CU(cudaEventRecord(t0, s));
@@ -338,6 +348,8 @@ int main(int argc, char **argv)
 	       wsp_format_size(sum.raw_bytes, b2, sizeof(b2)), a.slots, a.passes,
 	       wsp_format_size(st.host_cache_bytes, b3, sizeof(b3)));
 	printf("| measurement | result | target |\n| --- | --- | --- |\n");
+	printf("| host tier pinned (%s) | %.2f s after the open | |\n",
+	       wsp_format_size(st.pinned_bytes, b1, sizeof(b1)), pinned_s);
 	if (ceiling_after >= 0)
 		printf("| pinned host->GPU, 64 MiB cudaMemcpyAsync, before / after 1 (ceiling: the better) "
 		       "| %.1f / %.1f GB/s | |\n", ceiling_before, ceiling_after);
