@@ -325,6 +325,8 @@ static void fill_ref(struct hcache *hc, uint32_t layer, struct hcache_ref *ref)
 	ref->raw_bytes = hc->m->layers[layer].raw_bytes;
 	ref->bytes = hc->layer_bytes[layer];
 	ref->packed = hc->layer_packed[layer];
+	ref->arena = (const char *)hc->arena;
+	ref->piece_bytes = hc->piece_bytes;
 }
 
 /* Take the reference on a VALID entry (lock held). */

@@ -90,6 +90,11 @@ struct hcache_ref {
 	uint64_t raw_bytes;         /* the layer's raw size */
 	uint64_t bytes;             /* bytes in the pages: raw_bytes unless packed */
 	int packed;
+	/* The arena the pages are in and its pinning pieces: a copy may merge
+	 * adjacent pages only within one piece, as each piece is a separate
+	 * cudaHostRegister range (0: no pieces). */
+	const char *arena;
+	uint64_t piece_bytes;
 };
 
 /* A packed layer in the cache: piece i holds chunk i's bytes (in file

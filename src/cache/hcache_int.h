@@ -111,6 +111,7 @@ struct hcache {
 	uint32_t n_unavailable;    /* pages of pieces not yet pinned */
 	struct hc_pin_piece *pieces;
 	unsigned n_pieces;
+	uint64_t piece_bytes;      /* bytes of each pinning piece (the last may be shorter) */
 	pthread_t pin_thread;
 	int pin_thread_started;
 	int pin_begun;              /* hc_pin_start has run (hcache_pin_start) */

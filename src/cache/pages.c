@@ -44,6 +44,7 @@ int hc_pages_init(struct hcache *hc, uint64_t budget, struct wspi_err *err)
 	hc->free_pages = calloc(n, sizeof(*hc->free_pages));
 	uint64_t piece = hc->cfg.pin_piece_bytes ? hc->cfg.pin_piece_bytes : HC_PIN_PIECE;
 	uint64_t per = WSP_MAX(piece / hc->page_bytes, 1);
+	hc->piece_bytes = per * hc->page_bytes;
 	hc->n_pieces = (unsigned)((n + per - 1) / per);
 	hc->pieces = calloc(hc->n_pieces, sizeof(*hc->pieces));
 	if (!hc->free_pages || !hc->pieces)
