@@ -296,7 +296,6 @@ int wt_ceil_disk(const char *pack, wsp_pack *pk, unsigned n_shards, uint64_t lim
 			goto out;
 		}
 		double g = ns ? (double)bytes / (double)ns : 0;
-		out->engine_bytes = bytes;
 		if (g > out->gbps) {
 			out->gbps = g;
 			out->threads = 0;   /* 0: the pager's I/O engine */

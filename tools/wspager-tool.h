@@ -98,7 +98,6 @@ struct wt_disk_ceiling {
 	unsigned threads;         /* the winning pattern; 0: the pager's I/O engine */
 	uint64_t req_bytes;
 	uint64_t limit;           /* bytes each pattern read at most; 0: all */
-	uint64_t engine_bytes;    /* bytes the pager's own read path read */
 	bool direct, dropped;
 };
 /* The disk's read bandwidth over the pack's first `limit` bytes (0: all of
