@@ -71,13 +71,17 @@ struct dev_ops {
 	/* Wait for everything enqueued on the copy and decode streams. */
 	int (*sync_copy)(struct dev *d, struct wspi_err *err);
 	/* On decode queue q: run jobs[0..n_jobs) (device memory) from `in`
-	 * to `out` (src/pack/exprans/exprans_gpu.h), then copy their n_jobs
-	 * status words to status_host (pinned).  n_jobs 0: load the kernel
-	 * only (at open).  NULL without a GPU. */
+	 * to `out` (src/pack/exprans/exprans_gpu.h); their n_jobs status
+	 * words end in status_host.  With status_view (status_host as the
+	 * device sees it: host_view) a kernel stores them there and leaves
+	 * status_dev zero, as it must be on entry; without, status_dev is
+	 * cleared first and copied back (status_host pinned for that copy to
+	 * be asynchronous).  n_jobs 0: load the kernels only (at open).  NULL
+	 * without a GPU. */
 	int (*unpack)(struct dev *d, int q, const void *in, void *out,
 		      const struct exprans_gpu_job *jobs,
 		      unsigned n_jobs, uint64_t max_out, uint32_t *status_dev,
-		      uint32_t *status_host, struct wspi_err *err);
+		      uint32_t *status_host, uint32_t *status_view, struct wspi_err *err);
 	/* Stream-ordered device memory from the pager's own pool: allocated
 	 * in the order of queue q, freed in the order of queue q (never a
 	 * host sync).  -ENOMEM (with the detail) when the device has none.
@@ -86,6 +90,9 @@ struct dev_ops {
 	void (*free_async)(struct dev *d, int q, void *p);
 	int (*pin)(struct dev *d, void *p, uint64_t len, struct wspi_err *err);
 	void (*unpin)(struct dev *d, void *p);
+	/* The address at which the device's kernels reach host memory p,
+	 * pinned by pin; NULL when they cannot (or no GPU: NULL op). */
+	void *(*host_view)(struct dev *d, void *p);
 };
 
 struct dev {

@@ -267,18 +267,24 @@ static int cuda_sync_copy(struct dev *d, struct wspi_err *err)
 static int cuda_unpack(struct dev *d, int q, const void *in, void *out,
 		       const struct exprans_gpu_job *jobs,
 		       unsigned n_jobs, uint64_t max_out, uint32_t *status_dev,
-		       uint32_t *status_host, struct wspi_err *err)
+		       uint32_t *status_host, uint32_t *status_view, struct wspi_err *err)
 {
 	int prev, ret;
 	if ((ret = enter(d, &prev, err)) < 0)
 		return ret;
 	cudaStream_t s = queue_stream(d, q, NULL);
-	cudaError_t rc = (cudaError_t)exprans_gpu_decode(in, out, jobs, n_jobs, max_out, status_dev, s);
+	cudaError_t rc;
 	const char *what = n_jobs ? "the decode kernel's launch" : "loading the decode kernel";
-	if (rc == cudaSuccess && n_jobs) {
-		rc = cudaMemcpyAsync(status_host, status_dev, n_jobs * sizeof(*status_dev),
-				     cudaMemcpyDeviceToHost, s);
-		what = "cudaMemcpyAsync (decode status)";
+	if (status_view || !n_jobs) {
+		rc = (cudaError_t)exprans_gpu_decode_report(in, out, jobs, n_jobs, max_out, status_dev,
+							    status_view, s);
+	} else {
+		rc = (cudaError_t)exprans_gpu_decode(in, out, jobs, n_jobs, max_out, status_dev, s);
+		if (rc == cudaSuccess) {
+			rc = cudaMemcpyAsync(status_host, status_dev, n_jobs * sizeof(*status_dev),
+					     cudaMemcpyDeviceToHost, s);
+			what = "cudaMemcpyAsync (decode status)";
+		}
 	}
 	leave(d, prev);
 	return rc == cudaSuccess ? 0 : CU_ERR(err, rc, what);
@@ -355,6 +361,20 @@ static void cuda_unpin(struct dev *d, void *p)
 	}
 }
 
+static void *cuda_host_view(struct dev *d, void *p)
+{
+	int prev;
+	void *view = NULL;
+	if (enter(d, &prev, NULL) < 0)
+		return NULL;
+	if (cudaHostGetDevicePointer(&view, p, 0) != cudaSuccess) {
+		(void)cudaGetLastError();
+		view = NULL;
+	}
+	leave(d, prev);
+	return view;
+}
+
 static const struct dev_ops cuda_ops = {
 	.name = "cuda",
 	.close = cuda_close,
@@ -375,6 +395,7 @@ static const struct dev_ops cuda_ops = {
 	.free_async = cuda_free_async,
 	.pin = cuda_pin,
 	.unpin = cuda_unpin,
+	.host_view = cuda_host_view,
 };
 
 int dev_cuda_open(int ordinal, struct dev **out, struct wspi_err *err)

@@ -258,6 +258,7 @@ int slots_fill(struct slot_pool *sp, struct slot *s, const struct wsp_pack_s *pk
 	    (rc = d->ops->record(d, s->fill_ev, q, NULL, err)) < 0 ||
 	    (rc = d->ops->record(d, pp.end, q, NULL, err)) < 0)
 		goto fail;
+	pp.queue = q;
 
 	sp->pend[sp->n_pend++] = pp;
 	s->state = SLOT_FILLING;
@@ -418,7 +419,8 @@ unsigned slots_reap(struct slot_pool *sp, struct slot_done *out, unsigned max, i
 			sd->end_ns = event_time(sp, pp->end);
 			if (pp->ref.packed)
 				sd->decode_status = unpacker_check(sp->unpack, sp->pk, pp->ref.layer,
-								   sd->decode_msg, sizeof(sd->decode_msg));
+								   pp->queue, sd->decode_msg,
+								   sizeof(sd->decode_msg));
 		}
 		put_event(sp, 1, pp->start);
 		put_event(sp, 1, pp->end);

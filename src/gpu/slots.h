@@ -66,6 +66,7 @@ struct pending_put {
 	struct hcache_ref ref;
 	struct dev_event *start, *end;   /* timing events around the copies (and decode) */
 	uint64_t bytes;                  /* sent over the link */
+	int queue;                       /* where the fill completes (a decode queue when packed) */
 };
 
 /* A completed copy, handed back by slots_reap: the host reference to put

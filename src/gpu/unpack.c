@@ -21,7 +21,11 @@ struct unpacker {
 	uint32_t *chunk_of;              /* per job: chunk index in its tensor (messages) */
 	uint32_t *tensor_of;             /* per job: global tensor index */
 	struct exprans_gpu_job *jobs_dev;
-	uint32_t *status_dev, *status_host;   /* per job; status_host pinned */
+	/* Status words, a row of n_jobs per decode queue: a layer filled
+	 * twice in a row may decode on both queues at once, and each decode
+	 * must report only its own.  status_host is pinned; status_view is
+	 * status_host as the device sees it, or NULL. */
+	uint32_t *status_dev, *status_host, *status_view;
 	uint64_t n_jobs;
 	/* Fills take turns: fill i decodes on decode queue i % 2; fills whose
 	 * bytes come over the link take the staging buffers in turn.  A copy
@@ -48,6 +52,12 @@ struct unpacker {
 };
 
 #define AGE_FILLS 16u
+
+/* The status words of n jobs: a row per decode queue, whole pages (pinned). */
+static uint64_t status_bytes(uint64_t n)
+{
+	return wspi_align_up((uint64_t)DEV_DECODE_QUEUES * (n ? n : 1) * sizeof(uint32_t), 4096);
+}
 
 static uint64_t layer_chunks(const struct wsp_pack_s *pk, uint32_t l)
 {
@@ -163,7 +173,7 @@ int unpacker_create(struct dev *d, const struct wsp_pack_s *pk, const struct hca
 		u->max_out = calloc(n_layers ? n_layers : 1, sizeof(*u->max_out));
 		u->chunk_of = malloc(total * sizeof(*u->chunk_of));
 		u->tensor_of = malloc(total * sizeof(*u->tensor_of));
-		u->status_host = aligned_alloc(4096, wspi_align_up(total * sizeof(uint32_t), 4096));
+		u->status_host = aligned_alloc(4096, status_bytes(total));
 		u->gpu_budget = d->ops->alloc_async ? gpu_bytes : 0;
 		u->kept = calloc(n_layers ? n_layers : 1, sizeof(*u->kept));
 		u->kept_bytes = calloc(n_layers ? n_layers : 1, sizeof(*u->kept_bytes));
@@ -188,26 +198,33 @@ int unpacker_create(struct dev *d, const struct wsp_pack_s *pk, const struct hca
 	u->job0[n_layers] = k;
 	u->n_jobs = k;
 	u->stage_bytes = wspi_align_up(stage ? stage : 1, 256);
-	memset(u->status_host, 0, k * sizeof(uint32_t));
+	memset(u->status_host, 0, status_bytes(k));
 	for (unsigned q = 0; q < UNPACK_STAGES; q++)
 		if ((rc = d->ops->alloc(d, u->stage_bytes, &u->stage[q], err)) < 0 ||
 		    (rc = d->ops->event_create(d, 0, &u->stage_free[q], err)) < 0)
 			goto fail;
 	if ((rc = d->ops->alloc(d, k * sizeof(*jobs), (void **)&u->jobs_dev, err)) < 0 ||
-	    (rc = d->ops->alloc(d, k * sizeof(uint32_t), (void **)&u->status_dev, err)) < 0 ||
+	    (rc = d->ops->alloc(d, status_bytes(k), (void **)&u->status_dev, err)) < 0 ||
 	    (rc = d->ops->event_create(d, 0, &u->copied, err)) < 0 ||
 	    (rc = d->ops->event_create(d, 0, &u->decoded, err)) < 0 ||
-	    (rc = d->ops->unpack(d, DEV_Q_DECODE, NULL, NULL, NULL, 0, 0, NULL, NULL, err)) < 0)
+	    (rc = d->ops->unpack(d, DEV_Q_DECODE, NULL, NULL, NULL, 0, 0, NULL, NULL, NULL, err)) < 0)
 		goto fail;
 	/* Status words copied into pageable memory would make each fill wait
-	 * for its decode: said by the pager (unpacker_pinned), not fatal. */
+	 * for its decode: said by the pager (unpacker_pinned), not fatal.
+	 * Pinned, a kernel after the decode stores them (host_view): a memset
+	 * before each decode and a device->host copy after it cost the link's
+	 * host->device copies ~3% of their rate (bench/gpu_bench --codec
+	 * exprans: 95-96% of the ceiling over the link, now 98-99%). */
 	struct wspi_err pin_err;
 	wspi_err_init(&pin_err);
-	u->host_pinned = d->ops->pin(d, u->status_host, wspi_align_up(k * sizeof(uint32_t), 4096),
-				     &pin_err) == 0;
+	u->host_pinned = d->ops->pin(d, u->status_host, status_bytes(k), &pin_err) == 0;
 	wspi_err_destroy(&pin_err);
-	/* The tables go up once, synchronously (the copy stream is idle). */
+	if (u->host_pinned && d->ops->host_view)
+		u->status_view = d->ops->host_view(d, u->status_host);
+	/* The tables go up once, synchronously (the copy stream is idle),
+	 * and the status words start at zero (status_host is). */
 	if ((rc = d->ops->copy_h2d(d, u->jobs_dev, jobs, k * sizeof(*jobs), err)) < 0 ||
+	    (rc = d->ops->copy_h2d(d, u->status_dev, u->status_host, status_bytes(k), err)) < 0 ||
 	    (rc = d->ops->sync_copy(d, err)) < 0)
 		goto fail;
 	free(jobs);
@@ -322,11 +339,12 @@ int unpacker_fill(struct unpacker *u, void *slot, const struct hcache_ref *ref,
 	}
 	/* The decode follows the copy stream: the copy, and the waits for the
 	 * slot's releases that slots_fill put there. */
-	uint64_t j0 = u->job0[l], n = u->job0[l + 1] - j0;
+	uint64_t j0 = u->job0[l], n = u->job0[l + 1] - j0, row = j0 + k * u->n_jobs;
 	if ((rc = d->ops->record(d, u->copied, DEV_Q_COPY, NULL, err)) < 0 ||
 	    (rc = d->ops->wait(d, dq, NULL, u->copied, err)) < 0 ||
 	    (rc = d->ops->unpack(d, dq, src, slot, u->jobs_dev + j0, (unsigned)n, u->max_out[l],
-				 u->status_dev + j0, u->status_host + j0, err)) < 0)
+				 u->status_dev + row, u->status_host + row,
+				 u->status_view ? u->status_view + row : NULL, err)) < 0)
 		return rc;
 	if (stage >= 0) {
 		if ((rc = d->ops->record(d, u->stage_free[stage], dq, NULL, err)) < 0)
@@ -349,10 +367,11 @@ void unpacker_counters(const struct unpacker *u, uint64_t *hits, uint64_t *bytes
 }
 
 uint32_t unpacker_check(struct unpacker *u, const struct wsp_pack_s *pk, uint32_t layer,
-			char *msg, size_t len)
+			int queue, char *msg, size_t len)
 {
+	const uint32_t *row = u->status_host + (uint64_t)(queue - DEV_Q_DECODE) * u->n_jobs;
 	for (uint64_t j = u->job0[layer]; j < u->job0[layer + 1]; j++) {
-		uint32_t st = __atomic_load_n(&u->status_host[j], __ATOMIC_ACQUIRE);
+		uint32_t st = __atomic_load_n(&row[j], __ATOMIC_ACQUIRE);
 		if (!st)
 			continue;
 		snprintf(msg, len, "layer %s, tensor %s, chunk %u: the GPU decoder refused it: %s",

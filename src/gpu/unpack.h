@@ -50,9 +50,10 @@ int unpacker_fill(struct unpacker *u, void *slot, const struct hcache_ref *ref,
 /* Fills decoded from the GPU tier, and the bytes it holds now. */
 void unpacker_counters(const struct unpacker *u, uint64_t *hits, uint64_t *bytes);
 void unpacker_reset_counters(struct unpacker *u);
-/* After the fill of `layer` has completed: 0, or the status bits of the
- * first job the GPU refused, with a message naming its chunk in msg. */
+/* After the fill of `layer` has completed on decode queue `queue` (the
+ * fill's *queue): 0, or the status bits of the first job the GPU refused,
+ * with a message naming its chunk in msg. */
 uint32_t unpacker_check(struct unpacker *u, const struct wsp_pack_s *pk, uint32_t layer,
-			char *msg, size_t len);
+			int queue, char *msg, size_t len);
 
 #endif

@@ -8,8 +8,11 @@
  * rejected exactly when the reference rejects them, and decode identically
  * when it accepts them.  The same launch's copy and
  * zero jobs (a packed layer's raw chunks and padding) equal memcpy and
- * memset, aligned or not, larger than the grid or not.  Skips (77)
- * without a GPU. */
+ * memset, aligned or not, larger than the grid or not.  Every launch is
+ * made twice more as the pager makes it (the status words stored by a
+ * kernel into mapped host memory, the device's words left at zero for the
+ * next launch): the same words, the same output.  Skips (77) without a
+ * GPU. */
 #include <cuda_runtime_api.h>
 
 #include "cuda_check.h"
@@ -35,7 +38,10 @@ static uint64_t out_bytes(const struct stream *s)
 	return s->n * (s->w == 2 ? 2 : 4);
 }
 
-/* Decode every stream on the GPU in one launch: outputs and status back. */
+/* Decode every stream on the GPU in one launch: outputs and status back.
+ * Then again as the pager does (exprans_gpu_decode_report: status words
+ * zero on entry, stored by a kernel into mapped pinned host memory): the
+ * same words and output, and the device's words left at zero. */
 static void gpu_decode(struct stream *s, unsigned k, unsigned misalign_last, uint8_t **out,
 		       uint32_t *status)
 {
@@ -74,6 +80,33 @@ static void gpu_decode(struct stream *s, unsigned k, unsigned misalign_last, uin
 		CHECK(out[i]);
 		CU(cudaMemcpy(out[i], dout + jobs[i].out_off, out_bytes(&s[i]), cudaMemcpyDeviceToHost));
 	}
+
+	uint32_t *report, *view, *left = malloc(k * sizeof(uint32_t) + 4);
+	uint8_t *again = malloc(max_out + 4);
+	CHECK(left && again);
+	CU(cudaHostAlloc((void **)&report, k * sizeof(uint32_t) + 4, cudaHostAllocMapped));
+	CU(cudaHostGetDevicePointer((void **)&view, report, 0));
+	memset(report, 0xff, k * sizeof(uint32_t));   /* the kernel stores every word */
+	CU(cudaMemset(dout, 0xee, out_total + 16));
+	CU(cudaMemset(dstatus, 0, k * sizeof(uint32_t)));
+	for (int round = 0; round < 2; round++) {   /* the second on the words the first left */
+		CHECK_RC(exprans_gpu_decode_report(din, dout, djobs, k, max_out, dstatus, view, NULL), 0);
+		CU(cudaDeviceSynchronize());
+		CU(cudaMemcpy(left, dstatus, k * sizeof(uint32_t), cudaMemcpyDeviceToHost));
+		for (unsigned i = 0; i < k; i++) {
+			CHECK(report[i] == status[i]);
+			CHECK(left[i] == 0);
+		}
+	}
+	for (unsigned i = 0; i < k; i++) {
+		if (status[i])
+			continue;   /* refused: no output to compare (and it may exceed max_out) */
+		CU(cudaMemcpy(again, dout + jobs[i].out_off, out_bytes(&s[i]), cudaMemcpyDeviceToHost));
+		CHECK(memcmp(again, out[i], out_bytes(&s[i])) == 0);
+	}
+	CU(cudaFreeHost(report));
+	free(left);
+	free(again);
 	cudaFree(din);
 	cudaFree(dout);
 	cudaFree(dstatus);

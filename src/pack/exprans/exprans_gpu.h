@@ -62,6 +62,15 @@ struct exprans_gpu_job {
  * to go idle). */
 int exprans_gpu_decode(const uint8_t *in, uint8_t *out, const struct exprans_gpu_job *jobs,
 		       unsigned n_jobs, uint64_t max_out, uint32_t *status, void *stream);
+/* The same without the status words' clearing before the launch: status
+ * must be zero on entry (cudaMemset once after allocating it).  After the
+ * decode, one small kernel stores job i's word in report[i] (device-
+ * writable memory, e.g. mapped pinned host memory) and sets status[i]
+ * back to zero for the next call.  The pager uses this: no memset and no
+ * device->host copy beside the link's host->device copies. */
+int exprans_gpu_decode_report(const uint8_t *in, uint8_t *out,
+			      const struct exprans_gpu_job *jobs, unsigned n_jobs,
+			      uint64_t max_out, uint32_t *status, uint32_t *report, void *stream);
 /* The first problem named in a status word, for messages. */
 const char *exprans_gpu_status_text(uint32_t status);
 
