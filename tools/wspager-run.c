@@ -301,9 +301,11 @@ static int parse(int argc, char **argv, struct run_cfg *c)
 }
 
 /* Pass 1 is timed from t_open, when wsp_open began (and with it the
- * prefetching), the later passes from their first acquire. */
+ * prefetching), and its CPU time counted from cpu_open, taken then; the
+ * later passes from their first acquire. */
 static int run_passes(const struct run_cfg *c, wsp_pager *pg, struct wt_work *w, const uint32_t *order,
-		      size_t steps, uint64_t t_open, struct wt_trace *tr, struct run_row *rows)
+		      size_t steps, uint64_t t_open, const struct wt_cpu *cpu_open,
+		      struct wt_trace *tr, struct run_row *rows)
 {
 	const wsp_pack *pk = wsp_pager_pack(pg);
 	void *stream = wt_work_stream(w);
@@ -324,7 +326,10 @@ static int run_passes(const struct run_cfg *c, wsp_pager *pg, struct wt_work *w,
 			memset(&s0, 0, sizeof(s0));
 		else
 			wsp_get_stats(pg, &s0);
-		wt_cpu_now(&c0);
+		if (p == 0)
+			c0 = *cpu_open;
+		else
+			wt_cpu_now(&c0);
 		uint64_t t0 = p == 0 ? t_open : wt_now_ns();
 		if (wt_work_pass_begin(w))
 			return CLI_EXIT_FAIL;
@@ -468,6 +473,8 @@ int wt_cmd_run(int argc, char **argv)
 		cli_error("out of memory");
 		goto out;
 	}
+	struct wt_cpu cpu_open;
+	wt_cpu_now(&cpu_open);
 	uint64_t t_open = wt_now_ns();
 	int orc = wsp_open(c.pack, &opt, &pg, err, sizeof(err));
 	if (orc < 0) {
@@ -480,7 +487,7 @@ int wt_cmd_run(int argc, char **argv)
 		cli_error("%s: the pack changed while it was being opened", c.pack);
 		goto out;
 	}
-	if (run_passes(&c, pg, w, order, steps, t_open, tr, rows))
+	if (run_passes(&c, pg, w, order, steps, t_open, &cpu_open, tr, rows))
 		goto out;
 
 	struct run_row tot;
