@@ -129,6 +129,13 @@ static int cmp_double(const void *a, const void *b)
 	return (x > y) - (x < y);
 }
 
+/* Sorts v[0..n) and returns its median. */
+static double median(double *v, unsigned n)
+{
+	qsort(v, n, sizeof(double), cmp_double);
+	return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
 static void make_pack(const struct args *a, const char *dir, char *pack, size_t len)
 {
 	char model[700], err[512];
@@ -308,7 +315,8 @@ int main(int argc, char **argv)
 	cudaEvent_t t0, t1, *ev = calloc((size_t)2 * n * passes, sizeof(*ev));
 	double *round_ceiling = calloc(a.rounds + 1, sizeof(double));
 	double *round_frac = calloc(a.rounds, sizeof(double));
-	if (!ev || !round_ceiling || !round_frac)
+	double *round_gbs = calloc(a.rounds, sizeof(double));
+	if (!ev || !round_ceiling || !round_frac || !round_gbs)
 		return 1;
 	CU(cudaEventCreate(&t0));
 	CU(cudaEventCreate(&t1));
@@ -347,18 +355,12 @@ int main(int argc, char **argv)
 		stream_ms += ms;
 		round_ceiling[r + 1] = ceiling_measure(&cl);
 		double best = WSP_MAX(round_ceiling[r], round_ceiling[r + 1]);
-		round_frac[r] = (double)a.passes * sum.raw_bytes / (ms * 1e6) / best;
+		round_gbs[r] = (double)a.passes * sum.raw_bytes / (ms * 1e6);
+		round_frac[r] = round_gbs[r] / best;
 	}
-	qsort(round_frac, a.rounds, sizeof(double), cmp_double);
-	double frac_median = a.rounds % 2 ? round_frac[a.rounds / 2]
-					  : (round_frac[a.rounds / 2 - 1] + round_frac[a.rounds / 2]) / 2;
-	double ceiling_lo = round_ceiling[0], ceiling_hi = round_ceiling[0];
-	for (unsigned r = 1; r <= a.rounds; r++) {
-		ceiling_lo = WSP_MIN(ceiling_lo, round_ceiling[r]);
-		ceiling_hi = WSP_MAX(ceiling_hi, round_ceiling[r]);
-	}
-	qsort(round_ceiling, a.rounds + 1, sizeof(double), cmp_double);
-	ceiling = round_ceiling[a.rounds / 2];   /* the median, for step 2 and the totals */
+	double frac_median = median(round_frac, a.rounds), gbs_median = median(round_gbs, a.rounds);
+	ceiling = median(round_ceiling, a.rounds + 1);   /* for step 2 and the totals */
+	double ceiling_lo = round_ceiling[0], ceiling_hi = round_ceiling[a.rounds];
 	wsp_get_stats(pg, &st);
 	/* Every acquire needs its layer in a slot (more layers than slots):
 	 * each pass delivers the whole model.  With exprans the link carries
@@ -409,6 +411,8 @@ int main(int argc, char **argv)
 	       "around each | median %.1f%% (%.1f-%.1f) | >= 95%% |\n",
 	       a.exprans ? "exprans, GPU decode" : "zstd, host decode", 100.0 * frac_median,
 	       100.0 * round_frac[0], 100.0 * round_frac[a.rounds - 1]);
+	printf("| ... rounds' GB/s of raw weights | median %.1f (%.1f-%.1f) | |\n", gbs_median,
+	       round_gbs[0], round_gbs[a.rounds - 1]);
 	printf("| ... all rounds | %.1f GB/s of raw weights = %.1f%% of the median ceiling | |\n",
 	       stream_gbs, 100.0 * stream_gbs / ceiling);
 	printf("| ... bytes over the link | %.1f GB/s (%.3f of the raw bytes) = %.1f%% of the median "
@@ -432,6 +436,7 @@ int main(int argc, char **argv)
 	free(ev);
 	free(round_ceiling);
 	free(round_frac);
+	free(round_gbs);
 	CU(cudaEventDestroy(t0));
 	CU(cudaEventDestroy(t1));
 	CU(cudaFree(sink));
