@@ -145,7 +145,7 @@ run() {
 		done
 		for f in "$out"/bench-gpu-*.log; do
 			echo "== $(basename "$f" .log)"
-			grep -E '^gpu_bench|cudaMemcpyAsync|free when|streaming|all rounds|over the link|GPU tier|overlap' "$f"
+			grep -E "^gpu_bench|cudaMemcpyAsync|free when|streaming|rounds' GB/s|all rounds|over the link|GPU tier|overlap" "$f"
 		done ;;
 	esac
 	case $parts in *" cold-bench "*)
