@@ -269,7 +269,6 @@ int main(int argc, char **argv)
 	/* Before the ballast: the ceiling's buffers stay for every round. */
 	struct ceiling cl;
 	ceiling_init(&cl);
-	double ceiling = ceiling_measure(&cl);
 
 	/* --gpu-free: what the device has beyond SIZE goes to a ballast. */
 	void *ballast = NULL;
@@ -359,7 +358,7 @@ int main(int argc, char **argv)
 		round_frac[r] = round_gbs[r] / best;
 	}
 	double frac_median = median(round_frac, a.rounds), gbs_median = median(round_gbs, a.rounds);
-	ceiling = median(round_ceiling, a.rounds + 1);   /* for step 2 and the totals */
+	double ceiling = median(round_ceiling, a.rounds + 1);   /* for step 2 and the totals */
 	double ceiling_lo = round_ceiling[0], ceiling_hi = round_ceiling[a.rounds];
 	wsp_get_stats(pg, &st);
 	/* Every acquire needs its layer in a slot (more layers than slots):
