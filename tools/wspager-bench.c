@@ -294,20 +294,19 @@ static uint64_t mem_available(void)
 	return pages > 0 && psz > 0 ? (uint64_t)pages * (uint64_t)psz : 0;
 }
 
+static double disk_x_ratio(const struct bench *b)
+{
+	return b->disk * (b->s.stored_bytes ? (double)b->s.raw_bytes / b->s.stored_bytes : 1);
+}
+
 /* The disk ceiling of rows (1)-(3), and what follows from it. */
 static void use_disk(struct bench *b, const struct wt_disk_ceiling *dc)
 {
-	double ratio = b->s.stored_bytes ? (double)b->s.raw_bytes / b->s.stored_bytes : 1;
 	b->dc = *dc;
 	b->disk = dc->gbps;
 	b->direct = dc->direct;
 	b->dropped = dc->dropped;
-	b->disk_side = b->disk * ratio < b->decode ? b->disk * ratio : b->decode;
-}
-
-static double disk_x_ratio(const struct bench *b)
-{
-	return b->disk * (b->s.stored_bytes ? (double)b->s.raw_bytes / b->s.stored_bytes : 1);
+	b->disk_side = disk_x_ratio(b) < b->decode ? disk_x_ratio(b) : b->decode;
 }
 
 static double ceiling_of(const struct bench *b, int r)
@@ -351,7 +350,8 @@ static int report_json(const struct bench *b)
 	}
 	json_t *ceil = json_pack("{s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:i,s:I,s:b,s:b,s:o,s:b,s:o,s:o}",
 				 "disk_probe_gbps", json_real(b->probe.gbps), "disk_probe_bytes",
-				 json_integer((json_int_t)(b->probe.limit < b->s.stored_bytes ? b->probe.limit : b->s.stored_bytes)),
+				 json_integer((json_int_t)(b->probe.limit < b->s.stored_bytes ? b->probe.limit
+											       : b->s.stored_bytes)),
 				 "disk_before_cold_gbps", num_or_null(b->spanned ? b->before.gbps : -1),
 				 "disk_after_cold_gbps", num_or_null(b->spanned ? b->after.gbps : -1),
 				 "h2d_pinned_gbps", num_or_null(b->h2d_pinned),

@@ -214,14 +214,15 @@ int wt_ceil_disk(const char *pack, wsp_pack *pk, unsigned n_shards, uint64_t lim
 	 * large requests, an NVMe drive a deep queue): the ceiling is the
 	 * best of a few patterns, each over at most `limit` bytes; with
 	 * `only`, of its winning pattern alone. */
-	static const struct { unsigned threads; uint64_t req; } all[] = {
+	struct pattern { unsigned threads; uint64_t req; };
+	static const struct pattern all[] = {
 		{1, 16u << 20}, {4, 4u << 20}, {8, 8u << 20}, {32, 4u << 20},
 	};
-	struct { unsigned threads; uint64_t req; } pat[4];
+	struct pattern pat[sizeof(all) / sizeof(all[0])];
 	size_t n_pat = 0;
 	for (size_t k = 0; k < sizeof(all) / sizeof(all[0]); k++)
 		if (!only || (only->threads == all[k].threads && only->req_bytes == all[k].req))
-			pat[n_pat].threads = all[k].threads, pat[n_pat++].req = all[k].req;
+			pat[n_pat++] = all[k];
 	struct disk_file *files = calloc(n_shards ? n_shards : 1, sizeof(*files));
 	char **paths = calloc(n_shards ? n_shards : 1, sizeof(*paths));
 	int rc = 0;

@@ -1,8 +1,8 @@
 /*
  * A host-tier reference's pages into contiguous device memory: one copy per
  * run of pages adjacent in host memory and in one pinning piece (up to
- * 64 MiB), enqueued on the copy stream.  Slot fills of raw layers and the staging of packed ones both
- * use it.
+ * 64 MiB), enqueued on the copy stream.  Slot fills of raw layers and the
+ * staging of packed ones both use it.
  */
 #ifndef WSP_GPU_PAGECOPY_H
 #define WSP_GPU_PAGECOPY_H
