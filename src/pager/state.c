@@ -4,9 +4,14 @@
  * acquire.
  */
 #include <errno.h>
+#include <inttypes.h>
 
 #include "common/util.h"
 #include "pager/pager.h"
+
+/* The largest buffer: its size rounded up to pages still fits the int64_t
+ * that wsp_state_size returns. */
+#define STATE_MAX_BYTES ((uint64_t)INT64_MAX - 4095)
 
 /* The state store for a call on `layer`: *rc WSP_ENOTFOUND for no such
  * layer, else the store, made at the first acquire (`make`; under
@@ -40,7 +45,12 @@ int wsp_state_acquire(wsp_pager *pg, uint32_t layer, uint64_t bytes, void **data
 		return -EINVAL;
 	*data = NULL;
 	wspi_err_init(&err);
-	int rc = bytes ? 0 : WSP_ERR(&err, -EINVAL, "wsp_state_acquire: 0 bytes");
+	int rc = 0;
+	if (!bytes)
+		rc = WSP_ERR(&err, -EINVAL, "wsp_state_acquire: 0 bytes");
+	else if (bytes > STATE_MAX_BYTES)   /* rounding up to pages would wrap */
+		rc = WSP_ERR(&err, WSP_ETOOBIG, "wsp_state_acquire: %" PRIu64 " bytes: above the "
+			     "largest state buffer (%" PRIu64 " bytes)", bytes, (uint64_t)STATE_MAX_BYTES);
 	struct state_store *st = rc == 0 ? store(pg, layer, 1, &err, &rc) : NULL;
 	if (rc == 0)
 		rc = state_acquire(st, layer, bytes, data, &err);

@@ -129,6 +129,16 @@ int main(void)
 	CHECK_RC(wsp_state_acquire(pg, m.sum.n_layers, 8, (void **)&p), WSP_ENOTFOUND);
 	CHECK_RC(wsp_state_release(pg, m.sum.n_layers, 0), WSP_ENOTFOUND);
 	CHECK(wsp_state_size(pg, m.sum.n_layers) == WSP_ENOTFOUND);
+	/* Sizes whose rounding up to pages would wrap: refused, nothing made. */
+	uint64_t huge[] = {UINT64_MAX, UINT64_MAX - 4095, (uint64_t)INT64_MAX - 4094,
+			   (uint64_t)INT64_MAX};
+	for (unsigned k = 0; k < sizeof(huge) / sizeof(huge[0]); k++) {
+		CHECK_RC(wsp_state_acquire(pg, 2, huge[k], (void **)&p), WSP_ETOOBIG);
+		CHECK(p == NULL && strstr(wsp_errmsg(pg), "largest state buffer") != NULL);
+	}
+	/* The largest size allowed is merely too big for memory. */
+	CHECK_RC(wsp_state_acquire(pg, 2, (uint64_t)INT64_MAX - 4095, (void **)&p), -ENOMEM);
+	CHECK(p == NULL);
 	CHECK_RC(wsp_state_acquire(pg, 1, 8, NULL), -EINVAL);
 	CHECK_RC(wsp_state_acquire(NULL, 1, 8, (void **)&p), -EINVAL);
 	CHECK_RC(wsp_state_release(NULL, 1, 0), -EINVAL);
