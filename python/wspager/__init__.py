@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import ctypes
 import errno
+import operator
 import os
 from dataclasses import dataclass
 from typing import Callable, Dict, Iterable, List, Optional, Sequence, Tuple, Union
@@ -27,6 +28,7 @@ from typing import Callable, Dict, Iterable, List, Optional, Sequence, Tuple, Un
 import numpy as np
 
 from . import _lib as _c
+from ._handle import Handle, NoCopy
 
 __all__ = ["WspError", "Pack", "Pager", "AcquiredLayer", "DeviceTensor", "TensorInfo",
            "LayerInfo", "convert", "parse_size", "version", "DTYPES"]
@@ -44,6 +46,8 @@ DTYPES: Dict[int, Tuple[str, str]] = {
 _SUB_BYTE = {"F4", "F6_E2M3", "F6_E3M2"}
 
 SizeLike = Union[int, str]
+WSP_ENOTFOUND = -4104   # include/wspager.h
+PathLike = Union[str, bytes, "os.PathLike"]
 
 
 class WspError(Exception):
@@ -71,12 +75,17 @@ def version() -> str:
 
 def parse_size(size: SizeLike) -> int:
     """Bytes from an int or a text such as "512M", "8G", "1.5GiB"."""
-    if isinstance(size, int):
-        if size < 0:
-            raise ValueError(f"size {size} is negative")
+    if isinstance(size, int) and not isinstance(size, bool):
+        if not 0 <= size < 1 << 64:
+            raise ValueError(f"size {size} is out of range (0 to 2**64 - 1 bytes)")
         return size
+    if not isinstance(size, str):
+        raise TypeError(f"size must be bytes (int) or a text such as '8G', not "
+                        f"{type(size).__name__}")
+    if "\0" in size:
+        raise ValueError(f"invalid size {size!r}")
     out = _c.c_u64()
-    rc = _c.lib().wsp_parse_size(str(size).encode(), ctypes.byref(out))
+    rc = _c.lib().wsp_parse_size(size.encode(), ctypes.byref(out))
     if rc < 0:
         raise ValueError(f"invalid size {size!r} (give bytes or e.g. '512M', '8G')")
     return out.value
@@ -122,8 +131,8 @@ def _progress_fn(progress: Optional[Callable[[int, int], object]]):
     return _c.PROGRESS_FN(lambda _ctx, done, total: 1 if progress(done, total) else 0)
 
 
-class _Closing:
-    """Context manager and finaliser around ``close()``."""
+class _Closing(NoCopy):
+    """Context manager around ``close()``; no copies, no pickles."""
 
     def close(self) -> None:  # pragma: no cover - each handle defines it
         raise NotImplementedError
@@ -134,11 +143,41 @@ class _Closing:
     def __exit__(self, *exc) -> None:
         self.close()
 
-    def __del__(self):
-        try:
-            self.close()
-        except Exception:
-            pass
+
+def _closed_error(message: str) -> "WspError":
+    return WspError(-errno.EBADF, message)
+
+
+def _c_path(path: PathLike) -> bytes:
+    """A path for the library: str, bytes or os.PathLike; a NUL inside it
+    is refused (the C string would silently end there)."""
+    b = os.fsencode(os.fspath(path))
+    if b"\0" in b:
+        raise ValueError(f"path {path!r} contains a NUL byte")
+    return b
+
+
+def _c_name(name: str, what: str) -> bytes:
+    """A name (a layer's, a tensor's) for the library; NUL is refused."""
+    if not isinstance(name, str):
+        raise TypeError(f"{what}: names are str, not {type(name).__name__}")
+    if "\0" in name:
+        raise ValueError(f"{what}: name {name!r} contains a NUL character")
+    return name.encode()
+
+
+def _integer(name: str, value, bits: int = 32) -> int:
+    """`value` as an unsigned integer of `bits` bits, or TypeError /
+    ValueError: ctypes would silently wrap -1 or 2**32, and truncate 1.7."""
+    if isinstance(value, bool):
+        raise TypeError(f"{name} must be an integer, not bool")
+    try:
+        v = operator.index(value)
+    except TypeError:
+        raise TypeError(f"{name} must be an integer, not {type(value).__name__}") from None
+    if not 0 <= v < 1 << bits:
+        raise ValueError(f"{name} = {v} is out of range (0 to 2**{bits} - 1)")
+    return v
 
 
 class Pack(_Closing):
@@ -146,7 +185,7 @@ class Pack(_Closing):
 
     Parameters
     ----------
-    path : str
+    path : str, bytes or os.PathLike
         The pack directory (``manifest.wspm`` and its shards).
 
     Attributes
@@ -155,29 +194,38 @@ class Pack(_Closing):
         In pack order; ``pack.layers[i].tensors`` lists each layer's tensors.
     summary : dict
         Counts and sizes (``n_layers``, ``raw_bytes``, ``stored_bytes``, ...).
+
+    A pager's own pack (``Pager.pack``) keeps its pager alive, and raises
+    once the pager is closed.
     """
 
-    def __init__(self, path: Union[str, os.PathLike], *, _handle: Optional[int] = None):
-        self.path = os.fspath(path)
-        self._owned = _handle is None
-        if _handle is None:
+    def __init__(self, path: PathLike, *, _borrowed: Optional[Tuple[Handle, int]] = None):
+        cpath = _c_path(path)
+        self.path = os.fsdecode(cpath)
+        if _borrowed is None:
             h = ctypes.c_void_p()
             buf = ctypes.create_string_buffer(1024)
-            rc = _c.lib().wsp_pack_open(self.path.encode(), ctypes.byref(h), buf, len(buf))
+            rc = _c.lib().wsp_pack_open(cpath, ctypes.byref(h), buf, len(buf))
             _check(rc, lambda: buf.value.decode(errors="replace"))
-            _handle = h.value
-        self._h = _handle
-        s = _c.PackSummary()
-        _check(_c.lib().wsp_pack_summary(self._h, ctypes.byref(s)), self._errmsg)
-        self.summary = {name: getattr(s, name) for name, _ in _c.PackSummary._fields_
-                        if name not in ("reserved", "metadata_json")}
-        self.metadata = s.metadata_json.decode() if s.metadata_json else None
-        self.layers: List[LayerInfo] = [
-            _layer_info(_c.lib().wsp_pack_layer(self._h, i).contents) for i in range(s.n_layers)]
+            self._owner = Handle(h.value, _c.lib().wsp_pack_close, f"pack {self.path}",
+                                 _closed_error)
+            self._ptr = h.value
+        else:
+            self._owner, self._ptr = _borrowed
+        self._owned = _borrowed is None
+        L = _c.lib()
+        with self._owner.call():
+            s = _c.PackSummary()
+            _check(L.wsp_pack_summary(self._ptr, ctypes.byref(s)), self._errmsg)
+            self.summary = {name: getattr(s, name) for name, _ in _c.PackSummary._fields_
+                            if name not in ("reserved", "metadata_json")}
+            self.metadata = s.metadata_json.decode() if s.metadata_json else None
+            self.layers: List[LayerInfo] = [
+                _layer_info(L.wsp_pack_layer(self._ptr, i).contents) for i in range(s.n_layers)]
         self._by_name = {L.name: L for L in self.layers}
 
     def _errmsg(self) -> str:
-        return _c.lib().wsp_pack_errmsg(self._h).decode(errors="replace")
+        return _c.lib().wsp_pack_errmsg(self._ptr).decode(errors="replace")
 
     def layer(self, key: Union[int, str]) -> LayerInfo:
         """A layer by index or name (KeyError / IndexError if absent)."""
@@ -195,30 +243,40 @@ class Pack(_Closing):
     def verify(self, threads: int = 0, progress=None) -> None:
         """Decode every chunk and check every checksum and the padding;
         raises WspError naming the shard, layer, tensor and chunk."""
+        threads = _integer("threads", threads)
         cb = _progress_fn(progress)
-        _check(_c.lib().wsp_pack_verify(self._h, threads, cb, None), self._errmsg)
+        with self._owner.call():
+            _check(_c.lib().wsp_pack_verify(self._ptr, threads, cb, None), self._errmsg)
 
-    def unpack(self, out: Union[str, os.PathLike], *, force: bool = False, progress=None) -> None:
+    def unpack(self, out: PathLike, *, force: bool = False, progress=None) -> None:
         """Write the original safetensors files back, byte for byte."""
         cb = _progress_fn(progress)
-        _check(_c.lib().wsp_pack_unpack(self._h, os.fspath(out).encode(), 1 if force else 0, cb,
-                                        None), self._errmsg)
+        cout = _c_path(out)
+        with self._owner.call():
+            _check(_c.lib().wsp_pack_unpack(self._ptr, cout, 1 if force else 0, cb, None),
+                   self._errmsg)
+
+    @property
+    def closed(self) -> bool:
+        return self._owner.closed
 
     def close(self) -> None:
         """Close the pack (a pager's own pack is closed with the pager)."""
-        if getattr(self, "_h", None) and self._owned:
-            _c.lib().wsp_pack_close(self._h)
-        self._h = None
+        if self._owned:
+            self._owner.close()
 
 
-class DeviceTensor:
+class DeviceTensor(NoCopy):
     """A tensor in GPU memory (a slot): its address, dtype and shape, and
     ``__cuda_array_interface__`` (version 3, read-only) for CuPy, Numba or
     ``torch.as_tensor``.  Types numpy lacks have ``typestr`` of an unsigned
-    integer of the same width; ``dtype`` keeps the real name."""
+    integer of the same width; ``dtype`` keeps the real name.  It keeps its
+    pager's memory alive (so does what torch or CuPy make of it)."""
 
-    def __init__(self, ptr: int, dtype: str, shape: Tuple[int, ...], nbytes: int):
+    def __init__(self, ptr: int, dtype: str, shape: Tuple[int, ...], nbytes: int,
+                 owner: object = None):
         self.ptr, self.dtype, self.shape, self.nbytes = ptr, dtype, shape, nbytes
+        self._owner = owner
 
     @property
     def __cuda_array_interface__(self) -> dict:
@@ -237,13 +295,16 @@ def _view_dtype(name: str) -> str:
     raise ValueError(f"unknown dtype {name}")
 
 
-class AcquiredLayer:
+class AcquiredLayer(NoCopy):
     """A layer acquired from a :class:`Pager`, until :meth:`release`.
 
     ``layer["mlp.up_proj.weight"]`` (short or full name) gives the tensor:
     a read-only numpy view on the host backend, a :class:`DeviceTensor` on a
     GPU.  ``layer.dtypes[name]`` is the real dtype ("BF16") of each view.
-    Used as a context manager it is released on exit.
+    Used as a context manager it is released on exit.  After the release,
+    or once the pager is closed, it raises; views taken from it stay
+    readable (they keep the pager's memory alive) but hold whatever the
+    slot holds by then.
     """
 
     def __init__(self, pager: "Pager", view: _c.Layer, stream: int):
@@ -275,6 +336,8 @@ class AcquiredLayer:
     def _lookup(self, name: str):
         if self.released:
             raise WspError(-errno.EINVAL, f"layer {self.name} was released: its views are no longer valid")
+        if self._pager.closed:
+            raise _closed_error(f"layer {self.name}: its pager {self._pager.path} is closed")
         if name not in self._tensors:
             raise KeyError(f"layer {self.name} has no tensor {name!r}; it has: "
                            + ", ".join(self.names()))
@@ -282,32 +345,36 @@ class AcquiredLayer:
 
     def __getitem__(self, name: str):
         info, ptr = self._lookup(name)
-        if not self._pager.on_host:
-            return DeviceTensor(ptr, info.dtype, info.shape, info.nbytes)
-        dt = np.dtype(_view_dtype(info.dtype))
-        if info.dtype in _SUB_BYTE:   # packed: bytes, not elements
-            shape, count = (info.nbytes,), info.nbytes
-        else:
-            shape, count = info.shape, info.nbytes // dt.itemsize
-        if count == 0 or not ptr:
-            a = np.zeros(shape, dtype=dt)
-        else:
-            buf = (ctypes.c_char * info.nbytes).from_address(ptr)
-            a = np.frombuffer(buf, dtype=dt, count=count).reshape(shape)
-        a.flags.writeable = False
-        return a
+        with self._pager._owner.call():
+            if not self._pager.on_host:
+                return DeviceTensor(ptr, info.dtype, info.shape, info.nbytes,
+                                    self._pager._owner.view_owner())
+            dt = np.dtype(_view_dtype(info.dtype))
+            if info.dtype in _SUB_BYTE:   # packed: bytes, not elements
+                shape, count = (info.nbytes,), info.nbytes
+            else:
+                shape, count = info.shape, info.nbytes // dt.itemsize
+            if count == 0 or not ptr:
+                a = np.zeros(shape, dtype=dt)
+            else:
+                buf = self._pager._owner.host_buffer(ptr, info.nbytes)
+                a = np.frombuffer(buf, dtype=dt, count=count).reshape(shape)
+            a.flags.writeable = False
+            return a
 
     def __contains__(self, name: str) -> bool:
         return name in self._tensors
 
     def release(self, stream: Optional[int] = None) -> None:
         """End this use: the slot is reusable once `stream` (default: the
-        acquire's) passes this point.  Views become invalid."""
+        acquire's) passes this point.  Views become invalid.  Nothing to do
+        once the pager is closed (closing released it)."""
         if self.released:
             return
+        s = self._stream if stream is None else _integer("stream", stream, 64)
         self.released = True
-        s = self._stream if stream is None else stream
-        self._pager._release_view(ctypes.addressof(self._view), s)
+        if not self._pager.closed:
+            self._pager._release_view(ctypes.addressof(self._view), s)
 
     def __enter__(self) -> "AcquiredLayer":
         return self
@@ -395,17 +462,18 @@ class Pager(_Closing):
         o.device = self.device
         if host_cache is not None:
             o.host_cache_bytes = parse_size(host_cache)
-        o.gpu_slots = gpu_slots
+        o.gpu_slots = _integer("gpu_slots", gpu_slots)
         if io not in _IO:
             raise ValueError(f"io must be one of {sorted(_IO)}, not {io!r}")
         if policy not in _POLICY:
             raise ValueError(f"policy must be one of {sorted(_POLICY)}, not {policy!r}")
-        o.io, o.policy, o.lookahead, o.decode_threads = _IO[io], _POLICY[policy], lookahead, \
-            decode_threads
+        o.io, o.policy = _IO[io], _POLICY[policy]
+        o.lookahead = _integer("lookahead", lookahead)
+        o.decode_threads = _integer("decode_threads", decode_threads)
         if queue_depth:
-            o.queue_depth = queue_depth
+            o.queue_depth = _integer("queue_depth", queue_depth)
         if io_threads:
-            o.io_threads = io_threads
+            o.io_threads = _integer("io_threads", io_threads)
         if page_bytes is not None:
             o.page_bytes = parse_size(page_bytes)
         if updated_cache is not None:
@@ -414,48 +482,83 @@ class Pager(_Closing):
             o.gpu_packed_bytes = parse_size(gpu_packed)
         if state_cache is not None:
             o.state_bytes = parse_size(state_cache)
+        keep = []   # what the library may use until wsp_close: freed with the handle
         if overflow_dir is not None:
-            self._overflow_dir = os.fsencode(overflow_dir)   # alive during the open
-            o.overflow_dir = self._overflow_dir
+            keep.append(_c_path(overflow_dir))
+            o.overflow_dir = keep[-1]
         o.flags = (0 if prefetch else OPEN_NO_PREFETCH) | (0 if direct else OPEN_NO_DIRECT) | \
             (0 if pin else OPEN_NO_PIN) | (OPEN_HOST_TOTAL if host_total else 0) | \
             (OPEN_HOST_DECODE if host_decode else 0)
-        # The callback is called from library threads: kept alive with self.
-        self._log = _c.LOG_FN(lambda _ctx, msg: log(msg.decode(errors="replace"))) if log \
-            else _c.LOG_FN()
-        o.log = self._log
+        # Called from library threads until wsp_close.
+        if log:
+            keep.append(_c.LOG_FN(lambda _ctx, msg: log(msg.decode(errors="replace"))))
+            o.log = keep[-1]
         if trace:
             def on_event(_ctx, ev):
                 e = ctypes.cast(ev, ctypes.POINTER(_c.TraceEvent)).contents
                 name = _c.STAGES[e.stage] if 0 <= e.stage < len(_c.STAGES) else str(e.stage)
                 trace(name, e.layer, e.begin_ns, e.end_ns, e.bytes)
-            self._trace = _c.TRACE_FN(on_event)   # kept alive with self
-            o.trace = self._trace
+            keep.append(_c.TRACE_FN(on_event))
+            o.trace = keep[-1]
         if on_demand:
-            names = [n.encode() for n in on_demand] + [None]
-            self._on_demand = (ctypes.c_char_p * len(names))(*names)   # alive during the open
-            o.on_demand = ctypes.cast(self._on_demand, ctypes.POINTER(ctypes.c_char_p))
+            names = [_c_name(n, "on_demand") for n in on_demand] + [None]
+            demand = (ctypes.c_char_p * len(names))(*names)   # read during the open only
+            o.on_demand = ctypes.cast(demand, ctypes.POINTER(ctypes.c_char_p))
+        cpath = _c_path(path)
+        self.path = os.fsdecode(cpath)
         h = ctypes.c_void_p()
         buf = ctypes.create_string_buffer(1024)
-        self.path = os.fspath(path)
-        rc = L.wsp_open(self.path.encode(), ctypes.byref(o), ctypes.byref(h), buf, len(buf))
+        rc = L.wsp_open(cpath, ctypes.byref(o), ctypes.byref(h), buf, len(buf))
         _check(rc, lambda: buf.value.decode(errors="replace"))
-        self._h = h.value
-        self.pack = Pack(self.path, _handle=L.wsp_pager_pack(self._h))
+        close = L.wsp_close
+        self._owner = Handle(h.value, lambda ptr, keep=keep: close(ptr), f"pager {self.path}",
+                             _closed_error)
+        self._ptr = h.value
+        self.pack = Pack(self.path, _borrowed=(self._owner, L.wsp_pager_pack(self._ptr)))
         self.on_host = self.device == _c.DEVICE_HOST
 
-    def _errmsg(self) -> str:
-        return _c.lib().wsp_errmsg(self._h).decode(errors="replace")
+    @property
+    def closed(self) -> bool:
+        return self._owner.closed
 
-    def _handle(self) -> int:
-        if not self._h:
-            raise WspError(-errno.EINVAL, f"{self.path}: the pager is closed")
-        return self._h
+    def _errmsg(self) -> str:
+        return _c.lib().wsp_errmsg(self._ptr).decode(errors="replace")
+
+    def _call(self, fn, *args) -> int:
+        """`fn(pager, *args)` as one counted call; a negative return raises."""
+        with self._owner.call() as h:
+            return _check(fn(h, *args), self._errmsg)
 
     def _index(self, layer: Union[int, str]) -> int:
+        """A layer index from an index or a name; anything else raises
+        TypeError.  An index the library's uint32_t cannot hold raises
+        WspError (WSP_ENOTFOUND) here, as the library would for any index
+        out of range: ctypes would wrap 2**32 to layer 0."""
         if isinstance(layer, str):
             return self.pack.layer(layer).index
-        return int(layer)
+        if isinstance(layer, bool):
+            raise TypeError("layer must be an index or a name, not bool")
+        try:
+            i = operator.index(layer)
+        except TypeError:
+            raise TypeError(f"layer must be an index or a name, not {type(layer).__name__}") \
+                from None
+        if not 0 <= i < 1 << 32:
+            self._layer_info(i)
+        return i
+
+    def _layer_info(self, i: int) -> LayerInfo:
+        """pack.layers[i], or WspError (WSP_ENOTFOUND) as the library says it."""
+        if not 0 <= i < len(self.pack.layers):
+            raise WspError(WSP_ENOTFOUND, f"{self.path}: no layer {i} (the pack has "
+                                          f"{len(self.pack.layers)})")
+        return self.pack.layers[i]
+
+    def _tensor_count(self, idx: int, given: int, what: str) -> int:
+        L = self._layer_info(idx)
+        if given != len(L.tensors):
+            raise ValueError(f"layer {L.name} has {len(L.tensors)} tensors, {given} {what} given")
+        return given
 
     def acquire(self, layer: Union[int, str], stream: Optional[int] = None,
                 timeout: Optional[float] = None, routed: bool = False) -> AcquiredLayer:
@@ -467,30 +570,32 @@ class Pager(_Closing):
         failing at once.  `routed`: its place in the order depends on data
         (a routed expert, hinted with :meth:`hint_next`): the predictor does
         not learn from it and it starts no read-ahead (wsp_acquire_flags)."""
-        h = self._handle()
+        L = _c.lib()
         idx = self._index(layer)
+        s = 0 if stream is None else _integer("stream", stream, 64)
         view = ctypes.POINTER(_c.Layer)()
-        s = ctypes.c_void_p(stream or 0)
         if routed:
             if timeout is not None:
                 raise ValueError("acquire: routed and timeout cannot be combined")
-            rc = _c.lib().wsp_acquire_flags(h, idx, s, _ACQUIRE_ROUTED, ctypes.byref(view))
+            self._call(L.wsp_acquire_flags, idx, ctypes.c_void_p(s), _ACQUIRE_ROUTED,
+                       ctypes.byref(view))
         elif timeout is None:
-            rc = _c.lib().wsp_acquire(h, idx, s, ctypes.byref(view))
+            self._call(L.wsp_acquire, idx, ctypes.c_void_p(s), ctypes.byref(view))
         else:
-            rc = _c.lib().wsp_acquire_wait(h, idx, s, ctypes.byref(view), int(timeout * 1e9))
-        _check(rc, self._errmsg)
-        return AcquiredLayer(self, view.contents, stream or 0)
+            ns = float(timeout) * 1e9
+            if not 0 <= ns < 2 ** 63:
+                raise ValueError(f"timeout {timeout!r} must be a number of seconds >= 0")
+            self._call(L.wsp_acquire_wait, idx, ctypes.c_void_p(s), ctypes.byref(view), int(ns))
+        return AcquiredLayer(self, view.contents, s)
 
     def _release_view(self, view: int, stream: int) -> None:
         # This acquire's own use (wsp_release_view), never another
         # holder's of the same layer.
-        _check(_c.lib().wsp_release_view(self._handle(), ctypes.c_void_p(view),
-                                         ctypes.c_void_p(stream or 0)), self._errmsg)
+        self._call(_c.lib().wsp_release_view, ctypes.c_void_p(view), ctypes.c_void_p(stream))
 
     def prefetch(self, layer: Union[int, str]) -> None:
         """Hint that `layer` is needed soon; never blocks."""
-        _check(_c.lib().wsp_prefetch(self._handle(), self._index(layer)), self._errmsg)
+        self._call(_c.lib().wsp_prefetch, self._index(layer))
 
     def hint_next(self, layers: Sequence[Union[int, str]]) -> None:
         """The next acquires will be `layers`, in that order (a router's
@@ -498,22 +603,27 @@ class Pager(_Closing):
         Never blocks."""
         idx = [self._index(x) for x in layers]
         arr = (ctypes.c_uint32 * max(len(idx), 1))(*idx)
-        _check(_c.lib().wsp_hint_next(self._handle(), arr, len(idx)), self._errmsg)
+        self._call(_c.lib().wsp_hint_next, arr, len(idx))
 
     def reset_prediction(self) -> None:
         """Forget the learned execution order."""
-        _c.lib().wsp_reset_prediction(self._handle())
+        with self._owner.call() as h:
+            _c.lib().wsp_reset_prediction(h)
 
     def stats(self) -> Dict[str, Union[int, str]]:
-        """The counters of wsp_get_stats(3), as a dict."""
+        """The counters of wsp_get_stats(3), as a dict.  On the host backend
+        ("host"/"cpu") the third tier is host memory: ``gpu_hits`` then
+        counts acquires served by a filled host slot and ``bytes_h2d`` the
+        bytes copied into slots (see wsp_get_stats(3))."""
         st = _c.Stats()
-        _check(_c.lib().wsp_get_stats(self._handle(), ctypes.byref(st)), self._errmsg)
+        self._call(_c.lib().wsp_get_stats, ctypes.byref(st))
         out = {name: getattr(st, name) for name, _ in _c.Stats._fields_ if name != "reserved"}
         out["io_backend"] = st.io_backend.decode()
         return out
 
     def reset_stats(self) -> None:
-        _c.lib().wsp_reset_stats(self._handle())
+        with self._owner.call() as h:
+            _c.lib().wsp_reset_stats(h)
 
     # Gradients written back (wsp_grad_push(3)).
     def _layer_or_all(self, layer: Optional[Union[int, str]]) -> int:
@@ -527,13 +637,10 @@ class Pager(_Closing):
         after the work enqueued on `stream` so far and add into fp32
         accumulators; the memory must stay valid until :meth:`grad_done`."""
         idx = self._index(layer)
-        n = len(self.pack.layers[idx].tensors)
-        if len(grads) != n:
-            raise ValueError(f"layer {self.pack.layers[idx].name} has {n} tensors, "
-                             f"{len(grads)} gradients given")
+        n = self._tensor_count(idx, len(grads), "gradients")
         arr = (ctypes.c_void_p * max(n, 1))(*[g or None for g in grads])
-        _check(_c.lib().wsp_grad_push(self._handle(), idx, arr, ctypes.c_void_p(stream or 0)),
-               self._errmsg)
+        s = 0 if stream is None else _integer("stream", stream, 64)
+        self._call(_c.lib().wsp_grad_push, idx, arr, ctypes.c_void_p(s))
 
     def grad_push_rows(self, layer: Union[int, str], tensor: Union[int, str], rows: int,
                        n_rows: int, values: int, stream: Optional[int] = None) -> None:
@@ -544,90 +651,110 @@ class Pager(_Closing):
         on the host backend), valid until :meth:`grad_done`.  `tensor` is
         its index in the layer or its name."""
         idx = self._index(layer)
-        ts = self.pack.layers[idx].tensors
+        ts = self._layer_info(idx).tensors
         if isinstance(tensor, str):
             found = [i for i, t in enumerate(ts) if tensor in (t.name, t.short_name)]
             if not found:
-                raise KeyError(f"layer {self.pack.layers[idx].name} has no tensor {tensor!r}")
+                raise KeyError(f"layer {self._layer_info(idx).name} has no tensor {tensor!r}")
             tensor = found[0]
-        _check(_c.lib().wsp_grad_push_rows(self._handle(), idx, tensor, ctypes.c_void_p(rows),
-                                           n_rows, ctypes.c_void_p(values),
-                                           ctypes.c_void_p(stream or 0)), self._errmsg)
+        s = 0 if stream is None else _integer("stream", stream, 64)
+        self._call(_c.lib().wsp_grad_push_rows, idx, _integer("tensor", tensor),
+                   ctypes.c_void_p(_integer("rows", rows, 64)), _integer("n_rows", n_rows, 64),
+                   ctypes.c_void_p(_integer("values", values, 64)), ctypes.c_void_p(s))
 
     def grad_done(self, layer: Optional[Union[int, str]] = None) -> bool:
         """Whether every push of `layer` (None: of all layers) is accumulated."""
-        rc = _c.lib().wsp_grad_query(self._handle(), self._layer_or_all(layer))
-        _check(rc, self._errmsg)
-        return rc == 1
+        return self._call(_c.lib().wsp_grad_query, self._layer_or_all(layer)) == 1
 
     def grad_wait(self, layer: Optional[Union[int, str]] = None) -> None:
         """Block until every push of `layer` (None: of all layers) is accumulated."""
-        _check(_c.lib().wsp_grad_wait(self._handle(), self._layer_or_all(layer)), self._errmsg)
+        self._call(_c.lib().wsp_grad_wait, self._layer_or_all(layer))
 
     def grads(self, layer: Union[int, str]) -> Tuple[Dict[str, Optional[np.ndarray]], int]:
         """The layer's fp32 gradient accumulators, by tensor name (writable
-        numpy views of the pager's memory, valid until close; None for a
-        tensor never given a gradient), and the number of pushes they hold."""
+        numpy views of the pager's memory, which they keep alive; None for
+        a tensor never given a gradient), and the number of pushes they
+        hold."""
         idx = self._index(layer)
         g = _c.Grads()
-        _check(_c.lib().wsp_grad_get(self._handle(), idx, ctypes.byref(g)), self._errmsg)
         out: Dict[str, Optional[np.ndarray]] = {}
-        for i, t in enumerate(self.pack.layers[idx].tensors):
-            p = g.data[i]
-            out[t.name] = np.ctypeslib.as_array(p, shape=t.shape or (1,)).reshape(t.shape) \
-                if p else None
+        with self._owner.call() as h:
+            _check(_c.lib().wsp_grad_get(h, idx, ctypes.byref(g)), self._errmsg)
+            for i, t in enumerate(self._layer_info(idx).tensors):
+                p = ctypes.cast(g.data[i], ctypes.c_void_p).value
+                if not p:
+                    out[t.name] = None
+                    continue
+                n = int(np.prod(t.shape, dtype=np.int64)) if t.shape else 1
+                buf = self._owner.host_buffer(p, 4 * n) if n else bytearray()
+                out[t.name] = np.frombuffer(buf, dtype=np.float32, count=n).reshape(t.shape)
         return out, int(g.pushes)
 
     def grad_zero(self, layer: Optional[Union[int, str]] = None) -> None:
         """Zero the accumulators of `layer` (None: all) once their pushes are in."""
-        _check(_c.lib().wsp_grad_zero(self._handle(), self._layer_or_all(layer)), self._errmsg)
+        self._call(_c.lib().wsp_grad_zero, self._layer_or_all(layer))
 
     # Training state kept for the caller (wsp_state_acquire(3)).
     def state_acquire(self, layer: Union[int, str], nbytes: int) -> int:
         """Take `layer`'s state buffer of `nbytes` bytes: its host address
         (page-locked on a GPU), holding what it held when last released,
         or zeros (none of that size yet).  Read and write it until
-        :meth:`state_release`."""
+        :meth:`state_release`; :meth:`state_buffer` gives it as a
+        buffer that keeps the pager alive."""
         p = ctypes.c_void_p()
-        _check(_c.lib().wsp_state_acquire(self._handle(), self._index(layer), nbytes,
-                                          ctypes.byref(p)), self._errmsg)
+        self._call(_c.lib().wsp_state_acquire, self._index(layer),
+                   _integer("nbytes", nbytes, 63), ctypes.byref(p))
         return int(p.value)
+
+    def state_buffer(self, address: int, nbytes: int):
+        """`nbytes` of a state buffer at `address` (from :meth:`state_acquire`)
+        as a writable ctypes byte array that keeps the pager's memory alive
+        (numpy.frombuffer / torch.frombuffer of it do too)."""
+        with self._owner.call():
+            return self._owner.host_buffer(_integer("address", address, 64),
+                                           _integer("nbytes", nbytes, 63))
 
     def state_release(self, layer: Union[int, str], changed: bool) -> None:
         """Hand `layer`'s state buffer back (`changed`: it was written)."""
-        _check(_c.lib().wsp_state_release(self._handle(), self._index(layer), int(changed)),
-               self._errmsg)
+        self._call(_c.lib().wsp_state_release, self._index(layer), int(bool(changed)))
 
     def state_size(self, layer: Union[int, str]) -> int:
         """Bytes of `layer`'s state buffer (0: none)."""
-        return int(_check(_c.lib().wsp_state_size(self._handle(), self._index(layer)),
-                          self._errmsg))
+        return int(self._call(_c.lib().wsp_state_size, self._index(layer)))
 
     def update(self, layer: Union[int, str], values: Sequence[Optional[int]]) -> None:
         """New values for `layer` (wsp_update(3)): one host address per tensor
         of the layer, in its order (the tensor's dtype and size), or None to
         keep it.  Every later acquire sees them; the layer must not be held."""
         idx = self._index(layer)
-        n = len(self.pack.layers[idx].tensors)
-        if len(values) != n:
-            raise ValueError(f"layer {self.pack.layers[idx].name} has {n} tensors, "
-                             f"{len(values)} values given")
+        n = self._tensor_count(idx, len(values), "values")
         arr = (ctypes.c_void_p * max(n, 1))(*[v or None for v in values])
-        _check(_c.lib().wsp_update(self._handle(), idx, arr), self._errmsg)
+        self._call(_c.lib().wsp_update, idx, arr)
 
-    def save(self, out: Union[str, os.PathLike], *, force: bool = False, progress=None) -> None:
+    def save(self, out: PathLike, *, force: bool = False, progress=None) -> None:
         """Write a new pack at `out` from the current layers, updated or not
         (wsp_save(3)): atomic; ``wspack unpack`` of it gives safetensors."""
         cb = _progress_fn(progress)
-        _check(_c.lib().wsp_save(self._handle(), os.fspath(out).encode(), 1 if force else 0, cb,
-                                 None), self._errmsg)
+        self._call(_c.lib().wsp_save, _c_path(out), 1 if force else 0, cb, None)
+
+    def _host_buffer(self, address: int, nbytes: int):
+        """Pager memory (a host slot, a state buffer) as a ctypes byte array
+        that keeps the pager alive: for wspager.torch's views."""
+        with self._owner.call():
+            return self._owner.host_buffer(address, nbytes)
+
+    def _view_owner(self) -> object:
+        """An object that keeps the pager alive, for a view of device memory."""
+        with self._owner.call():
+            return self._owner.view_owner()
 
     def close(self) -> None:
-        """Wait for copies in flight and free everything.  Views of layers
-        still acquired become invalid."""
-        if getattr(self, "_h", None):
-            _c.lib().wsp_close(self._h)
-            self._h = None
+        """Stop the pager: later calls raise; calls in flight in other
+        threads finish first.  Views of acquired layers become invalid.
+        Its memory is freed now, or, while numpy arrays, torch tensors or
+        DeviceTensors over it are still alive, when the last of them goes
+        (so that none of them ever reads freed memory)."""
+        self._owner.close()
 
 
 def _device_ordinal(device: Union[str, int]) -> int:
@@ -646,8 +773,8 @@ def _device_ordinal(device: Union[str, int]) -> int:
 _CODECS = {"zstd": 0, "raw": 1, "exprans": 2}
 
 
-def convert(inputs: Union[str, os.PathLike, Sequence[Union[str, os.PathLike]]],
-            out: Union[str, os.PathLike], *, level: int = 1,
+def convert(inputs: Union[PathLike, Sequence[PathLike]],
+            out: PathLike, *, level: int = 1,
             chunk_size: Optional[SizeLike] = None, shard_size: Optional[SizeLike] = None,
             codec: Optional[str] = None, transform: bool = True, threads: int = 0,
             group: Optional[str] = None,
@@ -670,12 +797,15 @@ def convert(inputs: Union[str, os.PathLike, Sequence[Union[str, os.PathLike]]],
     other dtypes zstd), "zstd" or "raw"; None, the library's default
     (exprans, see wspack(1)).
     """
-    if isinstance(inputs, (str, os.PathLike)):
+    if isinstance(inputs, (str, bytes, os.PathLike)):
         inputs = [inputs]
-    paths = [os.fspath(p).encode() for p in inputs]
+    paths = [_c_path(p) for p in inputs]
+    cout = _c_path(out)
     L = _c.lib()
     o = _c.ConvertOptions()
     L.wsp_convert_options_init(ctypes.byref(o))
+    if isinstance(level, bool) or not isinstance(level, int) or not -(1 << 17) <= level <= 22:
+        raise ValueError(f"level must be a zstd level (an integer up to 22), not {level!r}")
     o.level = level
     if chunk_size is not None:
         o.chunk_bytes = parse_size(chunk_size)
@@ -686,17 +816,17 @@ def convert(inputs: Union[str, os.PathLike, Sequence[Union[str, os.PathLike]]],
             raise ValueError(f"codec must be one of {sorted(_CODECS)}, not {codec!r}")
         o.codec = _CODECS[codec]
     o.transform = 1 if transform else 0
-    o.threads = threads
-    group_b = group.encode() if group else None
+    o.threads = _integer("threads", threads)
+    group_b = _c_name(group, "group") if group else None
     o.group_regex = group_b
     o.flags = 1 if force else 0
     if groups is not None:
         pairs = list(groups.items()) if isinstance(groups, dict) else list(groups)
-        flat = [s.encode() for pair in pairs for s in pair] + [None]
+        flat = [_c_name(s, "groups") for pair in pairs for s in pair] + [None]
         group_map = (ctypes.c_char_p * len(flat))(*flat)   # alive until the call returns
         o.group_map = ctypes.cast(group_map, ctypes.POINTER(ctypes.c_char_p))
     if order is not None:
-        names = [s.encode() for s in order] + [None]
+        names = [_c_name(s, "order") for s in order] + [None]
         layer_order = (ctypes.c_char_p * len(names))(*names)   # alive until the call returns
         o.layer_order = ctypes.cast(layer_order, ctypes.POINTER(ctypes.c_char_p))
     pcb = _progress_fn(progress)
@@ -704,6 +834,6 @@ def convert(inputs: Union[str, os.PathLike, Sequence[Union[str, os.PathLike]]],
     o.progress, o.log = pcb, lcb
     arr = (ctypes.c_char_p * len(paths))(*paths)
     buf = ctypes.create_string_buffer(1024)
-    rc = L.wsp_convert(arr, len(paths), os.fspath(out).encode(), ctypes.byref(o), buf, len(buf))
+    rc = L.wsp_convert(arr, len(paths), cout, ctypes.byref(o), buf, len(buf))
     _check(rc, lambda: buf.value.decode(errors="replace"))
-    return Pack(out)
+    return Pack(cout)

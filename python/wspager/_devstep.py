@@ -30,7 +30,6 @@ optimizer working in the buffer itself.
 """
 from __future__ import annotations
 
-import ctypes
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Dict, List, Optional, Tuple
 
@@ -66,11 +65,12 @@ class _Layer:
         self.weights: Optional[List[torch.Tensor]] = None   # new weights for wsp_update
 
 
-def _host_view(addr: int, e: _Entry) -> torch.Tensor:
-    """A CPU tensor over the buffer's bytes of entry e (no copy)."""
+def _host_view(pager, addr: int, e: _Entry) -> torch.Tensor:
+    """A CPU tensor over the buffer's bytes of entry e (no copy); it keeps
+    the pager's memory alive."""
     _, _, shape, dtype, off = e
     n = max(1, torch.Size(shape).numel()) * torch.empty((), dtype=dtype).element_size()
-    buf = (ctypes.c_uint8 * n).from_address(addr + off)
+    buf = pager.state_buffer(addr + off, n)
     return torch.frombuffer(buf, dtype=torch.uint8).view(dtype)[:torch.Size(shape).numel()] \
         .view(shape)
 
@@ -218,7 +218,7 @@ class StepInBackward:
         state: List[Dict[str, torch.Tensor]] = [{} for _ in ls.masters]
         with torch.cuda.stream(stream):
             for e in ls.layout:
-                t = _host_view(addr, e).to(dev, non_blocking=True)
+                t = _host_view(self.pager, addr, e).to(dev, non_blocking=True)
                 if e[1] is None:
                     masters[e[0]] = t
                 else:
@@ -274,7 +274,7 @@ class StepInBackward:
             self.s_out.wait_event(done)
             for e, (_, t) in zip(layout, parts):
                 t.record_stream(self.s_out)
-                _host_view(addr, e).copy_(t, non_blocking=True)
+                _host_view(self.pager, addr, e).copy_(t, non_blocking=True)
             ls.weights = []
             for n in new:
                 n.record_stream(self.s_out)
@@ -290,9 +290,9 @@ class StepInBackward:
             for e in ls.layout:
                 m = ls.masters[e[0]]
                 if e[1] is None:
-                    m.param.data = _host_view(addr, e)
+                    m.param.data = _host_view(self.pager, addr, e)
                 else:
-                    ls.opt.state[m.param][e[1]] = _host_view(addr, e)
+                    ls.opt.state[m.param][e[1]] = _host_view(self.pager, addr, e)
         self._bind_grads(ls, grads)
         ls.opt.step()
         ls.weights = [m.param.data.to(g.params[m.index][2], copy=True) for m in ls.masters]
@@ -303,5 +303,5 @@ class StepInBackward:
                 parts = [(e, t.clone()) for e, t in parts]
             addr = self._take(g, ls, layout, nbytes)
             for e, (_, t) in zip(layout, parts):
-                _host_view(addr, e).copy_(t)
+                _host_view(self.pager, addr, e).copy_(t)
         self._drop(ls, self.off.device)

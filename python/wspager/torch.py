@@ -26,7 +26,6 @@ write-back path (see :mod:`wspager._train`, :func:`grads`).
 """
 from __future__ import annotations
 
-import ctypes
 import json
 import os
 import re
@@ -104,10 +103,11 @@ class Offload:
         if nbytes == 0:
             t = torch.empty(shape, dtype=dtype, device=self.device)
         elif self.device.type == "cuda":
-            raw = torch.as_tensor(_CudaBytes(ptr, nbytes), device=self.device)
+            raw = torch.as_tensor(_CudaBytes(ptr, nbytes, self.pager._view_owner()),
+                                  device=self.device)
             t = raw.view(dtype).view(shape)
         else:
-            buf = (ctypes.c_uint8 * nbytes).from_address(ptr)
+            buf = self.pager._host_buffer(ptr, nbytes)
             t = torch.frombuffer(buf, dtype=torch.uint8).view(dtype).view(shape)
         # Slots never move: the same layer in the same slot reuses its views.
         g.views[key] = t
@@ -133,9 +133,12 @@ class Offload:
 
 
 class _CudaBytes:
-    """`nbytes` bytes of device memory for torch.as_tensor (no copy)."""
+    """`nbytes` bytes of device memory for torch.as_tensor (no copy); torch
+    keeps this object, and so `owner` (the pager's memory), alive as long
+    as the tensor."""
 
-    def __init__(self, ptr: int, nbytes: int):
+    def __init__(self, ptr: int, nbytes: int, owner: object):
+        self.owner = owner
         self.__cuda_array_interface__ = {"shape": (nbytes,), "typestr": "|u1",
                                          "data": (ptr, False), "version": 3, "strides": None,
                                          "stream": None}
