@@ -190,6 +190,7 @@ STRUCTS = {
 ALL_LAYERS = 0xFFFFFFFF
 
 _SONAME = "libwspager.so.2"
+_NATIVE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_native")
 
 
 def _candidates() -> List[str]:
@@ -198,6 +199,10 @@ def _candidates() -> List[str]:
     env = os.environ.get("WSPAGER_LIBRARY")
     if env:
         out.append(env)
+    # An installed wheel carries its own (python/setup.py).
+    own = os.path.join(_NATIVE, "libwspager.so")
+    if os.path.exists(own):
+        out.append(own)
     # A build tree: this file is <top>/python/wspager/_lib.py, builds live in
     # <top> itself or in <top>/build*/ (scripts/build.sh, scripts/test.sh).
     top = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -210,11 +215,22 @@ def _candidates() -> List[str]:
     return out
 
 
+def _load_bundled() -> None:
+    """Load the shared libraries a wheel carries beside its libwspager
+    (liburing, zstd, ...) first, so that the library's needs are met by
+    them (the dynamic linker matches sonames already loaded)."""
+    for name in sorted(os.listdir(_NATIVE)):
+        if name != "libwspager.so" and ".so" in name:
+            ctypes.CDLL(os.path.join(_NATIVE, name), mode=ctypes.RTLD_GLOBAL)
+
+
 def load() -> ctypes.CDLL:
     """Load libwspager; the error names every place that was tried."""
     tried = []
     for path in _candidates():
         try:
+            if os.path.dirname(path) == _NATIVE:
+                _load_bundled()
             lib = ctypes.CDLL(path)
         except OSError as e:
             tried.append(f"{path}: {e}")
