@@ -18,7 +18,11 @@ its forward hook, its parameters are tensors over slot memory, read-only
 write).  Outside its forward a paged parameter holds a placeholder of the
 right shape, dtype and device whose elements are NaN (zeros for integer
 types): it costs no memory and makes any use outside a hooked forward
-visible.  Autograd must not keep weights beyond the forward: offloaded
+visible.  ``state_dict()`` (so ``save_pretrained``) reads the true
+weights through the pager instead, a layer at a time, into CPU tensors;
+``.to(dtype)``, ``.half()`` or ``.to(other device)`` raise (they would
+convert buffers but not the pager's weights); after :func:`remove` a
+forward raises (see :mod:`wspager._weights`).  Autograd must not keep weights beyond the forward: offloaded
 parameters have ``requires_grad=False``, unless the model is offloaded with
 ``train=True``: then autograd saves handles in place of paged weights, the
 backward re-acquires each layer, and gradients leave through the pager's
@@ -37,6 +41,8 @@ import torch
 
 from . import Pager, Pack, convert as _convert
 from ._optim import AdamW  # noqa: F401  (wspager.torch.AdamW: the native host AdamW)
+from . import _loading
+from ._weights import StateDictSource, forbid_forward, guard_conversions
 
 __all__ = ["offload", "remove", "from_pretrained", "convert", "init_empty", "MismatchError",
            "TORCH_DTYPES", "grads", "zero_grad", "parameters", "named_parameters", "save", "AdamW",
@@ -85,6 +91,8 @@ class Offload:
         self.handles = []
         self.restore = []          # (module, attribute) set on the instance
         self.trainer = None        # wspager._train.Trainer with train=True
+        self.experts = []          # (stacked-experts module, its experts' groups)
+        self.hooked: List[torch.nn.Module] = []   # modules whose forward acquires
 
     def _stream(self) -> int:
         if self.device.type == "cuda":
@@ -171,7 +179,7 @@ def _resolve_device(device) -> torch.device:
     return d
 
 
-def offload(model: torch.nn.Module, pack: Union[str, os.PathLike], device="cuda", *,
+def offload(model: torch.nn.Module, pack: Union[str, os.PathLike], device=None, *,
             host_cache=None, gpu_slots: int = 3, resident: Sequence[str] = (),
             on_demand: Sequence[str] = (), train: bool = False,
             **pager_options) -> torch.nn.Module:
@@ -185,8 +193,9 @@ def offload(model: torch.nn.Module, pack: Union[str, os.PathLike], device="cuda"
         tensor names (a transformers model and its own checkpoint do).
     pack : path
         A pack made by ``wspack convert`` or :func:`wspager.convert`.
-    device : "cuda", "cuda:N" or "cpu"
-        Where the weights are used; "cpu" runs the host backend.
+    device : "cuda", "cuda:N", "cpu" or None
+        Where the weights are used; "cpu" runs the host backend; None: CUDA
+        when torch has it, else the CPU.
     host_cache, gpu_slots, **pager_options
         As :class:`wspager.Pager` takes them, except that `host_cache`
         bounds all the pager's host memory here (``host_total=True``: the
@@ -215,7 +224,9 @@ def offload(model: torch.nn.Module, pack: Union[str, os.PathLike], device="cuda"
     """
     if getattr(model, "_wspager", None) is not None:
         raise ValueError("this model is already offloaded (wspager.torch.remove first)")
-    dev = _resolve_device(device)
+    for h in model.__dict__.pop("_wspager_removed", []):   # offloaded again after remove
+        h.remove()
+    dev = _resolve_device(_loading.default_device(device))
     with Pack(pack) as p:
         names = [L.name for L in p.layers]
     wanted = [n for n in names if re.search(r"\bexperts\.\d+$", n) or
@@ -234,6 +245,8 @@ def offload(model: torch.nn.Module, pack: Union[str, os.PathLike], device="cuda"
     off = Offload(model, pager, dev)
     try:
         _bind(model, off, plan, dev)
+        off.handles += StateDictSource(off, model).attach(model)
+        guard_conversions(off, model)
         if train:
             if plan[3]:
                 raise NotImplementedError("train=True: routed experts are not trainable yet")
@@ -462,6 +475,7 @@ def _bind(model: torch.nn.Module, off: Offload, plan, dev: torch.device) -> None
         for mpath in sorted(users):
             m = modules[mpath]
             hooks.setdefault(id(m), (m, []))[1].append(g)
+    off.hooked = [m for m, _ in hooks.values()] + [m for m, _ in off.experts]
     for m, groups in hooks.values():
         def pre(_mod, _args, _kwargs=None, groups=groups):
             for g in groups:
@@ -492,6 +506,7 @@ def _bind_experts(off: "Offload", m: torch.nn.Module, per, owners, dev: torch.de
         g.roles = {r: (t.name, TORCH_DTYPES[t.dtype], tuple(t.shape)) for r, t in roles.items()}
         groups.append(g)
         off.groups.append(g)
+    off.experts.append((m, groups))
     F = torch.nn.functional
 
     def routed_forward(hidden_states, top_k_index, top_k_weights):
@@ -656,7 +671,8 @@ def save(model: torch.nn.Module, out, *, force: bool = False, progress=None) -> 
 
 def remove(model: torch.nn.Module) -> None:
     """Take the hooks off and close the pager.  Paged parameters keep their
-    placeholders: the model has no weights of its own afterwards."""
+    placeholders: the model has no weights of its own afterwards, and a
+    forward of it raises (save its ``state_dict()`` first to keep them)."""
     off = getattr(model, "_wspager", None)
     if off is None:
         return
@@ -672,6 +688,7 @@ def remove(model: torch.nn.Module) -> None:
         g.views.clear()
     off.pager.close()
     model._wspager = None
+    model._wspager_removed = forbid_forward(off.hooked)
 
 
 _INIT_FUNCTIONS = ("uniform_", "normal_", "trunc_normal_", "constant_", "ones_", "zeros_",
@@ -726,54 +743,79 @@ def _pack_for(checkpoint: str, log, model=None) -> str:
         newest = max(os.path.getmtime(p) for p in inputs)
         if os.path.getmtime(manifest) >= newest:
             return out
-    if model is not None:   # grouped by the modules the hooks sit on
-        convert(model, checkpoint, out, force=os.path.exists(out), log=log)
-    else:
-        _convert(checkpoint, out, force=os.path.exists(out), log=log)
+    progress, done = _loading.progress_bar(checkpoint, out)
+    try:
+        if model is not None:   # grouped by the modules the hooks sit on
+            p = convert(model, checkpoint, out, force=os.path.exists(out), log=log,
+                        progress=progress)
+        else:
+            p = _convert(checkpoint, out, force=os.path.exists(out), log=log, progress=progress)
+    finally:
+        done()
+    with p:
+        ratio = p.summary["raw_bytes"] / max(p.summary["stored_bytes"], 1)
+    _loading.notify(log, f"wspager: packed {checkpoint} into {out} ({ratio:.2f}x smaller); "
+                         "later loads reuse it while it is newer than the checkpoint")
     return out
 
 
-def from_pretrained(path: Union[str, os.PathLike], device="cuda", *, config=None,
+def from_pretrained(path: Union[str, bytes, os.PathLike], device=None, *, config=None,
                     host_cache=None, gpu_slots: int = 3, resident: Sequence[str] = (),
-                    on_demand: Sequence[str] = (), model_class=None, log=None,
-                    **pager_options) -> torch.nn.Module:
+                    on_demand: Sequence[str] = (), model_class=None, train: bool = False,
+                    log=None, **pager_options) -> torch.nn.Module:
     """A transformers model whose weights are paged, never loaded whole.
 
     Parameters
     ----------
-    path : path
+    path : path or Hub id
         A checkpoint directory (``config.json`` and safetensors files; the
-        pack is made beside it as ``DIR.wsp`` and reused while up to date),
-        or a pack (then give `config`: a directory, file or PretrainedConfig).
+        pack is made beside it as ``DIR.wsp``, with a progress bar, and
+        reused while up to date), or a pack (then give `config`: a
+        directory, file or PretrainedConfig).  A path that does not exist
+        is an error naming it, unless it can be a Hugging Face Hub id: then
+        the Hub's snapshot is used.
+    device : "cuda", "cuda:N", "cpu" or None
+        None: CUDA when torch has it, else the host backend (logged to the
+        "wspager" logger and to `log`).
     model_class : optional
-        The transformers class (default: ``AutoModelForCausalLM``).
-    Other parameters as :func:`offload`.
+        A transformers Auto class (default ``AutoModelForCausalLM``) or a
+        model class (``LlamaForCausalLM``).
+    train : bool
+        As :func:`offload`: paged parameters train through the pager.
+    log : callable(str), optional
+        Receives notes: the device chosen, where the pack went, the
+        converter's notes on the inputs.
+    Other parameters as :func:`offload`.  The generation config is
+    ``generation_config.json`` of the checkpoint (or of `config`'s
+    directory), loaded as transformers loads it.
     """
     import transformers
 
-    path = os.fspath(path)
+    dev = _loading.default_device(device, log)
+    path = _loading.local_checkpoint(path, log)
     is_pack = _is_pack(path)
     if is_pack and config is None:
         raise ValueError(f"{path} is a pack: give config= (the checkpoint's config.json or its "
                          "directory)")
     if config is None:
         config = path
+    config_dir = None
     if not isinstance(config, transformers.PretrainedConfig):
-        config = transformers.AutoConfig.from_pretrained(os.fspath(config))
+        config = os.fspath(config)
+        config_dir = config if os.path.isdir(config) else os.path.dirname(config)
+        config = transformers.AutoConfig.from_pretrained(config)
     cls = model_class or transformers.AutoModelForCausalLM
     with init_empty():
-        model = cls.from_config(config)
+        model = _loading.build_model(cls, config)
+    _loading.load_generation_config(model, path if not is_pack else config_dir)
     pack = path if is_pack else _pack_for(path, log, model)
     # The pack decides the dtypes: meta parameters take them at no cost.
-    p = Pack(pack)
-    try:
+    with Pack(pack) as p:
         dtypes = {t.name: TORCH_DTYPES.get(t.dtype) for t in p.tensors()}
-    finally:
-        p.close()
     for name, prm in model.named_parameters():
         want = dtypes.get(name)
         if want is not None and prm.dtype != want and prm.device.type == "meta":
             prm.data = prm.data.to(want)
     model.eval()
-    return offload(model, pack, device, host_cache=host_cache, gpu_slots=gpu_slots,
-                   resident=resident, on_demand=on_demand, **pager_options)
+    return offload(model, pack, dev, host_cache=host_cache, gpu_slots=gpu_slots,
+                   resident=resident, on_demand=on_demand, train=train, **pager_options)

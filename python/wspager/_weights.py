@@ -1,0 +1,144 @@
+"""What an offloaded model's weights look like from outside its forward.
+
+A paged parameter holds a NaN placeholder between forwards (see
+:mod:`wspager.torch`).  Everything that reads weights outside a forward
+must see the real ones or fail loudly, never the placeholders:
+
+* ``state_dict()`` (and so ``save_pretrained``, ``torch.save``, Trainer
+  checkpoints) gives the true values: a state-dict hook on each module
+  that holds paged parameters reads them through the pager, one layer at a
+  time, into CPU tensors (after training: the trained weights).  Tied
+  parameters stay one tensor, as in a resident model's state dict.
+* ``.to(dtype)``, ``.half()``, ``.to(device)``, ``.cuda()``... cannot
+  reach weights the pager holds: they raise before anything moves, rather
+  than convert the buffers and leave the weights as they were.  A call
+  that changes nothing (``.to(model.device)``) is let through.
+* After :func:`wspager.torch.remove` the model has no weights: a forward
+  of any module that had paged parameters raises.
+"""
+from __future__ import annotations
+
+import weakref
+from typing import Dict, List, Tuple
+
+import torch
+
+
+def _read_layer(off, g) -> Dict[str, torch.Tensor]:
+    """Every tensor of group g's pack layer, copied to CPU memory."""
+    held = g.depth > 0
+    layer = g.layer if held else off.pager.acquire(g.index, off._stream())
+    try:
+        out = {}
+        for name in layer.names():
+            info = layer.info(name)
+            dtype = _torch_dtype(info.dtype)
+            out[info.name] = off._span(g, layer.address(name), info.nbytes, dtype,
+                                       info.shape).to("cpu", copy=True)
+        return out
+    finally:
+        if not held:
+            layer.release(off._stream())
+
+
+def _torch_dtype(name: str) -> torch.dtype:
+    from .torch import TORCH_DTYPES
+    return TORCH_DTYPES[name]
+
+
+class StateDictSource:
+    """Real values of paged parameters for state dicts, by parameter."""
+
+    def __init__(self, off, model: torch.nn.Module):
+        self.off = off
+        # id(parameter) -> how to get its value: ("tensor", group, name) or
+        # ("experts", groups, "gate_up_proj" | "down_proj")
+        self.how: Dict[int, Tuple] = {}
+        for g in off.groups:
+            for p, tname, _, _ in g.params:
+                self.how[id(p)] = ("tensor", g, tname)
+        for m, groups in off.experts:
+            for attr in ("gate_up_proj", "down_proj"):
+                self.how[id(m._parameters[attr])] = ("experts", groups, attr)
+        # Values made for one state_dict() call, shared by tied parameters:
+        # id(state dict) -> id(parameter) -> tensor; gone with the dict.
+        self.made: Dict[int, Dict[int, torch.Tensor]] = {}
+
+    def attach(self, model: torch.nn.Module) -> List:
+        """A state-dict hook on every module holding paged parameters."""
+        handles = []
+        for m in model.modules():
+            mine = [(attr, id(p)) for attr, p in m._parameters.items()
+                    if p is not None and id(p) in self.how]
+            if mine:
+                handles.append(m.register_state_dict_post_hook(
+                    lambda mod, sd, prefix, meta, mine=mine: self._fill(sd, prefix, mine)))
+        return handles
+
+    def _fill(self, sd, prefix: str, mine) -> None:
+        if id(sd) not in self.made:
+            if self.off.trainer is not None:
+                self.off.trainer.wait()   # the last steps' weights are in the pager
+            self.made[id(sd)] = {}
+            weakref.finalize(sd, self.made.pop, id(sd), None)
+        made = self.made[id(sd)]
+        for attr, pid in mine:
+            key = prefix + attr
+            if key not in sd:          # keep_vars=False/True both keep every key
+                continue
+            if pid not in made:
+                made[pid] = self._value(self.how[pid])
+            sd[key] = made[pid]
+
+    def _value(self, how) -> torch.Tensor:
+        if how[0] == "tensor":
+            _, g, tname = how
+            return _read_layer(self.off, g)[tname]
+        _, groups, attr = how
+        per_expert = []
+        for g in groups:
+            vals = _read_layer(self.off, g)
+            (gn, _, _), (un, _, _), (dn, _, _) = (g.roles["gate"], g.roles["up"],
+                                                  g.roles["down"])
+            per_expert.append(torch.cat([vals[gn], vals[un]]) if attr == "gate_up_proj"
+                              else vals[dn])
+        return torch.stack(per_expert)
+
+
+def guard_conversions(off, model: torch.nn.Module) -> None:
+    """Make ``.to()``/``.half()``/``.cuda()``... of any module above a paged
+    parameter raise when they would change a paged weight's dtype or
+    device (recorded in ``off.restore``, undone by remove)."""
+    probes = {}   # one placeholder of each floating dtype among the paged weights
+    for g in off.groups:
+        for p, _, dtype, _ in g.params:
+            if dtype.is_floating_point:
+                probes.setdefault(dtype, p)
+    paged = {id(p) for g in off.groups for p, _, _, _ in g.params}
+    for path, m in model.named_modules():
+        if not any(id(p) in paged for p in m.parameters()):
+            continue
+
+        def guarded(fn, *args, _orig=m._apply, _path=path, **kwargs):
+            for probe in probes.values():
+                after = fn(probe.detach())
+                if after.dtype != probe.dtype or after.device != probe.device:
+                    raise RuntimeError(
+                        f"{_path or type(model).__name__}: its weights are paged by wspager "
+                        f"({probe.dtype}, {probe.device}); converting them to {after.dtype} "
+                        f"on {after.device} would change its buffers but not the pager's "
+                        "weights.  Offload it again with the dtype and device you want "
+                        "(convert the checkpoint in that dtype), or wspager.torch.remove "
+                        "first.")
+            return _orig(fn, *args, **kwargs)
+        m._apply = guarded
+        off.restore.append((m, "_apply"))
+
+
+def forbid_forward(modules) -> List:
+    """After remove: a forward of any of `modules` raises."""
+    def refuse(mod, _args):
+        raise RuntimeError(f"{type(mod).__name__}: this model's weights were paged by wspager, "
+                           "which wspager.torch.remove took off; it holds placeholders, not "
+                           "weights (offload it again, or load it with transformers)")
+    return [m.register_forward_pre_hook(refuse) for m in modules]
