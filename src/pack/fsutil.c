@@ -87,47 +87,135 @@ static int fsync_parent(const char *path)
 	return rc;
 }
 
-int pack_commit_dir(const char *tmp, const char *out, int force, struct wspi_err *err)
+static int empty_tmp(int dfd, char *what, size_t wlen, const char *keep);
+
+/* Write the signed lock file into the directory `dfd` (under "-new", then
+ * renamed: a lock file that can be found holds the signature) and flock it;
+ * its fd, or -errno. */
+static int make_lock(int dfd)
 {
-	struct stat st;
-	char *old = NULL;
+	int fd = openat(dfd, PACK_TMP_LOCK "-new", O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	if (fd < 0)
+		return -errno;
+	if (flock(fd, LOCK_EX | LOCK_NB) < 0 ||
+	    fd_write_at(fd, PACK_TMP_SIGNATURE, strlen(PACK_TMP_SIGNATURE), 0) < 0 ||
+	    renameat(dfd, PACK_TMP_LOCK "-new", dfd, PACK_TMP_LOCK) < 0) {
+		int rc = -errno;
+		unlinkat(dfd, PACK_TMP_LOCK "-new", 0);
+		close(fd);
+		return rc;
+	}
+	return fd;
+}
+
+/* Remove the directory `path` that make_lock marked, its lock file last:
+ * a kill part-way leaves a directory the next run's cleanup recognizes
+ * (pack_clean_stale_tmp).  Only regular files are removed. */
+static void remove_marked(const char *path)
+{
+	char what[NAME_MAX + 1];
+	int dfd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (dfd < 0)
+		return;
+	if (empty_tmp(dfd, what, sizeof(what), PACK_TMP_LOCK) == 0)
+		unlinkat(dfd, PACK_TMP_LOCK, 0);
+	close(dfd);
+	rmdir(path);
+}
+
+/* Mark the old output `out` as ours to remove (its lock file): where a kill
+ * leaves it under a temporary name, the next run removes it (or puts it
+ * back, see pack_clean_stale_tmp).  The lock's fd, or -errno. */
+static int mark_old(const char *out)
+{
+	int dfd = open(out, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC), fd;
+	if (dfd < 0)
+		return -errno;
+	fd = make_lock(dfd);
+	close(dfd);
+	return fd;
+}
+
+static void unmark_old(const char *dir, int lock_fd)
+{
+	char path[PATH_MAX];
+	if (snprintf(path, sizeof(path), "%s/%s", dir, PACK_TMP_LOCK) < (int)sizeof(path))
+		unlink(path);
+	close(lock_fd);
+}
+
+/* Where the file system cannot swap two names (no RENAME_EXCHANGE): the old
+ * output, marked, goes aside as "<out>.old-XXXXXX", the new one takes its
+ * name, the old is removed.  A kill between the two renames leaves no `out`
+ * for a moment; the next run puts the old one back. */
+static int replace_in_two(const char *tmp, const char *out, int lock_fd, struct wspi_err *err)
+{
+	size_t n = strlen(out);
+	char *old = malloc(n + 16);
 	int rc;
 
-	if ((rc = pack_fsync_dir(tmp)) < 0)
-		return WSP_ERR(err, rc, "%s: fsync: %s", tmp, strerror(-rc));
-	if (lstat(out, &st) == 0) {
-		if (!force)
-			return WSP_ERR(err, WSP_EEXIST, "%s exists (use force to replace it)", out);
-		/* Move the old output aside under a fresh name, so that the new
-		 * one replaces it in one rename and the old is removed last. */
-		size_t n = strlen(out);
-		old = malloc(n + 16);
-		if (!old)
-			return WSP_ERR(err, -ENOMEM, "out of memory");
-		snprintf(old, n + 16, "%s.old-XXXXXX", out);
-		if (!mkdtemp(old) || rmdir(old) < 0 || rename(out, old) < 0) {
-			rc = -errno;
-			free(old);
-			return WSP_ERR(err, rc, "%s: cannot move the old output aside: %s", out,
-				       strerror(-rc));
-		}
-	} else if (errno != ENOENT) {
+	if (!old)
+		return WSP_ERR(err, -ENOMEM, "out of memory");
+	snprintf(old, n + 16, "%s.old-XXXXXX", out);
+	if (!mkdtemp(old) || rmdir(old) < 0 || rename(out, old) < 0) {
 		rc = -errno;
-		return WSP_ERR(err, rc, "%s: %s", out, strerror(-rc));
+		unmark_old(out, lock_fd);
+		free(old);
+		return WSP_ERR(err, rc, "%s: cannot move the old output aside: %s", out,
+			       strerror(-rc));
 	}
 	if (rename(tmp, out) < 0) {
 		rc = -errno;
-		if (old && rename(old, out) < 0)
+		if (rename(old, out) < 0)
 			fprintf(stderr, "wspager: could not restore %s from %s\n", out, old);
+		else
+			unmark_old(out, lock_fd), lock_fd = -1;
+		if (lock_fd >= 0)
+			close(lock_fd);
 		free(old);
 		return WSP_ERR(err, rc, "rename %s -> %s: %s", tmp, out, strerror(-rc));
 	}
 	fsync_parent(out);
-	if (old) {
-		pack_rmtree(old);
-		free(old);
-	}
+	remove_marked(old);
+	close(lock_fd);
+	free(old);
 	return 0;
+}
+
+int pack_commit_dir(const char *tmp, const char *out, int force, struct wspi_err *err)
+{
+	struct stat st;
+	int rc, lock_fd;
+
+	if ((rc = pack_fsync_dir(tmp)) < 0)
+		return WSP_ERR(err, rc, "%s: fsync: %s", tmp, strerror(-rc));
+	if (lstat(out, &st) < 0) {
+		if (errno != ENOENT)
+			return WSP_ERR(err, -errno, "%s: %s", out, strerror(errno));
+		if (rename(tmp, out) < 0)
+			return WSP_ERR(err, -errno, "rename %s -> %s: %s", tmp, out, strerror(errno));
+		fsync_parent(out);
+		return 0;
+	}
+	if (!force)
+		return WSP_ERR(err, WSP_EEXIST, "%s exists (use force to replace it)", out);
+	if ((lock_fd = mark_old(out)) < 0)
+		return WSP_ERR(err, lock_fd, "%s: cannot mark the old output for removal: %s", out,
+			       strerror(-lock_fd));
+	/* One atomic swap: `out` is the old or the new output at every instant;
+	 * the old one, now under the temporary's name, is removed after. */
+	if (renameat2(AT_FDCWD, tmp, AT_FDCWD, out, RENAME_EXCHANGE) == 0) {
+		fsync_parent(out);
+		remove_marked(tmp);
+		close(lock_fd);
+		return 0;
+	}
+	if (errno != EINVAL && errno != ENOSYS && errno != EOPNOTSUPP) {
+		rc = -errno;
+		unmark_old(out, lock_fd);
+		return WSP_ERR(err, rc, "exchange %s and %s: %s", tmp, out, strerror(-rc));
+	}
+	return replace_in_two(tmp, out, lock_fd, err);
 }
 
 int pack_make_locked_tmpdir(const char *out, char **tmp, int *lock_fd, struct wspi_err *err)
@@ -142,19 +230,12 @@ int pack_make_locked_tmpdir(const char *out, char **tmp, int *lock_fd, struct ws
 	dfd = open(*tmp, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (dfd < 0)
 		rc = -errno;
-	if (rc == 0 && (fd = openat(dfd, PACK_TMP_LOCK "-new",
-				    O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600)) < 0)
-		rc = -errno;
-	if (rc == 0 && (flock(fd, LOCK_EX | LOCK_NB) < 0 ||
-			fd_write_at(fd, PACK_TMP_SIGNATURE, strlen(PACK_TMP_SIGNATURE), 0) < 0 ||
-			renameat(dfd, PACK_TMP_LOCK "-new", dfd, PACK_TMP_LOCK) < 0))
-		rc = -errno;
+	else if ((fd = make_lock(dfd)) < 0)
+		rc = fd;
 	if (dfd >= 0)
 		close(dfd);
 	if (rc < 0) {
 		WSP_ERR(err, rc, "%s: cannot lock the temporary directory: %s", *tmp, strerror(-rc));
-		if (fd >= 0)
-			close(fd);
 		pack_rmtree(*tmp);
 		free(*tmp);
 		*tmp = NULL;
@@ -190,10 +271,11 @@ static void note(wsp_log_fn log, void *ctx, const char *fmt, ...)
 	va_end(ap);
 }
 
-/* "<base>.tmp-" and six characters of mkdtemp's alphabet. */
-static int is_tmp_name(const char *name, const char *base, size_t blen)
+/* "<base><tag>" ("tmp-" or ".old-") and six characters of mkdtemp's
+ * alphabet. */
+static int is_tmp_name(const char *name, const char *base, size_t blen, const char *tag)
 {
-	if (strncmp(name, base, blen) || strncmp(name + blen, ".tmp-", 5))
+	if (strncmp(name, base, blen) || strncmp(name + blen, tag, 5))
 		return 0;
 	name += blen + 5;
 	for (int i = 0; i < 6; i++)
@@ -202,10 +284,10 @@ static int is_tmp_name(const char *name, const char *base, size_t blen)
 	return name[6] == '\0';
 }
 
-/* Empty the temporary `dfd` and report what prevents it: 0, or -ENOTEMPTY
- * naming in *what an entry that is not a regular file (nothing is removed
- * then), or -errno. */
-static int empty_tmp(int dfd, char *what, size_t wlen)
+/* Empty the temporary `dfd` but for the entry `keep` (may be NULL) and
+ * report what prevents it: 0, or -ENOTEMPTY naming in *what an entry that
+ * is not a regular file (nothing is removed then), or -errno. */
+static int empty_tmp(int dfd, char *what, size_t wlen, const char *keep)
 {
 	int fd = dup(dfd), rc = 0;
 	struct dirent *e;
@@ -225,7 +307,8 @@ static int empty_tmp(int dfd, char *what, size_t wlen)
 	for (int pass = 0; pass < 2 && rc == 0; pass++) {
 		rewinddir(d);
 		while (rc == 0 && (e = readdir(d))) {
-			if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
+			if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..") ||
+			    (keep && !strcmp(e->d_name, keep)))
 				continue;
 			if (fstatat(dfd, e->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0) {
 				rc = -errno;
@@ -254,9 +337,53 @@ static int is_our_lock(int fd)
 	return r == (ssize_t)n && !memcmp(buf, PACK_TMP_SIGNATURE, n);
 }
 
-/* One candidate `name` in the directory `pfd`: 1 removed, 0 left. */
+/* Entries of the directory `dfd` other than "." and ".." and `but`; -1 on
+ * error. */
+static int count_entries(int dfd, const char *but)
+{
+	int fd = dup(dfd), n = 0;
+	DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+	struct dirent *e;
+
+	if (!d) {
+		if (fd >= 0)
+			close(fd);
+		return -1;
+	}
+	while ((e = readdir(d)))
+		n += strcmp(e->d_name, ".") && strcmp(e->d_name, "..") && strcmp(e->d_name, but);
+	closedir(d);
+	return n;
+}
+
+/* A temporary killed while its lock file was being made: it holds only
+ * "<lock>-new" (made and flocked before it is signed and renamed), which
+ * no live writer holds.  1 removed, 0 left. */
+static int clean_half_locked(int pfd, const char *name, const char *shown, size_t shown_len,
+			     wsp_log_fn log, void *ctx)
+{
+	int dfd = openat(pfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC), lfd, done = 0;
+	if (dfd < 0)
+		return 0;
+	lfd = openat(dfd, PACK_TMP_LOCK "-new", O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+	if (lfd >= 0 && flock(lfd, LOCK_EX | LOCK_NB) == 0 &&
+	    count_entries(dfd, PACK_TMP_LOCK "-new") == 0 &&
+	    unlinkat(dfd, PACK_TMP_LOCK "-new", 0) == 0 && unlinkat(pfd, name, AT_REMOVEDIR) == 0)
+		done = 1;
+	if (lfd >= 0)
+		close(lfd);
+	close(dfd);
+	if (done)
+		note(log, ctx, "removed the temporary %.*s%s left by an interrupted run",
+		     (int)shown_len, shown, name);
+	return done;
+}
+
+/* One candidate `name` in the directory `pfd`: 1 removed (or put back),
+ * 0 left.  `restore`: the output's base name when `name` is an old output
+ * moved aside ("<out>.old-XXXXXX"): put back if the output is missing. */
 static int clean_one(int pfd, const char *name, const char *shown, size_t shown_len,
-		     wsp_log_fn log, void *ctx)
+		     const char *restore, wsp_log_fn log, void *ctx)
 {
 	char what[NAME_MAX + 1] = "";
 	int dfd, lfd, rc;
@@ -269,6 +396,10 @@ static int clean_one(int pfd, const char *name, const char *shown, size_t shown_
 	/* No lock file, or one that is not ours (a regular file holding our
 	 * signature): some other program's directory, not a dead run of ours. */
 	lfd = openat(dfd, PACK_TMP_LOCK, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+	if (lfd < 0 && errno == ENOENT && !restore) {
+		close(dfd);
+		return clean_half_locked(pfd, name, shown, shown_len, log, ctx);
+	}
 	if (lfd < 0 || !is_our_lock(lfd)) {
 		if (lfd >= 0)
 			close(lfd);
@@ -284,7 +415,28 @@ static int clean_one(int pfd, const char *name, const char *shown, size_t shown_
 		close(dfd);
 		return 0;
 	}
-	rc = empty_tmp(dfd, what, sizeof(what));
+	struct stat st;
+	if (restore && fstatat(pfd, restore, &st, AT_SYMLINK_NOFOLLOW) < 0 && errno == ENOENT) {
+		/* killed between moving the old output aside and putting the new
+		 * one in its place: the old one goes back */
+		rc = renameat(pfd, name, pfd, restore) < 0 ? -errno : 0;
+		if (rc == 0)
+			unlinkat(dfd, PACK_TMP_LOCK, 0);
+		close(lfd);
+		close(dfd);
+		if (rc < 0)
+			note(log, ctx, "cannot put back %.*s%s as %.*s%s: %s", (int)shown_len, shown,
+			     name, (int)shown_len, shown, restore, strerror(-rc));
+		else
+			note(log, ctx, "put back %.*s%s, left aside by an interrupted run, as "
+			     "%.*s%s", (int)shown_len, shown, name, (int)shown_len, shown, restore);
+		return rc == 0;
+	}
+	/* The lock file last: a kill part-way leaves it, and so a temporary
+	 * the next run still recognizes. */
+	rc = empty_tmp(dfd, what, sizeof(what), PACK_TMP_LOCK);
+	if (rc == 0 && unlinkat(dfd, PACK_TMP_LOCK, 0) < 0)
+		rc = -errno;
 	if (rc == 0 && unlinkat(pfd, name, AT_REMOVEDIR) < 0)
 		rc = -errno;
 	close(lfd);
@@ -335,14 +487,20 @@ int pack_clean_stale_tmp(const char *out, wsp_log_fn log, void *log_ctx)
 		return 0;
 	}
 	while ((e = readdir(d)))
-		if (is_tmp_name(e->d_name, out + b, n - b))
-			removed += clean_one(pfd, e->d_name, out, b, log, log_ctx);
+		if (is_tmp_name(e->d_name, out + b, n - b, ".tmp-"))
+			removed += clean_one(pfd, e->d_name, out, b, NULL, log, log_ctx);
+		else if (is_tmp_name(e->d_name, out + b, n - b, ".old-") && n - b < NAME_MAX) {
+			char base[NAME_MAX + 1];
+			snprintf(base, sizeof(base), "%.*s", (int)(n - b), out + b);
+			removed += clean_one(pfd, e->d_name, out, b, base, log, log_ctx);
+		}
 	closedir(d);
 	return removed;
 }
 
-/* Entries of a pack directory: the manifest, shard files, and the empty lock
- * file that a kill between the commit and its removal can leave. */
+/* Entries of a pack directory: the manifest, shard files, and the lock file
+ * (or its "-new") that a kill between the commit and its removal, or while
+ * a forced replace marks the old pack, can leave. */
 static int pack_entry(void *ctx, const char *name, const struct stat *st)
 {
 	unsigned n;
@@ -351,7 +509,8 @@ static int pack_entry(void *ctx, const char *name, const struct stat *st)
 	(void)ctx;
 	if (!S_ISREG(st->st_mode))
 		return 0;
-	if (!strcmp(name, WSPM_FILE) || !strcmp(name, PACK_TMP_LOCK))
+	if (!strcmp(name, WSPM_FILE) || !strcmp(name, PACK_TMP_LOCK) ||
+	    !strcmp(name, PACK_TMP_LOCK "-new"))
 		return 1;
 	return sscanf(name, "shard-%5u.wsd%c", &n, &tail) == 1 && strlen(name) == 15;
 }

@@ -30,14 +30,20 @@ int pack_make_locked_tmpdir(const char *out, char **tmp, int *lock_fd, struct ws
 /* pack_commit_dir, then removes PACK_TMP_LOCK from the committed `out`. */
 int pack_commit_locked_dir(const char *tmp, const char *out, int force, struct wspi_err *err);
 /* Remove the directories "<basename(out)>.tmp-XXXXXX" beside `out` whose
- * lock file exists and is not held, if they hold only regular files.  Each
+ * lock file exists and is not held, if they hold only regular files; and
+ * the old outputs "<basename(out)>.old-XXXXXX" that pack_commit_dir moved
+ * aside, or put such a one back as `out` when `out` is missing.  Each
  * removal and each problem is a note through `log` (may be NULL); never
- * fails.  Returns the number removed. */
+ * fails.  Returns the number removed or put back. */
 int pack_clean_stale_tmp(const char *out, wsp_log_fn log, void *log_ctx);
 /* Rename the finished temporary directory `tmp` to `out`.  With `force`, an
- * existing `out` is moved aside first and removed only once the new one is in
- * place, so that a failure leaves either the old or the new output.  Without
- * it an existing `out` fails with WSP_EEXIST.  fsyncs the parent directory. */
+ * existing `out` is swapped with `tmp` in one renameat2(RENAME_EXCHANGE), so
+ * that `out` is the old or the new output at every instant, and the old one
+ * is removed after; it is marked first (a lock file), so that a kill leaves
+ * it where pack_clean_stale_tmp removes it.  Where the file system cannot
+ * exchange, the old output goes aside as "<out>.old-XXXXXX" first (put back
+ * by the next run's cleanup after a kill).  Without force an existing `out`
+ * fails with WSP_EEXIST.  fsyncs the parent directory. */
 int pack_commit_dir(const char *tmp, const char *out, int force, struct wspi_err *err);
 
 /* Before any work: may `out` be written (out_check_replaceable for a pack:

@@ -4,6 +4,7 @@
  * not one holding anything but regular files, not what a symlink points to,
  * not names outside "<out>.tmp-XXXXXX".  And a committed output holds no
  * lock file. */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -81,7 +82,7 @@ static void fakes_and_symlinks(const char *out)
 	CHECK(mkdir(at(path), 0700) == 0);
 	fake_tmp("other.tmp-FFFFFF", 1);     /* another output's */
 	fake_tmp("out.wsp.tmp-GGGGGGG", 1);  /* not the pattern */
-	fake_tmp("out.wsp.old-HHHHHH", 1);   /* not the pattern */
+	fake_tmp("out.wsp.bak-HHHHHH", 1);   /* not the pattern */
 	put_file("out.wsp.tmp-IIIIII", "");  /* a file named like one */
 	/* A symlink named like a temporary, to a directory that looks stale. */
 	fake_tmp("target", 1);
@@ -109,7 +110,7 @@ static void fakes_and_symlinks(const char *out)
 	      strstr(notes, "sub"));
 	CHECK(exists("other.tmp-FFFFFF/shard-00000.wsd"));
 	CHECK(exists("out.wsp.tmp-GGGGGGG/shard-00000.wsd"));
-	CHECK(exists("out.wsp.old-HHHHHH/shard-00000.wsd"));
+	CHECK(exists("out.wsp.bak-HHHHHH/shard-00000.wsd"));
 	CHECK(exists("out.wsp.tmp-IIIIII"));
 	CHECK(exists("out.wsp.tmp-DDDDDD"));
 	CHECK(exists("target/shard-00000.wsd") && exists("target/" PACK_TMP_LOCK));
@@ -128,6 +129,63 @@ static void fakes_and_symlinks(const char *out)
 	CHECK_RC(pack_clean_stale_tmp(slash, NULL, NULL), 1);
 	free(slash);
 	CHECK(!exists("out.wsp.tmp-JJJJJJ"));
+}
+
+/* Old outputs moved aside by a forced replace ("<out>.old-XXXXXX", marked
+ * with our lock): put back when the output is missing (a kill between the
+ * two renames of the fallback), removed once it is there; never without
+ * our lock, never while their lock is held. */
+static void old_outputs(void)
+{
+	fake_tmp("p.wsp.old-NNNNNN", 1);
+	notes[0] = '\0';
+	CHECK_RC(pack_clean_stale_tmp(at("p.wsp"), log_cb, NULL), 1);
+	CHECK(!exists("p.wsp.old-NNNNNN") && exists("p.wsp/shard-00000.wsd"));
+	CHECK(!exists("p.wsp/" PACK_TMP_LOCK));
+	CHECK(strstr(notes, "put back") && strstr(notes, "p.wsp.old-NNNNNN"));
+
+	fake_tmp("p.wsp.old-OOOOOO", 1);      /* p.wsp is there now: removed */
+	fake_tmp("p.wsp.old-QQQQQQ", 0);      /* not ours: kept */
+	fake_tmp("q.wsp.old-RRRRRR", 1);      /* held by a live writer: kept */
+	int held = open(at("q.wsp.old-RRRRRR/" PACK_TMP_LOCK), O_RDONLY | O_CLOEXEC);
+	CHECK(held >= 0 && flock(held, LOCK_EX | LOCK_NB) == 0);
+	CHECK_RC(pack_clean_stale_tmp(at("p.wsp"), log_cb, NULL), 1);
+	CHECK_RC(pack_clean_stale_tmp(at("q.wsp"), log_cb, NULL), 0);
+	CHECK(!exists("p.wsp.old-OOOOOO") && exists("p.wsp/shard-00000.wsd"));
+	CHECK(exists("p.wsp.old-QQQQQQ/shard-00000.wsd"));
+	CHECK(exists("q.wsp.old-RRRRRR/shard-00000.wsd") && !exists("q.wsp"));
+	close(held);
+}
+
+/* A forced commit over an existing output swaps them in one step and leaves
+ * nothing beside it: no temporary, no old output, no lock file. */
+static void forced_commit(void)
+{
+	struct wspi_err err;
+	char *tmp;
+	int lock;
+
+	wspi_err_init(&err);
+	fake_tmp("f.wsp", 0);                 /* the old output */
+	CHECK_RC(pack_make_locked_tmpdir(at("f.wsp"), &tmp, &lock, &err), 0);
+	int fd = open(at("new-marker"), O_WRONLY | O_CREAT, 0600);
+	CHECK(fd >= 0);
+	close(fd);
+	char path[700];
+	snprintf(path, sizeof(path), "%s/new-marker", tmp);
+	CHECK(rename(at("new-marker"), path) == 0);
+	CHECK_RC(pack_commit_locked_dir(tmp, at("f.wsp"), 1, &err), 0);
+	close(lock);
+	CHECK(exists("f.wsp/new-marker") && !exists("f.wsp/shard-00000.wsd"));
+	CHECK(!exists("f.wsp/" PACK_TMP_LOCK) && access(tmp, F_OK) < 0);
+	DIR *d = opendir(dir);
+	struct dirent *e;
+	CHECK(d);
+	while ((e = readdir(d)))
+		CHECK(strncmp(e->d_name, "f.wsp.", 6) != 0);
+	closedir(d);
+	free(tmp);
+	wspi_err_destroy(&err);
 }
 
 /* The real lock: held while the writer lives, free once it is gone. */
@@ -247,6 +305,8 @@ int main(void)
 	snprintf(out, sizeof(out), "%s", at("r.wsp"));
 	real_writers(out);
 	committed();
+	old_outputs();
+	forced_commit();
 	through_the_api();
 	t_rmrf(dir);
 	return 0;
