@@ -113,13 +113,19 @@ static int check_short_names(const struct wspi_manifest *m, struct wspi_err *err
 	return rc;
 }
 
-/* Order of a source's tensors by their offset in its data section. */
+/* Order of a source's tensors in its data section: the order st_parse
+ * sorts a header's tensors in (begin, end, key order), so that zero-size
+ * tensors sharing an offset with another tensor compare one to one. */
 static int cmp_source_offset(const void *a, const void *b, void *ctx)
 {
 	const struct wspi_manifest *m = ctx;
-	uint64_t x = m->tensors[*(const uint32_t *)a].source_offset;
-	uint64_t y = m->tensors[*(const uint32_t *)b].source_offset;
-	return x < y ? -1 : x > y;
+	const struct wspm_tensor *x = &m->tensors[*(const uint32_t *)a];
+	const struct wspm_tensor *y = &m->tensors[*(const uint32_t *)b];
+	if (x->source_offset != y->source_offset)
+		return x->source_offset < y->source_offset ? -1 : 1;
+	if (x->raw_bytes != y->raw_bytes)
+		return x->raw_bytes < y->raw_bytes ? -1 : 1;
+	return x->source_order < y->source_order ? -1 : x->source_order > y->source_order;
 }
 
 /* The stored header of source `si` parses as safetensors, covers exactly

@@ -82,6 +82,14 @@ def write(d):
     index = {"metadata": {"total_size": total}, "weight_map": wmap}
     with open(os.path.join(d, "sharded", "model.safetensors.index.json"), "w") as f:
         f.write(json.dumps(index, indent=2, sort_keys=True) + "\n")
+    # Zero-size tensors: the reference writer puts them (wider dtypes first)
+    # at offsets that tensors of other layers start at too.
+    save_file({"model.layers.0.w": np.ones((4, 4), np.float16),
+               "model.layers.1.empty": np.zeros((0,), np.float32),
+               "model.layers.1.none": np.zeros((3, 0), np.float64),
+               "model.layers.2.also": np.zeros((0, 5), np.float32),
+               "model.layers.2.w": np.arange(6, dtype=np.float16)},
+              os.path.join(d, "empty-shared.safetensors"))
 
 
 def load(path):

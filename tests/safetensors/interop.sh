@@ -45,6 +45,7 @@ roundtrip all-dtypes "$T/in/all-dtypes.safetensors"
 roundtrip bf16-f8 "$T/in/bf16-f8.safetensors"
 roundtrip sharded "$T/in/sharded"
 roundtrip two-files "$T/in/all-dtypes.safetensors" "$T/in/bf16-f8.safetensors"
+roundtrip empty-shared "$T/in/empty-shared.safetensors"
 [ -f "$T/sharded.out/model.safetensors.index.json" ]
 
 # The raw codec and no transform must round-trip too.
