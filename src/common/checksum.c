@@ -35,3 +35,31 @@ uint64_t wsp_checksum64(const void *data, uint64_t bytes)
 {
 	return wspi_checksum64_part(data, bytes, 0);
 }
+
+void wspi_ck_add(struct wspi_ck *c, const void *data, uint64_t bytes)
+{
+	const unsigned char *p = data;
+	unsigned have = c->pos % 8;
+
+	if (have) {   /* complete the word the last piece began */
+		uint64_t k = 8 - have < bytes ? 8 - have : bytes;
+		memcpy(c->tail + have, p, k);
+		p += k;
+		bytes -= k;
+		c->pos += k;
+		if (c->pos % 8)
+			return;
+		c->sum += wspi_checksum64_part(c->tail, 8, c->pos / 8 - 1);
+	}
+	uint64_t whole = bytes / 8 * 8;
+	c->sum += wspi_checksum64_part(p, whole, c->pos / 8);
+	c->pos += whole;
+	memcpy(c->tail, p + whole, bytes - whole);
+	c->pos += bytes - whole;
+}
+
+uint64_t wspi_ck_end(const struct wspi_ck *c)
+{
+	unsigned have = c->pos % 8;
+	return have ? c->sum + wspi_checksum64_part(c->tail, have, c->pos / 8) : c->sum;
+}

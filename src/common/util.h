@@ -68,6 +68,15 @@ int wspi_tensor_bytes(int dtype, unsigned rank, const uint64_t *shape, uint64_t 
  * parts in any order, as long as each piece but the last is whole words. */
 uint64_t wspi_checksum64_part(const void *data, uint64_t bytes, uint64_t first_word);
 
+/* wsp_checksum64 of a buffer given in consecutive pieces of any sizes:
+ * zero-initialise, add the pieces in order, then end. */
+struct wspi_ck {
+	uint64_t sum, pos;
+	unsigned char tail[8];   /* the bytes of a word not yet whole */
+};
+void wspi_ck_add(struct wspi_ck *c, const void *data, uint64_t bytes);
+uint64_t wspi_ck_end(const struct wspi_ck *c);
+
 /* open(path, flags) for reading a file that must be regular: opened
  * non-blocking, so that a FIFO or device in its place never hangs the
  * caller, then checked with fstat.  Returns the descriptor (blocking again),

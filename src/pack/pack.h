@@ -48,11 +48,35 @@ int pack_read_stored(struct wsp_pack_s *pk, uint32_t li, void *stored, struct ws
 int pack_load_layer(struct wsp_pack_s *pk, uint32_t li, struct chunk_decoder *dec, void *stored,
 		    void *dst, struct wspi_err *err);
 
-/* A layer's raw bytes into dst (raw_bytes), for pack_unpack_into. */
-typedef int (*pack_layer_fn)(void *ctx, struct wsp_pack_s *pk, uint32_t li, void *dst);
+/* Bytes [off, off + len) of tensor `t`, handed on as they are decoded;
+ * 0 or a negative code (which stops the walk). */
+typedef int (*pack_piece_fn)(void *ctx, const struct wspm_tensor *t, uint64_t off,
+			     const void *data, uint64_t len);
+
+/* One thread's buffers for pack_stream_layer: a decoder and a stored and a
+ * raw buffer of the largest chunk. */
+struct chunk_stream {
+	struct chunk_decoder *dec;
+	void *stored, *raw;
+};
+int chunk_stream_init(struct wsp_pack_s *pk, struct chunk_stream *cs, struct wspi_err *err);
+void chunk_stream_free(struct chunk_stream *cs);
+
+/* Decode layer `li` a chunk at a time, handing each chunk's bytes to
+ * `piece` (may be NULL: a check only) in tensor order, and check every
+ * chunk's and tensor's checksum (accumulated across its chunks).  Memory:
+ * `cs` only, whatever the layer's size.  Errors name the shard, layer,
+ * tensor and chunk. */
+int pack_stream_layer(struct wsp_pack_s *pk, uint32_t li, struct chunk_stream *cs,
+		      pack_piece_fn piece, void *pctx, struct wspi_err *err);
+
+/* Every tensor of layer `li` to `piece`, in order, for pack_unpack_into. */
+typedef int (*pack_layer_fn)(void *ctx, struct wsp_pack_s *pk, uint32_t li, pack_piece_fn piece,
+			     void *pctx);
 /* Write the pack's safetensors files (and index) into the existing empty
- * directory `dir`, one layer at a time, each layer's bytes from `load`:
- * what wsp_pack_unpack writes, with other values.  Errors go to pk->err. */
+ * directory `dir`, one layer at a time, each layer's bytes from `load`
+ * (NULL: decoded from the pack, a chunk at a time): what wsp_pack_unpack
+ * writes, with other values.  Errors go to pk->err. */
 int pack_unpack_into(struct wsp_pack_s *pk, const char *dir, pack_layer_fn load, void *lctx,
 		     wsp_progress_fn progress, void *ctx);
 

@@ -2,7 +2,8 @@
  * wsp_pack_unpack: write the original safetensors files back, byte for
  * byte: the 8-byte header length, the header text kept verbatim in the
  * manifest, and each tensor's bytes at its original position in the data
- * section.  Layers are decoded one at a time, so memory stays at one layer.
+ * section.  Layers are decoded a chunk at a time (pack_stream_layer), so
+ * memory stays at one chunk whatever a layer holds.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -69,53 +70,58 @@ static int create_sources(struct wsp_pack_s *pk, const char *tmp, int *fds)
 	return 0;
 }
 
-/* The default layer source: decode it from the pack. */
-static int load_from_pack(void *ctx, struct wsp_pack_s *pk, uint32_t li, void *dst)
-{
-	(void)ctx;
-	return pack_load_layer(pk, li, pk->dec, pk->rbuf, dst, &pk->err);
-}
+/* Where write_tensors puts a piece of a tensor: its file, at its place. */
+struct sink {
+	struct wsp_pack_s *pk;
+	const char *dir;
+	const int *fds;
+};
 
-static int write_tensors(struct wsp_pack_s *pk, const char *tmp, const int *fds, void *buf,
-			 pack_layer_fn load, void *lctx, wsp_progress_fn progress, void *ctx)
+static int write_piece(void *ctx, const struct wspm_tensor *t, uint64_t off, const void *data,
+		       uint64_t len)
 {
-	const struct wspi_manifest *m = &pk->m;
-	uint64_t done = 0, total = 0;
-
-	for (uint32_t li = 0; li < m->hdr->n_layers; li++)
-		total += m->layers[li].raw_bytes;
-	for (uint32_t li = 0; li < m->hdr->n_layers; li++) {
-		const struct wspm_layer *l = &m->layers[li];
-		int rc = load(lctx, pk, li, buf);
-		if (rc < 0)
-			return rc;
-		for (uint32_t k = 0; k < l->n_tensors; k++) {
-			const struct wspm_tensor *t = &m->tensors[l->first_tensor + k];
-			if (t->source == WSPM_NO_SOURCE || t->raw_bytes == 0)
-				continue;
-			const struct wspm_source *s = &m->sources[t->source];
-			rc = fd_write_at(fds[t->source], (char *)buf + t->layer_offset,
-					      t->raw_bytes, 8 + s->header_len + t->source_offset);
-			if (rc < 0)
-				return WSP_ERR(&pk->err, rc, "%s/%s: write of tensor %s: %s", tmp,
-					       wspm_str(m, s->name_off), wspm_str(m, t->name_off),
-					       strerror(-rc));
-		}
-		done += l->raw_bytes;
-		if (progress && progress(ctx, done, total))
-			return WSP_ERR(&pk->err, -ECANCELED, "unpack cancelled");
-	}
+	struct sink *k = ctx;
+	const struct wspi_manifest *m = &k->pk->m;
+	if (t->source == WSPM_NO_SOURCE || len == 0)
+		return 0;
+	const struct wspm_source *s = &m->sources[t->source];
+	int rc = fd_write_at(k->fds[t->source], data, len, 8 + s->header_len + t->source_offset + off);
+	if (rc < 0)
+		return WSP_ERR(&k->pk->err, rc, "%s/%s: write of tensor %s: %s", k->dir,
+			       wspm_str(m, s->name_off), wspm_str(m, t->name_off), strerror(-rc));
 	return 0;
 }
 
+static int write_tensors(struct wsp_pack_s *pk, const char *tmp, const int *fds,
+			 pack_layer_fn load, void *lctx, wsp_progress_fn progress, void *ctx)
+{
+	const struct wspi_manifest *m = &pk->m;
+	struct sink sink = { pk, tmp, fds };
+	struct chunk_stream cs = {0};
+	uint64_t done = 0, total = 0;
+	int rc = load ? 0 : chunk_stream_init(pk, &cs, &pk->err);
+
+	for (uint32_t li = 0; li < m->hdr->n_layers; li++)
+		total += m->layers[li].raw_bytes;
+	for (uint32_t li = 0; li < m->hdr->n_layers && rc == 0; li++) {
+		rc = load ? load(lctx, pk, li, write_piece, &sink)
+			  : pack_stream_layer(pk, li, &cs, write_piece, &sink, &pk->err);
+		done += m->layers[li].raw_bytes;
+		if (rc == 0 && progress && progress(ctx, done, total))
+			rc = WSP_ERR(&pk->err, -ECANCELED, "unpack cancelled");
+	}
+	chunk_stream_free(&cs);
+	return rc;
+}
+
 /* The safetensors files and index into the existing directory `dir`. */
-static int fill_dir(struct wsp_pack_s *pk, const char *dir, int *fds, void *buf, pack_layer_fn load,
+static int fill_dir(struct wsp_pack_s *pk, const char *dir, int *fds, pack_layer_fn load,
 		    void *lctx, wsp_progress_fn progress, void *ctx)
 {
 	const struct wspi_manifest *m = &pk->m;
 	int rc = create_sources(pk, dir, fds);
 	if (rc == 0)
-		rc = write_tensors(pk, dir, fds, buf, load, lctx, progress, ctx);
+		rc = write_tensors(pk, dir, fds, load, lctx, progress, ctx);
 	for (uint32_t i = 0; i < m->hdr->n_sources; i++) {
 		if (fds[i] < 0)
 			continue;
@@ -130,11 +136,10 @@ static int fill_dir(struct wsp_pack_s *pk, const char *dir, int *fds, void *buf,
 	return rc;
 }
 
-/* Checks and buffers shared by wsp_pack_unpack and pack_unpack_into. */
-static int unpack_prepare(struct wsp_pack_s *pk, void **buf, int **fds)
+/* Checks and descriptors shared by wsp_pack_unpack and pack_unpack_into. */
+static int unpack_prepare(struct wsp_pack_s *pk, int **fds)
 {
 	const struct wspi_manifest *m = &pk->m;
-	uint64_t max_raw = 0;
 	if (m->hdr->n_sources == 0)
 		return WSP_ERR(&pk->err, WSP_ESTATE, "%s: the pack was not made from safetensors files",
 			       pk->dir);
@@ -142,18 +147,9 @@ static int unpack_prepare(struct wsp_pack_s *pk, void **buf, int **fds)
 		if (m->tensors[i].source == WSPM_NO_SOURCE)
 			return WSP_ERR(&pk->err, WSP_ESTATE, "%s: tensor %s has no source file",
 				       pk->dir, wspm_str(m, m->tensors[i].name_off));
-	for (uint32_t i = 0; i < m->hdr->n_layers; i++)
-		max_raw = WSP_MAX(max_raw, m->layers[i].raw_bytes);
-	*buf = malloc(max_raw ? max_raw : 1);
 	*fds = malloc(m->hdr->n_sources * sizeof(**fds));
-	if (!*buf || !*fds) {
-		free(*buf);
-		free(*fds);
-		*buf = NULL;
-		*fds = NULL;
-		return WSP_ERR(&pk->err, -ENOMEM, "out of memory for a %llu-byte layer",
-			       (unsigned long long)max_raw);
-	}
+	if (!*fds)
+		return WSP_ERR(&pk->err, -ENOMEM, "out of memory");
 	for (uint32_t i = 0; i < m->hdr->n_sources; i++)
 		(*fds)[i] = -1;
 	return 0;
@@ -162,12 +158,10 @@ static int unpack_prepare(struct wsp_pack_s *pk, void **buf, int **fds)
 int pack_unpack_into(struct wsp_pack_s *pk, const char *dir, pack_layer_fn load, void *lctx,
 		     wsp_progress_fn progress, void *ctx)
 {
-	void *buf;
 	int *fds;
-	int rc = unpack_prepare(pk, &buf, &fds);
+	int rc = unpack_prepare(pk, &fds);
 	if (rc == 0)
-		rc = fill_dir(pk, dir, fds, buf, load, lctx, progress, ctx);
-	free(buf);
+		rc = fill_dir(pk, dir, fds, load, lctx, progress, ctx);
 	free(fds);
 	return rc;
 }
@@ -177,11 +171,10 @@ int wsp_pack_unpack(wsp_pack *pk, const char *out_dir, unsigned flags, wsp_progr
 {
 	char *tmp = NULL, *out = NULL;
 	int *fds = NULL, lock = -1, rc;
-	void *buf = NULL;
 
 	if (!pk || !out_dir || !*out_dir)
 		return -EINVAL;
-	if ((rc = unpack_prepare(pk, &buf, &fds)) < 0)
+	if ((rc = unpack_prepare(pk, &fds)) < 0)
 		return rc;
 	out = strdup(out_dir);
 	if (!out) {
@@ -200,21 +193,12 @@ int wsp_pack_unpack(wsp_pack *pk, const char *out_dir, unsigned flags, wsp_progr
 		if (rc < 0)
 			goto done;
 	}
-	if (!pk->dec && (rc = chunk_decoder_create(pk->max_chunk_raw ? pk->max_chunk_raw : 1,
-						   &pk->dec)) < 0) {
-		WSP_ERR(&pk->err, rc, "cannot create a chunk decoder");
-		goto done;
-	}
-	if (!pk->rbuf && pk->max_layer_stored && !(pk->rbuf = malloc(pk->max_layer_stored))) {
-		rc = WSP_ERR(&pk->err, -ENOMEM, "out of memory");
-		goto done;
-	}
 	/* The API has no log callback for unpack: removals go unreported. */
 	pack_clean_stale_tmp(out, NULL, NULL);
 	rc = pack_make_locked_tmpdir(out, &tmp, &lock, &pk->err);
 	if (rc < 0)
 		goto done;
-	rc = fill_dir(pk, tmp, fds, buf, load_from_pack, NULL, progress, ctx);
+	rc = fill_dir(pk, tmp, fds, NULL, NULL, progress, ctx);
 	if (rc == 0)
 		rc = pack_commit_locked_dir(tmp, out, !!(flags & WSP_UNPACK_FORCE), &pk->err);
 	if (rc < 0)
@@ -225,6 +209,5 @@ done:
 	free(tmp);
 	free(out);
 	free(fds);
-	free(buf);
 	return rc;
 }

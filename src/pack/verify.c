@@ -39,20 +39,14 @@ static void *vworker(void *arg)
 {
 	struct vstate *v = arg;
 	struct wsp_pack_s *pk = v->pk;
-	struct chunk_decoder *dec = NULL;
+	struct chunk_stream cs = {0};
 	struct wspi_err err;
-	void *stored = NULL, *raw = NULL;
-	uint64_t max_raw = 0;
 	int rc;
 
 	wspi_err_init(&err);
-	for (uint32_t i = 0; i < pk->m.hdr->n_layers; i++)
-		max_raw = WSP_MAX(max_raw, pk->m.layers[i].raw_bytes);
-	rc = chunk_decoder_create(pk->max_chunk_raw ? pk->max_chunk_raw : 1, &dec);
-	stored = malloc(pk->max_layer_stored ? pk->max_layer_stored : 1);
-	raw = malloc(max_raw ? max_raw : 1);
-	if (rc < 0 || !stored || !raw) {
-		fail(v, 0, rc < 0 ? rc : -ENOMEM, "out of memory for a verify worker");
+	/* a chunk at a time: memory does not grow with a layer's size */
+	if ((rc = chunk_stream_init(pk, &cs, &err)) < 0) {
+		fail(v, 0, rc, err.msg);
 		goto out;
 	}
 	for (;;) {
@@ -65,7 +59,7 @@ static void *vworker(void *arg)
 		if (stop)
 			break;
 		wspi_err_clear(&err);
-		rc = pack_load_layer(pk, li, dec, stored, raw, &err);
+		rc = pack_stream_layer(pk, li, &cs, NULL, NULL, &err);
 		if (rc < 0) {
 			fail(v, li, rc, err.msg);
 			continue;
@@ -79,9 +73,7 @@ static void *vworker(void *arg)
 		pthread_mutex_unlock(&v->mu);
 	}
 out:
-	chunk_decoder_free(dec);
-	free(stored);
-	free(raw);
+	chunk_stream_free(&cs);
 	wspi_err_destroy(&err);
 	return NULL;
 }
@@ -160,17 +152,23 @@ int wsp_pack_verify(wsp_pack *pk, unsigned threads, wsp_progress_fn progress, vo
 	v.progress = progress;
 	v.ctx = ctx;
 	pthread_mutex_init(&v.mu, NULL);
-	for (uint32_t i = 0; i < pk->m.hdr->n_layers; i++) {
+	for (uint32_t i = 0; i < pk->m.hdr->n_layers; i++)
 		v.total += pk->m.layers[i].raw_bytes;
-		per = WSP_MAX(per, pk->m.layers[i].raw_bytes);
-	}
-	per += pk->max_layer_stored;
 	if (!threads)
 		threads = wspi_cpu_count();
-	/* Each worker holds a whole layer twice (stored and decoded): keep
-	 * them within half of the memory this process may use. */
+	/* Each worker holds about three chunks (stored, decoded, the decoder's
+	 * scratch): keep them within half of the memory this process may use,
+	 * and refuse up front chunks too large for even one. */
+	per = 3 * (pk->max_chunk_raw + 4096);
 	budget = wspi_memory_available(NULL) / 2;
-	if (budget && per && threads > budget / per)
+	if (budget && per > budget) {
+		pthread_mutex_destroy(&v.mu);
+		return WSP_ERR(&pk->err, WSP_ETOOBIG, "%s: chunks of up to %llu bytes: a verify "
+			       "thread needs about %llu bytes, more than half of the %llu available",
+			       pk->dir, (unsigned long long)pk->max_chunk_raw, (unsigned long long)per,
+			       (unsigned long long)(2 * budget));
+	}
+	if (budget && threads > budget / per)
 		threads = budget / per ? (unsigned)(budget / per) : 1;
 	if (threads > pk->m.hdr->n_layers)
 		threads = pk->m.hdr->n_layers ? pk->m.hdr->n_layers : 1;

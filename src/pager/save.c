@@ -3,7 +3,8 @@
  * the write-back room, the others from the pack).  The layers are written
  * out as the pack's safetensors files into a locked temporary directory
  * beside the output, one layer in memory at a time, and converted from
- * there with the pack's own grouping and order; the converter makes the
+ * there with the pack's own grouping and order (a chunk of the pack or one
+ * updated layer in memory at a time); the converter makes the
  * output atomically (temporary directory, fsync, rename).  The open pack is
  * never written; a temporary left by a killed save is removed by the next
  * save to the same output.
@@ -20,18 +21,29 @@
 
 struct save_src {
 	struct wsp_pager_s *pg;
-	struct chunk_decoder *dec;
-	void *stored;
+	struct chunk_stream cs;
 };
 
-static int layer_now(void *ctx, struct wsp_pack_s *pk, uint32_t li, void *dst)
+/* Layer li as it is now: an updated layer from its buffer in the write-back
+ * room, any other decoded from the pack a chunk at a time. */
+static int layer_now(void *ctx, struct wsp_pack_s *pk, uint32_t li, pack_piece_fn piece,
+		     void *pctx)
 {
 	struct save_src *s = ctx;
 	struct dirty *dt = __atomic_load_n(&s->pg->dirty, __ATOMIC_ACQUIRE);
-	int rc = dt ? dirty_copy(dt, li, dst, &pk->err) : 0;
-	if (rc != 0)
-		return rc < 0 ? rc : 0;
-	return pack_load_layer(pk, li, s->dec, s->stored, dst, &pk->err);
+	struct hcache_ref ref;
+	int rc = dt ? dirty_get(dt, li, &ref, &pk->err) : 0;
+	if (rc < 0)
+		return rc;
+	if (rc == 0)
+		return pack_stream_layer(pk, li, &s->cs, piece, pctx, &pk->err);
+	const struct wspm_layer *l = &pk->m.layers[li];
+	for (uint32_t k = 0; k < l->n_tensors && rc >= 0; k++) {
+		const struct wspm_tensor *t = &pk->m.tensors[l->first_tensor + k];
+		rc = piece(pctx, t, 0, (const char *)ref.pages[0] + t->layer_offset, t->raw_bytes);
+	}
+	dirty_put(dt, &ref);
+	return rc < 0 ? rc : 0;
 }
 
 /* {tensor, layer, ...} of the pack in its order: the same layers again. */
@@ -67,11 +79,8 @@ static int save(struct wsp_pager_s *pg, const char *out, unsigned flags, wsp_pro
 	pack_clean_stale_tmp(base, NULL, NULL);
 	if ((rc = pack_make_locked_tmpdir(base, &tmp, &lock, err)) < 0)
 		return rc;
-	src.stored = malloc(pk->max_layer_stored ? pk->max_layer_stored : 1);
-	rc = src.stored ? chunk_decoder_create(pk->max_chunk_raw ? pk->max_chunk_raw : 1, &src.dec)
-			: -ENOMEM;
-	if (rc < 0) {
-		rc = WSP_ERR(err, rc, "save: out of memory");
+	if ((rc = chunk_stream_init(pk, &src.cs, err)) < 0) {
+		wspi_err_prefix(err, "save");
 		goto done;
 	}
 	rc = pack_unpack_into(pk, tmp, layer_now, &src, progress, ctx);
@@ -96,8 +105,7 @@ static int save(struct wsp_pager_s *pg, const char *out, unsigned flags, wsp_pro
 	if (rc < 0)
 		wspi_err_set(err, rc, "save: %s", msg);
 done:
-	chunk_decoder_free(src.dec);
-	free(src.stored);
+	chunk_stream_free(&src.cs);
 	pack_rmtree(tmp);
 	free(tmp);
 	if (lock >= 0)

@@ -60,6 +60,18 @@ static void test_checksum(void)
 			 wspi_checksum64_part(big + 256, 256, 32);
 	CHECK(parts == whole);
 	CHECK(wspi_checksum64_part(big + 256, 256, 31) != wspi_checksum64_part(big + 256, 256, 32));
+	/* pieces of any sizes, in order, through the accumulator */
+	static const unsigned cuts[][6] = { {997}, {1, 996}, {3, 5, 8, 981}, {7, 7, 7, 7, 969},
+					    {500, 1, 1, 495}, {0, 997} };
+	for (unsigned k = 0; k < sizeof(cuts) / sizeof(cuts[0]); k++) {
+		struct wspi_ck ck = {0};
+		unsigned at = 0;
+		for (unsigned j = 0; j < 6 && at < 997; j++) {
+			wspi_ck_add(&ck, big + at, cuts[k][j]);
+			at += cuts[k][j];
+		}
+		CHECK(at == 997 && wspi_ck_end(&ck) == whole);
+	}
 }
 
 static void test_dtypes(void)
