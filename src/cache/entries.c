@@ -89,6 +89,10 @@ int hc_entries_init(struct hcache *hc, struct wspi_err *err)
 	if (!hc->entries || !hc->cand || !hc->cand_pages || !hc->deferred || !hc->started || !hc->layer_job0 || !hc->layer_zero_all || !hc->jobs ||
 	    !hc->layer_bytes || !hc->layer_packed)
 		return WSP_ERR(err, -ENOMEM, "host cache: out of memory for the chunk table");
+	hc->table_bytes = bytes + ((uint64_t)hc->n_layers + 1) *
+		(sizeof(*hc->entries) + sizeof(*hc->layer_job0) + 2 + sizeof(*hc->layer_bytes) +
+		 sizeof(*hc->cand) + sizeof(*hc->cand_pages) + sizeof(*hc->deferred) +
+		 sizeof(*hc->started));
 
 	uint64_t j = 0;
 	for (uint32_t l = 0; l < hc->n_layers; l++) {
@@ -129,6 +133,7 @@ int hc_entries_init(struct hcache *hc, struct wspi_err *err)
 		e->n_pages = (uint32_t)np;   /* bounded by n_pages: checked at create */
 		e->page_idx = calloc(np ? np : 1, sizeof(*e->page_idx));
 		e->page_ptr = calloc(np ? np : 1, sizeof(*e->page_ptr));
+		hc->table_bytes += (np ? np : 1) * (sizeof(*e->page_idx) + sizeof(*e->page_ptr));
 		if (!e->page_idx || !e->page_ptr)
 			return WSP_ERR(err, -ENOMEM, "host cache: out of memory for the page lists");
 	}

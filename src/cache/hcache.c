@@ -60,12 +60,13 @@ static int check_fits(struct hcache *hc, uint64_t budget, uint64_t asked, uint64
 		}
 	}
 	if (most > pages) {
-		char a[32], b[32], c[32], d[32], e[32], why[96] = "";
+		char a[32], b[32], c[32], d[32], e[32], why[128] = "";
 		/* Under a total budget the least that works includes the rest. */
 		uint64_t least = most * hc->page_bytes + (hc->cfg.budget_total ? reserve : 0);
 		if (hc->cfg.budget_total)
-			snprintf(why, sizeof(why), ", after %s for staging, decode buffers and slots",
-				 wsp_format_size(reserve, e, sizeof(e)));
+			snprintf(why, sizeof(why), ", after %s for staging, decode buffers and slots "
+				 "and the tables of %u layers", wsp_format_size(reserve, e, sizeof(e)),
+				 hc->n_layers);
 		else if (budget < asked)
 			snprintf(why, sizeof(why), ", after clamping to the memory available");
 		return WSP_ERR(err, WSP_ETOOBIG,
@@ -130,7 +131,10 @@ int hcache_create(const struct hcache_config *cfg, struct wsp_pack_s *pk, struct
 		workers = (unsigned)WSP_MAX(WSP_MIN(fit, (uint64_t)workers), 1);
 		hc->cfg.decode_threads = workers;   /* what the pool starts */
 	}
-	uint64_t reserve = cfg->reserve_bytes + hc_staging_plan(hc) + (uint64_t)workers * per_worker;
+	/* Within a total budget the chunk table counts too (it grows with
+	 * the layer and chunk counts). */
+	uint64_t reserve = cfg->reserve_bytes + hc_staging_plan(hc) + (uint64_t)workers * per_worker +
+			   (cfg->budget_total ? hc->table_bytes : 0);
 	uint64_t want = cfg->budget_bytes;
 	if (cfg->budget_total && want)   /* the cache gets what the rest leaves */
 		want = want > reserve ? want - reserve : 0;

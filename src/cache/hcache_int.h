@@ -137,6 +137,7 @@ struct hcache {
 	uint64_t clock;
 	unsigned n_loading;
 	uint64_t max_chunk_raw, max_chunk_stored;
+	uint64_t table_bytes;       /* the chunk table and page lists (entries.c) */
 
 	/* Loader (loader.c). */
 	char **paths;              /* shard files, for the engine and messages */

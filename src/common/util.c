@@ -5,6 +5,9 @@
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
 #include <string.h>
 #include <unistd.h>
 
@@ -215,4 +218,14 @@ void wspi_unmap_bytes(void *p, uint64_t bytes)
 {
 	if (p)
 		munmap(p, (size_t)(bytes ? bytes : 1));
+}
+
+void wspi_release_after_json(uint64_t bytes)
+{
+#ifdef __GLIBC__
+	if (bytes > (256u << 10))
+		malloc_trim(0);
+#else
+	(void)bytes;
+#endif
 }

@@ -68,6 +68,12 @@ int wspi_tensor_bytes(int dtype, unsigned rank, const uint64_t *shape, uint64_t 
  * parts in any order, as long as each piece but the last is whole words. */
 uint64_t wspi_checksum64_part(const void *data, uint64_t bytes, uint64_t first_word);
 
+/* After a JSON text of `bytes` was parsed and its tree freed: return the
+ * freed heap pages to the system when the text was large (its tree was
+ * millions of small blocks, which glibc keeps otherwise, uncounted by any
+ * budget).  Nothing elsewhere than glibc. */
+void wspi_release_after_json(uint64_t bytes);
+
 /* wsp_checksum64 of a buffer given in consecutive pieces of any sizes:
  * zero-initialise, add the pieces in order, then end. */
 struct wspi_ck {

@@ -207,6 +207,7 @@ static char *extract_metadata(const struct wspi_manifest *m)
 	json_t *meta = root ? json_object_get(root, "__metadata__") : NULL;
 	char *text = meta ? json_dumps(meta, JSON_COMPACT | JSON_PRESERVE_ORDER) : NULL;
 	json_decref(root);
+	wspi_release_after_json(s->header_len);
 	return text;
 }
 
@@ -313,4 +314,13 @@ int wsp_pack_dtype_bytes(const wsp_pack *pk, enum wsp_dtype dt, uint64_t *raw, u
 	if (stored)
 		*stored = s;
 	return count;
+}
+
+uint64_t pack_bytes(const struct wsp_pack_s *pk)
+{
+	const struct wspm_header *h = pk->m.hdr;
+	return sizeof(*pk) + pk->m.map_size +
+	       h->n_layers * (uint64_t)(sizeof(*pk->layers) + sizeof(*pk->layer_by_name)) +
+	       h->n_tensors * (uint64_t)(sizeof(*pk->tensors) + sizeof(*pk->tensor_by_name)) +
+	       h->n_shards * (uint64_t)sizeof(*pk->shard_fds);
 }

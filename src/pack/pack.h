@@ -32,6 +32,10 @@ struct wsp_pack_s {
 int pack_open(const char *dir, struct wsp_pack_s **out, struct wspi_err *err);
 void pack_close(struct wsp_pack_s *pk);
 
+/* The memory the open pack holds: its tables and the manifest's mapping
+ * (read whole at open, so resident). */
+uint64_t pack_bytes(const struct wsp_pack_s *pk);
+
 /* Absolute path of shard i into buf. */
 void pack_shard_path(const struct wsp_pack_s *pk, uint32_t shard, char *buf, size_t len);
 /* The read-only descriptor of shard i, opened on first use (thread-safe). */

@@ -226,6 +226,12 @@ static int open_tiers(struct wsp_pager_s *pg, const char *path)
 	if (dev_is_host(pg->dev))
 		cfg.reserve_bytes = pg->sp.total_bytes;
 	cfg.budget_total = !!(pg->opt.flags & WSP_OPEN_HOST_TOTAL);
+	/* Within a total budget the per-layer bookkeeping counts too: with
+	 * tens of thousands of layers it is tens of MB (the cache adds its own
+	 * chunk table). */
+	if (cfg.budget_total)
+		cfg.reserve_bytes += pack_bytes(pg->pk) + predictor_bytes(pg->pred) +
+				     readahead_bytes(pg->ra) + sizeof(*pg) + 2ull * n;
 	/* With a GPU that decodes, EXPRANS chunks stay packed in the host tier
 	 * and cross the link packed. */
 	cfg.keep_packed = !dev_is_host(pg->dev) && pg->dev->ops->unpack &&

@@ -18,6 +18,8 @@
 
 struct predictor;
 int predictor_create(uint32_t n_layers, struct predictor **out);
+/* The memory it holds (its tables grow with the layer count). */
+uint64_t predictor_bytes(const struct predictor *p);
 void predictor_free(struct predictor *p);
 void predictor_reset(struct predictor *p);
 /* An acquire of `layer` happened. */

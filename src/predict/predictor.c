@@ -79,6 +79,7 @@ struct predictor {
 	/* Per layer: first step on the walk, best distance on an alternative. */
 	uint64_t *main_step;
 	double *alt_dist;
+	uint64_t bytes;                  /* all of the above, for predictor_bytes */
 };
 
 static void ctx_clear(struct ctx *c)
@@ -427,6 +428,13 @@ int predictor_create(uint32_t n_layers, struct predictor **out)
 		free_arrays(p);
 		return -ENOMEM;
 	}
+	p->bytes = sizeof(*p) +
+		   n_layers * (uint64_t)(sizeof(*p->o1) + sizeof(*p->dist) + sizeof(*p->order) +
+					 sizeof(*p->main_step) + sizeof(*p->alt_dist)) +
+		   (uint64_t)sets * CTX2_WAYS * (sizeof(*p->o2_key) + sizeof(*p->o2_stamp) +
+						 sizeof(*p->o2_ctx)) +
+		   steps * (uint64_t)(sizeof(*p->w_cur) + sizeof(*p->w_layer) + sizeof(*p->w_ctx) +
+				      sizeof(*p->w_prob) + sizeof(*p->w_after) + sizeof(*p->merge));
 	reset_locked(p);
 	*out = p;
 	return 0;
@@ -501,4 +509,9 @@ void predictor_distances(struct predictor *p, const uint32_t *layers, uint64_t *
 	for (unsigned i = 0; i < n; i++)
 		out[i] = layers[i] < p->n ? p->dist[layers[i]] : PREDICT_NEVER;
 	pthread_mutex_unlock(&p->lock);
+}
+
+uint64_t predictor_bytes(const struct predictor *p)
+{
+	return p ? p->bytes : 0;
 }

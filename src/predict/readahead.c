@@ -125,3 +125,8 @@ void readahead_reset(struct readahead *ra)
 	}
 	pthread_mutex_unlock(&ra->lock);
 }
+
+uint64_t readahead_bytes(const struct readahead *ra)
+{
+	return ra ? sizeof(*ra) + (uint64_t)ra->n * (1 + sizeof(*ra->used) + sizeof(*ra->wasted)) : 0;
+}

@@ -15,6 +15,8 @@
 
 struct readahead;
 int readahead_create(uint32_t n_layers, struct readahead **out);
+/* The memory it holds. */
+uint64_t readahead_bytes(const struct readahead *ra);
 void readahead_free(struct readahead *ra);
 /* A read-ahead of `layer` started a load. */
 void readahead_started(struct readahead *ra, uint32_t layer);

@@ -300,6 +300,8 @@ static int parse_json(const char *path, struct st_file *out, uint64_t data_size,
 	rc = check_layout(path, out, data_size, err);
 out:
 	json_decref(root);
+	/* (the pager checks a pack's headers at open) */
+	wspi_release_after_json(out->header_len);
 	return rc;
 }
 
