@@ -24,26 +24,18 @@ struct save_src {
 	struct chunk_stream cs;
 };
 
-/* Layer li as it is now: an updated layer from its buffer in the write-back
- * room, any other decoded from the pack a chunk at a time. */
+/* Layer li as it is now: an updated layer from the write-back room (its
+ * buffer, or the overflow file a few MiB at a time), any other decoded from
+ * the pack a chunk at a time. */
 static int layer_now(void *ctx, struct wsp_pack_s *pk, uint32_t li, pack_piece_fn piece,
 		     void *pctx)
 {
 	struct save_src *s = ctx;
 	struct dirty *dt = __atomic_load_n(&s->pg->dirty, __ATOMIC_ACQUIRE);
-	struct hcache_ref ref;
-	int rc = dt ? dirty_get(dt, li, &ref, &pk->err) : 0;
-	if (rc < 0)
-		return rc;
-	if (rc == 0)
-		return pack_stream_layer(pk, li, &s->cs, piece, pctx, &pk->err);
-	const struct wspm_layer *l = &pk->m.layers[li];
-	for (uint32_t k = 0; k < l->n_tensors && rc >= 0; k++) {
-		const struct wspm_tensor *t = &pk->m.tensors[l->first_tensor + k];
-		rc = piece(pctx, t, 0, (const char *)ref.pages[0] + t->layer_offset, t->raw_bytes);
-	}
-	dirty_put(dt, &ref);
-	return rc < 0 ? rc : 0;
+	int rc = dt ? dirty_stream(dt, li, piece, pctx, &pk->err) : 0;
+	if (rc != 0)
+		return rc < 0 ? rc : 0;
+	return pack_stream_layer(pk, li, &s->cs, piece, pctx, &pk->err);
 }
 
 /* {tensor, layer, ...} of the pack in its order: the same layers again. */

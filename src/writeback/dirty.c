@@ -9,6 +9,9 @@
 #include "writeback/dirty.h"
 #include "writeback/overflow.h"
 
+/* dirty_stream's reads from the overflow file: at most this much at once. */
+#define DIRTY_STREAM_PIECE (4u << 20)
+
 struct dbuf {
 	void *mem;
 	void *page[1];             /* what an hcache_ref points at: identifies the buffer */
@@ -33,6 +36,9 @@ struct dirty {
 	struct dbuf *old;
 	uint64_t *file_off;        /* per layer: its place in the overflow file */
 	struct overflow *of;       /* made at the first spill */
+	uint32_t streaming;        /* the layer dirty_stream reads from the file, or
+	                              UINT32_MAX: no spill may overwrite its place */
+	int over_said;             /* the notice of a failed spill is given once */
 	uint64_t clock;
 	struct dirty_counters c;
 };
@@ -56,6 +62,7 @@ int dirty_create(struct dev *d, struct wsp_pack_s *pk, const struct dirty_config
 	dt->pk = pk;
 	dt->cfg = *cfg;
 	dt->cfg.dir = dt->dir;
+	dt->streaming = UINT32_MAX;
 	/* Each layer its own aligned place: a sparse file as large as the
 	 * model at most, and no allocator for it. */
 	for (uint32_t l = 1; l < n; l++)
@@ -156,23 +163,37 @@ static int spill(struct dirty *dt, struct dbuf *b, struct wspi_err *err)
 }
 
 /* Spill least recently used layers until `need` more bytes fit the budget
- * (`keep` stays).  Over budget without error when every candidate is being
- * read: those copies end soon and the bound is met at the next call. */
-static int make_room(struct dirty *dt, uint32_t keep, uint64_t need, struct wspi_err *err)
+ * (`keep` stays).  Over budget, and never an error: when every candidate is
+ * being read (those copies end soon and the bound is met at the next call),
+ * and when the overflow file cannot be written (a full disk: the layers
+ * stay in memory, said once, rather than fail the update or acquire that
+ * needed room; nothing is lost, and wsp_save still works). */
+static void make_room(struct dirty *dt, uint32_t keep, uint64_t need)
 {
 	uint32_t n = dt->pk->m.hdr->n_layers;
 	while (dt->c.resident + need > dt->cfg.budget) {
 		struct dbuf *v = NULL;
 		for (uint32_t l = 0; l < n; l++) {
 			struct dbuf *b = dt->cur[l];
-			if (b && l != keep && b->mem && !b->refs && (!v || b->used < v->used))
+			if (b && l != keep && l != dt->streaming && b->mem && !b->refs &&
+			    (!v || b->used < v->used))
 				v = b;
 		}
 		if (!v)
-			return 0;
-		WSP_TRY(spill(dt, v, err));
+			return;
+		struct wspi_err err;
+		wspi_err_init(&err);
+		int rc = spill(dt, v, &err);
+		if (rc < 0 && !dt->over_said) {
+			dt->over_said = 1;
+			wspi_notice(dt->cfg.log, dt->cfg.log_ctx, "%s; updated layers stay in memory "
+				    "over their budget from now on while the overflow file cannot "
+				    "take them", err.msg);
+		}
+		wspi_err_destroy(&err);
+		if (rc < 0)
+			return;
 	}
-	return 0;
 }
 
 /* Bring a spilled buffer back into memory, every tensor checked. */
@@ -180,9 +201,8 @@ static int read_back(struct dirty *dt, struct dbuf *b, struct wspi_err *err)
 {
 	const struct wsp_layer *L = &dt->pk->layers[b->layer];
 	const struct wspm_tensor *mt = &dt->pk->m.tensors[dt->pk->m.layers[b->layer].first_tensor];
-	int rc = make_room(dt, b->layer, b->bytes, err);
-	if (rc == 0)
-		rc = dbuf_alloc_mem(dt, b, err);
+	make_room(dt, b->layer, b->bytes);
+	int rc = dbuf_alloc_mem(dt, b, err);
 	if (rc == 0)
 		rc = overflow_read(dt->of, dt->file_off[b->layer], b->mem, b->bytes, err);
 	for (uint32_t i = 0; rc == 0 && i < L->n_tensors; i++)
@@ -233,9 +253,8 @@ int dirty_update(struct dirty *dt, uint32_t layer, const void *const *values,
 	if (rc == 0 && (!b || b->refs || !b->mem)) {
 		/* A copy may be reading the current one, or it is in the
 		 * file: a new buffer. */
-		rc = make_room(dt, layer, wspi_align_up(L->raw_bytes ? L->raw_bytes : 1, 4096), err);
-		if (rc == 0)
-			rc = dbuf_new(dt, layer, &nb, err);
+		make_room(dt, layer, wspi_align_up(L->raw_bytes ? L->raw_bytes : 1, 4096));
+		rc = dbuf_new(dt, layer, &nb, err);
 		if (rc == 0 && partial) {
 			if (b)
 				memcpy(nb->mem, b->mem, L->raw_bytes);
@@ -332,15 +351,23 @@ static struct dbuf *find(struct dirty *dt, const struct hcache_ref *ref, struct 
 	return NULL;
 }
 
+/* Drop a reference to b, one of ours (under the lock): a superseded
+ * buffer goes with its last one. */
+static void unref(struct dirty *dt, struct dbuf *b, struct dbuf **link)
+{
+	if (--b->refs == 0 && link) {
+		*link = b->next;
+		dbuf_free(dt, b);
+	}
+}
+
 int dirty_put(struct dirty *dt, const struct hcache_ref *ref)
 {
 	struct dbuf **link;
 	pthread_mutex_lock(&dt->lock);
 	struct dbuf *b = find(dt, ref, &link);
-	if (b && --b->refs == 0 && link) {   /* a superseded buffer's last copy */
-		*link = b->next;
-		dbuf_free(dt, b);
-	}
+	if (b)
+		unref(dt, b, link);
 	pthread_mutex_unlock(&dt->lock);
 	return b != NULL;
 }
@@ -359,15 +386,77 @@ uint64_t dirty_checksum(const struct hcache_ref *ref, uint32_t k)
 	return owner(ref)->checksums[k];
 }
 
-int dirty_copy(struct dirty *dt, uint32_t layer, void *dst, struct wspi_err *err)
+/* Hand a spilled layer's bytes to `piece` straight from the overflow file,
+ * a bounded piece at a time, each tensor's checksum accumulated and checked
+ * at the end: no memory of the layer's size, no room to make. */
+static int stream_from_file(struct dirty *dt, struct dbuf *b, pack_piece_fn piece, void *pctx,
+			    struct wspi_err *err)
 {
-	struct dbuf *b;
-	pthread_mutex_lock(&dt->lock);
-	int rc = in_memory(dt, layer, &b, err);
-	if (rc == 1)
-		memcpy(dst, b->mem, dt->pk->layers[layer].raw_bytes);
-	pthread_mutex_unlock(&dt->lock);
+	const struct wsp_layer *L = &dt->pk->layers[b->layer];
+	const struct wspm_tensor *mt = &dt->pk->m.tensors[dt->pk->m.layers[b->layer].first_tensor];
+	uint64_t step = WSP_MIN(b->bytes, (uint64_t)DIRTY_STREAM_PIECE);
+	void *buf = wspi_map_bytes(step);
+	struct wspi_ck *ck = calloc(L->n_tensors ? L->n_tensors : 1, sizeof(*ck));
+	int rc = buf && ck ? 0 : WSP_ERR(err, -ENOMEM, "updated layers: out of memory to read "
+					 "layer %s from the overflow file", L->name);
+	for (uint64_t at = 0; rc == 0 && at < b->bytes; at += step) {
+		uint64_t len = WSP_MIN(step, b->bytes - at);
+		pthread_mutex_lock(&dt->lock);   /* the file's I/O runs under the lock */
+		rc = overflow_read(dt->of, dt->file_off[b->layer] + at, buf, len, err);
+		pthread_mutex_unlock(&dt->lock);
+		for (uint32_t k = 0; rc == 0 && k < L->n_tensors; k++) {
+			uint64_t lo = WSP_MAX(at, mt[k].layer_offset);
+			uint64_t hi = WSP_MIN(at + len, mt[k].layer_offset + mt[k].raw_bytes);
+			if (lo >= hi)
+				continue;
+			wspi_ck_add(&ck[k], (const char *)buf + (lo - at), hi - lo);
+			rc = piece(pctx, &mt[k], lo - mt[k].layer_offset, (const char *)buf + (lo - at),
+				   hi - lo);
+		}
+	}
+	for (uint32_t k = 0; rc == 0 && k < L->n_tensors; k++)
+		if (wspi_ck_end(&ck[k]) != b->checksums[k])
+			rc = WSP_ERR(err, WSP_ECHECKSUM, "overflow file: tensor %s read back with a "
+				     "wrong checksum (the disk returned other bytes than were "
+				     "written)", L->tensors[k].name);
+	wspi_unmap_bytes(buf, step);
+	free(ck);
 	return rc;
+}
+
+int dirty_stream(struct dirty *dt, uint32_t layer, pack_piece_fn piece, void *pctx,
+		 struct wspi_err *err)
+{
+	pthread_mutex_lock(&dt->lock);
+	struct dbuf *b = dt->cur[layer];
+	int from_file = b && b->spilled;
+	if (b) {
+		b->refs++;   /* neither freed nor spilled meanwhile */
+		if (from_file)
+			dt->streaming = layer;   /* and its place in the file not rewritten */
+	}
+	pthread_mutex_unlock(&dt->lock);
+	if (!b)
+		return 0;
+	int rc = 0;
+	if (from_file) {
+		rc = stream_from_file(dt, b, piece, pctx, err);
+	} else {
+		const struct wspm_layer *l = &dt->pk->m.layers[layer];
+		const struct wspm_tensor *mt = &dt->pk->m.tensors[l->first_tensor];
+		for (uint32_t k = 0; k < l->n_tensors && rc == 0; k++)
+			rc = piece(pctx, &mt[k], 0, (const char *)b->mem + mt[k].layer_offset,
+				   mt[k].raw_bytes);
+	}
+	pthread_mutex_lock(&dt->lock);
+	dt->streaming = UINT32_MAX;
+	struct dbuf **link = NULL;
+	for (struct dbuf **p = &dt->old; *p; p = &(*p)->next)
+		if (*p == b)
+			link = p;
+	unref(dt, b, link);
+	pthread_mutex_unlock(&dt->lock);
+	return rc < 0 ? rc : 1;
 }
 
 void dirty_counters(struct dirty *dt, struct dirty_counters *out)

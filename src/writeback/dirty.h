@@ -10,8 +10,8 @@
  * recently used dirty layer no copy is reading is written to the overflow
  * file (overflow.h) and its memory freed; the next use reads it back and
  * checks every tensor against the checksum kept in memory.  Dirty layers
- * are never dropped: a spill that fails keeps the layer in memory and fails
- * the call that needed the room.
+ * are never dropped: a spill that fails (a full disk) keeps the layers in
+ * memory over the budget, said once, and fails no call.
  */
 #ifndef WSP_WRITEBACK_DIRTY_H
 #define WSP_WRITEBACK_DIRTY_H
@@ -54,9 +54,13 @@ int dirty_owns(struct dirty *dt, const struct hcache_ref *ref);
 /* The new checksum of tensor k of the dirty layer behind `ref` (one of
  * dirty_get's). */
 uint64_t dirty_checksum(const struct hcache_ref *ref, uint32_t k);
-/* Copy the layer's current bytes into dst (raw_bytes): 1 when dirty, 0
- * when clean (dst untouched), < 0 when a spilled layer cannot be read. */
-int dirty_copy(struct dirty *dt, uint32_t layer, void *dst, struct wspi_err *err);
+/* Hand the layer's current bytes to `piece`, tensor by tensor: 1 when
+ * dirty, 0 when clean (nothing handed), < 0 on an error of the overflow
+ * file or of `piece`.  A spilled layer is read from the overflow file a few
+ * MiB at a time and checked, never brought back into memory: this works
+ * however full memory and the overflow's disk are (wsp_save). */
+int dirty_stream(struct dirty *dt, uint32_t layer, pack_piece_fn piece, void *pctx,
+		 struct wspi_err *err);
 
 struct dirty_counters {
 	uint64_t layers, bytes;     /* updated so far, wherever they are */

@@ -31,6 +31,7 @@ struct state_store {
 	struct overflow *of;       /* made at the first spill */
 	uint64_t file_end;
 	uint64_t clock;
+	int over_said;             /* the notice of a failed spill is given once */
 	struct state_counters c;
 };
 
@@ -119,8 +120,10 @@ static int spill(struct state_store *st, uint32_t l, struct wspi_err *err)
 }
 
 /* Spill the least recently used buffers nobody holds (not `keep`'s) until
- * `need` more bytes fit the budget, or none is left to spill. */
-static int make_room(struct state_store *st, uint32_t keep, uint64_t need, struct wspi_err *err)
+ * `need` more bytes fit the budget, or none is left to spill.  A spill that
+ * fails (a full disk) keeps the buffers in memory over the budget, said
+ * once, rather than fail the take or release that needed room. */
+static void make_room(struct state_store *st, uint32_t keep, uint64_t need)
 {
 	while (st->c.resident + need > st->cfg.budget) {
 		uint32_t v = UINT32_MAX;
@@ -130,10 +133,20 @@ static int make_room(struct state_store *st, uint32_t keep, uint64_t need, struc
 				v = l;
 		}
 		if (v == UINT32_MAX)
-			return 0;
-		WSP_TRY(spill(st, v, err));
+			return;
+		struct wspi_err err;
+		wspi_err_init(&err);
+		int rc = spill(st, v, &err);
+		if (rc < 0 && !st->over_said) {
+			st->over_said = 1;
+			wspi_notice(st->cfg.log, st->cfg.log_ctx, "%s; training state stays in memory "
+				    "over its budget from now on while the overflow file cannot take it",
+				    err.msg);
+		}
+		wspi_err_destroy(&err);
+		if (rc < 0)
+			return;
 	}
-	return 0;
 }
 
 /* Memory for layer l's buffer of b->cap bytes, page-locked where the
@@ -141,9 +154,8 @@ static int make_room(struct state_store *st, uint32_t keep, uint64_t need, struc
 static int alloc_mem(struct state_store *st, uint32_t l, struct wspi_err *err)
 {
 	struct blob *b = &st->b[l];
-	int rc = make_room(st, l, b->cap, err);
-	if (rc < 0)
-		return rc;
+	int rc;
+	make_room(st, l, b->cap);
 	if (!(b->mem = wspi_map_bytes(b->cap)))
 		return WSP_ERR(err, -ENOMEM, "training state: out of memory for layer %u's %" PRIu64
 			       " bytes", l, b->bytes);
@@ -223,7 +235,7 @@ int state_release(struct state_store *st, uint32_t layer, int changed, struct ws
 		if (changed)
 			b->in_file = 0;
 		b->used = ++st->clock;
-		rc = make_room(st, UINT32_MAX, 0, err);   /* it may leave now */
+		make_room(st, UINT32_MAX, 0);   /* it may leave now */
 	}
 	pthread_mutex_unlock(&st->lock);
 	return rc;
