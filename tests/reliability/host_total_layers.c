@@ -73,7 +73,14 @@ int main(void)
 	       "memory grown by %" PRIu64 " KiB\n", s.n_layers, s.n_tensors, budget >> 10,
 	       st.host_cache_bytes >> 10, grown >> 10);
 	CHECK(verified == 2 * s.raw_bytes);
+	/* (Not under AddressSanitizer, whose redzones, quarantine and shadow
+	 * come on top of every allocation: there the refusal above is what is
+	 * checked.) */
+#if defined(__SANITIZE_ADDRESS__)
+	printf("resident memory not checked: AddressSanitizer's own memory comes on top\n");
+#else
 	CHECK(grown <= budget);
+#endif
 	wsp_close(pg);
 	t_rmrf(dir);
 	return 0;

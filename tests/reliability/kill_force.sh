@@ -11,6 +11,9 @@ dir=$(mktemp -d "${TMPDIR:-/tmp}/wsp-force-XXXXXX")
 trap 'rm -rf "$dir"' EXIT
 fail() { echo "FAIL: $*"; ls -la "$dir"; exit 1; }
 strace -f -o /dev/null true 2>/dev/null || { echo "SKIP: strace cannot trace here"; exit 77; }
+# LeakSanitizer cannot run under ptrace: off for the traced runs (a
+# sanitizer build), on for the others.
+traced() { ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0" strace -f -o /dev/null "$@"; }
 gen() { "$bin/wspack" generate "$dir/$1" --layers 2 --hidden 64 --intermediate 128 --vocab 256 \
 	--seed "$2" >/dev/null 2>&1 || fail "generate $1"; }
 gen old 1
@@ -39,7 +42,7 @@ for how in "" "renameat2:error=EINVAL"; do
 		extra=
 		[ -n "$how" ] && extra="-e inject=$how"
 		# kill at the n-th rename-family call of the run
-		strace -f -o /dev/null $extra -e inject=rename,renameat,renameat2:signal=SIGKILL:when=$n \
+		traced $extra -e inject=rename,renameat,renameat2:signal=SIGKILL:when=$n \
 			"$bin/wspack" convert "$dir/new" -o "$dir/m.wsp" --force >/dev/null 2>&1
 		check_whole "kill at rename $n${how:+ ($how)}"
 		# the next run cleans up whatever the kill left
@@ -53,7 +56,7 @@ for how in "" "renameat2:error=EINVAL"; do
 	echo "force${how:+ ($how)}: m.wsp whole after a kill at each of 8 renames; the next run left nothing"
 done
 # A run that is not killed leaves nothing either, with the swap refused too.
-strace -f -o /dev/null -e inject=renameat2:error=EINVAL "$bin/wspack" convert "$dir/old" \
+traced -e inject=renameat2:error=EINVAL "$bin/wspack" convert "$dir/old" \
 	-o "$dir/m.wsp" --force >/dev/null 2>&1 || fail "fallback convert"
 [ "$(sum "$dir/m.wsp")" = "$old_sum" ] && [ -z "$(leftovers)" ] || fail "fallback: $(leftovers)"
 echo "PASS"
