@@ -76,6 +76,12 @@ build() {
 		echo "gpu-lane: libwspager.so needs libcudart" >&2
 		exit 1
 	fi
+	# The Python package as a user installs it (pip wheel ./python): there
+	# it is installed with no registry and must work with no WSPAGER_LIBRARY.
+	local v=$top/build-gpu-lane-venv
+	[ -x "$v/bin/pip" ] || python3 -m venv "$v"
+	rm -rf "$lane/wheel"
+	"$v/bin/pip" wheel -q --no-deps -w "$lane/wheel" "$top/python" >/dev/null
 	du -sh "$lane"
 }
 
@@ -201,6 +207,15 @@ lane_tests() {
 
 lane_python() {
 	step py-api 300 "${py_env[@]}" sh "$top/tests/python/api.sh"
+	step py-misuse-cuda 300 "${py_env[@]}" sh -c '. "$top_srcdir/tests/python/lib.sh"; "$PY" "$HERE/test_misuse.py" cuda'
+	step py-weights-cuda 300 "${py_env[@]}" sh -c '. "$top_srcdir/tests/python/lib.sh"; "$PY" "$HERE/test_weights.py" cuda'
+	step py-weights-cpu 300 "${py_env[@]}" sh "$top/tests/python/torch_weights.sh"
+	step py-first-contact 300 "${py_env[@]}" sh "$top/tests/python/torch_first_contact.sh"
+	# the wheel, installed with pip and no registry, nothing pointing at the clone
+	rm -rf "$work/wheel" && mkdir -p "$work/wheel/scratch"
+	step py-wheel 300 sh -c 'python3 -m pip install -q --no-index --no-deps --target "$1/site" "$2"/wspager-*.whl &&
+		cd / && env -u WSPAGER_LIBRARY -u LD_LIBRARY_PATH PYTHONPATH="$1/site" python3 "$3" "$1/scratch"' \
+		_ "$work/wheel" "$lane/wheel" "$top/tests/python/wheel_check.py"
 	step py-offload-cuda 300 "${py_env[@]}" sh -c '. "$top_srcdir/tests/python/lib.sh"; "$PY" "$HERE/test_offload.py" cuda'
 	step py-offload-cpu 300 "${py_env[@]}" sh "$top/tests/python/torch_offload.sh"
 	step py-mismatch 300 "${py_env[@]}" sh "$top/tests/python/torch_mismatch.sh"

@@ -4,7 +4,7 @@ Each case runs in a subprocess of its own (a crash must not take the test
 with it): it prints "RAISED <exception type>" when the expected exception
 came, "OK" when the case is meant to succeed, and the parent checks both
 that line and that the child exited normally (no signal, no hang).  Host
-backend; every case is one a user can type."""
+backend; with argv[1] "cuda", also views of GPU slots through torch."""
 import os
 import subprocess
 import sys
@@ -145,6 +145,27 @@ CASES = [
     ("missing pack", "expect(wspager.WspError, lambda: wspager.Pack(P + '.nope'))",
      "RAISED WspError"),
 ]
+
+if len(sys.argv) > 1 and sys.argv[1] == "cuda":
+    import torch
+    if not torch.cuda.is_available():
+        print("SKIP: no CUDA device for torch")
+        sys.exit(77)
+    CUDA = "import torch\ngp = wspager.Pager(P, device='cuda', host_cache='4M', gpu_slots=2)\n"
+    CASES += [
+        ("a torch view of a slot outlives close",
+         CUDA + "L = gp.acquire(1); t = torch.as_tensor(L['w'], device='cuda'); want = t.clone()\n"
+         "L.release(); gp.close(); torch.cuda.synchronize()\n"
+         "print('OK' if torch.equal(t, want) else 'DIFFERENT')", "OK"),
+        ("a DeviceTensor kept past close, then viewed",
+         CUDA + "L = gp.acquire(2); d = L['w']; gp.close()\n"
+         "t = torch.as_tensor(d, device='cuda'); print('OK' if t.shape == (64, 32) else 'BAD')",
+         "OK"),
+        ("copy.copy(DeviceTensor)", CUDA + "d = gp.acquire(0)['w']; "
+         "expect(TypeError, lambda: copy.copy(d))", "RAISED TypeError"),
+        ("layer[name] after close (CUDA)", CUDA + "L = gp.acquire(0); gp.close(); "
+         "expect(wspager.WspError, lambda: L['w'])", "RAISED WspError"),
+    ]
 
 for name, code, want in CASES:
     src = PRELUDE + textwrap.dedent(code) + "\n"
