@@ -427,12 +427,20 @@ static void fsync_parent(const char *path)
 	free(d);
 }
 
-/* Replaces `out` by `tmp` (both in one directory), moving an old output
- * aside first so that no mix of old and new can ever be seen. */
+/* Replaces `out` by `tmp` (both in one directory) so that no mix of old and
+ * new can ever be seen: a directory over a directory in one atomic swap
+ * where the file system has it (`out` is the old or the new one at every
+ * instant), else by moving the old output aside first. */
 static int install(const char *tmp, const char *out, int is_dir, struct wspi_err *err)
 {
 	struct stat st;
 	char *old = NULL;
+	if (is_dir && lstat(out, &st) == 0 && S_ISDIR(st.st_mode) &&
+	    renameat2(AT_FDCWD, tmp, AT_FDCWD, out, RENAME_EXCHANGE) == 0) {
+		fsync_parent(out);
+		rmtree(tmp);   /* the old output, now under the temporary name */
+		return 0;
+	}
 	if (lstat(out, &st) == 0 && (is_dir || S_ISDIR(st.st_mode))) {
 		if (asprintf(&old, "%s.old.%ld", out, (long)getpid()) < 0)
 			return WSP_ERR(err, -ENOMEM, "out of memory");
