@@ -6,7 +6,6 @@
  * them to a pack on another file system that has room.  Needs root for the
  * mount; skips (77) without it.  Host backend.
  */
-#define _GNU_SOURCE
 #include <inttypes.h>
 #include <sched.h>
 #include <sys/mount.h>
