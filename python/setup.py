@@ -16,6 +16,7 @@ import sys
 
 from setuptools import setup
 from setuptools.command.build_py import build_py
+from setuptools.dist import Distribution
 
 try:
     from setuptools.command.bdist_wheel import bdist_wheel
@@ -75,16 +76,21 @@ class BuildWithLibrary(build_py):
             shutil.copyfile(path, os.path.join(dest, soname))
 
 
-class PlatformWheel(bdist_wheel):
-    """A wheel for this platform (it holds a native library) and any
-    Python 3: the library is loaded with ctypes, not built against an ABI."""
+class BinaryDistribution(Distribution):
+    """It holds a native library: a wheel for this platform, installed in
+    platlib."""
 
-    def finalize_options(self):
-        super().finalize_options()
-        self.root_is_pure = False
+    def has_ext_modules(self):
+        return True
+
+
+class PlatformWheel(bdist_wheel):
+    """Tagged for any Python 3: the library is loaded with ctypes, not built
+    against an ABI."""
 
     def get_tag(self):
         return ("py3", "none", super().get_tag()[2])
 
 
-setup(cmdclass={"build_py": BuildWithLibrary, "bdist_wheel": PlatformWheel})
+setup(cmdclass={"build_py": BuildWithLibrary, "bdist_wheel": PlatformWheel},
+      distclass=BinaryDistribution)

@@ -373,8 +373,11 @@ class AcquiredLayer(NoCopy):
             return
         s = self._stream if stream is None else _integer("stream", stream, 64)
         self.released = True
-        if not self._pager.closed:
+        try:
             self._pager._release_view(ctypes.addressof(self._view), s)
+        except WspError as e:
+            if e.code != -errno.EBADF:   # closed: wsp_close released it
+                raise
 
     def __enter__(self) -> "AcquiredLayer":
         return self
@@ -590,8 +593,11 @@ class Pager(_Closing):
 
     def _release_view(self, view: int, stream: int) -> None:
         # This acquire's own use (wsp_release_view), never another
-        # holder's of the same layer.
-        self._call(_c.lib().wsp_release_view, ctypes.c_void_p(view), ctypes.c_void_p(stream))
+        # holder's of the same layer; still while close() waits for the
+        # calls in flight, which may be waiting for this slot.
+        with self._owner.call(release=True) as h:
+            _check(_c.lib().wsp_release_view(h, ctypes.c_void_p(view), ctypes.c_void_p(stream)),
+                   self._errmsg)
 
     def prefetch(self, layer: Union[int, str]) -> None:
         """Hint that `layer` is needed soon; never blocks."""

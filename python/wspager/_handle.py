@@ -58,7 +58,8 @@ class Handle(NoCopy):
         self._cond = threading.Condition(threading.RLock())
         self._calls = 0
         self._views = 0
-        self._closed = False
+        self._closed = False       # close() began: no new calls but releases
+        self._freeing = False      # the C handle is being or was freed: no call at all
         # Holds no reference to self: runs at collection or exit too.
         self._free = weakref.finalize(self, free, ptr)
 
@@ -67,11 +68,14 @@ class Handle(NoCopy):
         return self._closed
 
     @contextmanager
-    def call(self) -> Iterator[int]:
+    def call(self, release: bool = False) -> Iterator[int]:
         """The pointer, for the duration of one library call (or a few
-        that belong together); raises once the handle is closed."""
+        that belong together); raises once the handle is closed.  A
+        `release` (handing back what an earlier call took) still goes
+        through while close() waits for the calls in flight: they may be
+        waiting for exactly that."""
         with self._cond:
-            if self._closed:
+            if self._freeing or (self._closed and not release):
                 raise self._closed_error(f"{self.what} is closed")
             self._calls += 1
         try:
@@ -94,7 +98,9 @@ class Handle(NoCopy):
     def _view_gone(self) -> None:
         with self._cond:
             self._views -= 1
-            last = self._views == 0 and self._closed
+            last = self._views == 0 and self._closed and not self._freeing
+            if last:
+                self._freeing = True
         if last:
             self._free()
 
@@ -123,6 +129,7 @@ class Handle(NoCopy):
             while self._calls:
                 self._cond.wait()
             views = self._views
+            self._freeing = not views
         if views:
             warnings.warn(f"{self.what}: closed with {views} views of its memory alive; it is "
                           "freed when the last one goes", ResourceWarning, stacklevel=3)

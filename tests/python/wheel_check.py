@@ -31,7 +31,10 @@ try:
     import torch
     if torch.cuda.is_available():
         with wspager.Pager(pack.path, device="cuda") as pg, pg.acquire(0) as layer:
-            t = torch.as_tensor(layer["w"], device="cuda")
+            d = layer["w"]   # read-only; torch wants the flag False: a copy of the interface
+            view = type("View", (), {"__cuda_array_interface__": dict(
+                d.__cuda_array_interface__, data=(d.ptr, False)), "owner": d})()
+            t = torch.as_tensor(view, device="cuda")
             assert torch.equal(t.cpu(), torch.from_numpy(w)), "values differ on CUDA"
         devices.append("cuda")
 except ImportError:
