@@ -11,6 +11,7 @@
 #ifndef WSP_PREDICT_PREDICT_H
 #define WSP_PREDICT_PREDICT_H
 
+#include <stdbool.h>
 #include <stdint.h>
 #include "wspager.h"
 
@@ -20,6 +21,11 @@ struct predictor;
 int predictor_create(uint32_t n_layers, struct predictor **out);
 /* The memory it holds (its tables grow with the layer count). */
 uint64_t predictor_bytes(const struct predictor *p);
+/* For tests: false makes every observation walk afresh, the oracle a kept
+ * walk must answer exactly as (default true). */
+void predictor_keep_walks(struct predictor *p, bool keep);
+/* For tests: how many walks it has made. */
+uint64_t predictor_walk_count(struct predictor *p);
 void predictor_free(struct predictor *p);
 void predictor_reset(struct predictor *p);
 /* An acquire of `layer` happened. */

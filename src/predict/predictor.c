@@ -79,6 +79,20 @@ struct predictor {
 	/* Per layer: first step on the walk, best distance on an alternative. */
 	uint64_t *main_step;
 	double *alt_dist;
+	/* A certain walk (every step taken with probability 1, no alternative:
+	 * repeated passes, and the first pass, walked by stride) is kept across
+	 * the observations that follow it: `shift` of its steps have happened
+	 * since it was computed and one step is added at its end for each, so
+	 * it always reaches 2 * n steps ahead; steps are absolute and kept in
+	 * the w_ arrays modulo their size (at()).  A layer's distance is then
+	 * main_step - shift; w_next (per step: the next step of the same
+	 * layer, 0: none) and last_step (per layer: its last step, 0: none)
+	 * move first steps on as steps are taken and added.  So a pass costs
+	 * O(layers), not O(layers^2). */
+	bool certain, keep_walks;
+	uint64_t walks;                  /* walks made, for tests */
+	uint64_t steps, shift;
+	uint64_t *w_next, *last_step;
 	uint64_t bytes;                  /* all of the above, for predictor_bytes */
 };
 
@@ -159,8 +173,9 @@ static struct ctx *ctx2_find(struct predictor *p, uint32_t prev, uint32_t cur)
 }
 
 /* The context for (prev, cur), created in place of the least recently used
- * way of its set when absent; its stamp is refreshed. */
-static struct ctx *ctx2_get(struct predictor *p, uint32_t prev, uint32_t cur)
+ * way of its set when absent (*replaced: another state's context gave way);
+ * its stamp is refreshed. */
+static struct ctx *ctx2_get(struct predictor *p, uint32_t prev, uint32_t cur, bool *replaced)
 {
 	uint64_t key = (uint64_t)prev << 32 | cur;
 	size_t set = ctx2_set(p, key), way = SIZE_MAX;
@@ -180,6 +195,7 @@ static struct ctx *ctx2_get(struct predictor *p, uint32_t prev, uint32_t cur)
 			if (p->o2_stamp[i] < p->o2_stamp[way])
 				way = i;
 	}
+	*replaced = p->o2_key[way] != key && p->o2_key[way] != EMPTY_KEY;
 	if (p->o2_key[way] != key) {
 		p->o2_key[way] = key;
 		ctx_clear(&p->o2_ctx[way]);
@@ -301,6 +317,7 @@ static void walk_alternatives(struct predictor *p, uint64_t steps, uint64_t hori
  */
 static void walk(struct predictor *p)
 {
+	p->walks++;
 	uint64_t horizon = 2 * (uint64_t)p->n, steps = 0;
 	uint32_t prev = p->prev, cur = p->cur;
 	double prob = 1.0, merged = 0.0;
@@ -310,7 +327,10 @@ static void walk(struct predictor *p)
 		p->alt_dist[i] = HUGE_VAL;
 	}
 	p->n_order = 0;
-	for (uint64_t step = 1; step <= horizon && p->n_order < p->n; step++) {
+	/* Once every layer has its first step the rest of the walk changes no
+	 * distance; a certain walk goes on to the horizon all the same, so
+	 * that it can be kept while up to n_layers observations follow it. */
+	for (uint64_t step = 1; step <= horizon && (p->n_order < p->n || prob == 1.0); step++) {
 		uint32_t next;
 		const struct ctx *c = predict_step(p, prev, cur, &next);
 		p->w_cur[step] = cur;
@@ -334,6 +354,20 @@ static void walk(struct predictor *p)
 		steps = step;
 	}
 	walk_alternatives(p, steps, horizon);
+	p->steps = steps;
+	p->shift = 0;
+	p->certain = prob == 1.0;
+	for (uint32_t i = 0; i < p->n; i++) {
+		p->certain = p->certain && !(p->alt_dist[i] < HUGE_VAL);
+		p->last_step[i] = 0;
+	}
+	for (uint64_t step = 1; step <= steps; step++) {
+		uint32_t l = p->w_layer[step];
+		p->w_next[step] = 0;
+		if (p->last_step[l])
+			p->w_next[p->last_step[l]] = step;
+		p->last_step[l] = step;
+	}
 	for (uint32_t i = 0; i < p->n; i++)
 		p->dist[i] = PREDICT_NEVER;
 	for (uint64_t step = 1; step <= steps; step++) {
@@ -350,6 +384,21 @@ static void walk(struct predictor *p)
 		}
 	}
 	p->dirty = false;
+}
+
+/* Bring the walk up to date for a query (under the lock). */
+static void walk_if_stale(struct predictor *p)
+{
+	if (p->dirty)
+		walk(p);
+}
+
+static uint64_t distance_now(const struct predictor *p, uint32_t layer)
+{
+	if (!p->certain)
+		return p->dist[layer];
+	uint64_t m = p->main_step[layer];
+	return m == PREDICT_NEVER ? PREDICT_NEVER : m - p->shift;
 }
 
 static void reset_locked(struct predictor *p)
@@ -384,6 +433,8 @@ static void free_arrays(struct predictor *p)
 	free(p->w_prob);
 	free(p->w_after);
 	free(p->merge);
+	free(p->w_next);
+	free(p->last_step);
 	free(p);
 }
 
@@ -407,6 +458,7 @@ int predictor_create(uint32_t n_layers, struct predictor **out)
 		return -ENOMEM;
 	p->n = n_layers;
 	p->set_mask = sets - 1;
+	p->keep_walks = true;
 	p->o1 = calloc(n_layers, sizeof(*p->o1));
 	p->o2_key = calloc((size_t)sets * CTX2_WAYS, sizeof(*p->o2_key));
 	p->o2_stamp = calloc((size_t)sets * CTX2_WAYS, sizeof(*p->o2_stamp));
@@ -422,7 +474,9 @@ int predictor_create(uint32_t n_layers, struct predictor **out)
 	p->w_prob = calloc(steps, sizeof(*p->w_prob));
 	p->w_after = calloc(steps, sizeof(*p->w_after));
 	p->merge = calloc(steps, sizeof(*p->merge));
-	if (!p->o1 || !p->o2_key || !p->o2_stamp || !p->o2_ctx || !p->dist || !p->order || !p->main_step || !p->alt_dist ||
+	p->w_next = calloc(steps, sizeof(*p->w_next));
+	p->last_step = calloc(n_layers, sizeof(*p->last_step));
+	if (!p->w_next || !p->last_step || !p->o1 || !p->o2_key || !p->o2_stamp || !p->o2_ctx || !p->dist || !p->order || !p->main_step || !p->alt_dist ||
 	    !p->w_cur || !p->w_layer || !p->w_ctx || !p->w_prob || !p->w_after || !p->merge ||
 	    pthread_mutex_init(&p->lock, NULL) != 0) {
 		free_arrays(p);
@@ -430,11 +484,13 @@ int predictor_create(uint32_t n_layers, struct predictor **out)
 	}
 	p->bytes = sizeof(*p) +
 		   n_layers * (uint64_t)(sizeof(*p->o1) + sizeof(*p->dist) + sizeof(*p->order) +
-					 sizeof(*p->main_step) + sizeof(*p->alt_dist)) +
+					 sizeof(*p->main_step) + sizeof(*p->alt_dist) +
+					 sizeof(*p->last_step)) +
 		   (uint64_t)sets * CTX2_WAYS * (sizeof(*p->o2_key) + sizeof(*p->o2_stamp) +
 						 sizeof(*p->o2_ctx)) +
 		   steps * (uint64_t)(sizeof(*p->w_cur) + sizeof(*p->w_layer) + sizeof(*p->w_ctx) +
-				      sizeof(*p->w_prob) + sizeof(*p->w_after) + sizeof(*p->merge));
+				      sizeof(*p->w_prob) + sizeof(*p->w_after) + sizeof(*p->merge) +
+				      sizeof(*p->w_next));
 	reset_locked(p);
 	*out = p;
 	return 0;
@@ -455,34 +511,109 @@ void predictor_reset(struct predictor *p)
 	pthread_mutex_unlock(&p->lock);
 }
 
+/* Where absolute step s of a kept walk lies in the w_ arrays. */
+static inline uint64_t at(const struct predictor *p, uint64_t s)
+{
+	return s % (2 * (uint64_t)p->n + 1);
+}
+
+/* The step that would be taken from the state (prev, cur), if it is
+ * certain: its layer in *next, else false. */
+static bool certain_step(struct predictor *p, uint32_t prev, uint32_t cur, uint32_t *next)
+{
+	const struct ctx *c = predict_step(p, prev, cur, next);
+	if (c)
+		for (unsigned i = 0; i < SUCC_WAYS; i++)
+			if (c->s[i].layer == *next && c->s[i].count != ctx_total(c))
+				return false;
+	return true;
+}
+
+/* After the contexts of state `cur` learnt a successor: does the kept walk
+ * still hold?  Every later step taken from `cur` (the steps after its
+ * occurrences, found through w_next) is predicted again: the same layer,
+ * with certainty.  Under the lock. */
+static bool walk_still_holds(struct predictor *p, uint32_t cur)
+{
+	for (uint64_t t = p->main_step[cur]; t != PREDICT_NEVER && t < p->steps;
+	     t = p->w_next[at(p, t)] ? p->w_next[at(p, t)] : PREDICT_NEVER) {
+		uint32_t next;
+		if (!certain_step(p, p->w_cur[at(p, t)], cur, &next) ||
+		    next != p->w_layer[at(p, t + 1)])
+			return false;
+	}
+	return true;
+}
+
+/* Take the kept walk's next step (it happened) and add one at its end, so
+ * that it still reaches 2 * n steps ahead; false when that step is not
+ * certain (the walk is then made again). */
+static bool walk_advance(struct predictor *p, uint32_t layer)
+{
+	uint64_t s = ++p->shift, end = p->steps + 1;
+	uint64_t next_step = p->w_next[at(p, s)];
+	p->main_step[layer] = next_step ? next_step : PREDICT_NEVER;
+	if (p->last_step[layer] == s)
+		p->last_step[layer] = 0;
+	uint32_t next;
+	if (!certain_step(p, p->w_cur[at(p, p->steps)], p->w_layer[at(p, p->steps)], &next))
+		return false;
+	p->w_cur[at(p, end)] = p->w_layer[at(p, p->steps)];
+	p->w_layer[at(p, end)] = next;
+	p->w_next[at(p, end)] = 0;
+	if (p->last_step[next])
+		p->w_next[at(p, p->last_step[next])] = end;
+	else
+		p->main_step[next] = end;
+	p->last_step[next] = end;
+	p->steps = end;
+	return true;
+}
+
 void predictor_observe(struct predictor *p, uint32_t layer)
 {
 	if (layer >= p->n)
 		return;   /* callers validate; a stray index must not corrupt the tables */
 	pthread_mutex_lock(&p->lock);
+	/* A certain walk that predicted this layer is kept when what the
+	 * contexts learn now changes none of its steps (checked where it
+	 * passes the state learnt) and no other state's context gave way. */
+	bool keep = p->keep_walks && !p->dirty && p->certain && p->shift < p->steps &&
+		    p->w_layer[at(p, p->shift + 1)] == layer;
 	p->clock++;
 	if (p->cur != NONE) {
 		ctx_add(&p->o1[p->cur], layer, p->clock);
 		if (p->prev != NONE) {
-			ctx_add(ctx2_get(p, p->prev, p->cur), layer, p->clock);
+			bool replaced;
+			ctx_add(ctx2_get(p, p->prev, p->cur, &replaced), layer, p->clock);
+			keep = keep && !replaced;
 		}
 	}
+	keep = keep && walk_advance(p, layer) && (p->cur == NONE || walk_still_holds(p, p->cur));
 	p->prev = p->cur;
 	p->cur = layer;
-	p->dirty = true;
+	if (!keep)
+		p->dirty = true;
 	pthread_mutex_unlock(&p->lock);
 }
 
 unsigned predictor_next(struct predictor *p, uint32_t *out, unsigned k)
 {
-	unsigned n;
+	unsigned n = 0;
 
 	pthread_mutex_lock(&p->lock);
-	if (p->dirty)
-		walk(p);
-	n = WSP_MIN(k, p->n_order);
-	if (n > 0)
-		memcpy(out, p->order, (size_t)n * sizeof(*out));
+	walk_if_stale(p);
+	if (p->certain) {
+		/* first appearances from now on: the steps where a layer's
+		 * first step lies */
+		for (uint64_t s = p->shift + 1; s <= p->steps && n < k; s++)
+			if (p->main_step[p->w_layer[at(p, s)]] == s)
+				out[n++] = p->w_layer[at(p, s)];
+	} else {
+		n = WSP_MIN(k, p->n_order);
+		if (n > 0)
+			memcpy(out, p->order, (size_t)n * sizeof(*out));
+	}
 	pthread_mutex_unlock(&p->lock);
 	return n;
 }
@@ -494,9 +625,8 @@ uint64_t predictor_distance(struct predictor *p, uint32_t layer)
 	if (layer >= p->n)
 		return PREDICT_NEVER;
 	pthread_mutex_lock(&p->lock);
-	if (p->dirty)
-		walk(p);
-	d = p->dist[layer];
+	walk_if_stale(p);
+	d = distance_now(p, layer);
 	pthread_mutex_unlock(&p->lock);
 	return d;
 }
@@ -504,14 +634,28 @@ uint64_t predictor_distance(struct predictor *p, uint32_t layer)
 void predictor_distances(struct predictor *p, const uint32_t *layers, uint64_t *out, unsigned n)
 {
 	pthread_mutex_lock(&p->lock);
-	if (p->dirty)
-		walk(p);
+	walk_if_stale(p);
 	for (unsigned i = 0; i < n; i++)
-		out[i] = layers[i] < p->n ? p->dist[layers[i]] : PREDICT_NEVER;
+		out[i] = layers[i] < p->n ? distance_now(p, layers[i]) : PREDICT_NEVER;
 	pthread_mutex_unlock(&p->lock);
 }
 
 uint64_t predictor_bytes(const struct predictor *p)
 {
 	return p ? p->bytes : 0;
+}
+
+uint64_t predictor_walk_count(struct predictor *p)
+{
+	pthread_mutex_lock(&p->lock);
+	uint64_t n = p->walks;
+	pthread_mutex_unlock(&p->lock);
+	return n;
+}
+
+void predictor_keep_walks(struct predictor *p, bool keep)
+{
+	pthread_mutex_lock(&p->lock);
+	p->keep_walks = keep;
+	pthread_mutex_unlock(&p->lock);
 }
