@@ -166,12 +166,12 @@ static int replace_in_two(const char *tmp, const char *out, int lock_fd, struct 
 	}
 	if (rename(tmp, out) < 0) {
 		rc = -errno;
-		if (rename(old, out) < 0)
+		if (rename(old, out) == 0) {
+			unmark_old(out, lock_fd);
+		} else {   /* left marked: the next run's cleanup puts it back */
 			fprintf(stderr, "wspager: could not restore %s from %s\n", out, old);
-		else
-			unmark_old(out, lock_fd), lock_fd = -1;
-		if (lock_fd >= 0)
 			close(lock_fd);
+		}
 		free(old);
 		return WSP_ERR(err, rc, "rename %s -> %s: %s", tmp, out, strerror(-rc));
 	}
@@ -271,7 +271,7 @@ static void note(wsp_log_fn log, void *ctx, const char *fmt, ...)
 	va_end(ap);
 }
 
-/* "<base><tag>" ("tmp-" or ".old-") and six characters of mkdtemp's
+/* "<base><tag>" (tag ".tmp-" or ".old-") and six characters of mkdtemp's
  * alphabet. */
 static int is_tmp_name(const char *name, const char *base, size_t blen, const char *tag)
 {

@@ -1,9 +1,10 @@
 /*
  * Decoding a layer chunk by chunk: each chunk's stored bytes are read and
  * decoded into one chunk-sized buffer and handed on, and each tensor's
- * checksum accumulates across its chunks.  Memory is two chunks per
- * thread whatever a (possibly forged) manifest says a layer holds; used by
- * wsp_pack_verify, wsp_pack_unpack and wsp_save.
+ * checksum accumulates across its chunks.  Memory is about three chunks
+ * per thread (stored, decoded, the decoder's scratch) whatever a (possibly
+ * forged) manifest says a layer holds; used by wsp_pack_verify,
+ * wsp_pack_unpack and wsp_save.
  */
 #include <errno.h>
 #include <limits.h>
