@@ -22,8 +22,9 @@ visible.  ``state_dict()`` (so ``save_pretrained``) reads the true
 weights through the pager instead, a layer at a time, into CPU tensors;
 ``.to(dtype)``, ``.half()`` or ``.to(other device)`` raise (they would
 convert buffers but not the pager's weights); after :func:`remove` a
-forward raises (see :mod:`wspager._weights`).  Autograd must not keep weights beyond the forward: offloaded
-parameters have ``requires_grad=False``, unless the model is offloaded with
+forward raises (see :mod:`wspager._weights`).  Autograd must not keep
+weights beyond the forward: offloaded parameters have
+``requires_grad=False``, unless the model is offloaded with
 ``train=True``: then autograd saves handles in place of paged weights, the
 backward re-acquires each layer, and gradients leave through the pager's
 write-back path (see :mod:`wspager._train`, :func:`grads`).
