@@ -230,12 +230,13 @@ lane_python() {
 }
 
 lane_py_train() {
+	step py-grad-loop-cuda 300 "${py_env[@]}" sh -c '. "$top_srcdir/tests/python/lib.sh"; "$PY" "$HERE/test_grad_loop.py" cuda'
 	step py-train-cuda 300 "${py_env[@]}" sh -c '. "$top_srcdir/tests/python/lib.sh"; "$PY" "$HERE/test_train.py" cuda'
 	step py-train-cpu 300 "${py_env[@]}" sh "$top/tests/python/torch_train.sh"
 	step py-step-cuda 300 "${py_env[@]}" sh -c '. "$top_srcdir/tests/python/lib.sh"; "$PY" "$HERE/test_step_in_backward.py" cuda'
 	step py-step-cpu 300 "${py_env[@]}" sh "$top/tests/python/torch_step_in_backward.sh"
 	step py-bounded-cuda 300 "${py_env[@]}" sh -c '. "$top_srcdir/tests/python/lib.sh"; "$PY" "$HERE/test_train_bounded.py" cuda'
-	for f in py-train-cuda py-step-cuda py-step-cpu py-bounded-cuda; do
+	for f in py-grad-loop-cuda py-train-cuda py-step-cuda py-step-cpu py-bounded-cuda; do
 		echo "== $f"; grep -E 'torch|diff|failures|FAIL|Error' "$out/$f.log"
 	done
 }

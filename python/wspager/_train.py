@@ -23,12 +23,15 @@ What :func:`wspager.torch.offload` adds with ``train=True``:
 * ``wspager.torch.grads(model)`` gives the accumulated gradients;
   ``wspager.torch.parameters(model)`` fp32 host master copies whose
   ``.grad`` are those accumulators, for any torch optimizer.
-* Around a step of an optimizer over those masters (global optimizer step
-  hooks): before it, the masters' ``.grad`` are bound to the accumulators
-  (zero-copy, once the copies are in); after it, each layer's masters, in
-  the layer's dtype, replace its weights in the pager (``wsp_update``), so
-  the next forward uses them.  After ``optimizer.zero_grad()`` the next
-  backward starts the accumulators over.
+* The masters' ``.grad`` are the accumulators (zero-copy views, bound at
+  the end of each backward once the copies are in, and again before a
+  step), so clipping, unscaling or a norm between backward and step see
+  them, and micro-batches accumulate into them as into any ``.grad``;
+  after ``zero_grad()`` (``set_to_none`` or not) the next backward starts
+  them over.  ``parameters()`` come in ``model.parameters()`` order.
+* After a step of an optimizer over those masters (a global optimizer
+  step hook), each layer's masters, in the layer's dtype, replace its
+  weights in the pager (``wsp_update``), so the next forward uses them.
 * ``wspager.torch.save(model, out)``: a new pack, atomically (``wsp_save``).
 * Or, with :func:`wspager.torch.step_in_backward`, no host masters: each
   layer is stepped on the device inside the backward (``_devstep.py``).
@@ -85,7 +88,7 @@ class Trainer:
         self.ctx: List[object] = []                  # saved-tensor hook contexts entered
         self.callback_queued = False
         self.masters: Optional[Dict[int, List[Optional[torch.nn.Parameter]]]] = None
-        self.pushed_since_step: set = set()
+        self.pushed_this_backward: set = set()
         self.devstep = None                          # _devstep.StepInBackward, when chosen
         # Embeddings whose gradient goes as rows: param id -> the token
         # tensors of the passes since its last push (None: too many, whole).
@@ -209,10 +212,11 @@ class Trainer:
     def _push(self, g, i: int) -> None:
         """Parameter i's gradient to the pager (dropped from .grad)."""
         off = self.off
-        if g.index not in self.pushed_since_step:
-            self.pushed_since_step.add(g.index)
-            # After optimizer.zero_grad() (the masters' .grad set to None),
-            # the layer's accumulators start over, as a parameter's .grad does.
+        if g.index not in self.pushed_this_backward:
+            self.pushed_this_backward.add(g.index)
+            # After zero_grad(set_to_none=True) (the masters' .grad None),
+            # the layer's accumulators start over, as a parameter's .grad
+            # does; with .grad there, gradients accumulate into it.
             ms = self.masters.get(g.index) if self.masters is not None else None
             if ms and any(m is not None and m.grad is None for m in ms):
                 off.pager.grad_zero(g.index)
@@ -290,6 +294,12 @@ class Trainer:
         self.bwd_held.clear()
         for key in self.row_ids:   # tokens of forwards whose backward never ran
             self.row_ids[key] = []
+        self.pushed_this_backward.clear()
+        # The masters' .grad are real once the backward is over, as any
+        # parameter's: clipping, unscaling and norms between backward and
+        # step see them (views of the accumulators, their copies in).
+        if self.masters is not None and self.devstep is None:
+            self.bind_grads()
 
     def wait(self) -> None:
         self.off.pager.grad_wait()
@@ -322,11 +332,14 @@ class Trainer:
                              "(step_in_backward): it has no host masters")
         if self.masters is None:
             self._make_masters()
+        # In the model's own parameters() order: a global gradient norm then
+        # sums in the same order as on the resident model.
         out = []
-        for g in self.off.groups:
-            for (_, name, _, _), m in zip(g.params, self.masters[g.index]):
-                if m is not None:
-                    out.append((name, m))
+        for name, p in self.off.model.named_parameters():
+            hit = self.by_param.get(id(p))
+            if hit is not None:
+                g, i = hit
+                out.append((name, self.masters[g.index][i]))
         return out
 
     def _make_masters(self) -> None:
@@ -383,7 +396,6 @@ class Trainer:
                 vals[pos[name]] = t.data_ptr()
                 keep.append(t)
             off.pager.update(g.index, vals)   # copied before it returns
-        self.pushed_since_step.clear()
 
     def step_in_backward(self, optimizer, kwargs):
         if self.masters is not None:

@@ -624,10 +624,12 @@ def zero_grad(model: torch.nn.Module) -> None:
 
 
 def named_parameters(model: torch.nn.Module) -> List[Tuple[str, torch.nn.Parameter]]:
-    """The paged parameters' fp32 host masters, by name, for an optimizer:
-    their ``.grad`` are the pager's accumulators (bound when a step starts),
-    and after each step of an optimizer over them the stepped values, in
-    each parameter's dtype, become the weights the next forward uses."""
+    """The paged parameters' fp32 host masters, by name, in the model's
+    ``named_parameters()`` order, for an optimizer: their ``.grad`` are the
+    pager's accumulators, real as soon as a backward is over (clip, unscale
+    or log them there; micro-batches accumulate into them), and after each
+    step of an optimizer over them the stepped values, in each parameter's
+    dtype, become the weights the next forward uses."""
     return _trainer(model).named_parameters()
 
 
