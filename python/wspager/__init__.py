@@ -577,19 +577,24 @@ class Pager(_Closing):
         idx = self._index(layer)
         s = 0 if stream is None else _integer("stream", stream, 64)
         view = ctypes.POINTER(_c.Layer)()
-        if routed:
-            if timeout is not None:
-                raise ValueError("acquire: routed and timeout cannot be combined")
-            self._call(L.wsp_acquire_flags, idx, ctypes.c_void_p(s), _ACQUIRE_ROUTED,
-                       ctypes.byref(view))
-        elif timeout is None:
-            self._call(L.wsp_acquire, idx, ctypes.c_void_p(s), ctypes.byref(view))
-        else:
+        if routed and timeout is not None:
+            raise ValueError("acquire: routed and timeout cannot be combined")
+        if timeout is not None:
             ns = float(timeout) * 1e9
             if not 0 <= ns < 2 ** 63:
                 raise ValueError(f"timeout {timeout!r} must be a number of seconds >= 0")
-            self._call(L.wsp_acquire_wait, idx, ctypes.c_void_p(s), ctypes.byref(view), int(ns))
-        return AcquiredLayer(self, view.contents, s)
+        # The layer's view is read inside the call: once it returns, a
+        # close() in another thread may free the pager.
+        with self._owner.call() as h:
+            if routed:
+                rc = L.wsp_acquire_flags(h, idx, ctypes.c_void_p(s), _ACQUIRE_ROUTED,
+                                         ctypes.byref(view))
+            elif timeout is None:
+                rc = L.wsp_acquire(h, idx, ctypes.c_void_p(s), ctypes.byref(view))
+            else:
+                rc = L.wsp_acquire_wait(h, idx, ctypes.c_void_p(s), ctypes.byref(view), int(ns))
+            _check(rc, self._errmsg)
+            return AcquiredLayer(self, view.contents, s)
 
     def _release_view(self, view: int, stream: int) -> None:
         # This acquire's own use (wsp_release_view), never another

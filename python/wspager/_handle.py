@@ -10,8 +10,9 @@ crash the interpreter, so they all go through one :class:`Handle`:
   the calls in flight (other threads) before it frees anything;
 * memory handed out as a view (:meth:`Handle.host_buffer`,
   :meth:`Handle.view_owner`) holds the handle, and is counted: a closed
-  handle is freed only once its last view is gone (collected), never
-  under a live array;
+  handle is freed only once its last view is gone (collected) and no call
+  is in flight (a release may still run after close()), never under a live
+  array or a running call;
 * objects that borrow the handle hold it, so collecting the owner while
   a borrower lives frees nothing;
 * nothing here can be copied or pickled: two owners of one C handle, or
@@ -85,6 +86,18 @@ class Handle(NoCopy):
                 self._calls -= 1
                 if self._calls == 0:
                     self._cond.notify_all()
+                last = self._last_user_gone()
+            if last:
+                self._free()
+
+    def _last_user_gone(self) -> bool:
+        """Under the lock: is the handle closed with no call in flight and
+        no view left, and not yet freed?  Then the caller frees it (whoever
+        comes last: close(), a release finishing after it, a view's end)."""
+        if self._closed and not self._freeing and not self._calls and not self._views:
+            self._freeing = True
+            return True
+        return False
 
     def _new_view(self) -> _ViewOwner:
         with self._cond:
@@ -98,9 +111,7 @@ class Handle(NoCopy):
     def _view_gone(self) -> None:
         with self._cond:
             self._views -= 1
-            last = self._views == 0 and self._closed and not self._freeing
-            if last:
-                self._freeing = True
+            last = self._last_user_gone()
         if last:
             self._free()
 
@@ -129,10 +140,10 @@ class Handle(NoCopy):
             while self._calls:
                 self._cond.wait()
             views = self._views
-            self._freeing = not views
-        if views:
+            last = self._last_user_gone()
+        if last:
+            self._free()
+        else:
             warnings.warn(f"{self.what}: closed with {views} views of its memory alive; it is "
                           "freed when the last one goes", ResourceWarning, stacklevel=3)
-        else:
-            self._free()
 
