@@ -710,20 +710,11 @@ class Pager(_Closing):
         """Take `layer`'s state buffer of `nbytes` bytes: its host address
         (page-locked on a GPU), holding what it held when last released,
         or zeros (none of that size yet).  Read and write it until
-        :meth:`state_release`; :meth:`state_buffer` gives it as a
-        buffer that keeps the pager alive."""
+        :meth:`state_release`."""
         p = ctypes.c_void_p()
         self._call(_c.lib().wsp_state_acquire, self._index(layer),
                    _integer("nbytes", nbytes, 63), ctypes.byref(p))
         return int(p.value)
-
-    def state_buffer(self, address: int, nbytes: int):
-        """`nbytes` of a state buffer at `address` (from :meth:`state_acquire`)
-        as a writable ctypes byte array that keeps the pager's memory alive
-        (numpy.frombuffer / torch.frombuffer of it do too)."""
-        with self._owner.call():
-            return self._owner.host_buffer(_integer("address", address, 64),
-                                           _integer("nbytes", nbytes, 63))
 
     def state_release(self, layer: Union[int, str], changed: bool) -> None:
         """Hand `layer`'s state buffer back (`changed`: it was written)."""
@@ -749,10 +740,12 @@ class Pager(_Closing):
         self._call(_c.lib().wsp_save, _c_path(out), 1 if force else 0, cb, None)
 
     def _host_buffer(self, address: int, nbytes: int):
-        """Pager memory (a host slot, a state buffer) as a ctypes byte array
-        that keeps the pager alive: for wspager.torch's views."""
+        """Pager memory (a host slot, a state buffer) as a writable ctypes
+        byte array that keeps the pager alive (numpy.frombuffer and
+        torch.frombuffer of it do too): for wspager.torch's views."""
         with self._owner.call():
-            return self._owner.host_buffer(address, nbytes)
+            return self._owner.host_buffer(_integer("address", address, 64),
+                                           _integer("nbytes", nbytes, 63))
 
     def _view_owner(self) -> object:
         """An object that keeps the pager alive, for a view of device memory."""

@@ -70,7 +70,7 @@ def _host_view(pager, addr: int, e: _Entry) -> torch.Tensor:
     the pager's memory alive."""
     _, _, shape, dtype, off = e
     n = max(1, torch.Size(shape).numel()) * torch.empty((), dtype=dtype).element_size()
-    buf = pager.state_buffer(addr + off, n)
+    buf = pager._host_buffer(addr + off, n)
     return torch.frombuffer(buf, dtype=torch.uint8).view(dtype)[:torch.Size(shape).numel()] \
         .view(shape)
 

@@ -24,17 +24,17 @@ from typing import Dict, List, Tuple
 import torch
 
 
-def _read_layer(off, g) -> Dict[str, torch.Tensor]:
-    """Every tensor of group g's pack layer, copied to CPU memory."""
+def _read_tensors(off, g, names) -> List[torch.Tensor]:
+    """Tensors `names` of group g's pack layer, copied to CPU memory (one
+    acquire of the layer)."""
     held = g.depth > 0
     layer = g.layer if held else off.pager.acquire(g.index, off._stream())
     try:
-        out = {}
-        for name in layer.names():
+        out = []
+        for name in names:
             info = layer.info(name)
-            dtype = _torch_dtype(info.dtype)
-            out[info.name] = off._span(g, layer.address(name), info.nbytes, dtype,
-                                       info.shape).to("cpu", copy=True)
+            out.append(off._span(g, layer.address(name), info.nbytes,
+                                 _torch_dtype(info.dtype), info.shape).to("cpu", copy=True))
         return out
     finally:
         if not held:
@@ -93,16 +93,11 @@ class StateDictSource:
     def _value(self, how) -> torch.Tensor:
         if how[0] == "tensor":
             _, g, tname = how
-            return _read_layer(self.off, g)[tname]
+            return _read_tensors(self.off, g, [tname])[0]
         _, groups, attr = how
-        per_expert = []
-        for g in groups:
-            vals = _read_layer(self.off, g)
-            (gn, _, _), (un, _, _), (dn, _, _) = (g.roles["gate"], g.roles["up"],
-                                                  g.roles["down"])
-            per_expert.append(torch.cat([vals[gn], vals[un]]) if attr == "gate_up_proj"
-                              else vals[dn])
-        return torch.stack(per_expert)
+        roles = ("gate", "up") if attr == "gate_up_proj" else ("down",)
+        return torch.stack([torch.cat(_read_tensors(self.off, g, [g.roles[r][0] for r in roles]))
+                            for g in groups])
 
 
 def guard_conversions(off, model: torch.nn.Module) -> None:
@@ -114,9 +109,15 @@ def guard_conversions(off, model: torch.nn.Module) -> None:
         for p, _, dtype, _ in g.params:
             if dtype.is_floating_point:
                 probes.setdefault(dtype, p)
+    # every module above a paged parameter, from the parameters' names
     paged = {id(p) for g in off.groups for p, _, _, _ in g.params}
+    above = set()
+    for name, p in model.named_parameters(remove_duplicate=False):
+        if id(p) in paged:
+            parts = name.split(".")[:-1]
+            above.update(".".join(parts[:k]) for k in range(len(parts) + 1))
     for path, m in model.named_modules():
-        if not any(id(p) in paged for p in m.parameters()):
+        if path not in above:
             continue
 
         def guarded(fn, *args, _orig=m._apply, _path=path, **kwargs):
