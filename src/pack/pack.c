@@ -66,8 +66,10 @@ static int build_views(struct wsp_pack_s *pk, struct wspi_err *err)
 		pk->layer_by_name[i] = i;
 		pk->max_layer_stored = WSP_MAX(pk->max_layer_stored, s->stored_bytes);
 	}
-	for (uint64_t i = 0; i < m->hdr->n_chunks; i++)
+	for (uint64_t i = 0; i < m->hdr->n_chunks; i++) {
 		pk->max_chunk_raw = WSP_MAX(pk->max_chunk_raw, m->chunks[i].raw_bytes);
+		pk->max_chunk_stored = WSP_MAX(pk->max_chunk_stored, m->chunks[i].stored_bytes);
+	}
 
 	/* Names are keys: two layers or tensors of one name would make
 	 * lookups ambiguous. */

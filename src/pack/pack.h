@@ -23,6 +23,7 @@ struct wsp_pack_s {
 	char *metadata_json;          /* wsp_pack_summary's, made on first use */
 	int metadata_done;
 	uint64_t max_chunk_raw;       /* largest chunk raw size (decoder scratch) */
+	uint64_t max_chunk_stored;    /* largest chunk stored size (chunk_stream) */
 	uint64_t max_layer_stored;    /* largest stored region of a layer */
 	struct chunk_decoder *dec;    /* wsp_pack_read_layer's */
 	void *rbuf;                   /* its read buffer, max_layer_stored bytes */

@@ -17,10 +17,7 @@
 
 int chunk_stream_init(struct wsp_pack_s *pk, struct chunk_stream *cs, struct wspi_err *err)
 {
-	uint64_t max_stored = 1;
-	for (uint64_t i = 0; i < pk->m.hdr->n_chunks; i++)
-		max_stored = WSP_MAX(max_stored, pk->m.chunks[i].stored_bytes);
-	cs->stored = malloc(max_stored);
+	cs->stored = malloc(pk->max_chunk_stored ? pk->max_chunk_stored : 1);
 	cs->raw = malloc(pk->max_chunk_raw ? pk->max_chunk_raw : 1);
 	int rc = cs->stored && cs->raw ?
 		chunk_decoder_create(pk->max_chunk_raw ? pk->max_chunk_raw : 1, &cs->dec) : -ENOMEM;
