@@ -23,7 +23,8 @@
 #                               on both), cold-bench (`wspager
 #                               bench` on an exprans pack larger than the
 #                               host cache), py-train (the training tests
-#                               of python); tests, python, bench and
+#                               of python), py-families (the transformers
+#                               families of python); tests, python, bench and
 #                               torch-bench when none is named.  Logs go to $OUT (or
 #                               .gpu-lane/out); a table is printed last.
 set -u
@@ -120,7 +121,10 @@ run() {
 	: >"$summary"
 	local parts=" ${*:-tests python bench torch-bench} "
 	case $parts in *" tests "*) lane_tests ;; esac
-	case $parts in *" python "*) lane_python ;; *" py-train "*) lane_py_train ;; esac
+	case $parts in *" python "*) lane_python ;; *)
+		case $parts in *" py-train "*) lane_py_train ;; esac
+		case $parts in *" py-families "*) lane_py_families ;; esac ;;
+	esac
 	case $parts in *" bench "*) lane_bench ;; esac
 	case $parts in *" bench "*|*" codec-bench "*)
 		step bench-exprans 400 "$lane/bench/exprans_bench"
@@ -220,12 +224,21 @@ lane_python() {
 	step py-offload-cpu 300 "${py_env[@]}" sh "$top/tests/python/torch_offload.sh"
 	step py-mismatch 300 "${py_env[@]}" sh "$top/tests/python/torch_mismatch.sh"
 	step py-from-pretrained-cuda 300 "${py_env[@]}" sh -c '. "$top_srcdir/tests/python/lib.sh"; "$PY" "$HERE/test_from_pretrained.py" cuda'
+	lane_py_families
 	step py-multitask 300 "${py_env[@]}" sh "$top/tests/python/multitask.sh"
 	step py-example 300 "${py_env[@]}" sh "$top/tests/python/example.sh"
 	lane_py_train
 	step py-adamw 300 "${py_env[@]}" sh "$top/tests/python/torch_adamw.sh"
 	for f in py-offload-cuda py-offload-cpu; do
 		echo "== $f"; grep -E 'torch|diff|failures' "$out/$f.log"
+	done
+}
+
+lane_py_families() {
+	step py-families-cuda 300 "${py_env[@]}" sh -c '. "$top_srcdir/tests/python/lib.sh"; "$PY" "$HERE/test_families.py" cuda'
+	step py-families-cpu 300 "${py_env[@]}" sh "$top/tests/python/torch_families.sh"
+	for f in py-families-cuda py-families-cpu; do
+		echo "== $f"; grep -E 'torch|FAIL|Error|failures' "$out/$f.log"
 	done
 }
 

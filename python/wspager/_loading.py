@@ -68,15 +68,16 @@ def local_checkpoint(path, log=None) -> str:
             f"({type(e).__name__}: {e})", p) from e
 
 
-def build_model(cls, config):
-    """An instance of `cls` from `config`: an Auto class (``from_config``)
-    or a concrete transformers model class (``LlamaForCausalLM``), built
-    the way transformers' own from_pretrained builds it."""
+def build_model(cls, config, dtype=None):
+    """An instance of `cls` from `config` (in `dtype` if given): an Auto
+    class (``from_config``) or a concrete transformers model class
+    (``LlamaForCausalLM``)."""
     import transformers
+    kw = {} if dtype is None else {"dtype": dtype}
     if hasattr(cls, "from_config"):
-        return cls.from_config(config)
+        return cls.from_config(config, **kw)
     if isinstance(cls, type) and issubclass(cls, transformers.PreTrainedModel):
-        return cls._from_config(config)
+        return cls._from_config(config, **kw)
     raise TypeError(f"model_class must be a transformers Auto class or model class, not {cls!r}")
 
 
@@ -88,6 +89,48 @@ def load_generation_config(model, directory: Optional[str]) -> None:
             not os.path.isfile(os.path.join(directory, "generation_config.json")):
         return
     model.generation_config = transformers.GenerationConfig.from_pretrained(directory)
+
+
+_BIN_INDEX = "pytorch_model.bin.index.json"
+
+
+def bin_files(checkpoint: str):
+    """The PyTorch (torch.save) shards of a checkpoint directory that has
+    no safetensors: pytorch_model.bin, or those its index names."""
+    index = os.path.join(checkpoint, _BIN_INDEX)
+    if os.path.isfile(index):
+        import json
+        with open(index) as f:
+            files = sorted(set(json.load(f)["weight_map"].values()))
+        return [os.path.join(checkpoint, f) for f in files]
+    single = os.path.join(checkpoint, "pytorch_model.bin")
+    return [single] if os.path.isfile(single) else []
+
+
+def safetensors_from_bin(files, out_dir: str, log=None) -> None:
+    """Each shard in `files` as a .safetensors file in `out_dir`, read as
+    transformers reads it: ``torch.load(weights_only=True)``, which builds
+    tensors and never runs code from the file; one shard in memory at a
+    time (file-backed where torch can map it)."""
+    from safetensors.torch import save_file
+    for f in files:
+        notify(log, f"wspager: reading {f} with torch.load(weights_only=True)")
+        try:
+            sd = torch.load(f, map_location="cpu", weights_only=True, mmap=True)
+        except RuntimeError:   # the legacy (non-zip) format cannot be mapped
+            sd = torch.load(f, map_location="cpu", weights_only=True)
+        if not isinstance(sd, dict) or not all(torch.is_tensor(t) for t in sd.values()):
+            raise ValueError(f"{f}: not a state dict of tensors")
+        out, seen = {}, set()
+        for k, t in sd.items():
+            # safetensors holds each tensor once: tied names get a copy
+            at = (t.untyped_storage().data_ptr(), t.storage_offset(), tuple(t.shape))
+            out[k] = t.contiguous() if at not in seen else t.clone(memory_format=torch.contiguous_format)
+            seen.add(at)
+        name = os.path.basename(f)
+        name = name[:-4] if name.endswith(".bin") else name
+        save_file(out, os.path.join(out_dir, name + ".safetensors"), metadata={"format": "pt"})
+        del sd, out
 
 
 def progress_bar(checkpoint: str, out: str):

@@ -24,7 +24,7 @@ from typing import Dict, List, Tuple
 import torch
 
 
-def _read_tensors(off, g, names) -> List[torch.Tensor]:
+def read_tensors(off, g, names) -> List[torch.Tensor]:
     """Tensors `names` of group g's pack layer, copied to CPU memory (one
     acquire of the layer)."""
     held = g.depth > 0
@@ -51,15 +51,15 @@ class StateDictSource:
 
     def __init__(self, off, model: torch.nn.Module):
         self.off = off
-        # id(parameter) -> how to get its value: ("tensor", group, name) or
-        # ("experts", groups, "gate_up_proj" | "down_proj")
+        # id(parameter) -> how to get its value: ("tensor", group, pack
+        # name, the model's dtype) or ("experts", _plan.Experts, attribute)
         self.how: Dict[int, Tuple] = {}
         for g in off.groups:
-            for p, tname, _, _ in g.params:
-                self.how[id(p)] = ("tensor", g, tname)
-        for m, groups in off.experts:
-            for attr in ("gate_up_proj", "down_proj"):
-                self.how[id(m._parameters[attr])] = ("experts", groups, attr)
+            for (p, tname, _, _), ph in zip(g.params, g.placeholders):
+                self.how[id(p)] = ("tensor", g, tname, ph.dtype)
+        for m, x in off.experts:
+            for attr in x.targets:
+                self.how[id(m._parameters[attr])] = ("experts", x, attr)
         # Values made for one state_dict() call, shared by tied parameters:
         # id(state dict) -> id(parameter) -> tensor; gone with the dict.
         self.made: Dict[int, Dict[int, torch.Tensor]] = {}
@@ -92,12 +92,11 @@ class StateDictSource:
 
     def _value(self, how) -> torch.Tensor:
         if how[0] == "tensor":
-            _, g, tname = how
-            return _read_tensors(self.off, g, [tname])[0]
-        _, groups, attr = how
-        roles = ("gate", "up") if attr == "gate_up_proj" else ("down",)
-        return torch.stack([torch.cat(_read_tensors(self.off, g, [g.roles[r][0] for r in roles]))
-                            for g in groups])
+            _, g, tname, dtype = how
+            return read_tensors(self.off, g, [tname])[0].to(dtype)
+        from ._experts import full
+        _, x, attr = how
+        return full(self.off, x, self.off.names, attr)
 
 
 def guard_conversions(off, model: torch.nn.Module) -> None:

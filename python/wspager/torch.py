@@ -42,27 +42,13 @@ import torch
 
 from . import Pager, Pack, convert as _convert
 from ._optim import AdamW  # noqa: F401  (wspager.torch.AdamW: the native host AdamW)
-from . import _loading
+from . import _experts, _hf, _loading, _plan
+from ._plan import MismatchError, TORCH_DTYPES, inside as _inside
 from ._weights import StateDictSource, forbid_forward, guard_conversions
 
 __all__ = ["offload", "remove", "from_pretrained", "convert", "init_empty", "MismatchError",
            "TORCH_DTYPES", "grads", "zero_grad", "parameters", "named_parameters", "save", "AdamW",
            "step_in_backward"]
-
-TORCH_DTYPES = {
-    "BOOL": torch.bool, "U8": torch.uint8, "I8": torch.int8, "I16": torch.int16,
-    "I32": torch.int32, "I64": torch.int64, "F16": torch.float16, "BF16": torch.bfloat16,
-    "F32": torch.float32, "F64": torch.float64, "C64": torch.complex64,
-    "U16": getattr(torch, "uint16", None), "U32": getattr(torch, "uint32", None),
-    "U64": getattr(torch, "uint64", None),
-    "F8_E4M3": getattr(torch, "float8_e4m3fn", None),
-    "F8_E5M2": getattr(torch, "float8_e5m2", None),
-}
-
-
-class MismatchError(ValueError):
-    """The pack and the model disagree; the message lists every difference."""
-
 
 def _placeholder(shape, dtype, device) -> torch.Tensor:
     """Shape, dtype and device of a weight, one element of storage: NaN, so
@@ -92,8 +78,18 @@ class Offload:
         self.handles = []
         self.restore = []          # (module, attribute) set on the instance
         self.trainer = None        # wspager._train.Trainer with train=True
-        self.experts = []          # (stacked-experts module, its experts' groups)
+        self.experts = []          # (stacked-experts module, its _plan.Experts)
         self.hooked: List[torch.nn.Module] = []   # modules whose forward acquires
+        self.names = None          # _hf.Names of the model
+        self.by_index: Dict[int, _Group] = {}     # views of layers read outside hooks
+
+    def group_for(self, index: int) -> "_Group":
+        """A group holding views of pack layer `index` for reads outside the
+        hooks (kept tensors, experts): views are cached per group."""
+        g = self.by_index.get(index)
+        if g is None:
+            g = self.by_index[index] = _Group(index, "")
+        return g
 
     def _stream(self) -> int:
         if self.device.type == "cuda":
@@ -128,8 +124,11 @@ class Offload:
             return
         layer = self.pager.acquire(g.index, self._stream())
         g.layer = layer
-        for p, name, dtype, shape in g.params:
-            p.data = self._view(g, layer, name, dtype, shape)
+        for (p, name, dtype, shape), ph in zip(g.params, g.placeholders):
+            v = self._view(g, layer, name, dtype, shape)
+            # a weight the model keeps in another dtype: cast on the device,
+            # as transformers casts it at load
+            p.data = v if v.dtype == ph.dtype else v.to(ph.dtype)
 
     def release(self, g: _Group) -> None:
         g.depth -= 1
@@ -167,10 +166,6 @@ def _owners(model: torch.nn.Module) -> Dict[int, List[Tuple[str, torch.nn.Module
     return out
 
 
-def _inside(path: str, root: str) -> bool:
-    return root == "" or path == root or path.startswith(root + ".")
-
-
 def _resolve_device(device) -> torch.device:
     d = torch.device(device)
     if d.type == "cuda" and d.index is None:
@@ -190,8 +185,13 @@ def offload(model: torch.nn.Module, pack: Union[str, os.PathLike], device=None, 
     ----------
     model : torch.nn.Module
         Its parameters may be real or on the meta device; the pack provides
-        every parameter it holds.  Parameter names must equal the pack's
-        tensor names (a transformers model and its own checkpoint do).
+        every parameter it holds, and persistent buffers it holds (cast to
+        the buffer's dtype).  Pack tensors keep their checkpoint names; a
+        transformers model matches them as its own loader does (renamed
+        keys, per-expert tensors stacked by its converters).  A weight the
+        model keeps in another dtype than the pack's is cast on the device
+        for each use, as transformers casts it at load.  Buffers on the
+        meta device are an error (build with :func:`init_empty`).
     pack : path
         A pack made by ``wspack convert`` or :func:`wspager.convert`.
     device : "cuda", "cuda:N", "cpu" or None
@@ -217,40 +217,44 @@ def offload(model: torch.nn.Module, pack: Union[str, os.PathLike], device=None, 
         fp32 host accumulators (:func:`grads`).  Layers an optimizer step
         changed are kept in memory up to ``updated_cache`` (a Pager option;
         default a quarter of `host_cache`), the rest in an unnamed overflow
-        file (``overflow_dir``).  Routed experts are not trainable yet.
+        file (``overflow_dir``).  Routed experts are not trainable yet,
+        and paged weights must have the pack's dtype.
 
     Returns the model, hooked.  Every disagreement between pack and model
-    (missing tensors, shapes, dtypes, layers without a module) is found
-    before anything is bound and raised as one :class:`MismatchError`.
+    (missing tensors, shapes, tensors that match nothing, buffers without
+    a value) is found before anything is bound and raised as one
+    :class:`MismatchError`.
     """
     if getattr(model, "_wspager", None) is not None:
         raise ValueError("this model is already offloaded (wspager.torch.remove first)")
     for h in model.__dict__.pop("_wspager_removed", []):   # offloaded again after remove
         h.remove()
     dev = _resolve_device(_loading.default_device(device))
+    names = _hf.Names(model)
     with Pack(pack) as p:
-        names = [L.name for L in p.layers]
-    wanted = [n for n in names if re.search(r"\bexperts\.\d+$", n) or
-              any(_inside(n, prefix) for prefix in on_demand)]
-    unknown = [prefix for prefix in on_demand if not any(_inside(n, prefix) for n in names)]
+        plan = _plan.plan(model, p, names, set(resident), train)
+        path = p.path
+    wanted = set(plan.on_demand())
+    unknown = []
+    for prefix in on_demand:
+        hit = [L.name for i, L in plan.layers.items() if _inside(L.name, prefix) or any(
+            _inside(e.name, prefix) for e in plan.paged.get(i, []) + plan.kept.get(i, []))]
+        wanted.update(hit)
+        if not hit:
+            unknown.append(prefix)
     if unknown:
-        raise MismatchError(f"{pack}: on_demand names no pack layer: {', '.join(unknown)}")
+        raise MismatchError(f"{path}: on_demand names no pack layer: {', '.join(unknown)}")
     pager_options.setdefault("host_total", True)   # host_cache: what a user budgets RAM for
     pager = Pager(pack, device="host" if dev.type == "cpu" else dev.index,
-                  host_cache=host_cache, gpu_slots=gpu_slots, on_demand=wanted, **pager_options)
-    try:
-        plan = _plan(model, pager.pack, set(resident))
-    except BaseException:
-        pager.close()
-        raise
+                  host_cache=host_cache, gpu_slots=gpu_slots, on_demand=sorted(wanted),
+                  **pager_options)
     off = Offload(model, pager, dev)
+    off.names = names
     try:
         _bind(model, off, plan, dev)
         off.handles += StateDictSource(off, model).attach(model)
         guard_conversions(off, model)
         if train:
-            if plan[3]:
-                raise NotImplementedError("train=True: routed experts are not trainable yet")
             from ._train import Trainer
             off.trainer = Trainer(off, model)
     except BaseException:
@@ -260,160 +264,6 @@ def offload(model: torch.nn.Module, pack: Union[str, os.PathLike], device=None, 
         raise
     model._wspager = off
     return model
-
-
-# Mixture of experts.  transformers 5 computes a layer's experts with one
-# module holding stacked parameters (gate_up_proj [E, 2I, H], down_proj
-# [E, H, I]) while checkpoints keep each expert's matrices apart; packs keep
-# each routed expert as a layer of its own.  Such a module gets a forward
-# that acquires only the experts its tokens are routed to, and computes what
-# transformers' eager experts forward computes, with the gate and up halves
-# as two products (the same values as the halves of one product).
-_EXPERT_ROLES = {"w1.weight": "gate", "w3.weight": "up", "w2.weight": "down",
-                 "gate_proj.weight": "gate", "up_proj.weight": "up", "down_proj.weight": "down"}
-# Checkpoint names that transformers renames when it loads (Mixtral keeps
-# its router as block_sparse_moe.gate in checkpoints, mlp.gate in the model).
-_RENAMES = ((".block_sparse_moe.", ".mlp."),)
-
-
-def _model_name(name: str, params) -> str:
-    """The model's name for a pack tensor `name` (itself, or renamed)."""
-    if name in params:
-        return name
-    for old, new in _RENAMES:
-        if old in name and name.replace(old, new) in params:
-            return name.replace(old, new)
-    return name
-
-
-_BLOCK = re.compile(r"^(.*?\b(?:layers|h|blocks)\.\d+)\.")
-
-
-def _experts_modules(model: torch.nn.Module):
-    """(path, module) of every module holding stacked expert parameters."""
-    for path, m in model.named_modules():
-        gu, dp = m._parameters.get("gate_up_proj"), m._parameters.get("down_proj")
-        if gu is not None and dp is not None and gu.dim() == 3 and dp.dim() == 3:
-            yield path, m
-
-
-def _plan_experts(model, pack: Pack, problems: List[str]):
-    """For each stacked-experts module: its pack layers, one per expert, with
-    the names of their gate, up and down matrices."""
-    plans, claimed = [], set()
-    layers = {L.name: L for L in pack.layers}
-    for path, m in _experts_modules(model):
-        gu, dp = m.gate_up_proj, m.down_proj
-        E, I2, H = gu.shape
-        b = _BLOCK.match(path + ".")
-        if not b:
-            problems.append(f"experts module {path}: not inside a numbered block")
-            continue
-        pat = re.compile(r"^" + re.escape(b.group(1)) + r"\.(?:[\w.]+\.)?experts\.(\d+)$")
-        found = {}
-        for name in layers:
-            mt = pat.match(name)
-            if mt:
-                found.setdefault(int(mt.group(1)), []).append(name)
-        want_dtype = gu.dtype
-        per = []
-        for e in range(E):
-            names = found.get(e, [])
-            if len(names) != 1:
-                problems.append(f"experts module {path}: expert {e} has {len(names)} pack layers "
-                                f"({', '.join(names) or 'none'}); want one")
-                continue
-            L = layers[names[0]]
-            roles = {}
-            for t in L.tensors:
-                role = _EXPERT_ROLES.get(t.short_name)
-                want = {"gate": (I2 // 2, H), "up": (I2 // 2, H), "down": tuple(dp.shape[1:])}.get(role)
-                if role is None or role in roles:
-                    problems.append(f"pack tensor {t.name}: not a gate, up or down matrix of "
-                                    f"expert {e} of {path}")
-                elif tuple(t.shape) != want or TORCH_DTYPES.get(t.dtype) != want_dtype:
-                    problems.append(f"tensor {t.name}: pack has {t.dtype} {list(t.shape)}, "
-                                    f"{path} wants {str(want_dtype).replace('torch.', '')} "
-                                    f"{list(want)}")
-                else:
-                    roles[role] = t
-            if set(roles) != {"gate", "up", "down"}:
-                problems.append(f"pack layer {L.name}: lacks "
-                                + ", ".join(sorted({'gate', 'up', 'down'} - set(roles))))
-                continue
-            per.append((L, roles))
-            claimed.add(L.name)
-        plans.append((path, m, per))
-    return plans, claimed
-
-
-def _plan(model: torch.nn.Module, pack: Pack, resident: Set[str]):
-    """Match pack layers and tensors with the model; every problem at once."""
-    params = dict(model.named_parameters(remove_duplicate=False))
-    buffers = dict(model.named_buffers(remove_duplicate=False))
-    modules = _module_names(model)
-    owners = _owners(model)
-    problems: List[str] = []
-    paged, kept = [], []          # (layer, [(tensor, target)]) ; target: parameter or buffer name
-    covered: Set[int] = set()     # ids of parameters the pack provides
-    reported: Set[str] = set()    # names already in a problem
-    known_res = set()
-    experts, claimed = _plan_experts(model, pack, problems)
-    for _, m, _ in experts:
-        covered.update({id(m.gate_up_proj), id(m.down_proj)})
-    for L in pack.layers:
-        if L.name in claimed:
-            continue
-        is_res = L.name in resident
-        if is_res:
-            known_res.add(L.name)
-        if not is_res and L.name not in modules:
-            problems.append(f"pack layer {L.name} matches no module of the model")
-        entries = []
-        for t in L.tensors:
-            pname = _model_name(t.name, params)
-            target = params.get(pname)
-            if target is None and t.name in buffers:
-                target = buffers[t.name]
-                pname, is_buffer = t.name, True
-            else:
-                is_buffer = False
-            if target is None:
-                problems.append(f"pack tensor {t.name} ({t.dtype} {list(t.shape)}) matches no "
-                                "parameter or buffer of the model")
-                continue
-            want = TORCH_DTYPES.get(t.dtype)
-            if want is None:
-                problems.append(f"pack tensor {t.name}: dtype {t.dtype} has no torch dtype here")
-                continue
-            if tuple(target.shape) != tuple(t.shape) or target.dtype != want:
-                problems.append(f"tensor {t.name}: pack has {t.dtype} {list(t.shape)}, model has "
-                                f"{str(target.dtype).replace('torch.', '')} "
-                                f"{list(target.shape)}")
-                reported.add(pname)
-                continue
-            if not is_buffer:
-                covered.add(id(target))
-            entries.append((t, pname, is_buffer))
-        (kept if (is_res or any(e[2] for e in entries)) else paged).append((L, entries))
-    for name, p in params.items():
-        if id(p) in covered or name in reported:
-            continue
-        mod = name.rsplit(".", 1)[0] if "." in name else ""
-        if any(_inside(name, r) or _inside(mod, r) for r in resident):
-            if p.device.type == "meta":
-                problems.append(f"model parameter {name} is kept resident but has no value "
-                                "(meta device) and is not in the pack")
-            continue
-        problems.append(f"model parameter {name} ({str(p.dtype).replace('torch.', '')} "
-                        f"{list(p.shape)}) is not in the pack")
-    for r in resident:
-        if r not in known_res and r not in modules:
-            problems.append(f"resident={r!r} names no pack layer and no module")
-    if problems:
-        raise MismatchError(f"{pack.path} does not fit the model ({len(problems)} problems):\n  "
-                            + "\n  ".join(problems))
-    return paged, kept, owners, experts
 
 
 def _replace(owners, p: torch.nn.Parameter, data: torch.Tensor) -> torch.nn.Parameter:
@@ -426,29 +276,47 @@ def _replace(owners, p: torch.nn.Parameter, data: torch.Tensor) -> torch.nn.Para
     return new
 
 
-def _bind(model: torch.nn.Module, off: Offload, plan, dev: torch.device) -> None:
-    paged, kept, owners, experts = plan
+def _read(off: Offload, layer, e: "_plan.Entry") -> torch.Tensor:
+    """Pack tensor `e` of the held `layer`, as a view, in its pack dtype."""
+    t = e.tensor
+    return off._span(off.group_for(e.layer.index), layer.address(t.name), t.nbytes,
+                     TORCH_DTYPES[t.dtype], tuple(t.shape))
+
+
+def _bind(model: torch.nn.Module, off: Offload, plan: "_plan.Plan", dev: torch.device) -> None:
+    owners = _owners(model)
     params = dict(model.named_parameters(remove_duplicate=False))
     modules = _module_names(model)
-    # Resident layers, and layers holding buffers: loaded once, copied.
-    for L, entries in kept:
-        with off.pager.acquire(L.index, off._stream()) as layer:
-            g = _Group(L.index, L.name)
-            for t, name, is_buffer in entries:
-                view = off._view(g, layer, t.name, TORCH_DTYPES[t.dtype], t.shape).clone()
-                if is_buffer:
-                    owner, attr = name.rsplit(".", 1) if "." in name else ("", name)
-                    modules[owner]._buffers[attr] = view
+    # Kept tensors (buffers, resident parameters) and converted parameters:
+    # read once, cast to the model's dtype as transformers casts them.
+    for index, entries in plan.kept.items():
+        with off.pager.acquire(index, off._stream()) as layer:
+            for e in entries:
+                value = _read(off, layer, e).to(dev, e.dtype, copy=True)
+                if e.name in params:
+                    _replace(owners, params[e.name], value)
                 else:
-                    _replace(owners, params[name], view)
-        if dev.type == "cuda":
-            torch.cuda.current_stream(dev).synchronize()   # before the slot is reused
+                    owner, attr = e.name.rsplit(".", 1) if "." in e.name else ("", e.name)
+                    modules[owner]._buffers[attr] = value
+            if dev.type == "cuda":
+                torch.cuda.current_stream(dev).synchronize()   # before the slot is reused
+    for name, (converter, sources) in plan.converted.items():
+        tensors = {}
+        for pattern, entries in sources.items():
+            tensors[pattern] = []
+            for e in entries:
+                with off.pager.acquire(e.layer.index, off._stream()) as layer:
+                    tensors[pattern].append(_read(off, layer, e).to(dev, e.dtype, copy=True))
+        made = off.names.convert(converter, name, tensors)
+        for target, value in made.items():
+            if target in params:
+                _replace(owners, params[target], value)
+    for x in plan.experts:
+        _experts.bind(off, x, off.names, owners, _replace, off.group_for)
     # Everything not paged goes to the device as it is (buffers such as
     # rotary inv_freq, parameters kept resident).
-    for path, m, per in experts:
-        _bind_experts(off, m, per, owners, dev)
     params = dict(model.named_parameters(remove_duplicate=False))
-    paged_ids = {id(params[name]) for _, entries in paged for _, name, _ in entries}
+    paged_ids = {id(params[e.name]) for es in plan.paged.values() for e in es}
     for name, p in params.items():
         if id(p) not in paged_ids and p.device != dev:
             _replace(owners, p, p.data.to(dev))
@@ -456,21 +324,24 @@ def _bind(model: torch.nn.Module, off: Offload, plan, dev: torch.device) -> None
         for bname, b in list(m._buffers.items()):
             if b is not None and b.device != dev and b.device.type != "meta":
                 m._buffers[bname] = b.to(dev)
-    # Paged layers: a group each, hooked on its module and on every module
-    # outside it that holds one of its parameters (tied weights).
+    # Paged layers: a group each, hooked on the deepest module holding all
+    # its parameters and on every module outside it that holds one of them
+    # (tied weights).
     hooks: Dict[int, Tuple[torch.nn.Module, List[_Group]]] = {}
-    for L, entries in paged:
-        g = _Group(L.index, L.name)
-        users = {L.name}
-        for t, name, _ in entries:
-            old = params[name]
+    for index, entries in plan.paged.items():
+        L = plan.layers[index]
+        g = _Group(index, L.name)
+        home = _plan.home(L.name, [e.name for e in entries], modules)
+        users = {home}
+        for e in entries:
+            old = params[e.name]
             for mpath, _, _ in owners.get(id(old), []):
-                if not _inside(mpath, L.name):
+                if not _inside(mpath, home):
                     users.add(mpath)
-            dtype = TORCH_DTYPES[t.dtype]
-            ph = _placeholder(tuple(t.shape), dtype, dev)
+            t = e.tensor
+            ph = _placeholder(tuple(t.shape), e.dtype, dev)
             p = _replace(owners, old, ph)
-            g.params.append((p, t.name, dtype, tuple(t.shape)))
+            g.params.append((p, t.name, TORCH_DTYPES[t.dtype], tuple(t.shape)))
             g.placeholders.append(ph)
         off.groups.append(g)
         for mpath in sorted(users):
@@ -488,65 +359,6 @@ def _bind(model: torch.nn.Module, off: Offload, plan, dev: torch.device) -> None
         off.handles.append(m.register_forward_pre_hook(pre))
         off.handles.append(m.register_forward_hook(post, always_call=True))
 
-
-def _bind_experts(off: "Offload", m: torch.nn.Module, per, owners, dev: torch.device) -> None:
-    """Stacked expert parameters become placeholders; the module's forward
-    acquires each routed expert's layer around its products."""
-    E = m.gate_up_proj.shape[0]
-    impl = getattr(getattr(m, "config", None), "_experts_implementation", None)
-    if impl not in (None, "eager"):
-        warnings.warn(f"{type(m).__name__}: the model computes experts with {impl!r}; paged "
-                      "experts compute as the 'eager' implementation does (logits equal a "
-                      "resident model with config._experts_implementation = 'eager')")
-    for attr in ("gate_up_proj", "down_proj"):
-        p = m._parameters[attr]
-        _replace(owners, p, _placeholder(tuple(p.shape), p.dtype, dev))
-    groups = []
-    for L, roles in per:
-        g = _Group(L.index, L.name)
-        g.roles = {r: (t.name, TORCH_DTYPES[t.dtype], tuple(t.shape)) for r, t in roles.items()}
-        groups.append(g)
-        off.groups.append(g)
-    off.experts.append((m, groups))
-    F = torch.nn.functional
-
-    def routed_forward(hidden_states, top_k_index, top_k_weights):
-        final = torch.zeros_like(hidden_states)
-        with torch.no_grad():
-            mask = F.one_hot(top_k_index, num_classes=E + 1).permute(2, 1, 0)
-            hit = torch.greater(mask.sum(dim=(-1, -2)), 0).nonzero()
-        chosen = [e for e in hit[:, 0].tolist() if e < E]
-        # The router has chosen: the pager reads exactly these next, and
-        # learns nothing from their (data-dependent) order.
-        off.pager.hint_next([groups[e].index for e in chosen])
-        for e in chosen:
-            top_k_pos, token_idx = torch.where(mask[e])
-            x = hidden_states[token_idx]
-            g = groups[e]
-            layer = off.pager.acquire(g.index, off._stream(), routed=True)
-            try:
-                (gn, dt, gs), (un, _, us) = g.roles["gate"], g.roles["up"]
-                ga, gb = layer.address(gn), layer.info(gn).nbytes
-                if layer.address(un) == ga + gb:
-                    # gate and up adjacent (wspager.torch.convert lays them
-                    # so): one [2I, H] matrix, as transformers stacks them
-                    gate_up = off._span(g, ga, 2 * gb, dt, (gs[0] + us[0], gs[1]))
-                else:
-                    gate_up = torch.cat([off._view(g, layer, gn, dt, gs),
-                                         off._view(g, layer, un, dt, us)])
-                gate, up = F.linear(x, gate_up).chunk(2, dim=-1)
-                h = m.act_fn(gate) * up
-                dn, ddt, ds = g.roles["down"]
-                h = F.linear(h, off._view(g, layer, dn, ddt, ds))
-                h = h * top_k_weights[token_idx, top_k_pos, None]
-                final.index_add_(0, token_idx, h.to(final.dtype))
-            finally:
-                layer.release(off._stream())
-        return final
-    m.forward = routed_forward
-    off.restore.append((m, "forward"))
-
-
 def _unit_of(path: str, units: Sequence[str]) -> Optional[str]:
     for u in units:
         if _inside(path, u):
@@ -561,31 +373,49 @@ def convert(model: torch.nn.Module, checkpoint, out, *, force: bool = False,
     in ``_no_split_modules`` (transformers' decoder layers and the like), each
     routed expert of a mixture-of-experts block, and for every other
     parameter the module that holds it; layers in the model's module order.
-    The grouping goes to the C converter as an explicit tensor->layer map."""
-    names = set(getattr(model, "_no_split_modules", None) or [])
-    units = [p for p, m in model.named_modules() if type(m).__name__ in names]
+    Tensors keep their checkpoint names; where they belong in the model is
+    asked of transformers (:class:`wspager._hf.Names`).  The grouping goes
+    to the C converter as an explicit tensor->layer map."""
+    names = _hf.Names(model)
+    split = set(getattr(model, "_no_split_modules", None) or [])
+    modules = _module_names(model)
+    units = [p for p, m in modules.items() if type(m).__name__ in split]
     units.sort(key=len, reverse=True)          # the innermost unit wins
     order = {p: i for i, (p, _) in enumerate(model.named_modules())}
+    keys = _checkpoint_keys(os.fspath(checkpoint))
+    mapped = {k: names(k) for k in keys}
+    # the keys feeding each converter target, in the loader's order: the
+    # n-th is expert n's where the target's module holds one per expert
+    feeding: Dict[Tuple[str, str], List[str]] = {}
+    for k, (name, pattern) in mapped.items():
+        if pattern is not None:
+            feeding.setdefault((name, pattern), []).append(k)
+    expert_of = {}
+    for (name, _), ks in feeding.items():
+        path = name.rsplit(".", 1)[0] if "." in name else ""
+        count = getattr(modules.get(path), "num_experts", None)
+        if isinstance(count, int) and len(ks) == count:
+            expert_of.update({k: (path, e) for e, k in enumerate(names.order(ks))})
     pairs = []
-    for k in _checkpoint_keys(os.fspath(checkpoint)):
-        owner = k.rsplit(".", 1)[0] if "." in k else k
-        expert = re.match(r"^(.*\b(?:layers|h|blocks)\.\d+\..*?experts\.\d+)\.", k)
-        pairs.append((k, expert.group(1) if expert else (_unit_of(owner, units) or owner)))
-    # an expert's gate and up matrices adjacent, in that order: the experts
-    # forward then uses them as one stacked matrix, as transformers does
-    role_order = {"gate": 0, "up": 1, "down": 2}
-
-    def role(kl):
-        short = kl[0][len(kl[1]) + 1:] if kl[0].startswith(kl[1] + ".") else ""
-        return role_order.get(_EXPERT_ROLES.get(short), 3)
+    for k in keys:
+        if k in expert_of:
+            path, e = expert_of[k]
+            pairs.append((k, f"{path}.{e}"))
+            continue
+        name = mapped[k][0]
+        owner = name.rsplit(".", 1)[0] if "." in name else name
+        pairs.append((k, _unit_of(owner, units) or owner))
+    experts_at = {f"{p}.{e}": (p, e) for p, e in expert_of.values()}
 
     def rank(layer):   # the pack's layer order: the model's module order,
-        p = layer      # a block's routed experts after it, in expert order
+        if layer in experts_at:        # a block's routed experts after it
+            p, e = experts_at[layer]
+            return order.get(p, len(order)), e + 1
+        p = layer
         while p and p not in order:
             p = p.rsplit(".", 1)[0] if "." in p else ""
-        e = re.search(r"\bexperts\.(\d+)$", layer)
-        return order.get(p, len(order)), int(e.group(1)) + 1 if e else 0
-    pairs.sort(key=lambda kl: (rank(kl[1]), role(kl)))
+        return order.get(p, len(order)), 0
+    pairs.sort(key=lambda kl: rank(kl[1]))
     return _convert(checkpoint, out, groups=pairs, force=force, progress=progress, log=log)
 
 
@@ -733,28 +563,43 @@ def _is_pack(path: str) -> bool:
 
 
 def _pack_for(checkpoint: str, log, model=None) -> str:
-    """The pack cached beside a safetensors checkpoint directory
-    (``DIR.wsp``), converted again when any input is newer than it."""
+    """The pack cached beside a checkpoint directory (``DIR.wsp``),
+    converted again when any input is newer than it.  A directory with
+    only PyTorch .bin shards is read as transformers reads it, through a
+    temporary safetensors copy removed afterwards."""
     out = checkpoint.rstrip("/") + ".wsp"
     inputs = [os.path.join(checkpoint, f) for f in os.listdir(checkpoint)
               if f.endswith(".safetensors") or f == "model.safetensors.index.json"]
-    if not inputs:
-        raise FileNotFoundError(f"{checkpoint}: no .safetensors files (is it a checkpoint "
-                                "directory?)")
+    bins = [] if inputs else _loading.bin_files(checkpoint)
+    if not inputs and not bins:
+        raise FileNotFoundError(f"{checkpoint}: no .safetensors and no pytorch_model.bin files "
+                                "(is it a checkpoint directory?)")
     manifest = os.path.join(out, "manifest.wspm")
     if os.path.exists(manifest):
-        newest = max(os.path.getmtime(p) for p in inputs)
+        newest = max(os.path.getmtime(p) for p in inputs + bins)
         if os.path.getmtime(manifest) >= newest:
             return out
-    progress, done = _loading.progress_bar(checkpoint, out)
+    source = checkpoint
+    if bins:
+        import tempfile
+        source = tempfile.mkdtemp(prefix=os.path.basename(out) + ".bin-",
+                                  dir=os.path.dirname(os.path.abspath(out)))
     try:
-        if model is not None:   # grouped by the modules the hooks sit on
-            p = convert(model, checkpoint, out, force=os.path.exists(out), log=log,
-                        progress=progress)
-        else:
-            p = _convert(checkpoint, out, force=os.path.exists(out), log=log, progress=progress)
+        if bins:
+            _loading.safetensors_from_bin(bins, source, log)
+        progress, done = _loading.progress_bar(checkpoint, out)
+        try:
+            if model is not None:   # grouped by the modules the hooks sit on
+                p = convert(model, source, out, force=os.path.exists(out), log=log,
+                            progress=progress)
+            else:
+                p = _convert(source, out, force=os.path.exists(out), log=log, progress=progress)
+        finally:
+            done()
     finally:
-        done()
+        if bins:
+            import shutil
+            shutil.rmtree(source, ignore_errors=True)
     with p:
         ratio = p.summary["raw_bytes"] / max(p.summary["stored_bytes"], 1)
     _loading.notify(log, f"wspager: packed {checkpoint} into {out} ({ratio:.2f}x smaller); "
@@ -764,8 +609,8 @@ def _pack_for(checkpoint: str, log, model=None) -> str:
 
 def from_pretrained(path: Union[str, bytes, os.PathLike], device=None, *, config=None,
                     host_cache=None, gpu_slots: int = 3, resident: Sequence[str] = (),
-                    on_demand: Sequence[str] = (), model_class=None, train: bool = False,
-                    log=None, **pager_options) -> torch.nn.Module:
+                    on_demand: Sequence[str] = (), model_class=None, dtype="auto",
+                    train: bool = False, log=None, **pager_options) -> torch.nn.Module:
     """A transformers model whose weights are paged, never loaded whole.
 
     Parameters
@@ -783,6 +628,12 @@ def from_pretrained(path: Union[str, bytes, os.PathLike], device=None, *, config
     model_class : optional
         A transformers Auto class (default ``AutoModelForCausalLM``) or a
         model class (``LlamaForCausalLM``).
+    dtype : torch.dtype, str or "auto"
+        As transformers' ``from_pretrained`` takes it ("auto": the config's
+        dtype, else the checkpoint's).  The model is the one that call
+        makes: transformers builds it and computes its buffers; the pack
+        gives the weights, each cast to the dtype the model keeps it in
+        (on the device, per use, where that differs from the pack's).
     train : bool
         As :func:`offload`: paged parameters train through the pager.
     log : callable(str), optional
@@ -808,17 +659,23 @@ def from_pretrained(path: Union[str, bytes, os.PathLike], device=None, *, config
         config_dir = config if os.path.isdir(config) else os.path.dirname(config)
         config = transformers.AutoConfig.from_pretrained(config)
     cls = model_class or transformers.AutoModelForCausalLM
-    with init_empty():
-        model = _loading.build_model(cls, config)
-    _loading.load_generation_config(model, path if not is_pack else config_dir)
-    pack = path if is_pack else _pack_for(path, log, model)
-    # The pack decides the dtypes: meta parameters take them at no cost.
+    with torch.device("meta"):     # module names, for the pack's grouping
+        probe = _loading.build_model(cls, config)
+    pack = path if is_pack else _pack_for(path, log, probe)
     with Pack(pack) as p:
-        dtypes = {t.name: TORCH_DTYPES.get(t.dtype) for t in p.tensors()}
-    for name, prm in model.named_parameters():
-        want = dtypes.get(name)
-        if want is not None and prm.dtype != want and prm.device.type == "meta":
-            prm.data = prm.data.to(want)
-    model.eval()
+        tensors = [(t.name, TORCH_DTYPES.get(t.dtype)) for t in p.tensors()]
+    dtype = _hf.resolve_dtype(dtype, config, [d for _, d in tensors])
+    with torch.device("meta"):
+        probe = _loading.build_model(cls, config, dtype)
+    names = _hf.Names(probe)
+    provided = {names(k)[0] for k, _ in tensors}
+    # transformers builds the model and computes its buffers; the pack's
+    # parameters arrive as placeholders, the rest as transformers makes
+    # weights a checkpoint lacks (and reports them as it does)
+    model = _hf.skeleton(cls, config, dtype, provided)
+    _loading.load_generation_config(model, path if not is_pack else config_dir)
+    given = {id(q) for n, q in model.named_parameters(remove_duplicate=False) if n in provided}
+    made = [n for n, q in model.named_parameters() if id(q) not in given]
     return offload(model, pack, dev, host_cache=host_cache, gpu_slots=gpu_slots,
-                   resident=resident, on_demand=on_demand, train=train, **pager_options)
+                   resident=list(resident) + made, on_demand=on_demand, train=train,
+                   **pager_options)

@@ -11,15 +11,12 @@ def llama(hidden, layers, vocab, heads=4):
 
 
 def mixtral(hidden, layers, vocab, heads=4, experts=8):
-    # The paged experts compute as transformers' eager experts forward does
-    # (one expert at a time, only the routed ones): the resident reference
-    # uses that implementation too.
-    cfg = transformers.MixtralConfig(vocab_size=vocab, hidden_size=hidden, intermediate_size=hidden * 2,
+    # transformers' default experts implementation: the paged experts run
+    # the model's own, over the routed experts only
+    return transformers.MixtralConfig(vocab_size=vocab, hidden_size=hidden, intermediate_size=hidden * 2,
                                      num_hidden_layers=layers, num_attention_heads=heads,
                                      num_key_value_heads=max(1, heads // 2), num_local_experts=experts,
                                      num_experts_per_tok=2, max_position_embeddings=256)
-    cfg._experts_implementation = "eager"
-    return cfg
 
 
 def gpt2(hidden, layers, vocab, heads=4):

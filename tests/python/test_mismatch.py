@@ -1,8 +1,12 @@
 """A pack that does not fit the model is refused before anything is bound,
 with every difference named: a tensor the model needs that the pack lacks,
-a shape or a dtype that differs, a pack layer that matches no module.  The
-model is left exactly as it was (no hook, no parameter changed)."""
+a shape that differs, a tensor that matches nothing in the model, a dtype
+that differs when training.  The model is left exactly as it was (no hook,
+no parameter changed).  A dtype that differs for inference is what
+transformers' loader casts: the weight is cast, and the model computes as
+transformers' own load of that checkpoint."""
 import os
+import shutil
 
 import torch
 import transformers
@@ -28,14 +32,17 @@ def pack_of(name, edit):
     tensors = dict(sd)
     edit(tensors)
     save_file(tensors, os.path.join(d, "model.safetensors"), metadata={"format": "pt"})
+    for f in ("config.json", "generation_config.json"):   # a checkpoint transformers loads
+        if os.path.exists(os.path.join(good, f)):
+            shutil.copy(os.path.join(good, f), d)
     return wspager.convert(d, d + ".wsp").path
 
 
-def expect_refused(pack, *needles):
+def expect_refused(pack, *needles, **options):
     m = transformers.LlamaForCausalLM(cfg).eval()
     before = {k: v.clone() for k, v in m.state_dict().items()}
     try:
-        wt.offload(m, pack, device="cpu", host_cache="16M")
+        wt.offload(m, pack, device="cpu", host_cache="16M", **options)
         check(False, f"{pack}: accepted")
         return
     except wt.MismatchError as e:
@@ -57,15 +64,25 @@ expect_refused(pack_of("shape", lambda t: t.__setitem__(shape, torch.zeros(16, 3
                f"tensor {shape}: pack has F32 [16, 32], model has float32 [32, 32]")
 dt = "model.norm.weight"
 expect_refused(pack_of("dtype", lambda t: t.__setitem__(dt, t[dt].to(torch.bfloat16))),
-               f"tensor {dt}: pack has BF16 [32], model has float32 [32]")
+               f"tensor {dt}: pack has BF16, model has float32; train=True needs the pack's dtype",
+               train=True)
 expect_refused(pack_of("extra", lambda t: t.__setitem__("vision.proj.weight", torch.zeros(4, 4))),
-               "pack layer vision.proj matches no module",
-               "pack tensor vision.proj.weight (F32 [4, 4]) matches no parameter")
+               "pack tensor vision.proj.weight (F32 [4, 4]) matches no parameter or buffer")
 # several problems: all of them in one message
 def several(t):
     t.pop(drop)
-    t[dt] = t[dt].to(torch.float16)
-expect_refused(pack_of("several", several), "(2 problems)", drop, dt)
+    t[shape] = torch.zeros(16, 32)
+expect_refused(pack_of("several", several), "(2 problems)", drop, shape)
+# for inference a dtype that differs is cast, as transformers casts it
+ref = transformers.LlamaForCausalLM.from_pretrained(os.path.join(T, "dtype"),
+                                                   dtype=torch.float32).eval()
+m = transformers.LlamaForCausalLM(cfg).eval()
+wt.offload(m, os.path.join(T, "dtype.wsp"), device="cpu", host_cache="16M")
+ids = torch.randint(0, 128, (1, 8))
+with torch.no_grad():
+    check(torch.equal(m(ids).logits, ref(ids).logits), "cast weight: logits differ from transformers'")
+check(m.state_dict()[dt].dtype == torch.float32, "state_dict: cast weight not in the model's dtype")
+wt.remove(m)
 # resident= keeps a parameter the pack lacks
 m = transformers.LlamaForCausalLM(cfg).eval()
 m.load_state_dict(model.state_dict())

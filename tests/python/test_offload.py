@@ -40,8 +40,7 @@ for name, cfg in CASES:
         ref.save_pretrained(d)
         pack = d + ".wsp"
         if "mixtral" in name:
-            # grouped by the model's modules: each expert's gate and up
-            # matrices adjacent, used as one stacked matrix without a copy
+            # grouped by the model's modules: a pack layer per routed expert
             wt.convert(cls.from_config(cfg), d, pack)
         else:
             wspager.convert(d, pack)
@@ -80,7 +79,7 @@ for name, cfg in CASES:
             # prefetched as usual), so a routed expert is read when a token
             # is routed to it and the others never, although the whole
             # model would fit in the host cache.  This pack is the plain
-            # converter's (gate and up apart: stacked by a copy, still exact).
+            # converter's (grouped by checkpoint names, not by the model's).
             model = cls.from_config(cfg).to(dtype).eval()
             wspager.convert(d, d + "-default.wsp")
             wt.offload(model, d + "-default.wsp", device=device, host_cache="64M")

@@ -1,0 +1,100 @@
+"""Tiny configs of the transformers families wspager.torch is checked
+against (tests/python/test_families.py): each family's config class, the
+Auto class transformers loads it with, and the inputs of a forward.
+Sizes are the smallest each family accepts: a test checks our rules, not
+the model."""
+import torch
+import transformers as tf
+
+H, L, V, HEADS = 32, 2, 128, 4
+
+
+def _decoder(cls, **kw):
+    base = dict(vocab_size=V, hidden_size=H, intermediate_size=2 * H, num_hidden_layers=L,
+                num_attention_heads=HEADS, num_key_value_heads=2, max_position_embeddings=64)
+    base.update(kw)
+    return cls(**base)
+
+
+def _moe(cls, **kw):
+    return _decoder(cls, **kw)
+
+
+FAMILIES = {
+    "llama": lambda: _decoder(tf.LlamaConfig),
+    "mistral": lambda: _decoder(tf.MistralConfig),
+    "qwen2": lambda: _decoder(tf.Qwen2Config),
+    "qwen3": lambda: _decoder(tf.Qwen3Config, head_dim=8),
+    "phi3": lambda: _decoder(tf.Phi3Config, pad_token_id=0),
+    "gemma": lambda: _decoder(tf.GemmaConfig, head_dim=8),
+    "gemma2": lambda: _decoder(tf.Gemma2Config, head_dim=8, sliding_window=16),
+    "gpt2": lambda: tf.GPT2Config(vocab_size=V, n_embd=H, n_layer=L, n_head=HEADS, n_positions=64),
+    "gpt_neox": lambda: tf.GPTNeoXConfig(vocab_size=V, hidden_size=H, num_hidden_layers=L,
+                                         num_attention_heads=HEADS, intermediate_size=2 * H,
+                                         max_position_embeddings=64),
+    "gptj": lambda: tf.GPTJConfig(vocab_size=V, n_embd=H, n_layer=L, n_head=HEADS, n_positions=64,
+                                  rotary_dim=4),
+    "opt": lambda: tf.OPTConfig(vocab_size=V, hidden_size=H, num_hidden_layers=L, ffn_dim=2 * H,
+                                num_attention_heads=HEADS, max_position_embeddings=64,
+                                word_embed_proj_dim=H),
+    "falcon": lambda: tf.FalconConfig(vocab_size=V, hidden_size=H, num_hidden_layers=L,
+                                      num_attention_heads=HEADS),
+    "bloom": lambda: tf.BloomConfig(vocab_size=V, hidden_size=H, n_layer=L, n_head=HEADS),
+    "mixtral": lambda: _moe(tf.MixtralConfig, num_local_experts=8, num_experts_per_tok=2),
+    "qwen2_moe": lambda: _moe(tf.Qwen2MoeConfig, num_experts=8, num_experts_per_tok=2,
+                              moe_intermediate_size=H, shared_expert_intermediate_size=H),
+    "qwen3_moe": lambda: _moe(tf.Qwen3MoeConfig, num_experts=8, num_experts_per_tok=2,
+                              moe_intermediate_size=H, head_dim=8),
+    "deepseek_v2": lambda: _moe(tf.DeepseekV2Config, n_routed_experts=8, num_experts_per_tok=2,
+                                moe_intermediate_size=H, n_shared_experts=1, first_k_dense_replace=1,
+                                kv_lora_rank=16, q_lora_rank=None, qk_rope_head_dim=4,
+                                qk_nope_head_dim=4, v_head_dim=8, n_group=1, topk_group=1),
+    "deepseek_v3": lambda: _moe(tf.DeepseekV3Config, n_routed_experts=8, num_experts_per_tok=2,
+                                moe_intermediate_size=H, n_shared_experts=1, first_k_dense_replace=1,
+                                kv_lora_rank=16, q_lora_rank=16, qk_rope_head_dim=4,
+                                qk_nope_head_dim=4, v_head_dim=8, n_group=1, topk_group=1),
+    "olmoe": lambda: _moe(tf.OlmoeConfig, num_experts=8, num_experts_per_tok=2),
+    "t5": lambda: tf.T5Config(vocab_size=V, d_model=H, d_kv=8, d_ff=2 * H, num_layers=L,
+                              num_heads=HEADS, decoder_start_token_id=0),
+    "bart": lambda: tf.BartConfig(vocab_size=V, d_model=H, encoder_layers=L, decoder_layers=L,
+                                  encoder_attention_heads=HEADS, decoder_attention_heads=HEADS,
+                                  encoder_ffn_dim=2 * H, decoder_ffn_dim=2 * H,
+                                  max_position_embeddings=64),
+    "whisper": lambda: tf.WhisperConfig(vocab_size=V, d_model=H, encoder_layers=L, decoder_layers=L,
+                                        encoder_attention_heads=HEADS, decoder_attention_heads=HEADS,
+                                        encoder_ffn_dim=2 * H, decoder_ffn_dim=2 * H, num_mel_bins=8,
+                                        max_source_positions=16, max_target_positions=64,
+                                        decoder_start_token_id=1, pad_token_id=0, eos_token_id=2,
+                                        bos_token_id=1, suppress_tokens=None, begin_suppress_tokens=None),
+    "bert": lambda: tf.BertConfig(vocab_size=V, hidden_size=H, num_hidden_layers=L,
+                                  num_attention_heads=HEADS, intermediate_size=2 * H,
+                                  max_position_embeddings=64),
+    "vit": lambda: tf.ViTConfig(hidden_size=H, num_hidden_layers=L, num_attention_heads=HEADS,
+                                intermediate_size=2 * H, image_size=16, patch_size=4),
+}
+
+SEQ2SEQ = {"t5", "bart", "whisper"}
+ENCODERS = {"bert", "vit"}
+
+
+def auto_class(family):
+    if family in ENCODERS:
+        return tf.AutoModel
+    if family == "whisper":
+        return tf.AutoModelForSpeechSeq2Seq
+    if family in SEQ2SEQ:
+        return tf.AutoModelForSeq2SeqLM
+    return tf.AutoModelForCausalLM
+
+
+def inputs(family, device, dtype):
+    g = torch.Generator().manual_seed(1)
+    if family == "vit":
+        return {"pixel_values": torch.randn(2, 3, 16, 16, generator=g).to(device, dtype)}
+    if family == "whisper":
+        return {"input_features": torch.randn(2, 8, 32, generator=g).to(device, dtype),
+                "decoder_input_ids": torch.randint(3, V, (2, 6), generator=g).to(device)}
+    ids = torch.randint(3, V, (2, 12), generator=g).to(device)
+    if family in SEQ2SEQ:
+        return {"input_ids": ids, "decoder_input_ids": ids[:, :6]}
+    return {"input_ids": ids}
