@@ -18,6 +18,7 @@ pack ``wspack convert`` makes without a model (checkpoint grouping) binds
 the same way.  argv[1]: "cpu" or "cuda"; argv[2] (optional): families,
 comma-separated."""
 import os
+import shutil
 import subprocess
 import sys
 
@@ -159,6 +160,7 @@ if "llama" in only:
 if "gpt_neox" in only:
     d = os.path.join(T, "gpt_neox-float32")
     cli = os.path.join(os.environ["top_builddir"], "tools", "wspack")
+    cli = cli if os.path.exists(cli) else shutil.which("wspack")
     subprocess.run([cli, "convert", d, "-o", d + ".cli.wsp"], check=True, stdout=subprocess.DEVNULL)
     with wt.init_empty():
         m = auto_class("gpt_neox").from_config(transformers.AutoConfig.from_pretrained(d))
