@@ -2,11 +2,12 @@
 
 What :func:`wspager.torch.offload` adds with ``train=True``:
 
-* Paged parameters require gradients.  While the model's forward runs,
-  autograd's saved tensors that are (views of) paged parameters are saved
-  as handles instead (saved-tensor hooks): the slot memory they point at is
-  reused as soon as the module's forward ends.  The backward re-acquires
-  the layer when it first unpacks one of them.
+* Paged parameters require gradients.  Autograd keeps handles in place of
+  paged weights (:mod:`wspager._saved`); the backward re-acquires a layer
+  when it first unpacks one of its trained weights (:meth:`Trainer.hold`)
+  and releases it once the layer's gradients have left.  Weights whose
+  ``requires_grad`` was turned off (a frozen base under LoRA adapters) are
+  held only while autograd uses them, and send no gradient.
 * Each paged parameter's gradient, once accumulated for the pass (a
   post-accumulate-grad hook), goes to the pager at once (``wsp_grad_push``
   of that one tensor: copied out on the pager's write-back stream after the
@@ -68,14 +69,6 @@ def _install_hooks() -> None:
         _HOOKS.append(register_optimizer_step_post_hook(_step_post))
 
 
-class _Saved:
-    """A saved tensor that is (a view of) paged parameter i of a group."""
-    __slots__ = ("g", "i", "shape", "stride", "offset")
-
-    def __init__(self, g, i: int, shape, stride, offset: int):
-        self.g, self.i, self.shape, self.stride, self.offset = g, i, shape, stride, offset
-
-
 class Trainer:
     """The training state of one offloaded model (``model._wspager.trainer``)."""
 
@@ -85,7 +78,6 @@ class Trainer:
         self.pos: Dict[int, Dict[str, int]] = {}     # layer -> tensor name -> index in the layer
         self.bwd_held: Dict[int, object] = {}        # layer -> group held for the backward
         self.inflight: List[Tuple[int, List[torch.Tensor]]] = []   # gradients being copied out
-        self.ctx: List[object] = []                  # saved-tensor hook contexts entered
         self.callback_queued = False
         self.masters: Optional[Dict[int, List[Optional[torch.nn.Parameter]]]] = None
         self.pushed_this_backward: set = set()
@@ -97,19 +89,17 @@ class Trainer:
             names = [t.name for t in off.pager.pack.layers[g.index].tensors]
             self.pos[g.index] = {n: k for k, n in enumerate(names)}
             g.ready = set()
-            g.trainable = 0
             for i, (p, _, dtype, _) in enumerate(g.params):
                 if not dtype.is_floating_point:
                     continue
                 p.requires_grad_(True)
-                g.trainable += 1
                 self.by_param[id(p)] = (g, i)
                 off.handles.append(p.register_post_accumulate_grad_hook(self._grad_ready))
         for m in self._row_embeddings(model):
             self.row_ids[id(m.weight)] = []
             off.handles.append(m.register_forward_pre_hook(self._saw_tokens, with_kwargs=True))
         off.handles.append(model.register_forward_pre_hook(self._enter))
-        off.handles.append(model.register_forward_hook(self._exit, always_call=True))
+        off.saved.trainer = self
         self.master_ids: set = set()
         _install_hooks()
         _TRAINERS.add(self)
@@ -145,43 +135,12 @@ class Trainer:
         if sum(t.numel() for t in seen) * row_bytes >= w.numel() * w.element_size():
             self.row_ids[key] = None     # rows would be no smaller
 
-    # Saved tensors -------------------------------------------------------
     def _enter(self, _mod, _args):
         if self.devstep is not None:   # the last step's weights, before they are read
             self.devstep.reap(block=True)
-        if torch.is_grad_enabled():
-            ctx = torch.autograd.graph.saved_tensors_hooks(self._pack, self._unpack)
-            ctx.__enter__()
-            self.ctx.append(ctx)
-        else:
-            self.ctx.append(None)
 
-    def _exit(self, _mod, _args, _out):
-        ctx = self.ctx.pop() if self.ctx else None
-        if ctx is not None:
-            ctx.__exit__(None, None, None)
-
-    def _pack(self, t: torch.Tensor):
-        base = t if t._base is None else t._base
-        hit = self.by_param.get(id(base))
-        if hit is None:
-            return t
-        g, i = hit
-        p = g.params[i][0]
-        if base is not p:
-            return t
-        return _Saved(g, i, tuple(t.shape), t.stride(), t.storage_offset() - p.storage_offset())
-
-    def _unpack(self, s):
-        if not isinstance(s, _Saved):
-            return s
-        g = s.g
-        self._hold(g)
-        _, name, dtype, shape = g.params[s.i]
-        v = self.off._view(g, g.layer, name, dtype, shape)
-        return v.as_strided(s.shape, s.stride, v.storage_offset() + s.offset)
-
-    def _hold(self, g) -> None:
+    # The backward ---------------------------------------------------------
+    def hold(self, g) -> None:
         """Acquire g for this backward (once), and make sure the pass ends
         with every layer pushed and released."""
         self._queue_end()
@@ -201,12 +160,13 @@ class Trainer:
         g, i = self.by_param[id(p)]
         self._queue_end()
         g.ready.add(i)
+        trainable = sum(1 for q, _, _, _ in g.params if q.requires_grad)
         if self.devstep is not None:   # the device steps a layer at once
-            if len(g.ready) == g.trainable:
+            if len(g.ready) == trainable:
                 self._step_on_device(g)
             return
         self._push(g, i)
-        if len(g.ready) == g.trainable:
+        if len(g.ready) == trainable:
             self._layer_done(g)
 
     def _push(self, g, i: int) -> None:

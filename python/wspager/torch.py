@@ -22,12 +22,15 @@ visible.  ``state_dict()`` (so ``save_pretrained``) reads the true
 weights through the pager instead, a layer at a time, into CPU tensors;
 ``.to(dtype)``, ``.half()`` or ``.to(other device)`` raise (they would
 convert buffers but not the pager's weights); after :func:`remove` a
-forward raises (see :mod:`wspager._weights`).  Autograd must not keep
-weights beyond the forward: offloaded parameters have
+forward raises (see :mod:`wspager._weights`).  Autograd keeps handles in
+place of paged weights, and the backward re-acquires a layer while it
+needs its weights (see :mod:`wspager._saved`): gradients reach the inputs
+of paged modules, so adapters (peft's LoRA) or heads around a frozen paged
+model train as ordinary parameters.  Offloaded parameters have
 ``requires_grad=False``, unless the model is offloaded with
-``train=True``: then autograd saves handles in place of paged weights, the
-backward re-acquires each layer, and gradients leave through the pager's
-write-back path (see :mod:`wspager._train`, :func:`grads`).
+``train=True``: then gradients of the paged weights themselves leave
+through the pager's write-back path (see :mod:`wspager._train`,
+:func:`grads`).
 """
 from __future__ import annotations
 
@@ -44,6 +47,7 @@ from . import Pager, Pack, convert as _convert
 from ._optim import AdamW  # noqa: F401  (wspager.torch.AdamW: the native host AdamW)
 from . import _experts, _hf, _loading, _plan
 from ._plan import MismatchError, TORCH_DTYPES, inside as _inside
+from ._saved import SavedWeights
 from ._weights import StateDictSource, forbid_forward, guard_conversions
 
 __all__ = ["offload", "remove", "from_pretrained", "convert", "init_empty", "MismatchError",
@@ -81,6 +85,7 @@ class Offload:
         self.experts = []          # (stacked-experts module, its _plan.Experts)
         self.hooked: List[torch.nn.Module] = []   # modules whose forward acquires
         self.names = None          # _hf.Names of the model
+        self.saved = None          # _saved.SavedWeights: weights autograd keeps
         self.by_index: Dict[int, _Group] = {}     # views of layers read outside hooks
 
     def group_for(self, index: int) -> "_Group":
@@ -254,6 +259,7 @@ def offload(model: torch.nn.Module, pack: Union[str, os.PathLike], device=None, 
         _bind(model, off, plan, dev)
         off.handles += StateDictSource(off, model).attach(model)
         guard_conversions(off, model)
+        off.saved = SavedWeights(off, model)
         if train:
             from ._train import Trainer
             off.trainer = Trainer(off, model)
@@ -673,6 +679,8 @@ def from_pretrained(path: Union[str, bytes, os.PathLike], device=None, *, config
     # parameters arrive as placeholders, the rest as transformers makes
     # weights a checkpoint lacks (and reports them as it does)
     model = _hf.skeleton(cls, config, dtype, provided)
+    # where it came from, as transformers records it (peft reads it)
+    model.config.name_or_path = model.name_or_path = path if not is_pack else (config_dir or path)
     _loading.load_generation_config(model, path if not is_pack else config_dir)
     given = {id(q) for n, q in model.named_parameters(remove_duplicate=False) if n in provided}
     made = [n for n, q in model.named_parameters() if id(q) not in given]

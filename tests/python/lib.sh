@@ -1,5 +1,5 @@
 # Shared by the Python tests: a virtual environment under the build tree
-# with numpy, safetensors, torch and transformers from PyPI (made once, kept
+# with numpy, safetensors, torch, transformers and peft from PyPI (made once, kept
 # between runs; `make clean` removes it), or the interpreter named by
 # WSP_PYTHON (the GPU lane: a machine's own torch).  Skips (77) when neither
 # can be had.  Sets PY, and WSPAGER_LIBRARY to the library just built.
@@ -22,20 +22,20 @@ if [ -n "${WSP_PYTHON:-}" ]; then
 else
 	VENV=$top_builddir/tests/python/venv
 	PY=$VENV/bin/python
-	if ! "$PY" -c 'import numpy, safetensors, torch, transformers' 2>/dev/null; then
+	if ! "$PY" -c 'import numpy, safetensors, torch, transformers, peft' 2>/dev/null; then
 		# one test builds it at a time; the others wait for it
 		mkdir -p "$top_builddir/tests/python"
 		exec 9>"$top_builddir/tests/python/venv.lock"
 		flock 9
-		if ! "$PY" -c 'import numpy, safetensors, torch, transformers' 2>/dev/null; then
+		if ! "$PY" -c 'import numpy, safetensors, torch, transformers, peft' 2>/dev/null; then
 			rm -rf "$VENV"
 			[ -n "${PYTHON3:-}" ] || PYTHON3=$(command -v python3) || skip "no python3"
 			"$PYTHON3" -m venv "$VENV" || skip "python3 -m venv failed"
 			if ! timeout 1200 "$VENV/bin/pip" install -q --no-cache-dir numpy safetensors torch \
-				transformers >"$top_builddir/tests/python/pip.log" 2>&1; then
+				transformers peft >"$top_builddir/tests/python/pip.log" 2>&1; then
 				tail -5 "$top_builddir/tests/python/pip.log" >&2
 				rm -rf "$VENV"
-				skip "pip cannot install numpy, safetensors, torch and transformers (no registry?)"
+				skip "pip cannot install numpy, safetensors, torch, transformers and peft (no registry?)"
 			fi
 		fi
 		flock -u 9
