@@ -83,6 +83,10 @@ build() {
 	[ -x "$v/bin/pip" ] || python3 -m venv "$v"
 	rm -rf "$lane/wheel"
 	"$v/bin/pip" wheel -q --no-deps -w "$lane/wheel" "$top/python" >/dev/null
+	# peft (pure Python) for the LoRA test: the GPU machine has its other
+	# dependencies (torch, transformers, accelerate) but no registry
+	rm -rf "$lane/pydeps"
+	"$v/bin/pip" install -q --no-deps --target "$lane/pydeps" peft >/dev/null
 	du -sh "$lane"
 }
 
@@ -90,7 +94,7 @@ build() {
 # (its torch and transformers), with this environment: "${py_env[@]}" CMD.
 py_env=(env WSP_PYTHON=python3 "WSPAGER_LIBRARY=$lane/lib/libwspager.so"
 	"LD_LIBRARY_PATH=$lane/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-	"PYTHONPATH=$top/python" PYTHONUNBUFFERED=1 "top_srcdir=$top" "top_builddir=$lane/py")
+	"PYTHONPATH=$top/python:$lane/pydeps" PYTHONUNBUFFERED=1 "top_srcdir=$top" "top_builddir=$lane/py")
 
 # step NAME TIMEOUT CMD...: run CMD with its output in $out/NAME.log and one
 # summary line: PASS (0), SKIP (77) or FAIL(rc), and its wall time.
@@ -243,13 +247,15 @@ lane_py_families() {
 }
 
 lane_py_train() {
+	step py-lora-cuda 300 "${py_env[@]}" sh -c '. "$top_srcdir/tests/python/lib.sh"; "$PY" "$HERE/test_lora.py" cuda'
+	step py-lora-cpu 300 "${py_env[@]}" sh "$top/tests/python/torch_lora.sh"
 	step py-grad-loop-cuda 300 "${py_env[@]}" sh -c '. "$top_srcdir/tests/python/lib.sh"; "$PY" "$HERE/test_grad_loop.py" cuda'
 	step py-train-cuda 300 "${py_env[@]}" sh -c '. "$top_srcdir/tests/python/lib.sh"; "$PY" "$HERE/test_train.py" cuda'
 	step py-train-cpu 300 "${py_env[@]}" sh "$top/tests/python/torch_train.sh"
 	step py-step-cuda 300 "${py_env[@]}" sh -c '. "$top_srcdir/tests/python/lib.sh"; "$PY" "$HERE/test_step_in_backward.py" cuda'
 	step py-step-cpu 300 "${py_env[@]}" sh "$top/tests/python/torch_step_in_backward.sh"
 	step py-bounded-cuda 300 "${py_env[@]}" sh -c '. "$top_srcdir/tests/python/lib.sh"; "$PY" "$HERE/test_train_bounded.py" cuda'
-	for f in py-grad-loop-cuda py-train-cuda py-step-cuda py-step-cpu py-bounded-cuda; do
+	for f in py-lora-cuda py-lora-cpu py-grad-loop-cuda py-train-cuda py-step-cuda py-step-cpu py-bounded-cuda; do
 		echo "== $f"; grep -E 'torch|diff|failures|FAIL|Error' "$out/$f.log"
 	done
 }
