@@ -86,7 +86,7 @@ build() {
 	# peft (pure Python) for the LoRA test: the GPU machine has its other
 	# dependencies (torch, transformers, accelerate) but no registry
 	rm -rf "$lane/pydeps"
-	"$v/bin/pip" install -q --no-deps --target "$lane/pydeps" peft >/dev/null
+	"$v/bin/pip" download -q --no-deps -d "$lane/pydeps" peft >/dev/null
 	du -sh "$lane"
 }
 
@@ -94,7 +94,7 @@ build() {
 # (its torch and transformers), with this environment: "${py_env[@]}" CMD.
 py_env=(env WSP_PYTHON=python3 "WSPAGER_LIBRARY=$lane/lib/libwspager.so"
 	"LD_LIBRARY_PATH=$lane/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-	"PYTHONPATH=$top/python:$lane/pydeps" PYTHONUNBUFFERED=1 "top_srcdir=$top" "top_builddir=$lane/py")
+	"PYTHONPATH=$top/python:$lane/pydeps/site" PYTHONUNBUFFERED=1 "top_srcdir=$top" "top_builddir=$lane/py")
 
 # step NAME TIMEOUT CMD...: run CMD with its output in $out/NAME.log and one
 # summary line: PASS (0), SKIP (77) or FAIL(rc), and its wall time.
@@ -123,6 +123,9 @@ run() {
 	} | tee "$out/machine.txt"
 	summary=$out/summary.txt
 	: >"$summary"
+	# the carried wheels (peft), installed where py_env looks
+	ls "$lane"/pydeps/*.whl >/dev/null 2>&1 && [ ! -d "$lane/pydeps/site" ] &&
+		python3 -m pip install -q --no-index --no-deps --target "$lane/pydeps/site" "$lane"/pydeps/*.whl
 	local parts=" ${*:-tests python bench torch-bench} "
 	case $parts in *" tests "*) lane_tests ;; esac
 	case $parts in *" python "*) lane_python ;; *)
