@@ -50,6 +50,7 @@ _HOOKS: list = []
 
 def _step_pre(opt, _args, _kwargs) -> None:
     for tr in list(_TRAINERS):
+        tr.refuse_placeholders(opt)
         if tr.steps_with(opt):
             tr.bind_grads()
 
@@ -95,6 +96,12 @@ class Trainer:
                 p.requires_grad_(True)
                 self.by_param[id(p)] = (g, i)
                 off.handles.append(p.register_post_accumulate_grad_hook(self._grad_ready))
+        # Parameters kept on the device (resident=, or made by a converter)
+        # train as any parameter does: autograd fills their .grad, and the
+        # optimizer over parameters() steps them where they are.
+        for p in model.parameters():
+            if id(p) not in self.by_param and p.is_floating_point() and p.is_leaf:
+                p.requires_grad_(True)
         for m in self._row_embeddings(model):
             self.row_ids[id(m.weight)] = []
             off.handles.append(m.register_forward_pre_hook(self._saw_tokens, with_kwargs=True))
@@ -286,7 +293,8 @@ class Trainer:
     # Masters and the optimizer -------------------------------------------
     def named_parameters(self) -> List[Tuple[str, torch.nn.Parameter]]:
         """fp32 host copies of the paged parameters (made on first use, from
-        the pager's current weights), for an optimizer."""
+        the pager's current weights) and the trainable parameters kept on
+        the device as they are, for an optimizer."""
         if self.devstep is not None:
             raise ValueError("this model's layers step on the device inside the backward "
                              "(step_in_backward): it has no host masters")
@@ -300,6 +308,8 @@ class Trainer:
             if hit is not None:
                 g, i = hit
                 out.append((name, self.masters[g.index][i]))
+            elif p.requires_grad:    # kept on the device: trains as it is
+                out.append((name, p))
         return out
 
     def _make_masters(self) -> None:
@@ -320,6 +330,22 @@ class Trainer:
                 off.release(g)
         self.masters = masters
         self.master_ids = {id(m) for row in masters.values() for m in row if m is not None}
+
+    def refuse_placeholders(self, opt) -> None:
+        """An optimizer built over the offloaded model's own paged
+        parameters (placeholders whose gradients the pager took) would step
+        nothing, silently: say so, and what to give it instead."""
+        paged = [p for group in opt.param_groups for p in group["params"]
+                 if id(p) in self.by_param and p.requires_grad]
+        if paged:
+            raise RuntimeError(
+                f"this optimizer holds {len(paged)} paged parameters of an offloaded model: "
+                "they are placeholders, and their gradients go to the pager.  Build it over "
+                "wspager.torch.parameters(model) (fp32 host masters whose .grad are the "
+                "gradients), or use wspager.torch.step_in_backward; parameters outside the "
+                "pack (adapters, heads) go in as they are.  transformers' Trainer builds its "
+                "optimizer from model.parameters(): it trains adapters over a paged model "
+                "(LoRA), not the paged weights themselves (not supported yet).")
 
     def steps_with(self, opt) -> bool:
         return bool(self.master_ids) and any(id(p) in self.master_ids

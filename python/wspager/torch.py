@@ -222,8 +222,10 @@ def offload(model: torch.nn.Module, pack: Union[str, os.PathLike], device=None, 
         fp32 host accumulators (:func:`grads`).  Layers an optimizer step
         changed are kept in memory up to ``updated_cache`` (a Pager option;
         default a quarter of `host_cache`), the rest in an unnamed overflow
-        file (``overflow_dir``).  Routed experts are not trainable yet,
-        and paged weights must have the pack's dtype.
+        file (``overflow_dir``).  Parameters kept resident train on the
+        device as ordinary parameters (:func:`parameters` includes them).
+        Routed experts are not trainable yet, and paged weights must have
+        the pack's dtype.
 
     Returns the model, hooked.  Every disagreement between pack and model
     (missing tensors, shapes, tensors that match nothing, buffers without
@@ -460,8 +462,10 @@ def zero_grad(model: torch.nn.Module) -> None:
 
 
 def named_parameters(model: torch.nn.Module) -> List[Tuple[str, torch.nn.Parameter]]:
-    """The paged parameters' fp32 host masters, by name, in the model's
-    ``named_parameters()`` order, for an optimizer: their ``.grad`` are the
+    """The parameters to train, by name, in the model's
+    ``named_parameters()`` order, for an optimizer: parameters kept on the
+    device (``resident=``) as they are, and for paged parameters their fp32
+    host masters, whose ``.grad`` are the
     pager's accumulators, real as soon as a backward is over (clip, unscale
     or log them there; micro-batches accumulate into them), and after each
     step of an optimizer over them the stepped values, in each parameter's

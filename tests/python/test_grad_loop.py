@@ -1,9 +1,10 @@
 """The training loop people write, through the pager: after backward the
 masters' .grad are there (issue: they appeared only inside step), so
 torch.nn.utils.clip_grad_norm_ clips; micro-batches accumulate into .grad;
-zero_grad(set_to_none=True and False) starts over.  Against the resident
-model trained by the same loop: gradients after each backward and weights
-after each step bit-identical (CPU fp32, the host backend).
+zero_grad(set_to_none=True and False) starts over; parameters kept
+resident (``resident=``) train on the device beside the masters.  Against
+the resident model trained by the same loop: gradients after each backward
+and weights after each step bit-identical (CPU fp32, the host backend).
 argv[1]: "cpu" (exactness asserted) or "cuda" (distance printed)."""
 import os
 import sys
@@ -24,52 +25,69 @@ exact = device == "cpu"
 torch.manual_seed(0)
 d = os.path.join(T, "llama")
 transformers.LlamaForCausalLM(llama(64, 2, 256)).save_pretrained(d)
-ref = transformers.AutoModelForCausalLM.from_pretrained(d, dtype=torch.float32).to(device)
-model = wt.from_pretrained(d, device=device, host_cache="32M", train=True)
-ref.train()
-model.train()
-masters = wt.parameters(model)
-names = [n for n, _ in wt.named_parameters(model)]
-ref_params = dict(ref.named_parameters())
-check(names == [n for n, _ in ref.named_parameters()],
-      f"wt.parameters order {names[:4]}... is not model.parameters() order")
-opt = torch.optim.AdamW(masters, lr=1e-2)
-opt_ref = torch.optim.AdamW(ref.parameters(), lr=1e-2)
-batches = [torch.randint(0, 256, (2, 12), device=device) for _ in range(8)]
-
-
 def distance(a, b):
     return (a.detach().float().cpu() - b.detach().float().cpu()).abs().max().item()
 
 
-worst = 0.0
-for step in range(4):
-    for micro in range(2):           # gradient accumulation over two micro-batches
-        ids = batches[2 * step + micro]
-        ref(ids, labels=ids).loss.backward()
-        model(ids, labels=ids).loss.backward()
-        # .grad is there right after backward, equal to the resident model's
-        missing = [n for n, m in zip(names, masters) if m.grad is None]
-        check(not missing, f"step {step}.{micro}: .grad None after backward: {missing[:3]}")
-        if missing:
-            break
-        dist = max(distance(m.grad, ref_params[n].grad) for n, m in zip(names, masters))
+batches = [torch.randint(0, 256, (2, 12), device=device) for _ in range(8)]
+
+
+def run(resident):
+    ref = transformers.AutoModelForCausalLM.from_pretrained(d, dtype=torch.float32).to(device)
+    model = wt.from_pretrained(d, device=device, host_cache="32M", train=True, resident=resident)
+    ref.train()
+    model.train()
+    masters = wt.parameters(model)
+    names = [n for n, _ in wt.named_parameters(model)]
+    ref_params = dict(ref.named_parameters())
+    check(names == [n for n, _ in ref.named_parameters()],
+          f"wt.parameters order {names[:4]}... is not model.parameters() order")
+    # resident parameters go to the optimizer as they are (the model's own)
+    own = dict(model.named_parameters())
+    res = [n for n in names if n.startswith(tuple(r + "." for r in resident))]
+    check(len(res) == len(resident) and all(m is own[n] for n, m in zip(names, masters)
+                                            if n in res),
+          f"resident={resident}: {res} are not the model's own parameters")
+    opt = torch.optim.AdamW(masters, lr=1e-2)
+    opt_ref = torch.optim.AdamW(ref.parameters(), lr=1e-2)
+    worst = 0.0
+    for step in range(4):
+        for micro in range(2):           # gradient accumulation over two micro-batches
+            ids = batches[2 * step + micro]
+            ref(ids, labels=ids).loss.backward()
+            model(ids, labels=ids).loss.backward()
+            # .grad is there right after backward, equal to the resident model's
+            missing = [n for n, m in zip(names, masters) if m.grad is None]
+            check(not missing, f"step {step}.{micro}: .grad None after backward: {missing[:3]}")
+            if missing:
+                break
+            dist = max(distance(m.grad, ref_params[n].grad) for n, m in zip(names, masters))
+            worst = max(worst, dist)
+            check(dist == 0 or not exact, f"step {step}.{micro}: gradients differ by {dist}")
+        norm_ref = torch.nn.utils.clip_grad_norm_(ref.parameters(), 0.5)
+        norm = torch.nn.utils.clip_grad_norm_(masters, 0.5)
+        check(norm_ref.item() > 0.5, f"the clip is not active (norm {norm_ref.item()})")
+        check(norm.item() == norm_ref.item() or not exact,
+              f"step {step}: global norm {norm.item()} != {norm_ref.item()}")
+        opt_ref.step()
+        opt.step()
+        # set_to_none both ways: each must start the next accumulation over
+        opt_ref.zero_grad(set_to_none=step % 2 == 0)
+        opt.zero_grad(set_to_none=step % 2 == 0)
+        sd, rsd = model.state_dict(), ref.state_dict()
+        dist = max(distance(sd[k], rsd[k]) for k in rsd)
         worst = max(worst, dist)
-        check(dist == 0 or not exact, f"step {step}.{micro}: gradients differ by {dist}")
-    norm_ref = torch.nn.utils.clip_grad_norm_(ref.parameters(), 0.5)
-    norm = torch.nn.utils.clip_grad_norm_(masters, 0.5)
-    check(norm_ref.item() > 0.5, f"the clip is not active (norm {norm_ref.item()})")
-    check(norm.item() == norm_ref.item() or not exact,
-          f"step {step}: global norm {norm.item()} != {norm_ref.item()}")
-    opt_ref.step()
-    opt.step()
-    # set_to_none both ways: each must start the next accumulation over
-    opt_ref.zero_grad(set_to_none=step % 2 == 0)
-    opt.zero_grad(set_to_none=step % 2 == 0)
-    sd, rsd = model.state_dict(), ref.state_dict()
-    dist = max(distance(sd[k], rsd[k]) for k in rsd)
-    worst = max(worst, dist)
-    check(dist == 0 or not exact, f"step {step}: weights differ by {dist}")
-print(f"{device}: 4 steps of 2 micro-batches with clipping, worst max|diff| {worst}")
-wt.remove(model)
+        check(dist == 0 or not exact, f"step {step}: weights differ by {dist}")
+        changed = [n for n in resident if not torch.equal(sd[n + ".weight"].cpu(),
+                                                          first[n + ".weight"].cpu())]
+        check(step == 0 or len(changed) == len(resident), f"resident parameters did not train: "
+              f"{sorted(set(resident) - set(changed))}")
+    print(f"{device}, resident={list(resident)}: 4 steps of 2 micro-batches with clipping, "
+          f"worst max|diff| {worst}")
+    wt.remove(model)
+
+
+first = transformers.AutoModelForCausalLM.from_pretrained(d, dtype=torch.float32).state_dict()
+run(())
+run(("model.norm", "lm_head"))
 finish()

@@ -1,0 +1,92 @@
+"""transformers' Trainer over an offloaded model, as people fine-tune:
+
+* LoRA (peft) over a paged frozen base: ``Trainer(model=get_peft_model(
+  offloaded, ...), args=TrainingArguments(...), train_dataset=...)`` with
+  accumulation and clipping gives the losses and adapters of the same
+  Trainer on the resident model, bit for bit on the CPU (distance printed
+  and bounded on CUDA);
+* full fine-tuning of the paged weights through the Trainer (its optimizer
+  over ``model.parameters()``) is not supported yet: it must fail at the
+  first step, naming what to do instead, never train nothing silently.
+argv[1]: "cpu" or "cuda"."""
+import os
+import sys
+
+import torch
+import transformers
+
+import wspager.torch as wt
+from checks import check, finish
+
+try:
+    import peft
+except ImportError:
+    print("SKIP: peft is not installed")
+    sys.exit(77)
+
+T = os.environ["WSP_TEST_TMP"]
+device = sys.argv[1] if len(sys.argv) > 1 else "cpu"
+if device == "cuda" and not torch.cuda.is_available():
+    print("SKIP: no CUDA device for torch")
+    sys.exit(77)
+transformers.logging.set_verbosity_error()
+tol = 0.0 if device == "cpu" else 1e-5
+cfg = transformers.LlamaConfig(vocab_size=256, hidden_size=64, intermediate_size=128,
+                               num_hidden_layers=4, num_attention_heads=4, num_key_value_heads=2,
+                               max_position_embeddings=64)
+torch.manual_seed(0)
+d = os.path.join(T, "llama")
+transformers.LlamaForCausalLM(cfg).save_pretrained(d)
+rows = torch.randint(0, 256, (32, 16), generator=torch.Generator().manual_seed(3))
+
+
+class Rows(torch.utils.data.Dataset):
+    def __len__(self):
+        return len(rows)
+
+    def __getitem__(self, i):
+        return {"input_ids": rows[i], "labels": rows[i]}
+
+
+def trainer(model, tag):
+    args = transformers.TrainingArguments(
+        output_dir=os.path.join(T, tag), per_device_train_batch_size=4,
+        gradient_accumulation_steps=2, max_grad_norm=0.05, learning_rate=1e-2, max_steps=4,
+        use_cpu=device == "cpu", report_to=[], logging_steps=1, save_strategy="no", seed=5,
+        dataloader_num_workers=0)
+    return transformers.Trainer(model=model, args=args, train_dataset=Rows())
+
+
+def lora(base, tag):
+    torch.manual_seed(1)
+    model = peft.get_peft_model(base, peft.LoraConfig(r=4, lora_alpha=8, lora_dropout=0.0,
+                                                      target_modules=["q_proj", "v_proj"]))
+    tr = trainer(model, tag)
+    tr.train()
+    losses = [h["loss"] for h in tr.state.log_history if "loss" in h]
+    return losses, {n: p.detach().cpu().clone() for n, p in model.named_parameters()
+                    if p.requires_grad}
+
+
+want_losses, want = lora(transformers.AutoModelForCausalLM.from_pretrained(d), "resident")
+base = wt.from_pretrained(d, device=device, host_cache="32M", gpu_slots=3)
+losses, got = lora(base, "paged")
+dl = max(abs(a - b) for a, b in zip(losses, want_losses))
+da = max((got[k] - want[k]).abs().max().item() for k in want)
+print(f"LoRA through the Trainer, 4 steps: losses {losses}; max loss diff {dl:.3g}, "
+      f"max adapter diff {da:.3g}")
+check(len(losses) == 4 and sorted(got) == sorted(want), f"{len(losses)} losses, {len(got)} adapters")
+check(dl <= tol and da <= tol, f"LoRA through the Trainer differs (loss {dl}, adapters {da})")
+check(any(not torch.equal(got[k], torch.zeros_like(got[k])) for k in got if "lora_B" in k),
+      "lora_B still zero: nothing trained")
+wt.remove(base)
+
+model = wt.from_pretrained(d, device=device, host_cache="32M", train=True)
+try:
+    trainer(model, "full").train()
+    check(False, "full fine-tuning through the Trainer ran over placeholders")
+except RuntimeError as e:
+    print(f"full fine-tuning through the Trainer: {e}")
+    check("wspager.torch.parameters(model)" in str(e), f"message: {e}")
+wt.remove(model)
+finish()
