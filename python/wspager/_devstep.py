@@ -80,8 +80,9 @@ class StepInBackward:
     hands every stepped layer's weights to the pager (waiting for the last
     copies); ``zero_grad()`` does nothing: gradients never leave the device."""
 
-    def __init__(self, trainer, optimizer, kwargs):
+    def __init__(self, trainer, optimizer, kwargs, clip_per_layer=None):
         self.tr = trainer
+        self.max_norm = clip_per_layer
         self.off = trainer.off
         self.pager = self.off.pager
         self.make_opt = lambda params: optimizer(params, **kwargs)
@@ -231,13 +232,16 @@ class StepInBackward:
         ev.record(stream)
         return ev
 
-    @staticmethod
-    def _bind_grads(ls: _Layer, grads) -> None:
+    def _bind_grads(self, ls: _Layer, grads) -> None:
         """fp32 gradients for the fp32 masters (no copy when they are fp32),
-        once the masters are where the gradients are."""
+        once the masters are where the gradients are; clipped to the
+        layer's own norm when asked (there is no global norm: the first
+        layers step before the last gradients exist)."""
         for m in ls.masters:
             gr = grads[m.index]
             m.param.grad = gr.to(torch.float32) if gr is not None else None
+        if self.max_norm is not None:
+            torch.nn.utils.clip_grad_norm_([m.param for m in ls.masters], self.max_norm)
 
     def _drop(self, ls: _Layer, device) -> None:
         """The masters and state leave the optimizer's hands until the next

@@ -383,14 +383,14 @@ class Trainer:
                 keep.append(t)
             off.pager.update(g.index, vals)   # copied before it returns
 
-    def step_in_backward(self, optimizer, kwargs):
+    def step_in_backward(self, optimizer, kwargs, clip_per_layer=None):
         if self.masters is not None:
             raise ValueError("wspager.torch.parameters() already made host masters for an "
                              "optimizer; step_in_backward steps on the device instead: "
                              "use one or the other")
         if self.devstep is None:
             from ._devstep import StepInBackward
-            self.devstep = StepInBackward(self, optimizer, kwargs)
+            self.devstep = StepInBackward(self, optimizer, kwargs, clip_per_layer)
         return self.devstep
 
     def save(self, out, force: bool = False, progress=None) -> None:

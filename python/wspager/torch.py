@@ -478,7 +478,8 @@ def parameters(model: torch.nn.Module) -> List[torch.nn.Parameter]:
     return [p for _, p in named_parameters(model)]
 
 
-def step_in_backward(model: torch.nn.Module, optimizer=torch.optim.AdamW, **kwargs):
+def step_in_backward(model: torch.nn.Module, optimizer=torch.optim.AdamW, *,
+                     clip_per_layer: Optional[float] = None, **kwargs):
     """Step the model's paged parameters on its device, one layer at a time,
     inside the backward: as soon as a layer's gradients are complete,
     ``optimizer(params, **kwargs)`` (any torch optimizer; one per layer)
@@ -492,7 +493,12 @@ def step_in_backward(model: torch.nn.Module, optimizer=torch.optim.AdamW, **kwar
     link while its backward runs; gradients never leave the device.
 
     Each backward is one optimizer step (no accumulation across backward
-    passes).  Returns an object whose ``step()`` waits for the last layers'
+    passes).  There is no global gradient clipping: a layer steps as soon
+    as its own gradients are complete, before the gradients of the layers
+    below it exist, so the global norm is not known in time.
+    ``clip_per_layer=max_norm`` clips each layer's gradients to its own
+    norm (``clip_grad_norm_`` over the layer's parameters) before its step;
+    for a global clip, use :func:`parameters` with an optimizer on the host.  Returns an object whose ``step()`` waits for the last layers'
     copies (the next forward also does) and whose ``zero_grad()`` does
     nothing, so a usual training loop keeps its shape::
 
@@ -503,7 +509,9 @@ def step_in_backward(model: torch.nn.Module, optimizer=torch.optim.AdamW, **kwar
     if not (isinstance(optimizer, type) and issubclass(optimizer, torch.optim.Optimizer)):
         raise TypeError(f"step_in_backward: optimizer must be a torch.optim.Optimizer class, "
                         f"not {optimizer!r}")
-    return _trainer(model).step_in_backward(optimizer, kwargs)
+    if clip_per_layer is not None and not clip_per_layer > 0:
+        raise ValueError(f"clip_per_layer must be a positive norm, not {clip_per_layer!r}")
+    return _trainer(model).step_in_backward(optimizer, kwargs, clip_per_layer)
 
 
 def save(model: torch.nn.Module, out, *, force: bool = False, progress=None) -> None:

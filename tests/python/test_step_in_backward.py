@@ -8,7 +8,9 @@ wt.save writes unpacks to exactly the resident model's weights, for tiny
 and mid-size Llama and GPT-2 (tied embeddings), fp32.  No gradient goes
 through the pager's write-back path.  Also the errors: mixing it with
 host masters, a class that is not an optimizer, an argument the
-optimizer refuses.
+optimizer refuses.  With ``clip_per_layer`` each layer's gradients are
+clipped to its own norm: the same as the resident model clipped per pack
+layer.
 argv[1]: "cpu" (host backend) or "cuda"."""
 import os
 import sys
@@ -103,6 +105,47 @@ for name, cfg in CASES:
         except exc as e:
             print(f"{tag}: {what}: {e}")
     wt.remove(model)
+
+# clip_per_layer: each layer's gradients clipped to its own norm before its
+# step; the resident reference clips the same groups (the pack's layers,
+# their tensors in the same order) before the same AdamW.
+cfg = CASES[1][1]
+pack = os.path.join(T, "devstep-llama-mid.wsp")
+torch.manual_seed(0)
+ref = cls.from_config(cfg).float().eval()
+ref.load_state_dict(unpacked(pack))
+ref = ref.to(device)
+model = cls.from_config(cfg).float().eval()
+wt.offload(model, pack, device=device, host_cache="64M", gpu_slots=3, train=True)
+params = dict(ref.named_parameters())
+groups = [[params[name] for _, name, _, _ in g.params] for g in model._wspager.groups]
+opt_ref = torch.optim.AdamW(ref.parameters(), lr=1e-3)
+opt = wt.step_in_backward(model, torch.optim.AdamW, lr=1e-3, clip_per_layer=0.01)
+same, clipped = True, 0
+for step in range(5):
+    ids = torch.randint(0, cfg.vocab_size, (2, 24), device=device)
+    want, got = ref(ids, labels=ids), model(ids, labels=ids)
+    same &= torch.equal(want.loss, got.loss)
+    want.loss.backward()
+    got.loss.backward()
+    for ps in groups:
+        clipped += torch.nn.utils.clip_grad_norm_(ps, 0.01).item() > 0.01
+    opt_ref.step()
+    opt.step()
+    opt_ref.zero_grad()
+with torch.no_grad():
+    ids = torch.randint(0, cfg.vocab_size, (2, 24), device=device)
+    same &= torch.equal(ref(ids).logits, model(ids).logits)
+print(f"clip_per_layer=0.01: 5 steps, {clipped} layer clips active; same losses and logits {same}")
+check(clipped > 0, "clip_per_layer: no clip was active; the check proves nothing")
+check(same, "clip_per_layer: training differs from the resident model clipped per layer")
+for bad in (0, -1.0):
+    try:
+        wt.step_in_backward(model, torch.optim.AdamW, clip_per_layer=bad)
+        check(False, f"clip_per_layer={bad} taken")
+    except ValueError:
+        pass
+wt.remove(model)
 
 other = cls.from_config(CASES[0][1]).float().eval()
 wt.offload(other, os.path.join(T, "devstep-llama-tiny.wsp"), device=device, train=True)
