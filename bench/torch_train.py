@@ -5,7 +5,8 @@ the same model resident on the GPU (gradients zeroed before each step, as
 a training loop does); then one step over the fp32 host masters with
 torch's AdamW and with the library's (wspager.torch.AdamW); then whole
 training steps with the step on the GPU inside the backward
-(wspager.torch.step_in_backward).  Printed: seconds per forward+backward; the bytes the link carried
+(wspager.torch.step_in_backward); or, with --lora, LoRA fine-tuning (peft)
+over the frozen model, resident against paged.  Printed: seconds per forward+backward; the bytes the link carried
 (weights in: forward and backward each acquire every layer; gradients out)
 from the pager's counters; the time those bytes need at the pinned
 host->GPU and GPU->host bandwidths measured in the same run; and the step's
@@ -163,6 +164,9 @@ def main():
     ap.add_argument("--host-decode", action="store_true",
                     help="decode on the host, the link carrying raw weights (host_decode=True); "
                          "by default the GPU decodes packed layers")
+    ap.add_argument("--lora", action="store_true",
+                    help="only LoRA fine-tuning (peft adapters over the frozen model), paged "
+                         "against resident, whole steps")
     ap.add_argument("--fwd-bwd-only", action="store_true",
                     help="only the forward+backward figures (no optimizer steps)")
     a = ap.parse_args()
@@ -178,6 +182,8 @@ def main():
     print(f"{torch.cuda.get_device_name()}; pinned host->GPU {ceil['h2d']:.1f} GB/s, "
           f"GPU->host {ceil['d2h']:.1f} GB/s; torch {torch.__version__}")
     batches = [torch.randint(0, cfg.vocab_size, (a.batch, a.seq), device="cuda") for _ in range(2)]
+    if a.lora:
+        return lora_steps(d, a, batches, ceil)
 
     # Resident: the compute the paged steps overlap with.
     ref = transformers.AutoModelForCausalLM.from_pretrained(d, dtype=torch.bfloat16).cuda()
@@ -251,6 +257,53 @@ def main():
     model = pg = None
     torch.cuda.empty_cache()
     device_step(d, a, batches, ceil, t_pag, n)
+
+
+def lora_steps(d, a, batches, ceil):
+    """LoRA (r=16 on q, k, v, o) over the frozen model, whole steps (forward,
+    backward, AdamW over the adapters, zero_grad): resident against paged.
+    The paged step's link-bound time is the weights it brings in (forward
+    and backward each acquire every layer; no gradient leaves: the base is
+    frozen)."""
+    import peft
+    lora = dict(r=16, lora_alpha=32, lora_dropout=0.0,
+                target_modules=["q_proj", "k_proj", "v_proj", "o_proj"])
+
+    def timed(model, reps):
+        model = peft.get_peft_model(model, peft.LoraConfig(**lora))
+        opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=1e-4)
+        ts = []
+        for i in range(reps + 1):
+            ids = batches[i % len(batches)]
+            torch.cuda.synchronize()
+            t0 = time.perf_counter()
+            model(input_ids=ids, labels=ids).loss.backward()
+            opt.step()
+            opt.zero_grad()
+            torch.cuda.synchronize()
+            if i:
+                ts.append(time.perf_counter() - t0)
+        return statistics.median(ts), ts
+
+    ref = transformers.AutoModelForCausalLM.from_pretrained(d, dtype=torch.bfloat16).cuda()
+    t_res, _ = timed(ref, a.reps)
+    del ref
+    torch.cuda.empty_cache()
+    model = wt.from_pretrained(d, device="cuda", host_cache=a.host_cache, gpu_slots=4,
+                               host_decode=a.host_decode)
+    pg = model._wspager.pager
+    timed(model, 1)      # fills the host cache
+    pg.reset_stats()
+    t_pag, t_all = timed(model, a.reps)
+    st = pg.stats()
+    h2d = st["bytes_h2d"] / (a.reps + 1)
+    t_in = h2d / ceil["h2d"] / 1e9
+    print(f"LoRA r=16 on q,k,v,o, {a.batch}x{a.seq} tokens, whole steps: resident "
+          f"{t_res * 1e3:.1f} ms, paged {t_pag * 1e3:.1f} ms (median of {a.reps}: "
+          f"{', '.join(f'{t * 1e3:.1f}' for t in t_all)}); paged / resident {t_pag / t_res:.2f}x")
+    print(f"  weights in {h2d / 1e9:.2f} GB a step ({t_in * 1e3:.1f} ms at the link); "
+          f"paged step / max(resident step, link time) = {t_pag / max(t_res, t_in):.2f}")
+    wt.remove(model)
 
 
 def device_step(d, a, batches, ceil, t_fwd_bwd: float, n: int):

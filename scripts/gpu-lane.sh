@@ -16,7 +16,8 @@
 #                               and on the host backend), bench (the C
 #                               benchmarks and `wspager bench`), torch-bench
 #                               (bench/torch_offload.py, torch_rss.py, torch_train.py),
-#                               torch-rss (only the latter), train-bench
+#                               torch-rss (only the latter), lora-bench
+#                               (bench/torch_train.py --lora), train-bench
 #                               (bench/torch_train.py), codec-bench
 #                               (bench/exprans_bench, gpu_bench with zstd
 #                               and exprans packs, bench/stream_profile.py
@@ -196,6 +197,10 @@ run() {
 			[ -f "$out/$f.log" ] || continue
 			echo "== $f"; grep -v "Loading weights" "$out/$f.log" | tail -n 24
 		done ;;
+	esac
+	case $parts in *" torch-bench "*|*" lora-bench "*)
+		step bench-lora 500 "${py_env[@]}" python3 "$top/bench/torch_train.py" --dir "$work/train" --lora
+		echo "== bench-lora"; grep -v "Loading weights" "$out/bench-lora.log" | tail -n 8 ;;
 	esac
 	case $parts in *" torch-bench "*|*" torch-rss "*)
 		step bench-torch-rss 400 "${py_env[@]}" python3 "$top/bench/torch_rss.py" --dir "$work/torch"
