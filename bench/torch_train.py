@@ -269,11 +269,14 @@ def lora_steps(d, a, batches, ceil):
     lora = dict(r=16, lora_alpha=32, lora_dropout=0.0,
                 target_modules=["q_proj", "k_proj", "v_proj", "o_proj"])
 
-    def timed(model, reps):
+    def timed(model, reps, warm=1, before_timed=None):
+        """Median seconds of a whole step, after `warm` untimed steps."""
         model = peft.get_peft_model(model, peft.LoraConfig(**lora))
         opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=1e-4)
         ts = []
-        for i in range(reps + 1):
+        for i in range(warm + reps):
+            if i == warm and before_timed:
+                before_timed()
             ids = batches[i % len(batches)]
             torch.cuda.synchronize()
             t0 = time.perf_counter()
@@ -281,7 +284,7 @@ def lora_steps(d, a, batches, ceil):
             opt.step()
             opt.zero_grad()
             torch.cuda.synchronize()
-            if i:
+            if i >= warm:
                 ts.append(time.perf_counter() - t0)
         return statistics.median(ts), ts
 
@@ -292,11 +295,10 @@ def lora_steps(d, a, batches, ceil):
     model = wt.from_pretrained(d, device="cuda", host_cache=a.host_cache, gpu_slots=4,
                                host_decode=a.host_decode)
     pg = model._wspager.pager
-    timed(model, 1)      # fills the host cache
-    pg.reset_stats()
-    t_pag, t_all = timed(model, a.reps)
+    # two untimed steps: the first fills the host cache
+    t_pag, t_all = timed(model, a.reps, warm=2, before_timed=pg.reset_stats)
     st = pg.stats()
-    h2d = st["bytes_h2d"] / (a.reps + 1)
+    h2d = st["bytes_h2d"] / a.reps
     t_in = h2d / ceil["h2d"] / 1e9
     print(f"LoRA r=16 on q,k,v,o, {a.batch}x{a.seq} tokens, whole steps: resident "
           f"{t_res * 1e3:.1f} ms, paged {t_pag * 1e3:.1f} ms (median of {a.reps}: "

@@ -12,9 +12,12 @@ hooks).  When the backward unpacks one:
   trainer re-acquires its layer for the rest of the backward and releases
   it once the layer's gradients have left (:mod:`wspager._train`);
 * a frozen weight (any other: inference models, the base model under LoRA
-  adapters): the layer is acquired for as long as the unpacked tensor
-  lives, i.e. while autograd uses it, and released when autograd drops it
-  (on the stream current then, after the work that read it).
+  adapters): the layer is acquired at its first unpack and held while
+  autograd uses any of its unpacked weights; it is released once none is
+  alive and the backward has moved on to another layer, or at the end of
+  the backward (on the stream current then, after the work that read it).
+  One acquire per layer per backward, in the backward's order: the
+  pattern the pager's read-ahead learns.
 
 So gradients flow to the inputs of paged modules (and to adapters, heads
 or anything else trained around them) whether or not the paged weights
@@ -48,6 +51,10 @@ class SavedWeights:
             for i, (p, _, _, _) in enumerate(g.params):
                 self.by_param[id(p)] = (g, i)
         self.ctx: List[object] = []
+        # frozen layers held for the backward: index -> [group, unpacked
+        # weights alive]; the callback at the backward's end is queued
+        self.held: Dict[int, list] = {}
+        self.end_queued = False
         off.handles.append(model.register_forward_pre_hook(self._enter))
         off.handles.append(model.register_forward_hook(self._exit, always_call=True))
 
@@ -83,7 +90,7 @@ class SavedWeights:
         if s.trained:
             self.trainer.hold(g)
         else:
-            self.off.acquire(g)
+            self._hold_frozen(g)
         _, name, dtype, shape = g.params[s.i]
         v = self.off._view(g, g.layer, name, dtype, shape)
         want = g.placeholders[s.i].dtype
@@ -91,5 +98,35 @@ class SavedWeights:
             v = v.to(want)
         out = v.as_strided(s.shape, s.stride, v.storage_offset() + s.offset)
         if not s.trained:
-            weakref.finalize(out, self.off.release, g)
+            self.held[g.index][1] += 1
+            weakref.finalize(out, self._dropped, g.index)
         return out
+
+    def _hold_frozen(self, g) -> None:
+        if not self.end_queued:
+            torch.autograd.Variable._execution_engine.queue_callback(self._end_backward)
+            self.end_queued = True
+        for index, (h, alive) in list(self.held.items()):
+            if index != g.index and alive == 0:    # the backward has left it
+                del self.held[index]
+                self.off.release(h)
+        if g.index not in self.held:
+            self.off.acquire(g)
+            self.held[g.index] = [g, 0]
+
+    def _dropped(self, index: int) -> None:
+        """Autograd dropped an unpacked weight of layer `index`."""
+        entry = self.held.get(index)
+        if entry is None:
+            return
+        entry[1] -= 1
+        if entry[1] == 0 and not self.end_queued:   # the backward is over
+            del self.held[index]
+            self.off.release(entry[0])
+
+    def _end_backward(self) -> None:
+        self.end_queued = False
+        for index, (g, alive) in list(self.held.items()):
+            if alive == 0:     # the rest go when autograd drops them
+                del self.held[index]
+                self.off.release(g)
