@@ -195,6 +195,20 @@ int wsp_pack_shard_path(const wsp_pack *pk, uint32_t shard, char *buf, size_t le
 /* Raw and stored bytes of the tensors of dtype `dt` (either pointer may be
  * NULL); returns how many tensors have that dtype, or -EINVAL. */
 int wsp_pack_dtype_bytes(const wsp_pack *pk, enum wsp_dtype dt, uint64_t *raw, uint64_t *stored);
+/* WSP_CODEC_EXPRANS (added in 0.2): bf16 chunks with their exponents
+ * rANS-coded in lanes a GPU decodes in parallel, sign and mantissa raw
+ * (wspack(5)); chunks of other dtypes are stored with zstd.
+ * WSP_CODEC_AUTO (the default since 0.3), chosen per chunk: exprans, unless
+ * zstd (with the byte transform) stores it in more than 3% fewer bytes, as
+ * for fp32 upcast from a narrower type; packs record each chunk's codec,
+ * never AUTO. */
+enum wsp_codec { WSP_CODEC_ZSTD = 0, WSP_CODEC_RAW = 1, WSP_CODEC_EXPRANS = 2,
+		 WSP_CODEC_AUTO = 3 };
+/* Raw and stored bytes of the chunks of dtype `dt` stored with `codec`
+ * (either pointer may be NULL); returns how many chunks, or -EINVAL (also
+ * for WSP_CODEC_AUTO, which no chunk records) (added in 0.3). */
+int wsp_pack_codec_bytes(const wsp_pack *pk, enum wsp_dtype dt, enum wsp_codec codec,
+			 uint64_t *raw, uint64_t *stored);
 
 /* Progress callback for long operations: done/total in raw bytes. Returning
  * non-zero cancels the operation, which then fails with -ECANCELED. */
@@ -608,17 +622,13 @@ int wsp_save(wsp_pager *pg, const char *out, unsigned flags, wsp_progress_fn pro
 /* 5. Converting checkpoints                                               */
 /* ====================================================================== */
 
-/* WSP_CODEC_EXPRANS (added in 0.2): bf16 chunks with their exponents
- * rANS-coded in lanes a GPU decodes in parallel, sign and mantissa raw
- * (wspack(5)); chunks of other dtypes are stored with zstd. */
-enum wsp_codec { WSP_CODEC_ZSTD = 0, WSP_CODEC_RAW = 1, WSP_CODEC_EXPRANS = 2 };
 
 struct wsp_convert_options {
 	int level;                 /* zstd level; default 1 */
 	uint64_t chunk_bytes;      /* raw bytes per chunk; default 4 MiB */
 	uint64_t shard_bytes;      /* target shard size; default 4 GiB (layers never split) */
-	enum wsp_codec codec;      /* default EXPRANS for bf16, zstd for the rest (0.2; was
-	                              zstd); zstd chunks that do not shrink are stored raw */
+	enum wsp_codec codec;      /* default AUTO (0.3; EXPRANS in 0.2, zstd before); zstd
+	                              chunks that do not shrink are stored raw */
 	int transform;             /* byte/exponent grouping of float dtypes; default 1 */
 	unsigned threads;          /* 0: all cores */
 	const char *group_regex;   /* extended regex whose first group names the layer; NULL: built-in */

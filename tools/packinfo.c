@@ -4,6 +4,33 @@
 
 #include "packinfo.h"
 
+static const char *codec_name(int codec)
+{
+	switch (codec) {
+	case WSP_CODEC_ZSTD: return "zstd";
+	case WSP_CODEC_RAW: return "raw";
+	case WSP_CODEC_EXPRANS: return "exprans";
+	default: return "?";
+	}
+}
+
+/* "exprans 12 (1.51), zstd 3 (1.62)": chunks and ratio per codec, in a
+ * buffer of len bytes */
+static const char *codec_mix(const wsp_pack *pk, int dt, char *buf, size_t len)
+{
+	size_t at = 0;
+	buf[0] = 0;
+	for (int c = WSP_CODEC_EXPRANS; c >= WSP_CODEC_ZSTD; c--) {
+		uint64_t cr = 0, cs = 0;
+		int k = wsp_pack_codec_bytes(pk, (enum wsp_dtype)dt, (enum wsp_codec)c, &cr, &cs);
+		if (k <= 0 || at >= len)
+			continue;
+		at += (size_t)snprintf(buf + at, len - at, "%s%s %d (%.3f)", at ? ", " : "",
+				       codec_name(c), k, cs ? (double)cr / (double)cs : 0.0);
+	}
+	return buf;
+}
+
 static double ratio(uint64_t raw, uint64_t stored)
 {
 	return stored ? (double)raw / (double)stored : 0.0;
@@ -33,10 +60,20 @@ json_t *pi_pack_json(const char *path, const wsp_pack *pk)
 		int n = wsp_pack_dtype_bytes(pk, (enum wsp_dtype)dt, &raw, &stored);
 		if (n <= 0)
 			continue;
+		json_t *codecs = json_object();
+		for (int c = WSP_CODEC_ZSTD; codecs && c <= WSP_CODEC_EXPRANS; c++) {
+			uint64_t cr = 0, cs = 0;
+			int k = wsp_pack_codec_bytes(pk, (enum wsp_dtype)dt, (enum wsp_codec)c, &cr, &cs);
+			if (k > 0)
+				json_object_set_new(codecs, codec_name(c),
+						    json_pack("{s:i,s:I,s:I,s:f}", "chunks", k, "raw_bytes",
+							      (json_int_t)cr, "stored_bytes",
+							      (json_int_t)cs, "ratio", ratio(cr, cs)));
+		}
 		json_object_set_new(dtypes, wsp_dtype_name((enum wsp_dtype)dt),
-				    json_pack("{s:i,s:I,s:I,s:f}", "tensors", n, "raw_bytes",
+				    json_pack("{s:i,s:I,s:I,s:f,s:o}", "tensors", n, "raw_bytes",
 					      (json_int_t)raw, "stored_bytes", (json_int_t)stored, "ratio",
-					      ratio(raw, stored)));
+					      ratio(raw, stored), "codecs", codecs ? codecs : json_object()));
 	}
 	/* The checkpoint's own metadata: an object, or its text when not JSON. */
 	json_t *meta = json_null();
@@ -61,7 +98,7 @@ json_t *pi_pack_json(const char *path, const wsp_pack *pk)
 void pi_print_text(const char *path, const wsp_pack *pk, int layers)
 {
 	struct wsp_pack_summary sm, *s = &sm;
-	char a[32], b[32], name[4 * 1024 + 1];   /* names are data: escaped for the terminal */
+	char a[32], b[32], mix[128], name[4 * 1024 + 1];   /* names are data: escaped for the terminal */
 	if (wsp_pack_summary(pk, s) < 0)
 		return;
 	uint32_t dtype_tensors[WSP_DTYPE_COUNT] = {0};
@@ -91,14 +128,15 @@ void pi_print_text(const char *path, const wsp_pack *pk, int layers)
 	       big ? wsp_escape_text(big->name, name, sizeof(name)) : "-",
 	       wsp_format_size(s->max_layer_raw_bytes, a, sizeof(a)));
 	printf("metadata:      %s\n", s->metadata_json ? s->metadata_json : "(none)");
-	printf("\n%-10s %8s %14s %14s %7s\n", "dtype", "tensors", "raw", "stored", "ratio");
+	printf("\n%-10s %8s %14s %14s %7s  %s\n", "dtype", "tensors", "raw", "stored", "ratio",
+	       "chunks by codec (ratio)");
 	for (int dt = 0; dt < WSP_DTYPE_COUNT; dt++) {
 		uint64_t raw = 0, stored = 0;
 		if (!dtype_tensors[dt] || wsp_pack_dtype_bytes(pk, dt, &raw, &stored) < 0)
 			continue;
-		printf("%-10s %8u %14s %14s %7.3f\n", wsp_dtype_name(dt), dtype_tensors[dt],
+		printf("%-10s %8u %14s %14s %7.3f  %s\n", wsp_dtype_name(dt), dtype_tensors[dt],
 		       wsp_format_size(raw, a, sizeof(a)), wsp_format_size(stored, b, sizeof(b)),
-		       ratio(raw, stored));
+		       ratio(raw, stored), codec_mix(pk, dt, mix, sizeof(mix)));
 	}
 	if (!layers)
 		return;

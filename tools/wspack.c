@@ -29,8 +29,9 @@ static const char usage_text[] =
 	"      --level N          zstd level (default 1)\n"
 	"      --chunk-size SIZE  raw bytes per chunk (default 4M)\n"
 	"      --shard-size SIZE  target shard size (default 4G)\n"
-	"      --codec raw|zstd|exprans  chunk codec (default exprans: bf16 exponents\n"
-	"                         rANS-coded for GPU decoding, other dtypes zstd)\n"
+	"      --codec auto|exprans|zstd|raw  chunk codec (default auto: per chunk,\n"
+	"                         exprans (float exponents rANS-coded, decoded by the\n"
+	"                         GPU) unless zstd is >3% smaller; other dtypes zstd)\n"
 	"      --no-transform     do not byte-group float dtypes before compressing\n"
 	"      --threads N        worker threads (default: all cores)\n"
 	"      --group REGEX      extended regex whose first group names a tensor's layer\n"
@@ -107,8 +108,10 @@ static int cmd_convert(int argc, char **argv)
 				opt.codec = WSP_CODEC_RAW;
 			else if (strcasecmp(optarg, "exprans") == 0)
 				opt.codec = WSP_CODEC_EXPRANS;
+			else if (strcasecmp(optarg, "auto") == 0)
+				opt.codec = WSP_CODEC_AUTO;
 			else
-				return cli_usage("--codec: must be raw, zstd or exprans, not '%s'",
+				return cli_usage("--codec: must be auto, exprans, zstd or raw, not '%s'",
 						   optarg);
 			break;
 		case 'T': opt.transform = 0; break;

@@ -774,7 +774,7 @@ def _device_ordinal(device: Union[str, int]) -> int:
     raise ValueError(f"device must be 'host', 'cpu', 'cuda', 'cuda:N' or an ordinal, not {device!r}")
 
 
-_CODECS = {"zstd": 0, "raw": 1, "exprans": 2}
+_CODECS = {"zstd": 0, "raw": 1, "exprans": 2, "auto": 3}
 
 
 def convert(inputs: Union[PathLike, Sequence[PathLike]],
@@ -797,9 +797,10 @@ def convert(inputs: Union[PathLike, Sequence[PathLike]],
     `groups`.  `progress(done, total)`
     is called with raw bytes (a true return value cancels); `log(message)`
     receives notes about the inputs (orphan tensors, stray files).
-    `codec`: "exprans" (bf16 exponents rANS-coded, decoded by the GPU;
+    `codec`: "auto" (per chunk: exprans unless zstd is more than 3%
+    smaller), "exprans" (float exponents rANS-coded, decoded by the GPU;
     other dtypes zstd), "zstd" or "raw"; None, the library's default
-    (exprans, see wspack(1)).
+    (auto, see wspack(1)).
     """
     if isinstance(inputs, (str, bytes, os.PathLike)):
         inputs = [inputs]

@@ -20,12 +20,7 @@ from typing import Dict, List
 
 import torch
 
-from ._plan import Experts, TORCH_DTYPES
-
-
-def _placeholder(shape, dtype, device) -> torch.Tensor:
-    fill = float("nan") if dtype.is_floating_point or dtype.is_complex else 0
-    return torch.full((), fill, dtype=dtype, device=device).expand(shape)
+from ._plan import Experts, TORCH_DTYPES, placeholder
 
 
 def _copies(off, x: Experts, expert: int, held: Dict[int, object], groups
@@ -61,7 +56,7 @@ def bind(off, x: Experts, names, owners, replace, group_of) -> None:
     m, E = x.module, x.count
     for attr in x.targets:
         p = m._parameters[attr]
-        replace(owners, p, _placeholder(tuple(p.shape), p.dtype, off.device))
+        replace(owners, p, placeholder(tuple(p.shape), p.dtype, off.device))
     per_expert = [x.layers_of(e) for e in range(E)]
     groups = {i: group_of(i) for layers in per_expert for i in layers}
     off.experts.append((m, x))

@@ -111,11 +111,6 @@ def resolve_dtype(dtype, config, pack_dtypes: List[torch.dtype]) -> torch.dtype:
     return dtype
 
 
-def _placeholder(shape, dtype) -> torch.Tensor:
-    fill = float("nan") if dtype.is_floating_point or dtype.is_complex else 0
-    return torch.full((), fill, dtype=dtype).expand(shape)
-
-
 def skeleton(cls, config, dtype: torch.dtype, provided):
     """The model transformers' ``from_pretrained(dir, dtype=dtype)`` makes,
     with a placeholder (one element, expanded: no memory) for each
@@ -128,7 +123,8 @@ def skeleton(cls, config, dtype: torch.dtype, provided):
     with torch.device("meta"):
         probe = build_model(cls, config, dtype)
     concrete = type(probe)
-    sd = {k: _placeholder(v.shape, v.dtype) for k, v in probe.state_dict(keep_vars=True).items()
+    from ._plan import placeholder
+    sd = {k: placeholder(v.shape, v.dtype) for k, v in probe.state_dict(keep_vars=True).items()
           if k in provided}
     del probe
     return concrete.from_pretrained(None, config=config, state_dict=sd, dtype=dtype)

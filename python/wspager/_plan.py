@@ -42,6 +42,14 @@ TORCH_DTYPES = {
 }
 
 
+def placeholder(shape, dtype: torch.dtype, device=None) -> torch.Tensor:
+    """Shape, dtype and device of a weight, one element of storage: NaN
+    (zero for integer types), so that a use outside a hooked forward cannot
+    pass unnoticed."""
+    fill = float("nan") if dtype.is_floating_point or dtype.is_complex else 0
+    return torch.full((), fill, dtype=dtype, device=device).expand(shape)
+
+
 def _dt(d: torch.dtype) -> str:
     return str(d).replace("torch.", "")
 

@@ -36,30 +36,21 @@ from __future__ import annotations
 
 import json
 import os
-import re
-import warnings
 from contextlib import contextmanager
-from typing import Dict, List, Optional, Sequence, Set, Tuple, Union
+from typing import Dict, List, Optional, Sequence, Tuple, Union
 
 import torch
 
 from . import Pager, Pack, convert as _convert
 from ._optim import AdamW  # noqa: F401  (wspager.torch.AdamW: the native host AdamW)
 from . import _experts, _hf, _loading, _plan
-from ._plan import MismatchError, TORCH_DTYPES, inside as _inside
+from ._plan import MismatchError, TORCH_DTYPES, inside as _inside, placeholder as _placeholder
 from ._saved import SavedWeights
 from ._weights import StateDictSource, forbid_forward, guard_conversions
 
 __all__ = ["offload", "remove", "from_pretrained", "convert", "init_empty", "MismatchError",
            "TORCH_DTYPES", "grads", "zero_grad", "parameters", "named_parameters", "save", "AdamW",
            "step_in_backward"]
-
-def _placeholder(shape, dtype, device) -> torch.Tensor:
-    """Shape, dtype and device of a weight, one element of storage: NaN, so
-    that a use outside a hooked forward cannot pass unnoticed."""
-    fill = float("nan") if dtype.is_floating_point or dtype.is_complex else 0
-    return torch.full((), fill, dtype=dtype, device=device).expand(shape)
-
 
 class _Group:
     """One pack layer: its parameters and the views over its slot."""

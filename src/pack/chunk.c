@@ -66,6 +66,7 @@ struct chunk_decoder {
 struct chunk_encoder {
 	ZSTD_CCtx *cctx;           /* normal frames at the chosen level */
 	uint8_t *scratch;          /* transformed bytes */
+	uint8_t *trial;            /* WSP_CODEC_AUTO: the zstd attempt beside exprans */
 	uint64_t cap;
 #ifdef CHUNK_ENTROPY_FRAMES
 	ZSTD_CCtx *ectx;           /* entropy-only frames */
@@ -401,7 +402,8 @@ int chunk_encoder_create(int level, uint64_t max_chunk_raw, struct chunk_encoder
 	e->cap = max_chunk_raw;
 	e->cctx = ZSTD_createCCtx();
 	e->scratch = alloc_buf(max_chunk_raw);
-	if (!e->cctx || !e->scratch)
+	e->trial = alloc_buf(chunk_encode_bound(max_chunk_raw));
+	if (!e->cctx || !e->scratch || !e->trial)
 		goto nomem;
 	r = set_params(e->cctx, level, max_chunk_raw);
 #ifdef CHUNK_ENTROPY_FRAMES
@@ -443,6 +445,7 @@ void chunk_encoder_free(struct chunk_encoder *e)
 		return;
 	ZSTD_freeCCtx(e->cctx);
 	free(e->scratch);
+	free(e->trial);
 #ifdef CHUNK_ENTROPY_FRAMES
 	ZSTD_freeCCtx(e->ectx);
 	free(e->seqs);
@@ -484,6 +487,33 @@ static size_t entropy_frame(struct chunk_encoder *e, const void *src, size_t len
 }
 #endif
 
+/* WSP_CODEC_AUTO: exprans (which a GPU decodes) unless zstd with the
+ * dtype's byte transform is clearly smaller: more than AUTO_ZSTD_GAIN_PCT
+ * percent fewer stored bytes (fp32 upcast from a narrower type, whose low
+ * bytes exprans stores raw and zstd finds structure in). */
+#define AUTO_ZSTD_GAIN_PCT 3
+
+static int encode_auto(struct chunk_encoder *e, const void *raw, uint64_t raw_bytes, int dtype,
+		       enum wspm_transform t, void *out, struct wspm_chunk *c,
+		       struct wspi_err *err)
+{
+	struct wspm_chunk z;
+	int rc = chunk_encode_xform(e, raw, raw_bytes, dtype, WSP_CODEC_EXPRANS, t, out, c, err);
+
+	if (rc < 0 || c->codec == WSP_CODEC_ZSTD)   /* a dtype exprans does not code */
+		return rc;
+	/* the zstd attempt goes to e->trial: `out` keeps the exprans stream */
+	rc = chunk_encode_xform(e, raw, raw_bytes, dtype, WSP_CODEC_ZSTD, t, e->trial, &z, err);
+	if (rc < 0)
+		return rc;
+	if (c->codec == WSP_CODEC_RAW ||
+	    (uint64_t)z.stored_bytes * 100 < (uint64_t)c->stored_bytes * (100 - AUTO_ZSTD_GAIN_PCT)) {
+		memcpy(out, e->trial, z.stored_bytes);
+		*c = z;
+	}
+	return 0;
+}
+
 int chunk_encode_xform(struct chunk_encoder *e, const void *raw, uint64_t raw_bytes, int dtype,
 		       enum wsp_codec codec, enum wspm_transform t, void *out,
 		       struct wspm_chunk *c, struct wspi_err *err)
@@ -495,6 +525,8 @@ int chunk_encode_xform(struct chunk_encoder *e, const void *raw, uint64_t raw_by
 	if (raw_bytes > e->cap)
 		return WSP_ERR(err, -EINVAL, "chunk of %llu bytes above the encoder's %llu",
 			       (unsigned long long)raw_bytes, (unsigned long long)e->cap);
+	if (codec == WSP_CODEC_AUTO)
+		return encode_auto(e, raw, raw_bytes, dtype, t, out, c, err);
 	if (codec != WSP_CODEC_ZSTD && codec != WSP_CODEC_RAW && codec != WSP_CODEC_EXPRANS)
 		return WSP_ERR(err, -EINVAL, "unknown codec %d", (int)codec);
 	/* EXPRANS codes bf16, fp16 and fp32 values; other dtypes keep zstd. */

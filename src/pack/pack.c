@@ -318,6 +318,36 @@ int wsp_pack_dtype_bytes(const wsp_pack *pk, enum wsp_dtype dt, uint64_t *raw, u
 	return count;
 }
 
+int wsp_pack_codec_bytes(const wsp_pack *pk, enum wsp_dtype dt, enum wsp_codec codec,
+			 uint64_t *raw, uint64_t *stored)
+{
+	const struct wspi_manifest *m;
+	uint64_t r = 0, s = 0;
+	int count = 0;
+
+	if (!pk || (unsigned)dt >= WSP_DTYPE_COUNT || (unsigned)codec > WSP_CODEC_EXPRANS)
+		return -EINVAL;
+	m = &pk->m;
+	for (uint32_t i = 0; i < m->hdr->n_tensors; i++) {
+		const struct wspm_tensor *t = &m->tensors[i];
+		if (t->dtype != dt)
+			continue;
+		for (uint64_t k = 0; k < t->n_chunks; k++) {
+			const struct wspm_chunk *c = &m->chunks[t->first_chunk + k];
+			if (c->codec != codec)
+				continue;
+			count++;
+			r += c->raw_bytes;
+			s += c->stored_bytes;
+		}
+	}
+	if (raw)
+		*raw = r;
+	if (stored)
+		*stored = s;
+	return count;
+}
+
 uint64_t pack_bytes(const struct wsp_pack_s *pk)
 {
 	const struct wspm_header *h = pk->m.hdr;

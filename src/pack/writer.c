@@ -29,7 +29,7 @@ void wsp_convert_options_init(struct wsp_convert_options *opt)
 	opt->level = 1;
 	opt->chunk_bytes = DEFAULT_CHUNK;
 	opt->shard_bytes = DEFAULT_SHARD;
-	opt->codec = WSP_CODEC_EXPRANS;   /* bf16, f16, f32 chunks; other dtypes keep zstd */
+	opt->codec = WSP_CODEC_AUTO;   /* exprans, or zstd where clearly smaller */
 	opt->transform = 1;
 }
 
@@ -81,7 +81,7 @@ int pack_writer_create(const char *out_dir, const struct wsp_convert_options *op
 		opt = &defaults;
 	}
 	if (opt->codec != WSP_CODEC_ZSTD && opt->codec != WSP_CODEC_RAW &&
-	    opt->codec != WSP_CODEC_EXPRANS)
+	    opt->codec != WSP_CODEC_EXPRANS && opt->codec != WSP_CODEC_AUTO)
 		return WSP_ERR(err, -EINVAL, "unknown codec %d", (int)opt->codec);
 	if (opt->chunk_bytes && (opt->chunk_bytes % WSP_ALIGN_TENSOR || opt->chunk_bytes > (1ull << 30)))
 		return WSP_ERR(err, -EINVAL, "chunk size %llu is not a multiple of %u up to 1 GiB",

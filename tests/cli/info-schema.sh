@@ -21,7 +21,13 @@ want = {"pack", "format_version", "layers", "tensors", "shards", "sources", "chu
         "raw_bytes", "stored_bytes", "ratio", "max_layer_raw_bytes", "largest_layer", "dtypes",
         "metadata", "layer_list"}
 assert set(d) == want, set(d) ^ want
-assert set(d["dtypes"]["BF16"]) == {"tensors", "raw_bytes", "stored_bytes", "ratio"}
+bf = d["dtypes"]["BF16"]
+assert set(bf) == {"tensors", "raw_bytes", "stored_bytes", "ratio", "codecs"}
+assert bf["codecs"] and set(bf["codecs"]) <= {"exprans", "zstd", "raw"}, bf["codecs"]
+for c in bf["codecs"].values():
+    assert set(c) == {"chunks", "raw_bytes", "stored_bytes", "ratio"}
+assert sum(c["stored_bytes"] for c in bf["codecs"].values()) == bf["stored_bytes"]
+assert sum(c["raw_bytes"] for c in bf["codecs"].values()) == bf["raw_bytes"]
 assert set(d["layer_list"][0]) == {"index", "name", "tensors", "raw_bytes", "stored_bytes"}
 assert d["max_layer_raw_bytes"] == max(l["raw_bytes"] for l in d["layer_list"])
 assert d["dtypes"]["BF16"]["tensors"] == d["tensors"]

@@ -1,5 +1,7 @@
 """What the Python tests share: record a failed check, and finish with the
-count and the exit status (0, or 1 when anything failed)."""
+count and the exit status (0, or 1 when anything failed); the device
+argument and the optional packages a test needs (skip, 77, without)."""
+import importlib
 import sys
 
 failures = []
@@ -15,3 +17,22 @@ def check(cond, what):
 def finish():
     print(f"{len(failures)} failures")
     sys.exit(1 if failures else 0)
+
+
+def device_arg() -> str:
+    """argv[1], "cpu" or "cuda"; skip (77) when it is cuda and torch has none."""
+    import torch
+    device = sys.argv[1] if len(sys.argv) > 1 else "cpu"
+    if device == "cuda" and not torch.cuda.is_available():
+        print("SKIP: no CUDA device for torch")
+        sys.exit(77)
+    return device
+
+
+def require(module: str):
+    """The module, or skip (77) when it is not installed."""
+    try:
+        return importlib.import_module(module)
+    except ImportError:
+        print(f"SKIP: {module} is not installed")
+        sys.exit(77)

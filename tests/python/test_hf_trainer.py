@@ -10,25 +10,16 @@
   first step, naming what to do instead, never train nothing silently.
 argv[1]: "cpu" or "cuda"."""
 import os
-import sys
 
 import torch
 import transformers
 
 import wspager.torch as wt
-from checks import check, finish
+from checks import check, device_arg, finish, require
 
-try:
-    import peft
-except ImportError:
-    print("SKIP: peft is not installed")
-    sys.exit(77)
-
+peft = require("peft")
 T = os.environ["WSP_TEST_TMP"]
-device = sys.argv[1] if len(sys.argv) > 1 else "cpu"
-if device == "cuda" and not torch.cuda.is_available():
-    print("SKIP: no CUDA device for torch")
-    sys.exit(77)
+device = device_arg()
 transformers.logging.set_verbosity_error()
 tol = 0.0 if device == "cpu" else 1e-5
 cfg = transformers.LlamaConfig(vocab_size=256, hidden_size=64, intermediate_size=128,

@@ -12,26 +12,17 @@ model's, bit for bit on the CPU (on CUDA the distance is printed and must
 be within the CPU-vs-CUDA optimizer difference).  argv[1]: "cpu" or
 "cuda"."""
 import os
-import sys
 
 import torch
 import transformers
 from safetensors.torch import load_file
 
 import wspager.torch as wt
-from checks import check, finish
+from checks import check, device_arg, finish, require
 
-try:
-    import peft
-except ImportError:
-    print("SKIP: peft is not installed")
-    sys.exit(77)
-
+peft = require("peft")
 T = os.environ["WSP_TEST_TMP"]
-device = sys.argv[1] if len(sys.argv) > 1 else "cpu"
-if device == "cuda" and not torch.cuda.is_available():
-    print("SKIP: no CUDA device for torch")
-    sys.exit(77)
+device = device_arg()
 transformers.logging.set_verbosity_error()
 print(f"torch {torch.__version__}, transformers {transformers.__version__}, "
       f"peft {peft.__version__}, device {device}")
