@@ -257,13 +257,14 @@ lane_py_families() {
 lane_py_train() {
 	step py-lora-cuda 300 "${py_env[@]}" sh -c '. "$top_srcdir/tests/python/lib.sh"; "$PY" "$HERE/test_lora.py" cuda'
 	step py-lora-cpu 300 "${py_env[@]}" sh "$top/tests/python/torch_lora.sh"
+	step py-experts-cuda 300 "${py_env[@]}" sh -c '. "$top_srcdir/tests/python/lib.sh"; "$PY" "$HERE/test_train_experts.py" cuda'
 	step py-grad-loop-cuda 300 "${py_env[@]}" sh -c '. "$top_srcdir/tests/python/lib.sh"; "$PY" "$HERE/test_grad_loop.py" cuda'
 	step py-train-cuda 300 "${py_env[@]}" sh -c '. "$top_srcdir/tests/python/lib.sh"; "$PY" "$HERE/test_train.py" cuda'
 	step py-train-cpu 300 "${py_env[@]}" sh "$top/tests/python/torch_train.sh"
 	step py-step-cuda 300 "${py_env[@]}" sh -c '. "$top_srcdir/tests/python/lib.sh"; "$PY" "$HERE/test_step_in_backward.py" cuda'
 	step py-step-cpu 300 "${py_env[@]}" sh "$top/tests/python/torch_step_in_backward.sh"
 	step py-bounded-cuda 300 "${py_env[@]}" sh -c '. "$top_srcdir/tests/python/lib.sh"; "$PY" "$HERE/test_train_bounded.py" cuda'
-	for f in py-lora-cuda py-lora-cpu py-grad-loop-cuda py-train-cuda py-step-cuda py-step-cpu py-bounded-cuda; do
+	for f in py-lora-cuda py-lora-cpu py-experts-cuda py-grad-loop-cuda py-train-cuda py-step-cuda py-step-cpu py-bounded-cuda; do
 		echo "== $f"; grep -E 'torch|diff|failures|FAIL|Error' "$out/$f.log"
 	done
 }

@@ -120,6 +120,12 @@ def plan(model: torch.nn.Module, pack: Pack, names, resident: Set[str], train: b
                 continue
             name, pattern = names(t.name)
             if pattern is not None and name in params:
+                if train and params[name].dtype != want:
+                    problems.append(f"tensor {t.name} (model name {name}): pack has {t.dtype}, "
+                                    f"model has {_dt(params[name].dtype)}; train=True needs "
+                                    "the pack's dtype")
+                    reported.add(name)
+                    continue
                 feeding.setdefault(name, {}).setdefault(pattern, []).append(
                     Entry(t, L, name, params[name].dtype))
                 patterns[name] = pattern
@@ -151,15 +157,14 @@ def plan(model: torch.nn.Module, pack: Pack, names, resident: Set[str], train: b
                 continue
             out.paged.setdefault(L.index, []).append(e)
     for name, sources in feeding.items():
+        if name in reported:
+            continue
         for pattern in sources:       # the loader's collection order
             order = names.order([e.tensor.name for e in sources[pattern]])
             by_name = {e.tensor.name: e for e in sources[pattern]}
             sources[pattern] = [by_name[n] for n in order]
         covered.add(id(params[name]))
         _place_converted(model, modules, names, name, patterns[name], sources, out, problems)
-    if train and out.experts:
-        problems.append("train=True: routed experts are not trainable yet ("
-                        + ", ".join(x.path for x in out.experts) + ")")
     expert_layers = {e.layer.index for x in out.experts for _, _, s in x.targets.values()
                      for es in s.values() for e in es}
     out.expert_only = {i for i in expert_layers if i not in out.paged and i not in out.kept}

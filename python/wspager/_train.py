@@ -82,6 +82,7 @@ class Trainer:
         self.callback_queued = False
         self.masters: Optional[Dict[int, List[Optional[torch.nn.Parameter]]]] = None
         self.pushed_this_backward: set = set()
+        self.pushed_since_bind: set = set()         # layers pushed since bind_grads
         self.devstep = None                          # _devstep.StepInBackward, when chosen
         # Embeddings whose gradient goes as rows: param id -> the token
         # tensors of the passes since its last push (None: too many, whole).
@@ -99,8 +100,16 @@ class Trainer:
         # Parameters kept on the device (resident=, or made by a converter)
         # train as any parameter does: autograd fills their .grad, and the
         # optimizer over parameters() steps them where they are.
+        # The stacked parameters of routed experts are placeholders: their
+        # experts' own groups train (wspager._experts), and parameters()
+        # gives those groups' masters in their place.
+        self.stacked: Dict[int, Tuple[object, str]] = {}
+        for m, x in off.experts:
+            for attr in x.targets:
+                self.stacked[id(m._parameters[attr])] = (x, attr)
         for p in model.parameters():
-            if id(p) not in self.by_param and p.is_floating_point() and p.is_leaf:
+            if id(p) not in self.by_param and id(p) not in self.stacked and \
+                    p.is_floating_point() and p.is_leaf:
                 p.requires_grad_(True)
         for m in self._row_embeddings(model):
             self.row_ids[id(m.weight)] = []
@@ -179,6 +188,7 @@ class Trainer:
     def _push(self, g, i: int) -> None:
         """Parameter i's gradient to the pager (dropped from .grad)."""
         off = self.off
+        self.pushed_since_bind.add(g.index)
         if g.index not in self.pushed_this_backward:
             self.pushed_this_backward.add(g.index)
             # After zero_grad(set_to_none=True) (the masters' .grad None),
@@ -308,6 +318,11 @@ class Trainer:
             if hit is not None:
                 g, i = hit
                 out.append((name, self.masters[g.index][i]))
+            elif id(p) in self.stacked:   # routed experts: each expert's masters
+                from ._experts import masters_of
+                x, attr = self.stacked[id(p)]
+                out += [(f"{name}.{suffix}", mp) for suffix, mp in
+                        masters_of(x, attr, self.masters)]
             elif p.requires_grad:    # kept on the device: trains as it is
                 out.append((name, p))
         return out
@@ -353,15 +368,35 @@ class Trainer:
                                              for p in group["params"])
 
     def bind_grads(self) -> None:
-        """Masters' .grad: views of the accumulators (None: no gradient)."""
+        """Masters' .grad: views of the accumulators (None: no gradient).
+        An expert no token was routed to has a zero gradient when any
+        expert of its module has one: the resident model's stacked
+        parameter has a gradient for every expert (zero for the unrouted),
+        and its optimizer steps them all."""
         self.wait()
+        grads = {}
         for g in self.off.groups:
             acc, pushes = self.off.pager.grads(g.index)
+            # .grad set to None since, and no push after: the accumulators
+            # hold gradients the user already let go (a layer that had
+            # none in this window: a routed expert no token chose)
+            if pushes and g.index not in self.pushed_since_bind and \
+                    all(m is None or m.grad is None for m in self.masters[g.index]):
+                self.off.pager.grad_zero(g.index)    # as .grad = None says
+                acc, pushes = self.off.pager.grads(g.index)
+            grads[g.index] = (acc, pushes)
+        self.pushed_since_bind.clear()
+        active = {id(g.experts) for g in self.off.groups
+                  if getattr(g, "experts", None) is not None and grads[g.index][1]}
+        for g in self.off.groups:
+            acc, pushes = grads[g.index]
+            zero = not pushes and id(getattr(g, "experts", None)) in active
             for (_, name, _, _), m in zip(g.params, self.masters[g.index]):
                 if m is None:
                     continue
                 a = acc.get(name) if pushes else None
-                m.grad = torch.from_numpy(a) if a is not None else None
+                m.grad = torch.from_numpy(a) if a is not None else (
+                    torch.zeros_like(m) if zero else None)
 
     def apply_masters(self) -> None:
         """The stepped masters, in each tensor's dtype, become the layer.

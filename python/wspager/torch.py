@@ -114,11 +114,11 @@ class Offload:
         g.views[key] = t
         return t
 
-    def acquire(self, g: _Group) -> None:
+    def acquire(self, g: _Group, routed: bool = False) -> None:
         g.depth += 1
         if g.depth > 1:
             return
-        layer = self.pager.acquire(g.index, self._stream())
+        layer = self.pager.acquire(g.index, self._stream(), routed=routed)
         g.layer = layer
         for (p, name, dtype, shape), ph in zip(g.params, g.placeholders):
             v = self._view(g, layer, name, dtype, shape)
@@ -215,8 +215,12 @@ def offload(model: torch.nn.Module, pack: Union[str, os.PathLike], device=None, 
         default a quarter of `host_cache`), the rest in an unnamed overflow
         file (``overflow_dir``).  Parameters kept resident train on the
         device as ordinary parameters (:func:`parameters` includes them).
-        Routed experts are not trainable yet, and paged weights must have
-        the pack's dtype.
+        Routed experts train too: each routed expert's gradient leaves as
+        a paged weight's does, :func:`parameters` gives every expert's
+        master in place of the stacked parameter, and an expert no token
+        chose gets a zero gradient, as in the resident model (checked with
+        host masters; with :func:`step_in_backward` an expert steps only
+        when routed, untested).  Paged weights must have the pack's dtype.
 
     Returns the model, hooked.  Every disagreement between pack and model
     (missing tensors, shapes, tensors that match nothing, buffers without
@@ -311,7 +315,7 @@ def _bind(model: torch.nn.Module, off: Offload, plan: "_plan.Plan", dev: torch.d
             if target in params:
                 _replace(owners, params[target], value)
     for x in plan.experts:
-        _experts.bind(off, x, off.names, owners, _replace, off.group_for)
+        _experts.bind(off, x, off.names, owners, _replace, _Group)
     # Everything not paged goes to the device as it is (buffers such as
     # rotary inv_freq, parameters kept resident).
     params = dict(model.named_parameters(remove_duplicate=False))
