@@ -66,13 +66,7 @@ class Names:
     def order(self, keys: List[str]) -> List[str]:
         """`keys` in the order the loader collects them (its natural sort:
         expert 10 after expert 9), which is the order converters stack."""
-        try:
-            from transformers.core_model_loading import dot_natural_key
-        except ImportError:
-            import re
-
-            def dot_natural_key(s):
-                return [(0, int(p)) if p.isdigit() else (1, p) for p in re.split(r"\.", s)]
+        from transformers.core_model_loading import dot_natural_key
         return sorted(keys, key=dot_natural_key)
 
     def converter(self, pattern: str):

@@ -116,10 +116,15 @@ def safetensors_from_bin(files, out_dir: str, log=None) -> None:
     for f in files:
         notify(log, f"wspager: reading {f} with torch.load(weights_only=True)")
         try:
-            sd = torch.load(f, map_location="cpu", weights_only=True, mmap=True)
-        except RuntimeError:   # the legacy (non-zip) format cannot be mapped
-            sd = torch.load(f, map_location="cpu", weights_only=True)
-        if not isinstance(sd, dict) or not all(torch.is_tensor(t) for t in sd.values()):
+            try:
+                sd = torch.load(f, map_location="cpu", weights_only=True, mmap=True)
+            except RuntimeError:   # the legacy (non-zip) format cannot be mapped
+                sd = torch.load(f, map_location="cpu", weights_only=True)
+        except Exception as e:     # corrupt, or holds more than tensors (code)
+            raise ValueError(f"{f}: torch.load(weights_only=True) refuses it: "
+                             f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}") from e
+        if not isinstance(sd, dict) or not all(isinstance(k, str) and torch.is_tensor(t)
+                                               for k, t in sd.items()):
             raise ValueError(f"{f}: not a state dict of tensors")
         out, seen = {}, set()
         for k, t in sd.items():

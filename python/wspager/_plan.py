@@ -77,14 +77,6 @@ class Experts:
     # attribute -> (model name, converter, source pattern -> per-expert entries)
     targets: Dict[str, Tuple[str, object, Dict[str, List[Entry]]]] = field(default_factory=dict)
 
-    def layers_of(self, expert: int) -> List[int]:
-        out = []
-        for _, _, sources in self.targets.values():
-            for entries in sources.values():
-                if entries[expert].layer.index not in out:
-                    out.append(entries[expert].layer.index)
-        return out
-
 
 @dataclass
 class Plan:

@@ -672,14 +672,12 @@ def from_pretrained(path: Union[str, bytes, os.PathLike], device=None, *, config
         config_dir = config if os.path.isdir(config) else os.path.dirname(config)
         config = transformers.AutoConfig.from_pretrained(config)
     cls = model_class or transformers.AutoModelForCausalLM
-    with torch.device("meta"):     # module names, for the pack's grouping
+    with torch.device("meta"):     # module and parameter names (no memory)
         probe = _loading.build_model(cls, config)
     pack = path if is_pack else _pack_for(path, log, probe)
     with Pack(pack) as p:
         tensors = [(t.name, TORCH_DTYPES.get(t.dtype)) for t in p.tensors()]
     dtype = _hf.resolve_dtype(dtype, config, [d for _, d in tensors])
-    with torch.device("meta"):
-        probe = _loading.build_model(cls, config, dtype)
     names = _hf.Names(probe)
     provided = {names(k)[0] for k, _ in tensors}
     # transformers builds the model and computes its buffers; the pack's

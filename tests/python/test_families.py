@@ -139,6 +139,28 @@ if "llama" in only:
     model = wt.from_pretrained(d, device=device, model_class=auto_class("llama"))
     compare("llama/bin", "llama", torch.float32, d, model)
     wt.remove(model)
+    # a .bin that is no state dict, holds code, or is not a torch file:
+    # a ValueError naming it, no pack and no temporary left
+    for what, write in (("ints", lambda f: torch.save({"w": 1}, f)),
+                        ("code", lambda f: torch.save({"w": Exception("x")}, f)),
+                        ("garbage", lambda f: open(f, "wb").write(b"not a torch file"))):
+        bad = os.path.join(T, f"bad-{what}")
+        os.makedirs(bad)
+        for name in ("config.json", "generation_config.json"):
+            shutil.copy(os.path.join(d, name), bad)
+        write(os.path.join(bad, "pytorch_model.bin"))
+        try:
+            wt.from_pretrained(bad, device=device, model_class=auto_class("llama"))
+            check(False, f"bad .bin ({what}) accepted")
+        except ValueError as e:
+            check("pytorch_model.bin" in str(e), f"bad .bin ({what}): message {e}")
+        left = [f for f in os.listdir(T) if f.startswith(f"bad-{what}.")]
+        check(not left, f"bad .bin ({what}): left {left}")
+    try:
+        wt.from_pretrained(d, device=device, model_class=auto_class("llama"), dtype="nope")
+        check(False, "dtype='nope' accepted")
+    except ValueError as e:
+        check("nope" in str(e), f"dtype: {e}")
 
 # A model built on the meta device: refused, naming its buffers and the fix
 if "llama" in only:

@@ -19,6 +19,7 @@ from safetensors.torch import load_file
 
 import wspager.torch as wt
 from checks import check, device_arg, finish, require
+from configs import llama
 
 peft = require("peft")
 T = os.environ["WSP_TEST_TMP"]
@@ -27,12 +28,9 @@ transformers.logging.set_verbosity_error()
 print(f"torch {torch.__version__}, transformers {transformers.__version__}, "
       f"peft {peft.__version__}, device {device}")
 tol = 0.0 if device == "cpu" else 1e-5
-cfg = transformers.LlamaConfig(vocab_size=256, hidden_size=64, intermediate_size=128,
-                               num_hidden_layers=4, num_attention_heads=4, num_key_value_heads=2,
-                               max_position_embeddings=64)
 torch.manual_seed(0)
 d = os.path.join(T, "llama")
-transformers.LlamaForCausalLM(cfg).save_pretrained(d)
+transformers.LlamaForCausalLM(llama(64, 4, 256)).save_pretrained(d)
 data = torch.randint(0, 256, (32, 16), generator=torch.Generator().manual_seed(3))
 LORA = dict(r=4, lora_alpha=8, target_modules=["q_proj", "v_proj"], lora_dropout=0.0)
 
