@@ -30,6 +30,15 @@ What :func:`wspager.torch.offload` adds with ``train=True``:
   them, and micro-batches accumulate into them as into any ``.grad``;
   after ``zero_grad()`` (``set_to_none`` or not) the next backward starts
   them over.  ``parameters()`` come in ``model.parameters()`` order.
+* The model's own paged parameters (``model.parameters()``, what
+  transformers' Trainer gives its optimizer and its clipping) get the same
+  accumulators as ``.grad`` after each backward, while their data stays the
+  placeholder; a forward that may be backpropagated takes those ``.grad``
+  off again (:meth:`Trainer.strip`: autograd would add into them), noting
+  any the user set to None (the layer's accumulation starts over).  For
+  the step of an optimizer over them, each holds its master's data
+  (:meth:`Trainer.before_step`), so it steps the masters and keeps its
+  state in fp32 on the host.
 * After a step of an optimizer over those masters (a global optimizer
   step hook), each layer's masters, in the layer's dtype, replace its
   weights in the pager (``wsp_update``), so the next forward uses them.
@@ -52,13 +61,16 @@ def _step_pre(opt, _args, _kwargs) -> None:
     for tr in list(_TRAINERS):
         tr.refuse_placeholders(opt)
         if tr.steps_with(opt):
-            tr.bind_grads()
+            tr.before_step(opt)
 
 
 def _step_post(opt, _args, _kwargs) -> None:
     for tr in list(_TRAINERS):
         if tr.steps_with(opt):
-            tr.apply_masters()
+            try:
+                tr.apply_masters()
+            finally:
+                tr.take_back_masters()
 
 
 def _install_hooks() -> None:
@@ -111,6 +123,22 @@ class Trainer:
             if id(p) not in self.by_param and id(p) not in self.stacked and \
                     p.is_floating_point() and p.is_leaf:
                 p.requires_grad_(True)
+        # The model's own paged parameters (model.parameters(), as the
+        # Trainer's optimizer and clipping take them): layer -> positions.
+        # After a backward their .grad are the accumulators, as the
+        # masters' are; for an optimizer step over them each holds its
+        # master's data (lend_masters).
+        own_ids = {id(p) for p in model.parameters()}
+        self.own: Dict[int, List[int]] = {}
+        for g in off.groups:
+            at = [i for i, (p, _, _, _) in enumerate(g.params) if id(p) in own_ids
+                  and id(p) in self.by_param]
+            if at:
+                self.own[g.index] = at
+        self.own_bound: set = set()     # ids of own parameters whose .grad we bound
+        self.dropped: set = set()       # layers whose own .grad the user set to None
+        self.lent: List[Tuple[torch.nn.Parameter, torch.Tensor]] = []   # (param, its data)
+        self.masters_bound: set = set()   # layers whose masters' .grad we bound (ever)
         for m in self._row_embeddings(model):
             self.row_ids[id(m.weight)] = []
             off.handles.append(m.register_forward_pre_hook(self._saw_tokens, with_kwargs=True))
@@ -155,6 +183,20 @@ class Trainer:
         if self.devstep is not None:   # the last step's weights, before they are read
             self.devstep.reap(block=True)
 
+    def strip(self, g) -> None:
+        """A forward that may be backpropagated is about to use g: its own
+        parameters' .grad (the accumulators, bound after the last backward)
+        come off, so that autograd hands _grad_ready the new gradient alone
+        (it would add into a .grad it finds); a .grad the user set to None
+        meanwhile is remembered: the layer's accumulation starts over."""
+        for i in self.own.get(g.index, ()):
+            p = g.params[i][0]
+            if p.grad is not None:
+                p.grad = None
+            elif id(p) in self.own_bound:
+                self.dropped.add(g.index)
+            self.own_bound.discard(id(p))
+
     # The backward ---------------------------------------------------------
     def hold(self, g) -> None:
         """Acquire g for this backward (once), and make sure the pass ends
@@ -195,8 +237,10 @@ class Trainer:
             # the layer's accumulators start over, as a parameter's .grad
             # does; with .grad there, gradients accumulate into it.
             ms = self.masters.get(g.index) if self.masters is not None else None
-            if ms and any(m is not None and m.grad is None for m in ms):
+            if self._own_dropped(g) or (ms and any(m is not None and m.grad is None
+                                                   for m in ms)):
                 off.pager.grad_zero(g.index)
+            self.dropped.discard(g.index)
         p, name, _, _ = g.params[i]
         gr = p.grad
         p.grad = None
@@ -272,10 +316,11 @@ class Trainer:
         for key in self.row_ids:   # tokens of forwards whose backward never ran
             self.row_ids[key] = []
         self.pushed_this_backward.clear()
-        # The masters' .grad are real once the backward is over, as any
-        # parameter's: clipping, unscaling and norms between backward and
-        # step see them (views of the accumulators, their copies in).
-        if self.masters is not None and self.devstep is None:
+        # The .grad of the masters and of the model's own paged parameters
+        # are real once the backward is over, as any parameter's: clipping,
+        # unscaling and norms between backward and step see them (views of
+        # the accumulators, their copies in).
+        if self.devstep is None:
             self.bind_grads()
 
     def wait(self) -> None:
@@ -346,26 +391,76 @@ class Trainer:
         self.masters = masters
         self.master_ids = {id(m) for row in masters.values() for m in row if m is not None}
 
+    def _owned_by(self, opt) -> List[Tuple[object, int]]:
+        """(group, position) of the model's own paged parameters `opt` holds."""
+        ids = {id(p) for group in opt.param_groups for p in group["params"]}
+        return [(g, i) for g in self.off.groups for i in self.own.get(g.index, ())
+                if id(g.params[i][0]) in ids]
+
     def refuse_placeholders(self, opt) -> None:
-        """An optimizer built over the offloaded model's own paged
-        parameters (placeholders whose gradients the pager took) would step
-        nothing, silently: say so, and what to give it instead."""
-        paged = [p for group in opt.param_groups for p in group["params"]
-                 if id(p) in self.by_param and p.requires_grad]
-        if paged:
+        """An optimizer over the stacked parameter of routed experts (one
+        placeholder for all, whose experts train as layers of their own)
+        would step nothing, silently; nor can one step paged weights with
+        step_in_backward chosen (no host masters): say so, and what to do."""
+        ids = {id(p) for group in opt.param_groups for p in group["params"]}
+        stacked = [x for i, (x, _) in self.stacked.items() if i in ids]
+        if stacked:
             raise RuntimeError(
-                f"this optimizer holds {len(paged)} paged parameters of an offloaded model: "
-                "they are placeholders, and their gradients go to the pager.  Build it over "
-                "wspager.torch.parameters(model) (fp32 host masters whose .grad are the "
-                "gradients), or use wspager.torch.step_in_backward; parameters outside the "
-                "pack (adapters, heads) go in as they are.  transformers' Trainer builds its "
-                "optimizer from model.parameters(): it trains adapters over a paged model "
-                "(LoRA), not the paged weights themselves (not supported yet).")
+                f"this optimizer holds {len(stacked)} stacked parameters of routed experts of "
+                "an offloaded model: each expert trains as a layer of its own, and a stacked "
+                "parameter has no master.  Build the optimizer over "
+                "wspager.torch.parameters(model) (every expert's fp32 host master, and the "
+                "other parameters), not model.parameters().")
+        if self.devstep is not None and self._owned_by(opt):
+            raise RuntimeError(
+                "this optimizer holds paged parameters of a model whose layers step inside "
+                "the backward (wspager.torch.step_in_backward): they have no host masters; "
+                "use the object step_in_backward returned")
 
     def steps_with(self, opt) -> bool:
-        return bool(self.master_ids) and any(id(p) in self.master_ids
-                                             for group in opt.param_groups
-                                             for p in group["params"])
+        return any(id(p) in self.master_ids for group in opt.param_groups
+                   for p in group["params"]) or bool(self._owned_by(opt))
+
+    def _set_own_grad(self, p: torch.nn.Parameter, grad: Optional[torch.Tensor]) -> None:
+        """p.grad = grad, a host fp32 accumulator, while p's data is a
+        placeholder of another dtype or device (torch checks a .grad against
+        the data: for the moment of the assignment, the data is `grad`)."""
+        if grad is None:
+            p.grad = None
+            self.own_bound.discard(id(p))
+            return
+        data = p.data
+        p.data = grad
+        p.grad = grad
+        p.data = data
+        self.own_bound.add(id(p))
+
+    def _own_dropped(self, g) -> bool:
+        """The user set a .grad we bound on g's own parameters to None."""
+        return g.index in self.dropped or any(
+            id(g.params[i][0]) in self.own_bound and g.params[i][0].grad is None
+            for i in self.own.get(g.index, ()))
+
+    def before_step(self, opt) -> None:
+        """Gradients bound for the step.  For an optimizer over the model's
+        own paged parameters (transformers' Trainer: model.parameters()),
+        each holds its fp32 host master's data for the step, its .grad the
+        accumulator: the optimizer steps the masters, as over
+        parameters(), and keeps its state by the parameters it was given."""
+        owned = self._owned_by(opt)
+        if owned and self.masters is None:
+            self._make_masters()     # before binding: fresh masters have no .grad
+        self.bind_grads()
+        for g, i in owned:
+            p = g.params[i][0]
+            self.lent.append((p, p.data))
+            p.data = self.masters[g.index][i].data
+
+    def take_back_masters(self) -> None:
+        """After the step: the placeholders again (the .grad stay)."""
+        for p, data in self.lent:
+            p.data = data
+        self.lent.clear()
 
     def bind_grads(self) -> None:
         """Masters' .grad: views of the accumulators (None: no gradient).
@@ -380,8 +475,10 @@ class Trainer:
             # .grad set to None since, and no push after: the accumulators
             # hold gradients the user already let go (a layer that had
             # none in this window: a routed expert no token chose)
-            if pushes and g.index not in self.pushed_since_bind and \
-                    all(m is None or m.grad is None for m in self.masters[g.index]):
+            ms = self.masters[g.index] if g.index in self.masters_bound else None
+            if pushes and g.index not in self.pushed_since_bind and (
+                    self._own_dropped(g) or
+                    (ms is not None and all(m is None or m.grad is None for m in ms))):
                 self.off.pager.grad_zero(g.index)    # as .grad = None says
                 acc, pushes = self.off.pager.grads(g.index)
             grads[g.index] = (acc, pushes)
@@ -390,6 +487,12 @@ class Trainer:
                   if getattr(g, "experts", None) is not None and grads[g.index][1]}
         for g in self.off.groups:
             acc, pushes = grads[g.index]
+            for i in self.own.get(g.index, ()):
+                p, name, _, _ = g.params[i]
+                a = acc.get(name) if pushes else None
+                self._set_own_grad(p, torch.from_numpy(a) if a is not None else None)
+            if self.masters is None:
+                continue
             zero = not pushes and id(getattr(g, "experts", None)) in active
             for (_, name, _, _), m in zip(g.params, self.masters[g.index]):
                 if m is None:
@@ -397,6 +500,9 @@ class Trainer:
                 a = acc.get(name) if pushes else None
                 m.grad = torch.from_numpy(a) if a is not None else (
                     torch.zeros_like(m) if zero else None)
+                if m.grad is not None:
+                    self.masters_bound.add(g.index)
+        self.dropped.clear()
 
     def apply_masters(self) -> None:
         """The stepped masters, in each tensor's dtype, become the layer.
@@ -405,7 +511,8 @@ class Trainer:
         off = self.off
         for g in off.groups:
             row = self.masters[g.index]
-            if all(m is None or m.grad is None for m in row):
+            if all(m is None or m.grad is None for m in row) and \
+                    all(g.params[i][0].grad is None for i in self.own.get(g.index, ())):
                 continue
             pos = self.pos[g.index]
             vals: List[Optional[int]] = [None] * len(pos)
@@ -420,9 +527,13 @@ class Trainer:
 
     def step_in_backward(self, optimizer, kwargs, clip_per_layer=None):
         if self.masters is not None:
-            raise ValueError("wspager.torch.parameters() already made host masters for an "
-                             "optimizer; step_in_backward steps on the device instead: "
-                             "use one or the other")
+            raise ValueError("wspager.torch.parameters() (or an optimizer step over the "
+                             "model's parameters) already made host masters; "
+                             "step_in_backward steps on the device instead: use one or the "
+                             "other")
+        for g in self.off.groups:     # no .grad of ours on the model's parameters
+            for i in self.own.get(g.index, ()):
+                self._set_own_grad(g.params[i][0], None)
         if self.devstep is None:
             from ._devstep import StepInBackward
             self.devstep = StepInBackward(self, optimizer, kwargs, clip_per_layer)

@@ -221,6 +221,11 @@ def offload(model: torch.nn.Module, pack: Union[str, os.PathLike], device=None, 
         chose gets a zero gradient, as in the resident model (checked with
         host masters; with :func:`step_in_backward` an expert steps only
         when routed, untested).  Paged weights must have the pack's dtype.
+        An optimizer over the model's own ``parameters()`` (a plain loop,
+        transformers' Trainer) trains the paged ones as their masters:
+        their ``.grad`` after a backward are the accumulators, and for
+        the optimizer's step they hold the masters' data (not with routed
+        experts: build that optimizer over :func:`parameters`).
 
     Returns the model, hooked.  Every disagreement between pack and model
     (missing tensors, shapes, tensors that match nothing, buffers without
@@ -354,6 +359,8 @@ def _bind(model: torch.nn.Module, off: Offload, plan: "_plan.Plan", dev: torch.d
     for m, groups in hooks.values():
         def pre(_mod, _args, _kwargs=None, groups=groups):
             for g in groups:
+                if off.trainer is not None and torch.is_grad_enabled():
+                    off.trainer.strip(g)
                 off.acquire(g)
 
         def post(_mod, _args, _out, groups=groups):

@@ -2,7 +2,9 @@
 masters' .grad are there (issue: they appeared only inside step), so
 torch.nn.utils.clip_grad_norm_ clips; micro-batches accumulate into .grad;
 zero_grad(set_to_none=True and False) starts over; parameters kept
-resident (``resident=``) train on the device beside the masters.  Against
+resident (``resident=``) train on the device beside the masters.  With
+the optimizer over ``wt.parameters(model)`` and over the model's own
+``model.parameters()`` (paged ones stepped as their masters).  Against
 the resident model trained by the same loop: gradients after each backward
 and weights after each step bit-identical (CPU fp32, the host backend).
 argv[1]: "cpu" (exactness asserted) or "cuda" (distance printed)."""
@@ -32,13 +34,16 @@ def distance(a, b):
 batches = [torch.randint(0, 256, (2, 12), device=device) for _ in range(8)]
 
 
-def run(resident):
+def run(resident, plain=False):
     ref = transformers.AutoModelForCausalLM.from_pretrained(d, dtype=torch.float32).to(device)
     model = wt.from_pretrained(d, device=device, host_cache="32M", train=True, resident=resident)
     ref.train()
     model.train()
-    masters = wt.parameters(model)
-    names = [n for n, _ in wt.named_parameters(model)]
+    # plain: the optimizer over model.parameters(), as the plain loop (and
+    # transformers' Trainer) builds it; else over wspager's masters
+    named = list(model.named_parameters()) if plain else wt.named_parameters(model)
+    masters = [p for _, p in named]
+    names = [n for n, _ in named]
     ref_params = dict(ref.named_parameters())
     check(names == [n for n, _ in ref.named_parameters()],
           f"wt.parameters order {names[:4]}... is not model.parameters() order")
@@ -82,12 +87,15 @@ def run(resident):
                                                           first[n + ".weight"].cpu())]
         check(step == 0 or len(changed) == len(resident), f"resident parameters did not train: "
               f"{sorted(set(resident) - set(changed))}")
-    print(f"{device}, resident={list(resident)}: 4 steps of 2 micro-batches with clipping, "
-          f"worst max|diff| {worst}")
+    print(f"{device}, resident={list(resident)}, optimizer over "
+          f"{'model.parameters()' if plain else 'wt.parameters(model)'}: 4 steps of 2 "
+          f"micro-batches with clipping, worst max|diff| {worst}")
     wt.remove(model)
 
 
 first = transformers.AutoModelForCausalLM.from_pretrained(d, dtype=torch.float32).state_dict()
 run(())
 run(("model.norm", "lm_head"))
+run((), plain=True)
+run(("model.norm", "lm_head"), plain=True)
 finish()

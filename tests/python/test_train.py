@@ -98,9 +98,12 @@ for name, cfg in CASES:
         elif step < 2:
             check(out < whole, f"{tag} pass {step}: {out} bytes out, the whole gradients are "
                   f"{whole}: no rows were sent")
-        # nothing stays on the device: each paged parameter's .grad was handed over
-        left = [n for n, p in model.named_parameters() if p.grad is not None]
-        check(not left, f"{tag}: .grad left on {left[:3]}")
+        # nothing stays on the device: each paged parameter's .grad was handed
+        # over; what .grad holds after the backward is the pager's host
+        # accumulator itself (zero-copy), for clipping and optimizers
+        left = [n for n, p in model.named_parameters() if p.grad is not None and not (
+            p.grad.device.type == "cpu" and n in g and p.grad.data_ptr() == g[n].data_ptr())]
+        check(not left, f"{tag}: .grad left on {left[:3]}, not the pager's accumulators")
     st = model._wspager.pager.stats()
     print(f"{tag}: {st['grad_pushes']} pushes, {st['bytes_d2h']} bytes out")
     check(st["grad_pushes"] > 0, f"{tag}: no gradient pushed")

@@ -64,4 +64,21 @@ moved = [k for k, v in model.state_dict().items() if "experts" in k and
 check(len(moved) == 4, f"expert parameters that trained: {moved}")
 print(f"{device}: 4 AdamW steps of a Mixtral with 8 experts, worst max|diff| {worst}")
 wt.remove(model)
+
+# A stacked experts parameter has no master (each expert trains as a layer
+# of its own): an optimizer over model.parameters() is refused at its
+# first step, naming what to build it over, before it steps anything.
+model = wt.from_pretrained(d, device=device, host_cache="64M", train=True)
+before = {k: v.clone() for k, v in model.state_dict().items()}
+opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
+model(batches[0], labels=batches[0]).loss.backward()
+try:
+    opt.step()
+    check(False, "an optimizer over the stacked experts parameters stepped")
+except RuntimeError as e:
+    print(f"optimizer over model.parameters() of a MoE: {e}")
+    check("wspager.torch.parameters(model)" in str(e), f"message: {e}")
+after = model.state_dict()
+check(all(torch.equal(before[k], after[k]) for k in before), "a refused step changed weights")
+wt.remove(model)
 finish()
