@@ -8,7 +8,9 @@
 * full fine-tuning of the paged weights through the Trainer (its
   optimizer and clipping over ``model.parameters()``, the paged ones
   stepped as their fp32 host masters): losses, gradient norms, weights
-  after the steps and ``save_pretrained`` equal the resident Trainer's.
+  after the steps and ``save_pretrained`` equal the resident Trainer's;
+* the same with Accelerate's own loop (``prepare``, ``accumulate``,
+  ``clip_grad_norm_``).
 argv[1]: "cpu" or "cuda"."""
 import os
 
@@ -107,5 +109,37 @@ model.save_pretrained(saved)
 back = transformers.AutoModelForCausalLM.from_pretrained(saved, dtype=torch.float32).state_dict()
 ds = max((back[k] - want[k]).abs().max().item() for k in want)
 check(ds <= tol, f"save_pretrained after the Trainer differs from its weights by {ds}")
+wt.remove(model)
+
+
+def accelerated(model):
+    """The loop Accelerate's docs write: prepare, accumulate, clip, step."""
+    import accelerate
+    acc = accelerate.Accelerator(cpu=device == "cpu", gradient_accumulation_steps=2)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
+    model, opt = acc.prepare(model, opt)
+    model.train()
+    losses = []
+    for i in range(8):
+        ids = rows[4 * i:4 * i + 4].to(acc.device)
+        with acc.accumulate(model):
+            loss = model(input_ids=ids, labels=ids).loss
+            acc.backward(loss)
+            if acc.sync_gradients:
+                acc.clip_grad_norm_(model.parameters(), 0.05)
+            opt.step()
+            opt.zero_grad()
+        losses.append(loss.item())
+    return losses, {k: v.detach().cpu().clone() for k, v in model.state_dict().items()}
+
+
+want_losses, want = accelerated(
+    transformers.AutoModelForCausalLM.from_pretrained(d, dtype=torch.float32))
+model = wt.from_pretrained(d, device=device, host_cache="32M", train=True)
+losses, got = accelerated(model)
+dl = max(abs(a - b) for a, b in zip(losses, want_losses))
+dw = max((got[k].float() - want[k].float()).abs().max().item() for k in want)
+print(f"Accelerate loop, 8 micro-batches: max loss diff {dl:.3g}, max weight diff {dw:.3g}")
+check(dl <= tol and dw <= tol, f"the Accelerate loop differs (loss {dl}, weights {dw})")
 wt.remove(model)
 finish()
