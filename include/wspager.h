@@ -197,11 +197,12 @@ int wsp_pack_shard_path(const wsp_pack *pk, uint32_t shard, char *buf, size_t le
 int wsp_pack_dtype_bytes(const wsp_pack *pk, enum wsp_dtype dt, uint64_t *raw, uint64_t *stored);
 /* WSP_CODEC_EXPRANS (added in 0.2): bf16 chunks with their exponents
  * rANS-coded in lanes a GPU decodes in parallel, sign and mantissa raw
- * (wspack(5)); chunks of other dtypes are stored with zstd.
+ * (wspack(5)); f16 and f32 alike, f32 with its low halves coded too where
+ * they have structure (since 0.3: fp32 upcast from bf16 or f16); chunks of
+ * other dtypes are stored with zstd.
  * WSP_CODEC_AUTO (the default since 0.3), chosen per chunk: exprans, unless
- * zstd (with the byte transform) stores it in more than 3% fewer bytes, as
- * for fp32 upcast from a narrower type; packs record each chunk's codec,
- * never AUTO. */
+ * zstd (with the byte transform) stores it in more than 3% fewer bytes;
+ * packs record each chunk's codec, never AUTO. */
 enum wsp_codec { WSP_CODEC_ZSTD = 0, WSP_CODEC_RAW = 1, WSP_CODEC_EXPRANS = 2,
 		 WSP_CODEC_AUTO = 3 };
 /* Raw and stored bytes of the chunks of dtype `dt` stored with `codec`

@@ -53,7 +53,9 @@ uint32_t hcache_pieces(const struct hcache *hc, uint32_t layer, struct hcache_pi
 		const struct wspm_chunk *c = &hc->m->chunks[job->chunk];
 		out[n] = (struct hcache_piece){ .at = job->at, .dst = job->dst,
 						.stored = job->keep_stored ? c->stored_bytes : c->raw_bytes,
-						.raw = c->raw_bytes, .exprans = job->keep_stored,
+						.raw = c->raw_bytes,
+						.exprans = !job->keep_stored ? 0
+							   : c->transform == WSPM_XFORM_BYTES ? 2 : 1,
 						.tensor = job->tensor, .index = job->index_in_tensor };
 	}
 	return n;

@@ -88,7 +88,8 @@ static uint64_t layer_jobs(const struct wsp_pack_s *pk, const struct hcache *hc,
 		jobs[k] = (struct exprans_gpu_job){
 			.in_off = pc[i].at, .out_off = pc[i].dst, .in_bytes = pc[i].stored,
 			.n = pc[i].exprans ? pc[i].raw / w : 0, .width = w,
-			.kind = pc[i].exprans ? EXPRANS_GPU_DECODE : EXPRANS_GPU_COPY,
+			.kind = pc[i].exprans == 2 ? EXPRANS_GPU_DECODE_PLANES
+				: pc[i].exprans ? EXPRANS_GPU_DECODE : EXPRANS_GPU_COPY,
 		};
 		tensor_of[k] = pc[i].tensor;
 		chunk_of[k] = pc[i].index;

@@ -315,7 +315,9 @@ int chunk_decode(struct chunk_decoder *d, const struct wspm_chunk *c, int dtype,
 		break;
 	case WSP_CODEC_EXPRANS: {
 		unsigned w = exprans_value_bytes(dtype);
-		if (!w || t != WSPM_XFORM_NONE || c->raw_bytes % w)
+		/* transform 1 on an exprans chunk: fp32 with coded low halves */
+		int coded_low = t == WSPM_XFORM_BYTES && w == 4;
+		if (!w || (t != WSPM_XFORM_NONE && !coded_low) || c->raw_bytes % w)
 			return WSP_ERR(err, WSP_EFORMAT, "exprans chunk of dtype %s, transform %u, "
 				       "%u bytes", dt_name(dtype), c->transform, c->raw_bytes);
 		if (c->raw_bytes > d->cap)
@@ -323,9 +325,11 @@ int chunk_decode(struct chunk_decoder *d, const struct wspm_chunk *c, int dtype,
 				       c->raw_bytes, (unsigned long long)d->cap);
 		if ((rc = chunk_check_stored(c, stored, err)) < 0 ||
 		    (rc = exprans_decode(stored, c->stored_bytes, d->scratch, c->raw_bytes / w, w,
-					 err)) < 0)
+					 coded_low, err)) < 0)
 			return rc;
 		planes = d->scratch;
+		t = WSPM_XFORM_NONE;   /* the decoded values are the raw bytes */
+		es = 0;
 		break;
 	}
 	case WSP_CODEC_ZSTD:
@@ -457,7 +461,7 @@ void chunk_encoder_free(struct chunk_encoder *e)
 size_t chunk_encode_bound(uint64_t raw_bytes)
 {
 	size_t z = ZSTD_compressBound((size_t)raw_bytes);
-	size_t x2 = exprans_bound(raw_bytes / 2, 2), x4 = exprans_bound(raw_bytes / 4, 4);
+	size_t x2 = exprans_bound(raw_bytes / 2, 2, 0), x4 = exprans_bound(raw_bytes / 4, 4, 1);
 	return WSP_MAX(z, WSP_MAX(x2, x4));
 }
 
@@ -542,12 +546,15 @@ int chunk_encode_xform(struct chunk_encoder *e, const void *raw, uint64_t raw_by
 	c->checksum = XXH3_64bits(raw, raw_bytes);
 
 	if (codec == WSP_CODEC_EXPRANS && raw_bytes > 0) {
-		int64_t n = exprans_encode(raw, raw_bytes / w, w, out, cap);
+		/* fp32 whose low halves have structure (upcast): code them too */
+		int coded_low = w == 4 && exprans_planes_pay(raw, raw_bytes / w);
+		int64_t n = exprans_encode(raw, raw_bytes / w, w, coded_low, out, cap);
 		if (n < 0)
 			return WSP_ERR(err, (int)n, "exprans: output of %zu bytes too small", cap);
 		if ((uint64_t)n < raw_bytes) {
 			/* Readers that check only the stored bytes rely on this. */
-			int rc = exprans_decode(out, (size_t)n, e->scratch, raw_bytes / w, w, err);
+			int rc = exprans_decode(out, (size_t)n, e->scratch, raw_bytes / w, w, coded_low,
+						err);
 			if (rc < 0) {
 				wspi_err_prefix(err, "exprans: the encoded chunk does not decode");
 				return rc;
@@ -556,7 +563,7 @@ int chunk_encode_xform(struct chunk_encoder *e, const void *raw, uint64_t raw_by
 				return WSP_ERR(err, WSP_EFORMAT, "exprans: the encoded chunk decodes to "
 					       "other bytes than its input");
 			c->codec = WSP_CODEC_EXPRANS;
-			c->transform = WSPM_XFORM_NONE;
+			c->transform = coded_low ? WSPM_XFORM_BYTES : WSPM_XFORM_NONE;
 			c->stored_bytes = (uint32_t)n;
 			wspm_chunk_set_stored_check(c, wspm_stored_check(out, (uint64_t)n));
 			return 0;

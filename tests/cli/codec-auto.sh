@@ -1,10 +1,11 @@
 #!/bin/sh
 # The default codec on realistic data (wspack convert without --codec:
 # auto, per chunk): fp32 weights upcast from bf16, with and without noise in
-# the low bits (the low half has structure exprans stores raw), go to zstd,
-# as small as `--codec zstd` and well below `--codec exprans`; Gaussian bf16
-# weights in the same file stay exprans (decoded by a GPU); `wspack info
-# --json` reports the mix; the pack verifies and unpacks byte for byte.
+# the low bits, stay exprans (decoded by a GPU) with their low halves coded,
+# within 3% of `--codec zstd` and twice as small as exprans was with the low
+# halves raw (ratio 1.2 at most); Gaussian bf16 weights in the same file
+# stay exprans; `wspack info --json` reports the mix; the pack verifies and
+# unpacks byte for byte.
 . "${top_srcdir:-$(dirname "$0")/../..}/tests/cli/lib.sh"
 need_python
 "$PYTHON3" - "$TMP/up.safetensors" <<'PY' || fail "writing the checkpoint"
@@ -44,9 +45,10 @@ d, x, z = (json.load(open(f"{t}/{c}.json"))["dtypes"] for c in ("default", "expr
 print(f"F32 ratio: exprans {x['F32']['ratio']:.3f}, zstd {z['F32']['ratio']:.3f}, "
       f"default {d['F32']['ratio']:.3f}; BF16: exprans {x['BF16']['ratio']:.3f}, "
       f"zstd {z['BF16']['ratio']:.3f}, default {d['BF16']['ratio']:.3f}")
-assert set(d["F32"]["codecs"]) == {"zstd"}, d["F32"]["codecs"]
-assert d["F32"]["stored_bytes"] == z["F32"]["stored_bytes"]
-assert d["F32"]["stored_bytes"] < 0.6 * x["F32"]["stored_bytes"]
+assert set(d["F32"]["codecs"]) == {"exprans"}, d["F32"]["codecs"]
+assert d["F32"]["stored_bytes"] == x["F32"]["stored_bytes"]
+assert d["F32"]["stored_bytes"] <= 1.03 * z["F32"]["stored_bytes"]
+assert d["F32"]["ratio"] > 2.0, d["F32"]["ratio"]
 assert set(d["BF16"]["codecs"]) == {"exprans"}, d["BF16"]["codecs"]
 assert d["BF16"]["stored_bytes"] == x["BF16"]["stored_bytes"]
 assert d["BF16"]["stored_bytes"] <= 1.03 * z["BF16"]["stored_bytes"]

@@ -109,6 +109,17 @@ int main(int argc, char **argv)
 		put(argv[1], "ok-f32-exprans", &c, WSP_DTYPE_F32, 3, buf, c.stored_bytes);
 		put(argv[1], "bad-f32-exprans-short", &c, WSP_DTYPE_F32, 1, buf, c.stored_bytes - 1024);
 		put(argv[1], "bad-f32-exprans-as-bf16", &c, WSP_DTYPE_BF16, 1, buf, c.stored_bytes);
+		/* fp32 upcast from bf16: the low halves coded (transform 1); read
+		 * as the other layout, then with a section cut short */
+		for (size_t i = 0; i + 4 <= sizeof(big); i += 4)
+			big[i] = big[i + 1] = 0;
+		CHECK_RC(chunk_encode(e16, big, sizeof(big), WSP_DTYPE_F32, WSP_CODEC_EXPRANS, 1, buf,
+				      &c, &err), 0);
+		CHECK(c.codec == WSP_CODEC_EXPRANS && c.transform == WSPM_XFORM_BYTES);
+		put(argv[1], "ok-f32-exprans-coded-low", &c, WSP_DTYPE_F32, 3, buf, c.stored_bytes);
+		put(argv[1], "bad-f32-coded-low-short", &c, WSP_DTYPE_F32, 1, buf, c.stored_bytes - 300);
+		c.transform = WSPM_XFORM_NONE;
+		put(argv[1], "bad-f32-coded-low-as-raw", &c, WSP_DTYPE_F32, 2, buf, c.stored_bytes);
 		chunk_encoder_free(e16);
 	}
 	chunk_encoder_free(enc);

@@ -1,15 +1,21 @@
 /* WSP_CODEC_AUTO, the converter's default: per chunk, exprans (which a GPU
  * decodes) unless zstd with the byte transform stores the chunk in more
- * than 3% fewer bytes.  On realistic data, each chunk encoded three ways:
+ * than 3% fewer bytes; exprans codes the low halves of fp32 values too
+ * (chunk transform 1) where they have structure.  On realistic data, each
+ * chunk encoded three ways:
  *
- *   Gaussian bf16 and fp32 (exprans is as small as zstd: exprans chosen);
- *   fp32 upcast from bf16 (low 16 bits zero: zstd far smaller, chosen);
- *   fp32 upcast from bf16 with 4 bits of noise in the low half (zstd
- *   still smaller: chosen);
+ *   Gaussian bf16 and fp32 (exprans as small as zstd: exprans, the fp32
+ *   low halves raw);
+ *   fp32 upcast from bf16 and from fp16, exactly and with a few bits of
+ *   noise in the low half (exprans with coded low halves: within 3% of
+ *   zstd, and far smaller than with the low halves raw);
  *
  * and every chunk decodes to its raw bytes.  Printed: each codec's ratio. */
+#include <math.h>
+
 #include "codec_test.h"
 #include "float_data.h"
+#include "pack/exprans/exprans.h"
 
 #define N (1u << 18)   /* values a chunk */
 
@@ -30,43 +36,71 @@ static unsigned encode(struct chunk_encoder *enc, struct chunk_decoder *dec, con
 	return c->stored_bytes;
 }
 
+/* The fp32 bits of an IEEE half (exact). */
+static uint32_t widen_f16(uint16_t h)
+{
+	uint32_t sign = (uint32_t)(h & 0x8000u) << 16, e = (h >> 10) & 0x1fu, m = h & 0x3ffu;
+	if (e == 0x1f)
+		return sign | 0x7f800000u | m << 13;
+	if (e == 0) {   /* zero or subnormal: m * 2^-24, exact in fp32 */
+		float f = ldexpf((float)m, -24);
+		uint32_t x;
+		memcpy(&x, &f, 4);
+		return sign | x;
+	}
+	return sign | (e - 15 + 127) << 23 | m << 13;
+}
+
 int main(void)
 {
-	static const char *const names[] = { "gaussian bf16", "gaussian f32", "f32 upcast from bf16",
-					     "f32 upcast from bf16, 4 noisy low bits" };
+	static const char *const names[] = {
+		"gaussian bf16", "gaussian f32", "f32 upcast from bf16",
+		"f32 upcast from bf16, 4 noisy low bits", "f32 upcast from f16",
+		"f32 upcast from f16, 6 noisy low bits" };
+	enum { CASES = 6 };
 	size_t cap = (size_t)N * 4;
 	uint8_t *raw = malloc(cap), *st = malloc(chunk_encode_bound(cap)), *back = malloc(cap);
+	uint8_t *plain = malloc(exprans_bound(N, 4, 0));
 	uint16_t *h = malloc((size_t)N * 2);
 	struct chunk_encoder *enc;
 	struct chunk_decoder *dec;
 	struct wsp_convert_options opt;
 
-	CHECK(raw && st && back && h);
+	CHECK(raw && st && back && h && plain);
 	wsp_convert_options_init(&opt);
 	CHECK(opt.codec == WSP_CODEC_AUTO);   /* the default */
 	CHECK_RC(chunk_encoder_create(opt.level, cap, &enc), 0);
 	CHECK_RC(chunk_decoder_create(cap, &dec), 0);
-	for (int k = 0; k < 4; k++) {
+	for (int k = 0; k < CASES; k++) {
 		int dtype = k == 0 ? WSP_DTYPE_BF16 : WSP_DTYPE_F32;
 		size_t bytes = (size_t)N * (k == 0 ? 2 : 4);
+		uint32_t *f = (uint32_t *)raw;
 		if (k == 0) {
 			fill(h, N, GAUSS);
 			memcpy(raw, h, bytes);
 		} else if (k == 1) {
 			fill_values(raw, N, WSP_DTYPE_F32, GAUSS);
-		} else {
+		} else if (k < 4) {
 			fill(h, N, GAUSS);
-			uint32_t *f = (uint32_t *)raw;
 			for (uint32_t i = 0; i < N; i++)
 				f[i] = (uint32_t)h[i] << 16 | (k == 3 ? (uint32_t)(t_rand() & 0xf) : 0);
+		} else {
+			for (uint32_t i = 0; i < N; i++)
+				f[i] = widen_f16(f16_of((float)t_gauss(0.02))) |
+				       (k == 5 ? (uint32_t)(t_rand() & 0x3f) : 0);
 		}
 		struct wspm_chunk cx, cz, ca;
 		unsigned x = encode(enc, dec, raw, bytes, dtype, WSP_CODEC_EXPRANS, st, back, &cx);
 		unsigned z = encode(enc, dec, raw, bytes, dtype, WSP_CODEC_ZSTD, st, back, &cz);
 		unsigned a = encode(enc, dec, raw, bytes, dtype, WSP_CODEC_AUTO, st, back, &ca);
-		fprintf(stderr, "%-40s ratio exprans %.3f, zstd %.3f, auto %.3f (%s)\n", names[k],
-			(double)bytes / x, (double)bytes / z, (double)bytes / a,
-			ca.codec == WSP_CODEC_EXPRANS ? "exprans" : "zstd");
+		/* exprans with the low halves stored raw, as before they were coded */
+		int64_t r = k ? exprans_encode(raw, N, 4, 0, plain, exprans_bound(N, 4, 0)) : x;
+		CHECK(r > 0);
+		fprintf(stderr, "%-40s ratio exprans %.3f (low halves raw: %.3f), zstd %.3f, "
+			"auto %.3f (%s%s)\n", names[k], (double)bytes / x, (double)bytes / (double)r,
+			(double)bytes / z, (double)bytes / a,
+			ca.codec == WSP_CODEC_EXPRANS ? "exprans" : "zstd",
+			ca.codec == WSP_CODEC_EXPRANS && ca.transform ? ", low halves coded" : "");
 		CHECK(cx.codec == WSP_CODEC_EXPRANS && cz.codec == WSP_CODEC_ZSTD);
 		/* the rule, and its result never worse than either beyond 3% */
 		if ((uint64_t)z * 100 < (uint64_t)x * 97)
@@ -74,12 +108,14 @@ int main(void)
 		else
 			CHECK(ca.codec == WSP_CODEC_EXPRANS && a == x);
 		CHECK(a <= x && (uint64_t)a * 97 <= (uint64_t)z * 100);
-		/* what the data should lead to: exprans on Gaussian weights,
-		 * zstd on upcast ones (the low half has structure) */
+		/* what the data should lead to: exprans everywhere (a GPU decodes
+		 * it); on Gaussian weights with the low halves raw, on upcast ones
+		 * coded, far smaller than raw */
+		CHECK(ca.codec == WSP_CODEC_EXPRANS);
 		if (k < 2)
-			CHECK(ca.codec == WSP_CODEC_EXPRANS);
+			CHECK(ca.transform == WSPM_XFORM_NONE);
 		else
-			CHECK(ca.codec == WSP_CODEC_ZSTD && (double)a < 0.9 * x);
+			CHECK(ca.transform == WSPM_XFORM_BYTES && (double)a < 0.8 * (double)r);
 	}
 	chunk_encoder_free(enc);
 	chunk_decoder_free(dec);
@@ -87,5 +123,6 @@ int main(void)
 	free(st);
 	free(back);
 	free(h);
+	free(plain);
 	return 0;
 }

@@ -9,46 +9,54 @@
  * f32 about as small as zstd makes them, falling back to zstd for other
  * dtypes.  Prints the ratios and the decoder's speed (speed not asserted).
  */
+#include <errno.h>
 #include <time.h>
 
 #include "codec_test.h"
 #include "pack/exprans/exprans.h"
 #include "float_data.h"
 
-static void roundtrip(uint64_t n, enum kind k, int dtype)
+/* planes: f32 with the low halves coded (chunk transform 1) */
+static void roundtrip(uint64_t n, enum kind k, int dtype, int planes)
 {
 	unsigned w = exprans_value_bytes(dtype);
 	uint8_t *v = malloc(n * w + 4), *back = malloc(n * w + 4), *back2 = malloc(n * w + 4);
-	size_t cap = exprans_bound(n, w);
+	size_t cap = exprans_bound(n, w, planes);
 	uint8_t *enc = malloc(cap);
 	struct wspi_err err;
 	CHECK(v && back && back2 && enc);
 	fill_values(v, n, dtype, k);
-	int64_t len = exprans_encode(v, n, w, enc, cap);
+	int64_t len = exprans_encode(v, n, w, planes, enc, cap);
 	CHECK(len > 0 && (size_t)len <= cap);
 	wspi_err_init(&err);
 	for (int simd = 0; simd < 2; simd++) {
 		exprans_use_simd = simd;
 		memset(back, 0xee, n * w);
-		int rc = exprans_decode(enc, (size_t)len, back, n, w, &err);
+		int rc = exprans_decode(enc, (size_t)len, back, n, w, planes, &err);
 		if (rc != 0)
-			fprintf(stderr, "%s n %llu kind %d simd %d: %s\n", wsp_dtype_name(dtype),
-				(unsigned long long)n, k, simd, err.msg);
+			fprintf(stderr, "%s n %llu kind %d planes %d simd %d: %s\n",
+				wsp_dtype_name(dtype), (unsigned long long)n, k, planes, simd, err.msg);
 		CHECK_RC(rc, 0);
 		CHECK(memcmp(v, back, n * w) == 0);
 	}
-	/* one byte short, one too many, the wrong count, the other width:
-	 * refused */
+	/* one byte short, one too many, the wrong count, the other width, the
+	 * other f32 layout: refused */
 	if (len > 0) {
-		CHECK_RC(exprans_decode(enc, (size_t)len - 1, back, n, w, &err), WSP_EFORMAT);
-		CHECK_RC(exprans_decode(enc, (size_t)len, back, n + 1, w, &err), WSP_EFORMAT);
-		if (n)
-			CHECK_RC(exprans_decode(enc, (size_t)len, back2, n, 6 - w, &err), WSP_EFORMAT);
+		CHECK_RC(exprans_decode(enc, (size_t)len - 1, back, n, w, planes, &err), WSP_EFORMAT);
+		CHECK_RC(exprans_decode(enc, (size_t)len, back, n + 1, w, planes, &err), WSP_EFORMAT);
+		if (n && !planes)
+			CHECK_RC(exprans_decode(enc, (size_t)len, back2, n, 6 - w, 0, &err),
+				 WSP_EFORMAT);
+		if (n && w == 4)
+			CHECK_RC(exprans_decode(enc, (size_t)len, back2, n, w, !planes, &err),
+				 WSP_EFORMAT);
 	}
+	if (w == 2)   /* planes are for 32-bit values only */
+		CHECK_RC(exprans_decode(enc, (size_t)len, back2, n, w, 1, &err), -EINVAL);
 	uint8_t *longer = malloc((size_t)len + 1);
 	memcpy(longer, enc, (size_t)len);
 	longer[len] = 0;
-	CHECK_RC(exprans_decode(longer, (size_t)len + 1, back, n, w, &err), WSP_EFORMAT);
+	CHECK_RC(exprans_decode(longer, (size_t)len + 1, back, n, w, planes, &err), WSP_EFORMAT);
 	free(longer);
 	/* flipped bytes: an error, or (rarely, in the raw bytes) different
 	 * values; never a crash (ASan) */
@@ -57,9 +65,9 @@ static void roundtrip(uint64_t n, enum kind k, int dtype)
 		uint8_t old = enc[at];
 		enc[at] ^= (uint8_t)(1u << (t_rand() % 8));
 		exprans_use_simd = 1;
-		int r1 = exprans_decode(enc, (size_t)len, back, n, w, &err);
+		int r1 = exprans_decode(enc, (size_t)len, back, n, w, planes, &err);
 		exprans_use_simd = 0;
-		int r0 = exprans_decode(enc, (size_t)len, back2, n, w, &err);
+		int r0 = exprans_decode(enc, (size_t)len, back2, n, w, planes, &err);
 		CHECK(r0 == r1 && (r0 != 0 || memcmp(back, back2, n * w) == 0));
 		enc[at] = old;
 	}
@@ -83,7 +91,8 @@ int main(void)
 	for (unsigned d = 0; d < 3; d++)
 		for (unsigned k = GAUSS; k <= BITS; k++)
 			for (unsigned i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++)
-				roundtrip(sizes[i], (enum kind)k, dtypes[d]);
+				for (int planes = 0; planes <= (dtypes[d] == WSP_DTYPE_F32); planes++)
+					roundtrip(sizes[i], (enum kind)k, dtypes[d], planes);
 	CHECK(exprans_value_bytes(WSP_DTYPE_I8) == 0 && exprans_value_bytes(WSP_DTYPE_F64) == 0);
 
 	/* Through the chunk codec: bf16, f16 and f32 coded, checksum checked;
@@ -125,7 +134,7 @@ int main(void)
 		double t0 = now();
 		int reps = 20;
 		for (int r = 0; r < reps; r++)
-			CHECK_RC(exprans_decode(stored, c.stored_bytes, back, raw / 2, 2, &err), 0);
+			CHECK_RC(exprans_decode(stored, c.stored_bytes, back, raw / 2, 2, 0, &err), 0);
 		double gbs = reps * (double)raw / (now() - t0) / 1e9;
 		printf("CPU decode (%s): %.2f GB/s of raw bf16 on one thread = %.3f of memcpy\n",
 		       simd ? "AVX2 where the CPU has it" : "portable", gbs, gbs / copy_gbs);

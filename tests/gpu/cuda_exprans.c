@@ -27,8 +27,10 @@ struct stream {
 	size_t len;
 	uint64_t n;         /* values the job claims */
 	unsigned w;         /* bytes a value the job claims (2, 4; others refused) */
+	int planes;         /* 32-bit values with coded low halves (a DECODE_PLANES job) */
 	uint64_t at;        /* offset in the device input buffer */
 	int cpu_rc;
+	char cpu_msg[160];   /* the reference's reason, when it refuses */
 	uint8_t *cpu;       /* the reference's output (when it accepts) */
 };
 
@@ -67,7 +69,9 @@ static void gpu_decode(struct stream *s, unsigned k, unsigned misalign_last, uin
 	for (unsigned i = 0; i < k; i++) {
 		CU(cudaMemcpy(din + s[i].at, s[i].enc, s[i].len, cudaMemcpyHostToDevice));
 		jobs[i] = (struct exprans_gpu_job){ .in_off = s[i].at, .out_off = o, .in_bytes = s[i].len,
-						    .n = s[i].n, .kind = EXPRANS_GPU_DECODE,
+						    .n = s[i].n,
+						    .kind = s[i].planes ? EXPRANS_GPU_DECODE_PLANES
+									: EXPRANS_GPU_DECODE,
 						    .width = s[i].w };
 		o += (out_bytes(&s[i]) + 15) & ~15ull;
 	}
@@ -120,24 +124,26 @@ static void reference(struct stream *s)
 	wspi_err_init(&err);
 	s->cpu = malloc(out_bytes(s) + 4);
 	CHECK(s->cpu);
-	s->cpu_rc = exprans_decode(s->enc, s->len, s->cpu, s->n, s->w, &err);
+	s->cpu_rc = exprans_decode(s->enc, s->len, s->cpu, s->n, s->w, s->planes, &err);
+	snprintf(s->cpu_msg, sizeof(s->cpu_msg), "%s", s->cpu_rc ? err.msg : "");
 	wspi_err_destroy(&err);
 }
 
-static struct stream encode(uint64_t n, enum kind kind, int dtype)
+static struct stream encode(uint64_t n, enum kind kind, int dtype, int planes)
 {
 	struct stream s = { 0 };
 	unsigned w = exprans_value_bytes(dtype);
 	uint8_t *v = malloc(n * w + 4);
-	size_t cap = exprans_bound(n, w);
+	size_t cap = exprans_bound(n, w, planes);
 	s.enc = malloc(cap);
 	CHECK(v && s.enc);
 	fill_values(v, n, dtype, kind);
-	int64_t len = exprans_encode(v, n, w, s.enc, cap);
+	int64_t len = exprans_encode(v, n, w, planes, s.enc, cap);
 	CHECK(len > 0);
 	s.len = (size_t)len;
 	s.n = n;
 	s.w = w;
+	s.planes = planes;
 	free(v);
 	return s;
 }
@@ -150,13 +156,14 @@ int main(void)
 	static const uint64_t sizes[] = { 0, 1, 2, 3, 31, 32, 33, 1000, 32767, 32768, 32769,
 					  65541, 300000, 1u << 20 };
 	static const int dtypes[] = { WSP_DTYPE_BF16, WSP_DTYPE_F16, WSP_DTYPE_F32 };
-	enum { KINDS = 5, NS = sizeof(sizes) / sizeof(sizes[0]), NT = 3 };
+	/* the fourth: f32 with coded low halves */
+	enum { KINDS = 5, NS = sizeof(sizes) / sizeof(sizes[0]), NT = 4 };
 	static struct stream good[NT * KINDS * NS];
 	unsigned k = 0;
 	for (int d = 0; d < NT; d++)
 		for (int kind = 0; kind < KINDS; kind++)
 			for (unsigned i = 0; i < NS; i++) {
-				good[k] = encode(sizes[i], (enum kind)kind, dtypes[d]);
+				good[k] = encode(sizes[i], (enum kind)kind, dtypes[d < 3 ? d : 2], d == 3);
 				reference(&good[k]);
 				CHECK_RC(good[k].cpu_rc, 0);
 				k++;
@@ -225,16 +232,19 @@ int main(void)
 		free(want);
 	}
 
-	/* Damaged copies of three-block Gaussian streams, bf16 and f32. */
-	enum { TRIALS = 3000, EXTRA = 5 };
-	struct stream base16 = encode(70001, GAUSS, WSP_DTYPE_BF16);
-	struct stream base32 = encode(70001, GAUSS, WSP_DTYPE_F32);
+	/* Damaged copies of three-block Gaussian streams, bf16, f32 and f32
+	 * with coded low halves. */
+	enum { TRIALS = 4000, EXTRA = 7 };
+	struct stream base16 = encode(70001, GAUSS, WSP_DTYPE_BF16, 0);
+	struct stream base32 = encode(70001, GAUSS, WSP_DTYPE_F32, 0);
+	struct stream base32p = encode(70001, GAUSS, WSP_DTYPE_F32, 1);
 	struct stream *bad = calloc(TRIALS + EXTRA, sizeof(*bad));
 	CHECK(bad);
 	for (unsigned t = 0; t < TRIALS; t++) {
-		struct stream *s = &bad[t], *base = t % 3 ? &base16 : &base32;
-		/* header, lane table, lanes: not the raw parts */
-		uint64_t body = base->len - base->n * (base->w - 1);
+		struct stream *s = &bad[t];
+		struct stream *base = t % 4 == 0 ? &base32 : t % 4 == 1 ? &base32p : &base16;
+		/* header, lane tables, lanes: not the raw parts */
+		uint64_t body = base->len - base->n * (base->planes ? 1 : base->w - 1);
 		*s = *base;
 		s->enc = malloc(base->len);
 		CHECK(s->enc);
@@ -259,7 +269,11 @@ int main(void)
 	uint64_t too_many = EXPRANS_GPU_MAX_VALUES + 1;
 	memcpy(huge, &too_many, 4);
 	bad[TRIALS + 3] = (struct stream){ .enc = huge, .len = sizeof(huge), .n = too_many, .w = 2 };
-	bad[TRIALS + 4] = base16;   /* placed at an odd address */
+	bad[TRIALS + 4] = base32p;   /* coded low halves, claimed raw */
+	bad[TRIALS + 4].planes = 0;
+	bad[TRIALS + 5] = base32;    /* and the other way */
+	bad[TRIALS + 5].planes = 1;
+	bad[TRIALS + 6] = base16;    /* placed at an odd address (the last) */
 	unsigned nbad = TRIALS + EXTRA;
 	for (unsigned t = 0; t < nbad; t++)
 		if (t != TRIALS + 3)
@@ -271,11 +285,14 @@ int main(void)
 	CHECK(bout && bstatus);
 	gpu_decode(bad, nbad, 1, bout, bstatus);
 	unsigned rejected = 0, accepted = 0;
-	for (unsigned t = 0; t < TRIALS + 3; t++) {
+	for (unsigned t = 0; t < nbad; t++) {
+		if (t == TRIALS + 3 || t == nbad - 1)
+			continue;   /* no reference (too big), or at an odd address */
 		int cpu_ok = bad[t].cpu_rc == 0, gpu_ok = bstatus[t] == 0;
 		if (cpu_ok != gpu_ok)
-			fprintf(stderr, "trial %u: CPU %d, GPU %s\n", t, bad[t].cpu_rc,
-				exprans_gpu_status_text(bstatus[t]));
+			fprintf(stderr, "trial %u (%zu bytes, %s): CPU %d (%s), GPU %s\n", t, bad[t].len,
+				bad[t].planes ? "coded low halves" : "values", bad[t].cpu_rc,
+				bad[t].cpu_msg, exprans_gpu_status_text(bstatus[t]));
 		CHECK(cpu_ok == gpu_ok);
 		if (cpu_ok)
 			CHECK(memcmp(bout[t], bad[t].cpu, out_bytes(&bad[t])) == 0);
@@ -286,10 +303,11 @@ int main(void)
 	CHECK(bstatus[TRIALS + 1] & EXPRANS_GPU_BAD_LANES);
 	CHECK(bstatus[TRIALS + 2] & EXPRANS_GPU_BAD_HEADER);
 	CHECK(bstatus[TRIALS + 3] & EXPRANS_GPU_TOO_BIG);
-	CHECK(bstatus[TRIALS + 4] & EXPRANS_GPU_BAD_HEADER);
+	CHECK(bstatus[TRIALS + 4] != 0 && bstatus[TRIALS + 5] != 0);   /* layout claimed wrong */
+	CHECK(bstatus[TRIALS + 6] & EXPRANS_GPU_BAD_HEADER);
 	CHECK(rejected > TRIALS / 2);
-	printf("%u damaged streams (bf16 and f32): %u rejected, %u accepted (as by the CPU, same "
-	       "output)\n", TRIALS + 3, rejected, accepted);
+	printf("%u damaged streams (bf16, f32, f32 with coded low halves): %u rejected, %u accepted (as by the CPU, same "
+	       "output)\n", nbad - 2, rejected, accepted);
 	for (unsigned t = 0; t < nbad; t++) {
 		free(bout[t]);
 		free(bad[t].cpu);
@@ -303,6 +321,8 @@ int main(void)
 	free(base16.cpu);
 	free(base32.enc);
 	free(base32.cpu);
+	free(base32p.enc);
+	free(base32p.cpu);
 	for (unsigned i = 0; i < k; i++) {
 		free(good[i].enc);
 		free(good[i].cpu);

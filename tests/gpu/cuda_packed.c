@@ -1,5 +1,6 @@
 /* The GPU decodes packed layers into slots.  A pack with EXPRANS bf16
- * chunks beside zstd fp32 and odd-sized tensors in every layer: by default
+ * chunks, fp32 upcast from bf16 (EXPRANS with coded low halves), fp32 and
+ * odd-sized tensors in every layer: by default
  * the host tier keeps it packed, every slot the pager fills (acquired
  * twice over, two slots, so each acquire fills) holds exactly the pack's
  * raw layer, padding zero, and the link carried the packed bytes (fewer
@@ -24,16 +25,23 @@
 #define LAYERS 6u
 
 /* Tensor data, alive until the writer finishes (it reads it then). */
-static void *keep[4 * LAYERS];
+static void *keep[5 * LAYERS];
+static unsigned coded_low;   /* pieces of EXPRANS with coded low halves */
 static unsigned n_keep;
 
-static void add(struct pack_writer *pw, const char *name, int dtype, uint64_t rows, uint64_t cols)
+/* upcast: fp32 values that are bf16 values widened (low halves zero) */
+static void add(struct pack_writer *pw, const char *name, int dtype, uint64_t rows, uint64_t cols,
+		int upcast)
 {
 	uint64_t shape[2] = { rows, cols }, n = rows * cols, es = dtype == WSP_DTYPE_F32 ? 4 : 2;
 	uint8_t *buf = malloc(n * es);
 	CHECK(buf);
 	for (uint64_t i = 0; i < n; i++) {
 		float f = (float)t_gauss(0.02);
+		if (upcast) {
+			uint32_t x = (uint32_t)bf16_of(f) << 16;
+			memcpy(&f, &x, 4);
+		}
 		if (es == 4)
 			memcpy(buf + 4 * i, &f, 4);
 		else {
@@ -60,13 +68,15 @@ static void make_pack(const char *dir)
 	for (unsigned l = 0; l < LAYERS; l++) {
 		char name[96];
 		snprintf(name, sizeof(name), "model.layers.%u.input_layernorm.weight", l);
-		add(pw, name, WSP_DTYPE_F32, 512, 1);
+		add(pw, name, WSP_DTYPE_F32, 512, 1, 0);
 		snprintf(name, sizeof(name), "model.layers.%u.mlp.up_proj.weight", l);
-		add(pw, name, WSP_DTYPE_BF16, 1024, 512);
+		add(pw, name, WSP_DTYPE_BF16, 1024, 512, 0);
+		snprintf(name, sizeof(name), "model.layers.%u.mlp.gate_proj.weight", l);
+		add(pw, name, WSP_DTYPE_F32, 300, 513, 1);
 		snprintf(name, sizeof(name), "model.layers.%u.mlp.down_proj.weight", l);
-		add(pw, name, WSP_DTYPE_BF16, 512, 1001);
+		add(pw, name, WSP_DTYPE_BF16, 512, 1001, 0);
 		snprintf(name, sizeof(name), "model.layers.%u.mlp.bias", l);
-		add(pw, name, WSP_DTYPE_BF16, 3, 1);
+		add(pw, name, WSP_DTYPE_BF16, 3, 1, 0);
 	}
 	CHECK_RC(pack_writer_finish(pw), 0);
 	pack_writer_free(pw);
@@ -87,8 +97,13 @@ static uint64_t packed_model_bytes(const char *pack)
 	CHECK_RC(wsp_open(pack, &o, &pg, err, sizeof(err)), 0);
 	struct hcache *hc = ((struct wsp_pager_s *)pg)->hc;
 	uint64_t b = 0;
-	for (uint32_t l = 0; l < LAYERS; l++)
+	struct hcache_piece pc[64];
+	for (uint32_t l = 0; l < LAYERS; l++) {
 		b += hcache_layer_bytes(hc, l);
+		uint32_t n = hcache_pieces(hc, l, pc, 64);
+		for (uint32_t i = 0; i < n; i++)
+			coded_low += pc[i].exprans == 2;
+	}
 	wsp_close(pg);
 	return b;
 }
@@ -156,6 +171,7 @@ int main(void)
 	/* A GPU tier for about half the packed model: the second pass decodes
 	 * what it holds without the link; whole model: no layer crosses twice. */
 	uint64_t model = packed_model_bytes(pack);
+	CHECK(coded_low >= LAYERS);   /* the upcast tensors' chunks code their low halves */
 	CHECK(packed.bytes_h2d > model);   /* some layers were filled twice */
 	struct wsp_stats tier = sweep(pack, pk, 0, model / 2), whole = sweep(pack, pk, 0, model);
 	CHECK(tier.packed_gpu_hits > 0 && tier.packed_gpu_bytes <= model / 2);

@@ -1,5 +1,6 @@
 /* EXPRANS reference encoder and decoder (see exprans.h). */
 #include <errno.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -58,10 +59,18 @@ unsigned exprans_value_bytes(int dtype)
 	}
 }
 
-size_t exprans_bound(uint64_t n, unsigned width)
+/* Bytes of one section's frequencies, lane table and lane streams at most
+ * (a symbol renormalises once at most: one word). */
+static uint64_t section_bound(uint64_t n)
 {
-	uint64_t b = n_blocks(n);
-	return EXPRANS_HEADER + b * EXPRANS_LANES * (2 + MAX_LANE_BYTES) + n * (width - 1);
+	return 2u * 256u + n_blocks(n) * EXPRANS_LANES * (2 + MAX_LANE_BYTES);
+}
+
+size_t exprans_bound(uint64_t n, unsigned width, int planes)
+{
+	if (planes)
+		return 4 + 3 * section_bound(n) + n;
+	return 4 + section_bound(n) + n * (width - 1);
 }
 
 /* Value i's upper 16 bits: the value itself (16-bit), or its high half. */
@@ -70,6 +79,18 @@ static inline uint16_t high16(const void *src, uint64_t i, unsigned width)
 	if (width == 2)
 		return ((const uint16_t *)src)[i];
 	return (uint16_t)(((const uint32_t *)src)[i] >> 16);
+}
+
+/* What a section codes: the exponent symbol of the upper half, or (32-bit
+ * values with coded low halves) bits 15..8 or bits 7..0. */
+enum section { SEC_EXP, SEC_BITS15_8, SEC_BITS7_0 };
+
+static inline unsigned symbol_of(const void *src, uint64_t i, unsigned width, enum section sec)
+{
+	if (sec == SEC_EXP)
+		return (high16(src, i, width) >> 7) & 0xff;
+	uint32_t v = ((const uint32_t *)src)[i];
+	return sec == SEC_BITS15_8 ? (v >> 8) & 0xff : v & 0xff;
 }
 
 /* Frequencies summing to PROB_SCALE, each symbol present at least 1. */
@@ -99,14 +120,14 @@ static void quantize(const uint64_t *count, uint64_t n, uint16_t *freq)
 	freq[best] = (uint16_t)(freq[best] + (PROB_SCALE - sum));
 }
 
-int64_t exprans_encode(const void *src, uint64_t n, unsigned width, void *out, size_t cap)
+/* One section at o: freq[256], lane_bytes[B][32], the lane streams.
+ * Returns its length. */
+static uint64_t encode_section(const void *src, uint64_t n, unsigned width, enum section sec,
+			       uint8_t *o)
 {
-	uint8_t *o = out;
-	if ((width != 2 && width != 4) || cap < exprans_bound(n, width) || n > UINT32_MAX)
-		return WSP_ETOOBIG;
 	uint64_t count[256] = { 0 };
 	for (uint64_t i = 0; i < n; i++)
-		count[(high16(src, i, width) >> 7) & 0xff]++;
+		count[symbol_of(src, i, width, sec)]++;
 	uint16_t freq[256];
 	uint32_t cum[257];
 	if (n)
@@ -116,11 +137,10 @@ int64_t exprans_encode(const void *src, uint64_t n, unsigned width, void *out, s
 	cum[0] = 0;
 	for (unsigned s = 0; s < 256; s++)
 		cum[s + 1] = cum[s] + freq[s];
-	wr32(o, (uint32_t)n);
 	for (unsigned s = 0; s < 256; s++)
-		wr16(o + 4 + 2 * s, freq[s]);
+		wr16(o + 2 * s, freq[s]);
 	uint64_t nb = n_blocks(n);
-	uint8_t *lens = o + EXPRANS_HEADER;
+	uint8_t *lens = o + 2 * 256;
 	uint8_t *p = lens + nb * EXPRANS_LANES * 2;
 	uint16_t words[MAX_LANE_BYTES / 2];
 	for (uint64_t b = 0; b < nb; b++) {
@@ -132,7 +152,7 @@ int64_t exprans_encode(const void *src, uint64_t n, unsigned width, void *out, s
 			unsigned nw = 0;
 			uint64_t cnt = first + j < end ? (end - first - j + EXPRANS_LANES - 1) / EXPRANS_LANES : 0;
 			for (uint64_t k = cnt; k-- > 0;) {
-				unsigned s = (high16(src, first + j + k * EXPRANS_LANES, width) >> 7) & 0xff;
+				unsigned s = symbol_of(src, first + j + k * EXPRANS_LANES, width, sec);
 				uint32_t f = freq[s];
 				uint64_t x_max = (uint64_t)((RANS_L >> EXPRANS_PROB_BITS) << 16) * f;
 				if (x >= x_max) {
@@ -149,13 +169,57 @@ int64_t exprans_encode(const void *src, uint64_t n, unsigned width, void *out, s
 			p += bytes;
 		}
 	}
-	for (uint64_t i = 0; width == 4 && i < n; i++, p += 2)   /* low halves, raw */
+	return (uint64_t)(p - o);
+}
+
+int64_t exprans_encode(const void *src, uint64_t n, unsigned width, int planes, void *out,
+		       size_t cap)
+{
+	uint8_t *o = out;
+	if ((width != 2 && width != 4) || (planes && width != 4) ||
+	    cap < exprans_bound(n, width, planes) || n > UINT32_MAX)
+		return WSP_ETOOBIG;
+	wr32(o, (uint32_t)n);
+	uint8_t *p = o + 4;
+	p += encode_section(src, n, width, SEC_EXP, p);
+	if (planes) {
+		p += encode_section(src, n, width, SEC_BITS15_8, p);
+		p += encode_section(src, n, width, SEC_BITS7_0, p);
+	}
+	for (uint64_t i = 0; width == 4 && !planes && i < n; i++, p += 2)   /* low halves, raw */
 		wr16(p, (uint16_t)((const uint32_t *)src)[i]);
 	for (uint64_t i = 0; i < n; i++) {
 		uint16_t h = high16(src, i, width);
 		*p++ = (uint8_t)(((h >> 8) & 0x80) | (h & 0x7f));
 	}
 	return (int64_t)(p - o);
+}
+
+/* Order-0 entropy of a byte histogram, in bits. */
+static double entropy_bits(const uint64_t *count, uint64_t n)
+{
+	double bits = 0;
+	for (unsigned s = 0; s < 256; s++)
+		if (count[s])
+			bits -= (double)count[s] * log2((double)count[s] / (double)n);
+	return bits;
+}
+
+int exprans_planes_pay(const void *src, uint64_t n)
+{
+	uint64_t hi[256] = { 0 }, lo[256] = { 0 };
+	const uint32_t *v = src;
+	if (n == 0)
+		return 0;
+	for (uint64_t i = 0; i < n; i++) {
+		hi[(v[i] >> 8) & 0xff]++;
+		lo[v[i] & 0xff]++;
+	}
+	/* the two sections' entropy, their tables and lanes' initial states,
+	 * and 1% for rANS's 12-bit probabilities, against 2 raw bytes a value */
+	double coded = (entropy_bits(hi, n) + entropy_bits(lo, n)) / 8 * 1.01 +
+		       2.0 * (double)(2 * 256 + n_blocks(n) * EXPRANS_LANES * (2 + 4));
+	return coded + (double)n * EXPRANS_PLANES_MIN_GAIN < 2.0 * (double)n;
 }
 
 /* slot -> (freq - 1) | (slot - cum) << 12 | symbol << 24, one word. */
@@ -251,15 +315,118 @@ static int cpu_has_avx2(void)
 }
 #endif
 
-int exprans_decode(const void *in, size_t len, void *dst, uint64_t n, unsigned width,
+/* A section being decoded: its table, its lane table, and where the next
+ * block's lane streams start. */
+struct section_dec {
+	uint32_t tab[PROB_SCALE];
+	const uint8_t *lens;
+	const uint8_t *lane;
+	const char *what;          /* in messages: "" or " (bits 15..8)" */
+};
+
+/* Parse the section at p[*at, len): frequencies (building the table) and
+ * lane table, checked; *at moves past its lane streams. */
+static int parse_section(const uint8_t *p, size_t len, uint64_t *at, uint64_t n,
+			 struct section_dec *s, struct wspi_err *err)
+{
+	uint64_t nb = n_blocks(n);
+	if (*at + 2 * 256 > len)
+		return WSP_ERR(err, WSP_EFORMAT, "exprans%s: %zu bytes, shorter than the header",
+			       s->what, len);
+	uint32_t sum = 0;
+	for (unsigned k = 0; k < 256; k++) {
+		uint32_t f = rd16(p + *at + 2 * k);
+		if (f > PROB_SCALE - sum)
+			return WSP_ERR(err, WSP_EFORMAT, "exprans%s: frequencies sum above %u",
+				       s->what, PROB_SCALE);
+		for (uint32_t i = 0; i < f; i++)
+			s->tab[sum + i] = dec_entry(f, i, k);
+		sum += f;
+	}
+	if (n && sum != PROB_SCALE)
+		return WSP_ERR(err, WSP_EFORMAT, "exprans%s: frequencies sum to %u, not %u", s->what,
+			       sum, PROB_SCALE);
+	if (!n && sum)
+		return WSP_ERR(err, WSP_EFORMAT, "exprans%s: frequencies for an empty chunk", s->what);
+	uint64_t lens_at = *at + 2 * 256, streams_at = lens_at + nb * EXPRANS_LANES * 2;
+	if (streams_at > len)
+		return WSP_ERR(err, WSP_EFORMAT, "exprans%s: lane table beyond the stream", s->what);
+	uint64_t total = 0;
+	for (uint64_t i = 0; i < nb * EXPRANS_LANES; i++) {
+		uint32_t l = rd16(p + lens_at + 2 * i);
+		if (l < 4 || (l & 1) || l > MAX_LANE_BYTES)
+			return WSP_ERR(err, WSP_EFORMAT, "exprans%s: lane %llu has a length of %u bytes",
+				       s->what, (unsigned long long)i, l);
+		total += l;
+	}
+	if (streams_at + total > len)
+		return WSP_ERR(err, WSP_EFORMAT, "exprans%s: lane streams beyond the stream", s->what);
+	s->lens = p + lens_at;
+	s->lane = p + streams_at;
+	*at = streams_at + total;
+	return 0;
+}
+
+/* Block b's values [first, end) of section s into out (sm: the raw
+ * sign|mantissa bytes, or zeros for a byte-plane section, whose symbols
+ * then come out as symbol << 7).  Checks the lanes' start and end. */
+static int decode_block(struct section_dec *s, const uint8_t *p, uint64_t b, uint64_t first,
+			uint64_t end, const uint8_t *sm, uint16_t *out, int simd,
+			struct wspi_err *err)
+{
+	int32_t off[EXPRANS_LANES], stop[EXPRANS_LANES];
+	uint32_t x[EXPRANS_LANES];
+	for (unsigned j = 0; j < EXPRANS_LANES; j++) {
+		uint32_t l = rd16(s->lens + 2 * (b * EXPRANS_LANES + j));
+		x[j] = rd32(s->lane);
+		off[j] = (int32_t)(s->lane + 4 - p);
+		stop[j] = (int32_t)(s->lane + l - p);
+		s->lane += l;
+		if (x[j] < RANS_L && first + j < end)
+			return WSP_ERR(err, WSP_EFORMAT, "exprans%s: block %llu lane %u starts in "
+				       "state %u", s->what, (unsigned long long)b, j, x[j]);
+	}
+	/* All 32 lanes at each step (the GPU's order, and independent work for
+	 * the CPU to overlap), without branches: a lane that needs a word past
+	 * its stream reads at its end instead (in bounds: sm[] or another
+	 * section follows with enough bytes) and the block fails. */
+	uint64_t full = (end - first) / EXPRANS_LANES, done = 0;
+	unsigned overrun = 0;
+#if WSP_EXPRANS_AVX2
+	if (simd) {
+		overrun |= steps_avx2(s->tab, x, off, stop, p, sm, out, 0, full);
+		done = full;
+	}
+#else
+	(void)simd;
+	(void)full;
+#endif
+	overrun |= steps_scalar(s->tab, x, off, stop, p, sm, out, done * EXPRANS_LANES, end - first);
+	if (overrun)
+		return WSP_ERR(err, WSP_EFORMAT, "exprans%s: block %llu reads past a lane's stream",
+			       s->what, (unsigned long long)b);
+	for (unsigned j = 0; j < EXPRANS_LANES; j++)
+		if (off[j] != stop[j] || x[j] != RANS_L)
+			return WSP_ERR(err, WSP_EFORMAT, "exprans%s: block %llu lane %u does not end "
+				       "where it should (corrupt stream)", s->what,
+				       (unsigned long long)b, j);
+	return 0;
+}
+
+/* The sign|mantissa bytes of a byte-plane section: none. */
+static const uint8_t no_raw_bytes[EXPRANS_BLOCK];
+
+int exprans_decode(const void *in, size_t len, void *dst, uint64_t n, unsigned width, int planes,
 		   struct wspi_err *err)
 {
 	const uint8_t *p = in;
-	if (width != 2 && width != 4)
-		return WSP_ERR(err, -EINVAL, "exprans: values of %u bytes (2 or 4)", width);
-	/* The lanes' reads past their end land in sm[], which must hold two
-	 * bytes: a one-value stream is decoded from a padded copy. */
-	uint8_t small[EXPRANS_HEADER + EXPRANS_LANES * (2 + MAX_LANE_BYTES) + 3];
+	if ((width != 2 && width != 4) || (planes && width != 4))
+		return WSP_ERR(err, -EINVAL, "exprans: values of %u bytes%s (2 or 4; coded low "
+			       "halves: 4)", width, planes ? " with coded low halves" : "");
+	/* The lanes' reads past their end land in the next section or sm[],
+	 * which must hold two bytes: a one-value stream is decoded from a
+	 * padded copy. */
+	uint8_t small[4 + 3 * (2 * 256 + EXPRANS_LANES * (2 + 6)) + 3 + 2];
 	if (n == 1 && len <= sizeof(small) - 2) {
 		memset(small, 0, sizeof(small));
 		memcpy(small, in, len);
@@ -270,94 +437,49 @@ int exprans_decode(const void *in, size_t len, void *dst, uint64_t n, unsigned w
 	if (rd32(p) != n)
 		return WSP_ERR(err, WSP_EFORMAT, "exprans: stream of %u values where %llu are expected",
 			       rd32(p), (unsigned long long)n);
-	uint32_t tab[PROB_SCALE];
-	uint32_t sum = 0;
-	for (unsigned s = 0; s < 256; s++) {
-		uint32_t f = rd16(p + 4 + 2 * s);
-		if (f > PROB_SCALE - sum)
-			return WSP_ERR(err, WSP_EFORMAT, "exprans: frequencies sum above %u", PROB_SCALE);
-		for (uint32_t k = 0; k < f; k++)
-			tab[sum + k] = dec_entry(f, k, s);
-		sum += f;
-	}
-	if (n && sum != PROB_SCALE)
-		return WSP_ERR(err, WSP_EFORMAT, "exprans: frequencies sum to %u, not %u", sum,
-			       PROB_SCALE);
-	if (!n && sum)
-		return WSP_ERR(err, WSP_EFORMAT, "exprans: frequencies for an empty chunk");
-	uint64_t nb = n_blocks(n);
-	uint64_t lens_at = EXPRANS_HEADER, streams_at = lens_at + nb * EXPRANS_LANES * 2;
-	if (streams_at > len)
-		return WSP_ERR(err, WSP_EFORMAT, "exprans: lane table beyond the stream");
-	uint64_t total = 0;
-	for (uint64_t i = 0; i < nb * EXPRANS_LANES; i++) {
-		uint32_t l = rd16(p + lens_at + 2 * i);
-		if (l < 4 || (l & 1) || l > MAX_LANE_BYTES)
-			return WSP_ERR(err, WSP_EFORMAT, "exprans: lane %llu has a length of %u bytes",
-				       (unsigned long long)i, l);
-		total += l;
-	}
-	if (streams_at + total + n * (width - 1) != len)
-		return WSP_ERR(err, WSP_EFORMAT, "exprans: %zu bytes where the lanes and values need "
-			       "%llu", len, (unsigned long long)(streams_at + total + n * (width - 1)));
-	const uint8_t *lo = p + streams_at + total;              /* 32-bit values' low halves */
-	const uint8_t *sm = lo + (width == 4 ? 2 * n : 0);
-	const uint8_t *lane = p + streams_at;
-	/* 32-bit values: a block's upper halves are decoded here, then joined
-	 * with their low halves. */
-	uint16_t *hi = NULL;
-	if (width == 4 && n && !(hi = malloc(EXPRANS_BLOCK * sizeof(*hi))))
+	unsigned n_sec = planes ? 3 : 1;
+	struct section_dec *sec = malloc(n_sec * sizeof(*sec));
+	uint16_t *buf = NULL;
+	if (!sec)
 		return WSP_ERR(err, -ENOMEM, "exprans: out of memory");
+	static const char *const what[3] = { "", " (bits 15..8)", " (bits 7..0)" };
+	uint64_t at = 4;
 	int rc = 0;
+	for (unsigned k = 0; k < n_sec && rc == 0; k++) {
+		sec[k].what = what[k];
+		rc = parse_section(p, len, &at, n, &sec[k], err);
+	}
+	uint64_t raw_after = planes ? n : n * (width - 1);
+	if (rc == 0 && at + raw_after != len)
+		rc = WSP_ERR(err, WSP_EFORMAT, "exprans: %zu bytes where the lanes and values need "
+			     "%llu", len, (unsigned long long)(at + raw_after));
+	const uint8_t *lo = p + at;                              /* 32-bit values' low halves */
+	const uint8_t *sm = p + at + raw_after - n;
+	/* 32-bit values: a block's upper halves (and low byte planes) are
+	 * decoded here, then joined. */
+	if (rc == 0 && width == 4 && n && !(buf = malloc(n_sec * EXPRANS_BLOCK * sizeof(*buf))))
+		rc = WSP_ERR(err, -ENOMEM, "exprans: out of memory");
 	/* SIMD reads 4 bytes at a lane's position: 4 must follow any lane end. */
 	int simd = exprans_use_simd && n >= 4 && len < (1u << 30) && cpu_has_avx2();
-	for (uint64_t b = 0; b < nb; b++) {
+	for (uint64_t b = 0; rc == 0 && b < n_blocks(n); b++) {
 		uint64_t first = b * EXPRANS_BLOCK, end = WSP_MIN(n, first + EXPRANS_BLOCK);
-		int32_t off[EXPRANS_LANES], stop[EXPRANS_LANES];
-		uint32_t x[EXPRANS_LANES];
-		for (unsigned j = 0; j < EXPRANS_LANES; j++) {
-			uint32_t l = rd16(p + lens_at + 2 * (b * EXPRANS_LANES + j));
-			x[j] = rd32(lane);
-			off[j] = (int32_t)(lane + 4 - p);
-			stop[j] = (int32_t)(lane + l - p);
-			lane += l;
-			if (x[j] < RANS_L && first + j < end && rc == 0)
-				rc = WSP_ERR(err, WSP_EFORMAT, "exprans: block %llu lane %u starts in "
-					     "state %u", (unsigned long long)b, j, x[j]);
-		}
-		if (rc < 0)
-			break;
-		uint16_t *out = width == 2 ? (uint16_t *)dst + first : hi;
-		/* All 32 lanes at each step (the GPU's order, and independent
-		 * work for the CPU to overlap), without branches: a lane that
-		 * needs a word past its stream reads at its end instead (in
-		 * bounds: sm[] follows with enough bytes) and the block fails. */
-		uint64_t full = (end - first) / EXPRANS_LANES;
-		unsigned overrun = 0;
-		uint64_t done = 0;
-#if WSP_EXPRANS_AVX2
-		if (simd) {
-			overrun |= steps_avx2(tab, x, off, stop, p, sm + first, out, 0, full);
-			done = full;
-		}
-#else
-		(void)simd;
-#endif
-		overrun |= steps_scalar(tab, x, off, stop, p, sm + first, out, done * EXPRANS_LANES,
-					end - first);
-		if (overrun) {
-			rc = WSP_ERR(err, WSP_EFORMAT, "exprans: block %llu reads past a lane's stream",
-				     (unsigned long long)b);
-			break;
-		}
-		for (unsigned j = 0; j < EXPRANS_LANES && rc == 0; j++)
-			if (off[j] != stop[j] || x[j] != RANS_L)
-				rc = WSP_ERR(err, WSP_EFORMAT, "exprans: block %llu lane %u does not end "
-					     "where it should (corrupt stream)", (unsigned long long)b, j);
-		for (uint64_t i = 0; width == 4 && rc == 0 && i < end - first; i++)
-			((uint32_t *)dst)[first + i] = (uint32_t)hi[i] << 16 | rd16(lo + 2 * (first + i));
+		uint16_t *out = width == 2 ? (uint16_t *)dst + first : buf;
+		rc = decode_block(&sec[0], p, b, first, end, sm + first, out, simd, err);
+		for (unsigned k = 1; k < n_sec && rc == 0; k++)
+			rc = decode_block(&sec[k], p, b, first, end, no_raw_bytes,
+					  buf + k * EXPRANS_BLOCK, simd, err);
+		uint32_t *d32 = (uint32_t *)dst + first;
+		if (rc == 0 && width == 4 && planes)
+			for (uint64_t i = 0; i < end - first; i++)
+				d32[i] = (uint32_t)buf[i] << 16 |
+					 (uint32_t)(buf[EXPRANS_BLOCK + i] >> 7) << 8 |
+					 (uint32_t)(buf[2 * EXPRANS_BLOCK + i] >> 7);
+		else if (rc == 0 && width == 4)
+			for (uint64_t i = 0; i < end - first; i++)
+				d32[i] = (uint32_t)buf[i] << 16 | rd16(lo + 2 * (first + i));
 	}
-	free(hi);
+	free(buf);
+	free(sec);
 	return rc;
 }
 

@@ -19,6 +19,12 @@
  *	u16  lo[n]                 32-bit values only: bits 15..0 of each value
  *	u8   sm[n]                 (sign << 7) | low 7 bits of each upper half
  *
+ * 32-bit values whose low halves have structure (fp32 upcast from bf16 or
+ * fp16) may code them instead ("planes", chunk transform 1): after the
+ * exponent section (freq, lane_bytes, lane streams) come two more sections
+ * of the same form coding bits 15..8 and bits 7..0 of each value, then
+ * sm[n]; no lo[].
+ *
  * Lane j of block b codes the symbols of values b*32768 + j + 32*k: at
  * step k the 32 lanes of a warp decode 32 consecutive values.  The coder
  * is rANS with a 32-bit state kept in [2^16, 2^32), 16-bit words and
@@ -43,18 +49,27 @@
 /* The width of the values EXPRANS codes for a dtype: 2 (BF16, F16), 4
  * (F32), or 0 (other dtypes keep zstd). */
 unsigned exprans_value_bytes(int dtype);
-/* Encoded size of n values of `width` bytes at most. */
-size_t exprans_bound(uint64_t n, unsigned width);
+/* Encoded size of n values of `width` bytes at most (planes: 32-bit values
+ * with their low halves coded, below). */
+size_t exprans_bound(uint64_t n, unsigned width, int planes);
 /* Encode n values of `width` bytes (2 or 4; raw little-endian) into out
- * (capacity cap).  Returns the encoded size, or WSP_ETOOBIG when cap is
- * too small (or the width is neither). */
-int64_t exprans_encode(const void *src, uint64_t n, unsigned width, void *out, size_t cap);
-/* Decode a stream of len bytes into n values of `width` bytes.
- * WSP_EFORMAT, with the reason, for anything malformed: a count that is
- * not n, frequencies that do not sum to 4096, lane lengths beyond the
- * stream, a lane that reads past its end or does not end in the initial
- * state, trailing bytes. */
-int exprans_decode(const void *in, size_t len, void *dst, uint64_t n, unsigned width,
+ * (capacity cap); planes (width 4 only): the low halves coded as two byte
+ * planes instead of stored raw.  Returns the encoded size, or WSP_ETOOBIG
+ * when cap is too small (or the width or planes do not fit). */
+int64_t exprans_encode(const void *src, uint64_t n, unsigned width, int planes, void *out,
+		       size_t cap);
+/* Whether coding the low halves of n 32-bit values as byte planes saves
+ * at least EXPRANS_PLANES_MIN_GAIN bytes a value, by the planes' order-0
+ * entropy (fp32 upcast from bf16 or fp16: their low bits are zero or few;
+ * trained fp32: near random, and raw decodes faster). */
+#define EXPRANS_PLANES_MIN_GAIN 0.12
+int exprans_planes_pay(const void *src, uint64_t n);
+/* Decode a stream of len bytes into n values of `width` bytes (planes as
+ * for the encoder).  WSP_EFORMAT, with the reason, for anything malformed:
+ * a count that is not n, frequencies that do not sum to 4096, lane lengths
+ * beyond the stream, a lane that reads past its end or does not end in the
+ * initial state, trailing bytes. */
+int exprans_decode(const void *in, size_t len, void *dst, uint64_t n, unsigned width, int planes,
 		   struct wspi_err *err);
 /* 1 (default): decode with AVX2 where the CPU has it; 0: the portable
  * decoder only (tests compare the two). */

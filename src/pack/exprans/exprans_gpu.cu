@@ -9,7 +9,10 @@
  * coalesced, and each lane's 16-bit words come from its own stream, in
  * order.  Every check of the C reference is made; problems become bits of
  * the chunk's status word, and checks that guard later reads end the block
- * before those reads (all threads together: __syncthreads_or).
+ * before those reads (all threads together: __syncthreads_or).  32-bit
+ * values with coded low halves (DECODE_PLANES jobs) take three passes, one
+ * a section, the table of each built in place of the last: the upper
+ * halves, then bits 15..8 and bits 7..0 stored as bytes into the values.
  */
 #include <cuda_runtime.h>
 #include <stdint.h>
@@ -65,20 +68,28 @@ __device__ static void copy_part(const uint8_t *in, uint8_t *out, uint64_t len, 
 	}
 }
 
+/* What a pass over a block writes: whole values (16-bit, or 32-bit with
+ * raw low halves); the upper halves of 32-bit values whose low halves are
+ * coded (the low half left zero); or one byte of each 32-bit value (byte
+ * 1: bits 15..8, byte 0: bits 7..0), the symbol itself. */
+enum pass { VALUES, UPPER, BYTE1, BYTE0 };
+
 /* The raw part of value i: its sign|mantissa byte, and for 32-bit values
- * its low half above it (one register, loaded ahead of use). */
-template <unsigned W>
+ * with raw low halves the low half above it (one register, loaded ahead
+ * of use); nothing for a byte pass. */
+template <unsigned W, int PASS>
 __device__ static inline uint32_t raw_part(const uint8_t *sm, const uint8_t *lo, uint64_t i,
 					   uint64_t end)
 {
-	if (i >= end)
+	if (i >= end || PASS == BYTE1 || PASS == BYTE0)
 		return 0;
-	return W == 4 ? (uint32_t)sm[i] | ld16(lo + 2 * i) << 8 : (uint32_t)sm[i];
+	return W == 4 && PASS == VALUES ? (uint32_t)sm[i] | ld16(lo + 2 * i) << 8 : (uint32_t)sm[i];
 }
 
-/* Decode block b of a chunk's values: the calling warp's lane runs rANS
- * lane `lane` from its stream [start, stop) of p.  Returns status bits. */
-template <unsigned W>
+/* Decode block b of one section of a chunk's values: the calling warp's
+ * lane runs rANS lane `lane` from its stream [start, stop) of p, with the
+ * section's table.  Returns status bits. */
+template <unsigned W, int PASS>
 __device__ static uint32_t decode_block(const uint8_t *p, uint8_t *outb, const uint8_t *sm,
 					const uint8_t *lo, const uint32_t *tab, uint32_t start,
 					uint32_t stop, uint64_t first, uint64_t end, unsigned lane)
@@ -94,11 +105,12 @@ __device__ static uint32_t decode_block(const uint8_t *p, uint8_t *outb, const u
 	uint32_t cur[AHEAD], nxt[AHEAD];
 #pragma unroll
 	for (unsigned s = 0; s < AHEAD; s++)
-		cur[s] = raw_part<W>(sm, lo, first + (uint64_t)s * LANES + lane, end);
+		cur[s] = raw_part<W, PASS>(sm, lo, first + (uint64_t)s * LANES + lane, end);
 	for (uint32_t k0 = 0; k0 < steps; k0 += AHEAD) {
 #pragma unroll
 		for (unsigned s = 0; s < AHEAD; s++)
-			nxt[s] = raw_part<W>(sm, lo, first + (uint64_t)(k0 + AHEAD + s) * LANES + lane, end);
+			nxt[s] = raw_part<W, PASS>(sm, lo, first + (uint64_t)(k0 + AHEAD + s) * LANES + lane,
+						   end);
 #pragma unroll
 		for (unsigned s = 0; s < AHEAD; s++) {
 			uint64_t i = first + (uint64_t)(k0 + s) * LANES + lane;
@@ -118,8 +130,10 @@ __device__ static uint32_t decode_block(const uint8_t *p, uint8_t *outb, const u
 			x = y;
 			uint32_t v = cur[s];
 			uint32_t hi = (v & 0x80u) << 8 | (e >> 24) << 7 | (v & 0x7fu);
-			if (W == 4)
-				((uint32_t *)outb)[i] = hi << 16 | v >> 8;
+			if (PASS == BYTE1 || PASS == BYTE0)
+				outb[4 * i + (PASS == BYTE1)] = (uint8_t)(e >> 24);
+			else if (W == 4)
+				((uint32_t *)outb)[i] = hi << 16 | (PASS == VALUES ? v >> 8 : 0u);
 			else
 				((uint16_t *)outb)[i] = (uint16_t)hi;
 		}
@@ -132,16 +146,99 @@ __device__ static uint32_t decode_block(const uint8_t *p, uint8_t *outb, const u
 	return my;
 }
 
+/* A section's frequencies (256 u16 at f) -> cum[0..256], by warp 0, eight
+ * symbols a lane; BAD_FREQ unless they sum to 4096 (0 for no values). */
+__device__ static uint32_t running_sums(const uint8_t *f, uint32_t *cum, uint64_t n,
+					unsigned warp, unsigned lane)
+{
+	uint32_t my = 0;
+	if (warp == 0) {
+		uint32_t v[8], s = 0;
+		for (unsigned i = 0; i < 8; i++) {
+			v[i] = ld16(f + 2 * (lane * 8 + i));
+			s += v[i];
+		}
+		uint32_t incl = warp_inclusive_sum(s, lane), c = incl - s;
+		for (unsigned i = 0; i < 8; i++) {
+			cum[lane * 8 + i] = c;
+			c += v[i];
+		}
+		if (lane == 31) {
+			cum[256] = incl;
+			if (incl != (n ? PROB : 0u))
+				my |= EXPRANS_GPU_BAD_FREQ;
+		}
+	}
+	return my;
+}
+
+/* A section's lane lengths (u16 [nb][32] at lens), checked, each block's
+ * sum into blk[]: all warps. */
+__device__ static uint32_t lane_sums(const uint8_t *lens, uint64_t nb, uint32_t *blk,
+				     unsigned warp, unsigned lane)
+{
+	uint32_t my = 0;
+	for (uint64_t k = warp; k < nb; k += WARPS) {
+		uint32_t l = ld16(lens + 2 * (k * LANES + lane));
+		if (l < 4 || (l & 1u) || l > MAX_LANE_BYTES)
+			my |= EXPRANS_GPU_BAD_LANES;
+		uint32_t s = __reduce_add_sync(0xffffffffu, l);
+		if (lane == 0)
+			blk[k] = s;
+	}
+	return my;
+}
+
+/* Block sums -> block starts, by warp 0; returns the section's total. */
+__device__ static uint32_t block_starts(uint32_t *blk, uint64_t nb, unsigned lane)
+{
+	uint32_t carry = 0;
+	for (uint64_t b0 = 0; b0 < nb; b0 += 32) {
+		uint32_t v = b0 + lane < nb ? blk[b0 + lane] : 0;
+		uint32_t incl = warp_inclusive_sum(v, lane);
+		if (b0 + lane < nb)
+			blk[b0 + lane] = carry + incl - v;
+		carry += __shfl_sync(0xffffffffu, incl, 31);
+	}
+	return carry;
+}
+
+/* The table: slot -> (freq - 1) | (slot - cum) << 12 | symbol << 24, the
+ * symbol found by binary search (the largest with cum <= slot). */
+__device__ static void build_table(const uint32_t *cum, uint32_t *tab, unsigned t)
+{
+	for (unsigned slot = t; slot < PROB; slot += THREADS) {
+		unsigned lo = 0, hi = 256;
+		while (hi - lo > 1) {
+			unsigned mid = (lo + hi) / 2;
+			if (cum[mid] <= slot)
+				lo = mid;
+			else
+				hi = mid;
+		}
+		tab[slot] = (cum[lo + 1] - cum[lo] - 1) | (slot - cum[lo]) << 12 | lo << 24;
+	}
+}
+
+/* A section: frequencies (512 bytes), lane table (64 bytes a block), streams. */
+__device__ static inline uint64_t section_head(uint64_t nb)
+{
+	return 2u * 256u + nb * LANES * 2;
+}
+
 __global__ void __launch_bounds__(THREADS)
 exprans_decode_kernel(const uint8_t *in, uint8_t *outb, const struct exprans_gpu_job *jobs,
 		      uint32_t *status)
 {
 	__shared__ uint32_t tab[PROB];
 	__shared__ uint32_t cum[257];
-	__shared__ uint32_t blk[MAX_BLOCKS];   /* per block: its lanes' first byte, from the streams */
-	__shared__ uint32_t total, bad;
+	/* per section and block: its lanes' first byte, from the section's streams */
+	__shared__ uint32_t blk[3][MAX_BLOCKS];
+	__shared__ uint64_t sec_at[3];    /* each section's start */
+	__shared__ uint64_t sm_at;        /* the sign|mantissa bytes (lo[] before them) */
+	__shared__ uint32_t bad;
 	const struct exprans_gpu_job J = jobs[blockIdx.x];
-	if (J.kind != EXPRANS_GPU_DECODE) {   /* uniform in the block */
+	if (J.kind != EXPRANS_GPU_DECODE && J.kind != EXPRANS_GPU_DECODE_PLANES) {   /* uniform */
 		if (J.kind == EXPRANS_GPU_COPY || J.kind == EXPRANS_GPU_ZERO)
 			copy_part(in + J.in_off, outb + J.out_off, J.in_bytes, J.kind == EXPRANS_GPU_ZERO);
 		else if (threadIdx.x == 0 && blockIdx.y == 0)
@@ -152,96 +249,91 @@ exprans_decode_kernel(const uint8_t *in, uint8_t *outb, const struct exprans_gpu
 	const unsigned t = threadIdx.x, lane = t & 31u, warp = t >> 5;
 	const uint8_t *p = in + J.in_off;
 	const uint64_t n = J.n, len = J.in_bytes, w = J.width;
+	const unsigned n_sec = J.kind == EXPRANS_GPU_DECODE_PLANES ? 3 : 1;
 	const uint64_t nb = (n + BLOCK - 1) / BLOCK;
-	const uint64_t streams_at = HEADER + nb * LANES * 2;
 	const uint64_t b = (uint64_t)blockIdx.y * WARPS + warp;   /* this warp's block */
 	uint32_t my = 0;
 
 	if (t == 0) {
 		bad = 0;
-		if ((w != 2 && w != 4) || len < HEADER || ((uintptr_t)p & 1u) ||
-		    ((uintptr_t)out & (w - 1)) || (ld16(p) | ld16(p + 2) << 16) != n)
+		sec_at[0] = 4;
+		if ((w != 2 && w != 4) || (n_sec == 3 && w != 4) || len < HEADER ||
+		    ((uintptr_t)p & 1u) || ((uintptr_t)out & (w - 1)) ||
+		    (ld16(p) | ld16(p + 2) << 16) != n)
 			my |= EXPRANS_GPU_BAD_HEADER;
 		else if (nb > MAX_BLOCKS)
 			my |= EXPRANS_GPU_TOO_BIG;
-		else if (streams_at > len)
-			my |= EXPRANS_GPU_BAD_LANES;
 	}
 	if (__syncthreads_or(my))
 		goto out;
-
-	/* Frequencies and their running sums: warp 0, eight symbols a lane. */
-	if (warp == 0) {
-		uint32_t f[8], s = 0;
-		for (unsigned i = 0; i < 8; i++) {
-			f[i] = ld16(p + 4 + 2 * (lane * 8 + i));
-			s += f[i];
-		}
-		uint32_t incl = warp_inclusive_sum(s, lane), c = incl - s;
-		for (unsigned i = 0; i < 8; i++) {
-			cum[lane * 8 + i] = c;
-			c += f[i];
-		}
-		if (lane == 31) {
-			cum[256] = incl;
-			if (incl != (n ? PROB : 0u))
-				my |= EXPRANS_GPU_BAD_FREQ;
-		}
-	}
-	/* Lane lengths: each block's sum. */
-	for (uint64_t k = warp; k < nb; k += WARPS) {
-		uint32_t l = ld16(p + HEADER + 2 * (k * LANES + lane));
-		if (l < 4 || (l & 1u) || l > MAX_LANE_BYTES)
+	/* Where every section starts, each found from the one before's lane
+	 * table: sections one after another, then lo[] (raw low halves) and
+	 * sm[]. */
+	for (unsigned k = 0; k < n_sec; k++) {
+		uint64_t at = sec_at[k];
+		if (at + section_head(nb) > len) {
 			my |= EXPRANS_GPU_BAD_LANES;
-		uint32_t s = __reduce_add_sync(0xffffffffu, l);
-		if (lane == 0)
-			blk[k] = s;
-	}
-	if (__syncthreads_or(my))
-		goto out;
-
-	/* The table: slot -> (freq - 1) | (slot - cum) << 12 | symbol << 24,
-	 * the symbol found by binary search (the largest with cum <= slot). */
-	if (n)
-		for (unsigned slot = t; slot < PROB; slot += THREADS) {
-			unsigned lo = 0, hi = 256;
-			while (hi - lo > 1) {
-				unsigned mid = (lo + hi) / 2;
-				if (cum[mid] <= slot)
-					lo = mid;
+		} else {
+			if (k == 0)
+				my |= running_sums(p + at, cum, n, warp, lane);
+			my |= lane_sums(p + at + 2 * 256, nb, blk[k], warp, lane);
+		}
+		if (__syncthreads_or(my))
+			goto out;
+		if (warp == 0) {
+			uint32_t total = block_starts(blk[k], nb, lane);
+			if (lane == 0) {
+				uint64_t next = at + section_head(nb) + total;
+				if (k + 1 < n_sec)
+					sec_at[k + 1] = next;
 				else
-					hi = mid;
+					sm_at = next + (n_sec == 1 ? n * (w - 2) : 0);
+				if (k + 1 == n_sec && next + n * (n_sec == 1 ? w - 1 : 1) != len)
+					my |= EXPRANS_GPU_BAD_LANES;
 			}
-			tab[slot] = (cum[lo + 1] - cum[lo] - 1) | (slot - cum[lo]) << 12 | lo << 24;
 		}
-	/* Block sums -> block starts (warp 0), and the total length: the lane
-	 * streams, then (32-bit values) the low halves, then the raw bytes. */
-	if (warp == 0) {
-		uint32_t carry = 0;
-		for (uint64_t b0 = 0; b0 < nb; b0 += 32) {
-			uint32_t v = b0 + lane < nb ? blk[b0 + lane] : 0;
-			uint32_t incl = warp_inclusive_sum(v, lane);
-			if (b0 + lane < nb)
-				blk[b0 + lane] = carry + incl - v;
-			carry += __shfl_sync(0xffffffffu, incl, 31);
-		}
-		if (lane == 0) {
-			total = carry;
-			if (streams_at + carry + n * (w - 1) != len)
-				my |= EXPRANS_GPU_BAD_LANES;
-		}
+		if (__syncthreads_or(my))
+			goto out;
 	}
-	if (__syncthreads_or(my))
-		goto out;
+	if (n)
+		build_table(cum, tab, t);
+	__syncthreads();
 
-	if (b < nb) {
-		const uint8_t *lo = p + streams_at + total;
-		const uint8_t *sm = lo + (w == 4 ? 2 * n : 0);
-		uint32_t l = ld16(p + HEADER + 2 * (b * LANES + lane));
-		uint32_t start = (uint32_t)streams_at + blk[b] + warp_inclusive_sum(l, lane) - l;
-		uint64_t first = b * BLOCK, end = n < first + BLOCK ? n : first + BLOCK;
-		my |= w == 4 ? decode_block<4>(p, out, sm, lo, tab, start, start + l, first, end, lane)
-			     : decode_block<2>(p, out, sm, lo, tab, start, start + l, first, end, lane);
+	/* The sections in turn: the values (or the upper halves), then each
+	 * byte plane, its table built in place of the last one's. */
+	for (unsigned k = 0; k < n_sec; k++) {
+		if (k > 0) {
+			__syncthreads();   /* every warp done with the last table */
+			my |= running_sums(p + sec_at[k], cum, n, warp, lane);
+			if (__syncthreads_or(my))   /* bad frequencies, or the last pass failed */
+				goto out;
+			if (n)
+				build_table(cum, tab, t);
+			__syncthreads();
+		}
+		if (b < nb) {
+			const uint64_t streams = sec_at[k] + section_head(nb);
+			const uint8_t *sm = p + sm_at;
+			const uint8_t *lo = w == 4 && n_sec == 1 ? sm - 2 * n : sm;   /* raw low halves */
+			uint32_t l = ld16(p + sec_at[k] + 2 * 256 + 2 * (b * LANES + lane));
+			uint32_t start = (uint32_t)streams + blk[k][b] + warp_inclusive_sum(l, lane) - l;
+			uint64_t first = b * BLOCK, end = n < first + BLOCK ? n : first + BLOCK;
+			uint32_t stop = start + l;
+			if (n_sec == 1)
+				my |= w == 4 ? decode_block<4, VALUES>(p, out, sm, lo, tab, start, stop,
+								       first, end, lane)
+					     : decode_block<2, VALUES>(p, out, sm, lo, tab, start, stop,
+								       first, end, lane);
+			else if (k == 0)
+				my |= decode_block<4, UPPER>(p, out, sm, lo, tab, start, stop, first, end,
+							     lane);
+			else if (k == 1)
+				my |= decode_block<4, BYTE1>(p, out, sm, lo, tab, start, stop, first, end,
+							     lane);
+			else
+				my |= decode_block<4, BYTE0>(p, out, sm, lo, tab, start, stop, first, end,
+							     lane);
+		}
 	}
 out:
 	if (my)

@@ -29,6 +29,7 @@ enum exprans_gpu_kind {
 	EXPRANS_GPU_DECODE = 0,   /* in_bytes of stream at in_off -> n values at out_off */
 	EXPRANS_GPU_COPY = 1,     /* in_bytes raw bytes at in_off -> out_off */
 	EXPRANS_GPU_ZERO = 2,     /* in_bytes zero bytes at out_off */
+	EXPRANS_GPU_DECODE_PLANES = 3,   /* DECODE of 32-bit values with coded low halves */
 };
 
 struct exprans_gpu_job {
