@@ -13,10 +13,17 @@
  *    buffers), GB/s of raw weights delivered, and its ratio to the
  *    ceiling (the link carries compressed bytes, so it can pass 1.0).
  *
+ * Then fp32 of four kinds (trained: Gaussian; upcast from bf16, exactly and
+ * with 4 noisy low bits; with fp16's 10 mantissa bits), chunks coded as
+ * the converter codes them (the low halves coded where that pays): ratio
+ * beside zstd's (with its byte transform), CPU decode on one thread, GPU
+ * decode, against the same ceiling (--f32-size bytes of each).
+ *
  * Every GPU output is compared with the original bytes; a mismatch or a
  * non-zero status is an error (exit 1).  Numbers only, no targets asserted.
  * Exits 77 without a CUDA device.
  *	exprans_bench [--size BYTES] [--chunk BYTES] [--group BYTES] [--reps N]
+ *	              [--f32-size BYTES]
  * (--group: one group size instead of 16, 64 and 256 MiB).
  */
 #include <getopt.h>
@@ -33,6 +40,7 @@
 #include "cuda_bench.h"
 
 #include "common/util.h"
+#include "pack/chunk.h"
 #include "pack/exprans/exprans.h"
 #include "pack/exprans/exprans_gpu.h"
 
@@ -96,7 +104,7 @@ static void *enc_part(void *arg)
 	uint64_t chunks = (j->n + j->chunk - 1) / j->chunk;
 	for (uint64_t c = j->t; c < chunks; c += j->nt) {
 		uint64_t n = WSP_MIN(j->chunk, j->n - c * j->chunk);
-		int64_t len = exprans_encode(j->raw + c * j->chunk, n, 2, j->enc + c * j->slot, j->slot);
+		int64_t len = exprans_encode(j->raw + c * j->chunk, n, 2, 0, j->enc + c * j->slot, j->slot);
 		if (len < 0) {
 			fprintf(stderr, "encode failed: %lld\n", (long long)len);
 			exit(1);
@@ -247,7 +255,7 @@ static void bench_kind(int heavy, uint64_t size, uint64_t chunk_bytes, uint64_t 
 	const char *name = heavy ? "heavy-tailed" : "Gaussian";
 	struct job j = { .heavy = heavy, .n = size / 2, .chunk = chunk_bytes / 2 };
 	uint64_t chunks = (j.n + j.chunk - 1) / j.chunk;
-	j.slot = wspi_align_up(exprans_bound(j.chunk, 2), 16);
+	j.slot = wspi_align_up(exprans_bound(j.chunk, 2, 0), 16);
 	CU(cudaMallocHost((void **)&j.raw, size));
 	j.enc = malloc(chunks * j.slot);
 	j.len = calloc(chunks, sizeof(*j.len));
@@ -279,7 +287,7 @@ static void bench_kind(int heavy, uint64_t size, uint64_t chunk_bytes, uint64_t 
 	t0 = now_s();
 	for (uint64_t c = 0; c < cpu_chunks; c++) {
 		uint64_t n = WSP_MIN(j.chunk, j.n - c * j.chunk);
-		if (exprans_decode(hcomp + at[c], j.len[c], cpu_out, n, 2, NULL) < 0) {
+		if (exprans_decode(hcomp + at[c], j.len[c], cpu_out, n, 2, 0, NULL) < 0) {
 			fprintf(stderr, "CPU decode failed\n");
 			exit(1);
 		}
@@ -370,13 +378,158 @@ static void bench_kind(int heavy, uint64_t size, uint64_t chunk_bytes, uint64_t 
 	free(j.len);
 }
 
+/* --- fp32: trained, and upcast from narrower types ------------------------ */
+
+static const char *const f32_kinds[] = { "trained (Gaussian)", "upcast from bf16",
+					 "upcast from bf16, 4 noisy low bits",
+					 "fp16's 10 mantissa bits" };
+
+static uint32_t f32_value(unsigned kind, uint64_t *s)
+{
+	float f = (float)(0.02 * gauss(s));
+	uint32_t x;
+	memcpy(&x, &f, 4);
+	switch (kind) {
+	case 1: return (uint32_t)bf16(f) << 16;
+	case 2: return (uint32_t)bf16(f) << 16 | (uint32_t)(next(s) & 0xf);
+	case 3: return x & 0xffffe000u;
+	default: return x;
+	}
+}
+
+static void bench_f32(unsigned kind, uint64_t size, uint64_t chunk_bytes, unsigned reps,
+		      double h2d_gbs)
+{
+	uint64_t n = size / 4, per = chunk_bytes / 4, chunks = (n + per - 1) / per, s = 42 + kind;
+	uint64_t slot = wspi_align_up(chunk_encode_bound(chunk_bytes), 16);
+	uint32_t *raw, *back = malloc(chunk_bytes);
+	uint8_t *enc = malloc(chunks * slot), *zs = malloc(slot), *hcomp;
+	uint64_t *at = malloc((chunks + 1) * sizeof(*at)), stored = 0, zstored = 0, coded = 0;
+	struct exprans_gpu_job *jobs = malloc(chunks * sizeof(*jobs)), *djobs;
+	struct chunk_encoder *ce;
+	struct wspm_chunk c, z;
+	struct wspi_err err;
+	wspi_err_init(&err);
+	CU(cudaMallocHost((void **)&raw, size));
+	if (!back || !enc || !zs || !at || !jobs || chunk_encoder_create(3, chunk_bytes, &ce)) {
+		fprintf(stderr, "out of memory\n");
+		exit(1);
+	}
+	for (uint64_t i = 0; i < n; i++)
+		raw[i] = f32_value(kind, &s);
+	at[0] = 0;
+	for (uint64_t k = 0; k < chunks; k++) {
+		uint64_t m = WSP_MIN(per, n - k * per);
+		if (chunk_encode(ce, raw + k * per, m * 4, WSP_DTYPE_F32, WSP_CODEC_EXPRANS, 1,
+				 enc + k * slot, &c, &err) < 0 || c.codec != WSP_CODEC_EXPRANS ||
+		    chunk_encode(ce, raw + k * per, m * 4, WSP_DTYPE_F32, WSP_CODEC_ZSTD, 1, zs, &z,
+				 &err) < 0) {
+			fprintf(stderr, "f32 %s: encode failed: %s\n", f32_kinds[kind], err.msg);
+			exit(1);
+		}
+		coded += c.transform == WSPM_XFORM_BYTES;
+		jobs[k] = (struct exprans_gpu_job){
+			.in_off = at[k], .out_off = k * chunk_bytes, .in_bytes = c.stored_bytes, .n = m,
+			.width = 4, .kind = c.transform == WSPM_XFORM_BYTES ? EXPRANS_GPU_DECODE_PLANES
+									    : EXPRANS_GPU_DECODE };
+		stored += c.stored_bytes;
+		zstored += z.stored_bytes;
+		at[k + 1] = at[k] + wspi_align_up(c.stored_bytes, 16);
+	}
+	CU(cudaMallocHost((void **)&hcomp, at[chunks]));
+	for (uint64_t k = 0; k < chunks; k++)
+		memcpy(hcomp + at[k], enc + k * slot, jobs[k].in_bytes);
+
+	/* CPU decode, one thread, every chunk checked */
+	double t0 = now_s();
+	for (uint64_t k = 0; k < chunks; k++) {
+		int planes = jobs[k].kind == EXPRANS_GPU_DECODE_PLANES;
+		if (exprans_decode(hcomp + at[k], jobs[k].in_bytes, back, jobs[k].n, 4, planes,
+				   &err) < 0 || memcmp(back, raw + k * per, jobs[k].n * 4)) {
+			fprintf(stderr, "f32 %s: CPU decode of chunk %llu wrong\n", f32_kinds[kind],
+				(unsigned long long)k);
+			exit(1);
+		}
+	}
+	double cpu_gbs = (double)size / (now_s() - t0) / 1e9;
+
+	uint8_t *dcomp, *dout;
+	uint32_t *dstatus;
+	CU(cudaMalloc((void **)&dcomp, at[chunks]));
+	CU(cudaMalloc((void **)&dout, size));
+	CU(cudaMalloc((void **)&dstatus, chunks * 4));
+	CU(cudaMalloc((void **)&djobs, chunks * sizeof(*jobs)));
+	CU(cudaMemcpy(dcomp, hcomp, at[chunks], cudaMemcpyHostToDevice));
+	CU(cudaMemcpy(djobs, jobs, chunks * sizeof(*jobs), cudaMemcpyHostToDevice));
+	CU(cudaMemset(dout, 0, size));
+	if (exprans_gpu_decode(dcomp, dout, djobs, (unsigned)chunks, chunk_bytes, dstatus, NULL)) {
+		fprintf(stderr, "launch failed\n");
+		exit(1);
+	}
+	CU(cudaDeviceSynchronize());
+	check_output((const uint16_t *)dout, (const uint16_t *)raw, n * 2, dstatus, chunks,
+		     "f32 GPU decode");
+	cudaEvent_t e0, e1;
+	CU(cudaEventCreate(&e0));
+	CU(cudaEventCreate(&e1));
+	CU(cudaEventRecord(e0, NULL));
+	for (unsigned r = 0; r < reps; r++)
+		exprans_gpu_decode(dcomp, dout, djobs, (unsigned)chunks, chunk_bytes, dstatus, NULL);
+	CU(cudaEventRecord(e1, NULL));
+	CU(cudaEventSynchronize(e1));
+	double gpu_gbs = (double)size * reps / (ms_between(e0, e1) * 1e-3) / 1e9;
+	printf("f32 %s, %.2f GiB: ratio %.3f (zstd with its transform %.3f; low halves coded in "
+	       "%llu of %llu chunks); CPU decode, 1 thread: %.2f GB/s; GPU decode: %.1f GB/s of "
+	       "raw output = %.1f x the link's %.1f GB/s\n", f32_kinds[kind],
+	       (double)size / (1 << 30), (double)size / (double)stored,
+	       (double)size / (double)zstored, (unsigned long long)coded,
+	       (unsigned long long)chunks, cpu_gbs, gpu_gbs, gpu_gbs / h2d_gbs, h2d_gbs);
+	cudaEventDestroy(e0);
+	cudaEventDestroy(e1);
+	cudaFree(dcomp);
+	cudaFree(dout);
+	cudaFree(dstatus);
+	cudaFree(djobs);
+	cudaFreeHost(hcomp);
+	cudaFreeHost(raw);
+	chunk_encoder_free(ce);
+	wspi_err_destroy(&err);
+	free(back), free(enc), free(zs), free(at), free(jobs);
+}
+
+/* The ceiling for the fp32 lines: pinned host->GPU of `size` bytes, best of 3. */
+static double h2d_ceiling(uint64_t size)
+{
+	void *h, *d;
+	double best = 0;
+	cudaEvent_t e0, e1;
+	CU(cudaMallocHost(&h, size));
+	CU(cudaMalloc(&d, size));
+	memset(h, 1, size);
+	CU(cudaEventCreate(&e0));
+	CU(cudaEventCreate(&e1));
+	for (int r = 0; r < 3; r++) {
+		CU(cudaEventRecord(e0, NULL));
+		CU(cudaMemcpyAsync(d, h, size, cudaMemcpyHostToDevice, NULL));
+		CU(cudaEventRecord(e1, NULL));
+		CU(cudaEventSynchronize(e1));
+		best = WSP_MAX(best, (double)size / (ms_between(e0, e1) * 1e-3) / 1e9);
+	}
+	cudaEventDestroy(e0);
+	cudaEventDestroy(e1);
+	cudaFreeHost(h);
+	cudaFree(d);
+	return best;
+}
+
 int main(int argc, char **argv)
 {
-	uint64_t size = 1ull << 30, chunk = 1ull << 20, group = 0;
+	uint64_t size = 1ull << 30, chunk = 1ull << 20, group = 0, f32_size = 256ull << 20;
 	unsigned reps = 5;
 	static const struct option opts[] = {
 		{ "size", required_argument, NULL, 's' }, { "chunk", required_argument, NULL, 'c' },
 		{ "group", required_argument, NULL, 'g' }, { "reps", required_argument, NULL, 'r' },
+		{ "f32-size", required_argument, NULL, 'f' },
 		{ NULL, 0, NULL, 0 },
 	};
 	int o;
@@ -386,8 +539,10 @@ int main(int argc, char **argv)
 		case 'c': chunk = strtoull(optarg, NULL, 0); break;
 		case 'g': group = strtoull(optarg, NULL, 0); break;
 		case 'r': reps = (unsigned)strtoul(optarg, NULL, 0); break;
+		case 'f': f32_size = strtoull(optarg, NULL, 0); break;
 		default:
-			fprintf(stderr, "usage: exprans_bench [--size B] [--chunk B] [--group B] [--reps N]\n");
+			fprintf(stderr, "usage: exprans_bench [--size B] [--chunk B] [--group B] [--reps N] "
+				"[--f32-size B]\n");
 			return 2;
 		}
 	}
@@ -409,5 +564,11 @@ int main(int argc, char **argv)
 	printf("exprans_bench on %s, %ld CPU threads\n", prop.name, nt);
 	bench_kind(0, size, chunk, group, reps, (unsigned)nt);
 	bench_kind(1, size, chunk, group, reps, (unsigned)nt);
+	f32_size -= f32_size % chunk;
+	if (f32_size && chunk % 4 == 0) {
+		double link = h2d_ceiling(f32_size);
+		for (unsigned k = 0; k < 4; k++)
+			bench_f32(k, f32_size, chunk, reps, link);
+	}
 	return 0;
 }

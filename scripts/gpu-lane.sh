@@ -18,7 +18,8 @@
 #                               (bench/torch_offload.py, torch_rss.py, torch_train.py),
 #                               torch-rss (only the latter), lora-bench
 #                               (bench/torch_train.py --lora), train-bench
-#                               (bench/torch_train.py), codec-bench
+#                               (bench/torch_train.py), exprans-bench
+#                               (bench/exprans_bench alone), codec-bench
 #                               (bench/exprans_bench, gpu_bench with zstd
 #                               and exprans packs, bench/stream_profile.py
 #                               on both), cold-bench (`wspager
@@ -134,6 +135,10 @@ run() {
 		case $parts in *" py-families "*) lane_py_families ;; esac ;;
 	esac
 	case $parts in *" bench "*) lane_bench ;; esac
+	case $parts in *" exprans-bench "*)
+		step bench-exprans 400 "$lane/bench/exprans_bench"
+		echo "== bench-exprans"; tail -n 20 "$out/bench-exprans.log" ;;
+	esac
 	case $parts in *" bench "*|*" codec-bench "*)
 		step bench-exprans 400 "$lane/bench/exprans_bench"
 		mkdir -p "$work/gpu-exprans" "$work/gpu-zstd"
@@ -259,12 +264,13 @@ lane_py_train() {
 	step py-lora-cpu 300 "${py_env[@]}" sh "$top/tests/python/torch_lora.sh"
 	step py-experts-cuda 300 "${py_env[@]}" sh -c '. "$top_srcdir/tests/python/lib.sh"; "$PY" "$HERE/test_train_experts.py" cuda'
 	step py-grad-loop-cuda 300 "${py_env[@]}" sh -c '. "$top_srcdir/tests/python/lib.sh"; "$PY" "$HERE/test_grad_loop.py" cuda'
+	step py-hf-trainer-cuda 300 "${py_env[@]}" sh -c '. "$top_srcdir/tests/python/lib.sh"; "$PY" "$HERE/test_hf_trainer.py" cuda'
 	step py-train-cuda 300 "${py_env[@]}" sh -c '. "$top_srcdir/tests/python/lib.sh"; "$PY" "$HERE/test_train.py" cuda'
 	step py-train-cpu 300 "${py_env[@]}" sh "$top/tests/python/torch_train.sh"
 	step py-step-cuda 300 "${py_env[@]}" sh -c '. "$top_srcdir/tests/python/lib.sh"; "$PY" "$HERE/test_step_in_backward.py" cuda'
 	step py-step-cpu 300 "${py_env[@]}" sh "$top/tests/python/torch_step_in_backward.sh"
 	step py-bounded-cuda 300 "${py_env[@]}" sh -c '. "$top_srcdir/tests/python/lib.sh"; "$PY" "$HERE/test_train_bounded.py" cuda'
-	for f in py-lora-cuda py-lora-cpu py-experts-cuda py-grad-loop-cuda py-train-cuda py-step-cuda py-step-cpu py-bounded-cuda; do
+	for f in py-lora-cuda py-lora-cpu py-experts-cuda py-grad-loop-cuda py-hf-trainer-cuda py-train-cuda py-step-cuda py-step-cpu py-bounded-cuda; do
 		echo "== $f"; grep -E 'torch|diff|failures|FAIL|Error' "$out/$f.log"
 	done
 }
