@@ -54,6 +54,34 @@ static const char **pack_grouping(const struct wsp_pack_s *pk)
 	return pairs;
 }
 
+/* What the converter reads back from `tmp`: the directory when the pack
+ * recorded an index (model.safetensors.index.json names its shards) or no
+ * sources, else each source file by name, as it was converted (one
+ * checkpoint file need not be called *.safetensors: `wspack generate`'s is
+ * not).  Returns the count, *list (free it and its strings), or -ENOMEM. */
+static int reread_inputs(const struct wsp_pack_s *pk, const char *tmp, char ***list)
+{
+	const struct wspi_manifest *m = &pk->m;
+	uint32_t n = m->hdr->flags & WSPM_F_HAS_INDEX ? 0 : m->hdr->n_sources;
+	char **l = calloc(n ? n : 1, sizeof(*l));
+	if (!l)
+		return -ENOMEM;
+	for (uint32_t i = 0; i < n; i++)
+		if (asprintf(&l[i], "%s/%s", tmp, wspm_str(m, m->sources[i].name_off)) < 0) {
+			l[i] = NULL;
+			for (uint32_t k = 0; k < i; k++)
+				free(l[k]);
+			free(l);
+			return -ENOMEM;
+		}
+	if (n == 0 && !(l[0] = strdup(tmp))) {
+		free(l);
+		return -ENOMEM;
+	}
+	*list = l;
+	return n ? (int)n : 1;
+}
+
 static int save(struct wsp_pager_s *pg, const char *out, unsigned flags, wsp_progress_fn progress,
 		void *ctx, struct wspi_err *err)
 {
@@ -90,9 +118,17 @@ static int save(struct wsp_pager_s *pg, const char *out, unsigned flags, wsp_pro
 	co.chunk_bytes = pk->m.hdr->chunk_bytes;
 	co.flags = flags & WSP_SAVE_FORCE ? WSP_CONVERT_FORCE : 0;
 	co.group_map = pairs;
-	char msg[WSP_ERRMSG_MAX];
-	const char *inputs[] = { tmp };
-	rc = wsp_convert(inputs, 1, out, &co, msg, sizeof(msg));
+	char msg[WSP_ERRMSG_MAX], **inputs = NULL;
+	int n_in = reread_inputs(pk, tmp, &inputs);
+	if (n_in < 0) {
+		free(pairs);
+		rc = WSP_ERR(err, n_in, "save: out of memory");
+		goto done;
+	}
+	rc = wsp_convert((const char *const *)inputs, (size_t)n_in, out, &co, msg, sizeof(msg));
+	for (int i = 0; i < n_in; i++)
+		free(inputs[i]);
+	free(inputs);
 	free(pairs);
 	if (rc < 0)
 		wspi_err_set(err, rc, "save: %s", msg);
