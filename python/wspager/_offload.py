@@ -1,0 +1,117 @@
+"""The state of an offloaded model (``model._wspager``): its pager, its
+groups (a pack layer each: the module parameters it holds and the views
+over the slot it is in), and acquiring and releasing a group on the current
+stream, binding its parameters to zero-copy views of the slot and back to
+their placeholders."""
+from __future__ import annotations
+
+from typing import Dict, List, Tuple
+
+import torch
+
+from . import Pager
+
+
+class Group:
+    """One pack layer: its parameters and the views over its slot."""
+
+    def __init__(self, index: int, name: str):
+        self.index, self.name = index, name
+        self.params: List[Tuple[torch.nn.Parameter, str, torch.dtype, Tuple[int, ...]]] = []
+        self.depth = 0            # hooks holding it now (nested uses)
+        self.layer = None         # the AcquiredLayer while held
+        self.views: Dict[Tuple[int, str], torch.Tensor] = {}   # (slot address, name) -> view
+        self.placeholders: List[torch.Tensor] = []
+
+
+class Offload:
+    """What :func:`offload` attached to a model (``model._wspager``)."""
+
+    def __init__(self, model: torch.nn.Module, pager: Pager, device: torch.device):
+        self.model, self.pager, self.device = model, pager, device
+        self.groups: List[Group] = []
+        self.handles = []
+        self.restore = []          # (module, attribute) set on the instance
+        self.trainer = None        # wspager._train.Trainer with train=True
+        self.experts = []          # (stacked-experts module, its _plan.Experts)
+        self.hooked: List[torch.nn.Module] = []   # modules whose forward acquires
+        self.names = None          # _hf.Names of the model
+        self.saved = None          # _saved.SavedWeights: weights autograd keeps
+        self.by_index: Dict[int, Group] = {}     # views of layers read outside hooks
+
+    def group_for(self, index: int) -> "Group":
+        """A group holding views of pack layer `index` for reads outside the
+        hooks (kept tensors, experts): views are cached per group."""
+        g = self.by_index.get(index)
+        if g is None:
+            g = self.by_index[index] = Group(index, "")
+        return g
+
+    def _stream(self) -> int:
+        if self.device.type == "cuda":
+            return torch.cuda.current_stream(self.device).cuda_stream
+        return 0
+
+    def _view(self, g: Group, layer, name: str, dtype: torch.dtype, shape) -> torch.Tensor:
+        return self._span(g, layer.address(name), layer.info(name).nbytes, dtype, shape)
+
+    def _span(self, g: Group, ptr: int, nbytes: int, dtype: torch.dtype, shape) -> torch.Tensor:
+        """A tensor over `nbytes` of slot memory at `ptr` (no copy)."""
+        key = (ptr, nbytes, dtype, tuple(shape))
+        t = g.views.get(key)
+        if t is not None:
+            return t
+        if nbytes == 0:
+            t = torch.empty(shape, dtype=dtype, device=self.device)
+        elif self.device.type == "cuda":
+            raw = torch.as_tensor(_CudaBytes(ptr, nbytes, self.pager._view_owner()),
+                                  device=self.device)
+            t = raw.view(dtype).view(shape)
+        else:
+            buf = self.pager._host_buffer(ptr, nbytes)
+            t = torch.frombuffer(buf, dtype=torch.uint8).view(dtype).view(shape)
+        # Slots never move: the same layer in the same slot reuses its views.
+        g.views[key] = t
+        return t
+
+    def acquire(self, g: Group, routed: bool = False) -> None:
+        g.depth += 1
+        if g.depth > 1:
+            return
+        layer = self.pager.acquire(g.index, self._stream(), routed=routed)
+        g.layer = layer
+        for (p, name, dtype, shape), ph in zip(g.params, g.placeholders):
+            v = self._view(g, layer, name, dtype, shape)
+            # a weight the model keeps in another dtype: cast on the device,
+            # as transformers casts it at load
+            p.data = v if v.dtype == ph.dtype else v.to(ph.dtype)
+
+    def release(self, g: Group) -> None:
+        g.depth -= 1
+        if g.depth > 0:
+            return
+        for (p, _, _, _), ph in zip(g.params, g.placeholders):
+            p.data = ph
+        layer, g.layer = g.layer, None
+        layer.release(self._stream())
+
+
+class _CudaBytes:
+    """`nbytes` bytes of device memory for torch.as_tensor (no copy); torch
+    keeps this object, and so `owner` (the pager's memory), alive as long
+    as the tensor."""
+
+    def __init__(self, ptr: int, nbytes: int, owner: object):
+        self.owner = owner
+        self.__cuda_array_interface__ = {"shape": (nbytes,), "typestr": "|u1",
+                                         "data": (ptr, False), "version": 3, "strides": None,
+                                         "stream": None}
+
+
+def resolve_device(device) -> torch.device:
+    d = torch.device(device)
+    if d.type == "cuda" and d.index is None:
+        d = torch.device("cuda", torch.cuda.current_device())
+    if d.type not in ("cuda", "cpu"):
+        raise ValueError(f"device must be cuda[:N] or cpu, not {device}")
+    return d
