@@ -10,6 +10,7 @@
 
 #include "common/fdio.h"
 #include "common/util.h"
+#include "common/workers.h"
 #include "pack/fsutil.h"
 #include "pack/pack.h"
 
@@ -141,8 +142,6 @@ int wsp_pack_verify(wsp_pack *pk, unsigned threads, wsp_progress_fn progress, vo
 {
 	struct vstate v;
 	uint64_t per = 0, budget;
-	unsigned started = 0;
-	pthread_t *th;
 
 	if (!pk)
 		return -EINVAL;
@@ -172,22 +171,7 @@ int wsp_pack_verify(wsp_pack *pk, unsigned threads, wsp_progress_fn progress, vo
 		threads = budget / per ? (unsigned)(budget / per) : 1;
 	if (threads > pk->m.hdr->n_layers)
 		threads = pk->m.hdr->n_layers ? pk->m.hdr->n_layers : 1;
-	th = calloc(threads, sizeof(*th));
-	if (!th) {
-		pthread_mutex_destroy(&v.mu);
-		return WSP_ERR(&pk->err, -ENOMEM, "out of memory");
-	}
-	for (unsigned i = 0; i < threads; i++) {
-		int rc = pthread_create(&th[i], NULL, vworker, &v);
-		if (rc) {
-			fail(&v, 0, -rc, "cannot start a verify thread");
-			break;
-		}
-		started++;
-	}
-	for (unsigned i = 0; i < started; i++)
-		pthread_join(th[i], NULL);
-	free(th);
+	wspi_run_workers(vworker, &v, threads);   /* fewer if the system gives fewer */
 	pthread_mutex_destroy(&v.mu);
 	if (v.rc < 0)
 		return v.rc;

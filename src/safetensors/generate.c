@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "common/error.h"
+#include "common/workers.h"
 #include "common/outguard.h"
 #include "common/util.h"
 #include "common/fdio.h"
@@ -361,15 +362,7 @@ static int run_workers(struct gen *g)
 	unsigned n = WSP_MIN(wspi_cpu_count(), 64u);
 	if ((uint64_t)n > g->total_blocks)
 		n = (unsigned)WSP_MAX(g->total_blocks, 1);
-	pthread_t th[64];
-	unsigned started = 0;
-	for (; started < n; started++)
-		if (pthread_create(&th[started], NULL, worker, g))
-			break;
-	if (started == 0)
-		worker(g);
-	for (unsigned i = 0; i < started; i++)
-		pthread_join(th[i], NULL);
+	wspi_run_workers(worker, g, n);
 	return g->err->code < 0 ? g->err->code : 0;
 }
 

@@ -7,11 +7,11 @@
  */
 #include <errno.h>
 #include <inttypes.h>
-#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "common/util.h"
+#include "common/workers.h"
 #include "writeback/grads_int.h"
 #include "writeback/tofloat.h"
 
@@ -76,20 +76,9 @@ static int accumulate(struct wb *wb, uint32_t layer, const void *src, const uint
 	unsigned parts = (unsigned)WSP_MIN((uint64_t)wb->add_threads,
 					   elements / WB_ADD_MIN_ELEMENTS + 1);
 	struct acc_part part[WB_ADD_THREADS];
-	pthread_t th[WB_ADD_THREADS];
-	unsigned started = 0;
 	for (unsigned k = 0; k < parts; k++)
 		part[k] = (struct acc_part){ wb, layer, src, which, first, k, parts };
-	for (unsigned k = 1; k < parts; k++) {
-		if (pthread_create(&th[k], NULL, accumulate_part, &part[k]) != 0)
-			break;
-		started = k;
-	}
-	accumulate_part(&part[0]);
-	for (unsigned k = 1; k <= started; k++)
-		pthread_join(th[k], NULL);
-	for (unsigned k = started + 1; k < parts; k++)   /* threads that could not start */
-		accumulate_part(&part[k]);
+	wspi_run_parts(accumulate_part, part, sizeof(part[0]), parts);
 	for (uint32_t i = 0; i < L->n_tensors; i++)
 		if (which[i])
 			wl->has[i] = HAS_SUM;
@@ -129,21 +118,11 @@ static void zero_floats(struct wb *wb, float *p, uint64_t n)
 	unsigned parts = (unsigned)WSP_MIN((uint64_t)wb->add_threads, n / WB_ADD_MIN_ELEMENTS + 1);
 	uint64_t per = (n + parts - 1) / parts;
 	struct zero_part z[WB_ADD_THREADS];
-	pthread_t th[WB_ADD_THREADS];
-	int started[WB_ADD_THREADS] = { 0 };
 	for (unsigned k = 0; k < parts; k++) {
 		uint64_t a = WSP_MIN(n, per * k);
 		z[k] = (struct zero_part){ p + a, WSP_MIN(n - a, per) };
-		if (k && pthread_create(&th[k], NULL, zero_part, &z[k]) == 0)
-			started[k] = 1;
 	}
-	zero_part(&z[0]);
-	for (unsigned k = 1; k < parts; k++) {
-		if (started[k])
-			pthread_join(th[k], NULL);
-		else
-			zero_part(&z[k]);
-	}
+	wspi_run_parts(zero_part, z, sizeof(z[0]), parts);
 }
 
 /* Make tensor i's accumulator hold a sum, so that rows can be added into

@@ -9,10 +9,10 @@
  */
 #include <errno.h>
 #include <math.h>
-#include <pthread.h>
 #include <string.h>
 
 #include "common/util.h"
+#include "common/workers.h"
 #include "wspager.h"
 
 #define ADAMW_MAX_THREADS 64u
@@ -71,23 +71,12 @@ int wsp_adamw_step(float *param, const float *grad, float *exp_avg, float *exp_a
 	t = (unsigned)WSP_MAX(WSP_MIN(WSP_MIN((uint64_t)t, ADAMW_MAX_THREADS),
 				      n / ADAMW_MIN_PER_THREAD), 1);
 	struct adamw_job jobs[ADAMW_MAX_THREADS];
-	pthread_t th[ADAMW_MAX_THREADS];
-	unsigned started = 0;
 	uint64_t per = (n + t - 1) / t;
 	for (unsigned k = 0; k < t; k++) {
 		jobs[k] = base;
 		jobs[k].begin = WSP_MIN(n, per * k);
 		jobs[k].end = WSP_MIN(n, jobs[k].begin + per);
 	}
-	for (unsigned k = 1; k < t; k++) {
-		if (pthread_create(&th[k], NULL, adamw_range, &jobs[k]) != 0)
-			break;
-		started = k;
-	}
-	adamw_range(&jobs[0]);
-	for (unsigned k = 1; k <= started; k++)
-		pthread_join(th[k], NULL);
-	for (unsigned k = started + 1; k < t; k++)   /* threads that could not start */
-		adamw_range(&jobs[k]);
+	wspi_run_parts(adamw_range, jobs, sizeof(jobs[0]), t);
 	return 0;
 }
