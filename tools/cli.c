@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -95,6 +96,98 @@ int cli_opt_unsigned(const char *opt, const char *arg, unsigned min, unsigned ma
 	if (rc == 0)
 		*out = (unsigned)v;
 	return rc;
+}
+
+#define CLI_MAX_OPTS 48
+
+/* One option's value, stored as its table entry says. */
+static int store(const struct cli_opt *o, const char *opt, const char *arg)
+{
+	unsigned long long v;
+	uint64_t size;
+	int rc = 0;
+	switch (o->type) {
+	case CLI_TRUE: *(bool *)o->dest = true; break;
+	case CLI_BITS: *(unsigned *)o->dest |= o->bits; break;
+	case CLI_STRING: *(const char **)o->dest = arg; break;
+	case CLI_UINT:
+	case CLI_ULL:
+		if ((rc = cli_opt_uint(opt, arg, o->min, o->max, &v)))
+			return rc;
+		if (o->nonzero && !v)
+			return cli_usage("%s: must be more than 0", opt);
+		if (o->type == CLI_UINT)
+			*(unsigned *)o->dest = (unsigned)v;
+		else
+			*(unsigned long long *)o->dest = v;
+		break;
+	case CLI_SIZE:
+		if ((rc = cli_opt_size(opt, arg, o->min, &size)))
+			return rc;
+		if (o->nonzero && !size)
+			return cli_usage("%s: must be more than 0", opt);
+		*(uint64_t *)o->dest = size;
+		break;
+	case CLI_CHOICE: {
+		char list[256] = "";
+		size_t k = 0;
+		for (; o->names[k]; k++)
+			if (strcasecmp(arg, o->names[k]) == 0) {
+				*(int *)o->dest = o->values[k];
+				return 0;
+			}
+		for (size_t i = 0; i < k; i++)   /* "a, b or c" */
+			snprintf(list + strlen(list), sizeof(list) - strlen(list), "%s%s",
+				 i == 0 ? "" : i + 1 == k ? " or " : ", ", o->names[i]);
+		return cli_usage("%s: must be %s, not '%s'", opt, list, arg);
+	}
+	case CLI_CALL: return o->call(opt, arg, o->dest);
+	}
+	return 0;
+}
+
+int cli_parse(int argc, char **argv, const struct cli_opt *opts, size_t n_opts)
+{
+	struct option lo[CLI_MAX_OPTS + 2];
+	char shorts[2 * CLI_MAX_OPTS + 4] = ":h", *sp = shorts + 2;
+	if (n_opts > CLI_MAX_OPTS)
+		return cli_usage("internal error: %zu options, at most %u", n_opts, CLI_MAX_OPTS);
+	for (size_t i = 0; i < n_opts; i++) {
+		int takes = opts[i].type != CLI_TRUE && opts[i].type != CLI_BITS;
+		lo[i] = (struct option){ opts[i].name, takes ? required_argument : no_argument, NULL,
+					 256 + (int)i };
+		if (opts[i].letter) {
+			*sp++ = opts[i].letter;
+			if (takes)
+				*sp++ = ':';
+		}
+	}
+	*sp = '\0';
+	lo[n_opts] = (struct option){ "help", no_argument, NULL, 'h' };
+	lo[n_opts + 1] = (struct option){ 0 };
+	opterr = 0;
+	optind = 1;
+	int c;
+	while ((c = getopt_long(argc, argv, shorts, lo, NULL)) != -1) {
+		if (c == 'h')
+			return CLI_HELP;
+		size_t i = n_opts;
+		if (c >= 256)
+			i = (size_t)(c - 256);
+		else
+			for (i = 0; i < n_opts && opts[i].letter != c; i++)
+				;
+		if (c == '?' || c == ':' || i >= n_opts)
+			return cli_bad_option(c, argc, argv);
+		char opt[64];
+		snprintf(opt, sizeof(opt), "--%s", opts[i].name);
+		if (opts[i].given)
+			*opts[i].given = true;
+		int rc = store(&opts[i], opt, optarg);
+		if (rc)
+			return rc;
+	}
+	return 0;
 }
 
 FILE *cli_fopen_regular(const char *path)

@@ -8,6 +8,8 @@
 #define WSP_TOOLS_CLI_H
 
 #include <pthread.h>
+#include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 
@@ -36,6 +38,45 @@ int cli_opt_uint(const char *opt, const char *arg, unsigned long long min,
 		 unsigned long long max, unsigned long long *out);
 int cli_opt_unsigned(const char *opt, const char *arg, unsigned min, unsigned max,
 		     unsigned *out);
+
+/*
+ * A command's options as a table: cli_parse builds getopt_long's options
+ * from it, stores each value where `dest` points, checked as its type
+ * says, and reports every mistake as a usage error in the same words
+ * ("--threads: invalid number 'x' (an integer from 0 to 1024)").  -h and
+ * --help are always accepted.  The first mistake ends the parse.
+ */
+enum cli_type {
+	CLI_TRUE,      /* no value: *(bool *)dest = true */
+	CLI_BITS,      /* no value: *(unsigned *)dest |= bits */
+	CLI_STRING,    /* *(const char **)dest = the value */
+	CLI_UINT,      /* *(unsigned *)dest: an integer in [min, max] */
+	CLI_ULL,       /* *(unsigned long long *)dest: an integer in [min, max] */
+	CLI_SIZE,      /* *(uint64_t *)dest: a size (K, M, G, T suffixes) of at least min */
+	CLI_CHOICE,    /* *(int *)dest = values[i] for the value names[i] (any case) */
+	CLI_CALL,      /* call(option, value, dest): 0 or the usage error it printed */
+};
+struct cli_opt {
+	const char *name;             /* the long name: "host-cache" */
+	char letter;                  /* a short name, or 0 */
+	enum cli_type type;
+	void *dest;
+	unsigned long long min, max;  /* CLI_UINT, CLI_ULL: the range; CLI_SIZE: min */
+	unsigned bits;                /* CLI_BITS */
+	bool nonzero;                 /* CLI_UINT, CLI_ULL, CLI_SIZE: 0 is refused */
+	const char *const *names;     /* CLI_CHOICE: NULL-terminated */
+	const int *values;
+	int (*call)(const char *opt, const char *arg, void *dest);
+	bool *given;                  /* set true when the option appears (may be NULL) */
+};
+/* A table entry: CLI_OPT("threads", 0, CLI_UINT, &threads, .max = 1024) */
+#define CLI_OPT(name_, letter_, type_, ...) \
+	{ .name = (name_), .letter = (letter_), .type = (type_), .dest = __VA_ARGS__ }
+#define CLI_HELP (-1)
+/* Parse the options of argv (argv[0] is the command), permuting operands
+ * to the end: 0 with the operands from optind on, CLI_HELP for -h or
+ * --help (the caller prints its help), or CLI_EXIT_USAGE. */
+int cli_parse(int argc, char **argv, const struct cli_opt *opts, size_t n_opts);
 
 /* fopen(path, "r") of a regular file, opened without blocking so that a
  * FIFO in its place never hangs; prints "PROG: PATH: why" and returns

@@ -6,7 +6,6 @@
  * failure ("wspack: <detail>"), 2 bad usage (one line plus a hint).
  */
 #include <errno.h>
-#include <getopt.h>
 #include <jansson.h>
 #include <limits.h>
 #include <pthread.h>
@@ -67,66 +66,49 @@ static double ratio(uint64_t raw, uint64_t stored)
 
 /* ---- convert ---- */
 
+/* --chunk-size: the library's rule, checked here so that it is a usage error */
+static int chunk_size(const char *opt, const char *arg, void *dest)
+{
+	uint64_t *v = dest;
+	int rc = cli_opt_size(opt, arg, 1, v);
+	if (rc == 0 && (*v % 256 || *v > (1ull << 30)))
+		return cli_usage("%s: %s is not a multiple of 256 up to 1 GiB", opt, arg);
+	return rc;
+}
+
 static int cmd_convert(int argc, char **argv)
 {
-	static const struct option lo[] = {
-		{"output", required_argument, NULL, 'o'}, {"level", required_argument, NULL, 'l'},
-		{"chunk-size", required_argument, NULL, 'c'}, {"shard-size", required_argument, NULL, 's'},
-		{"codec", required_argument, NULL, 'C'}, {"no-transform", no_argument, NULL, 'T'},
-		{"threads", required_argument, NULL, 't'}, {"group", required_argument, NULL, 'g'},
-		{"order", required_argument, NULL, 'O'}, {"force", no_argument, NULL, 'f'},
-		{"help", no_argument, NULL, 'h'}, {0}};
+	static const char *const codecs[] = { "auto", "exprans", "zstd", "raw", NULL };
+	static const int codec_ids[] = { WSP_CODEC_AUTO, WSP_CODEC_EXPRANS, WSP_CODEC_ZSTD,
+					 WSP_CODEC_RAW };
 	struct wsp_convert_options opt;
 	wsp_convert_options_init(&opt);
 	const char *out = NULL, *order_file = NULL;
-	unsigned long long v;
-	int c;
-	while ((c = getopt_long(argc, argv, ":o:fh", lo, NULL)) != -1) {
-		switch (c) {
-		case 'o': out = optarg; break;
-		case 'l':
-			if (cli_opt_uint("--level", optarg, 0, 22, &v))
-				return CLI_EXIT_USAGE;
-			opt.level = (int)v;
-			break;
-		case 'c':
-			if (cli_opt_size("--chunk-size", optarg, 1, &opt.chunk_bytes))
-				return CLI_EXIT_USAGE;
-			/* the library's rule, checked here so that it is a usage error */
-			if (opt.chunk_bytes % 256 || opt.chunk_bytes > (1ull << 30))
-				return cli_usage("--chunk-size: %s is not a multiple of 256 up to 1 GiB",
-						   optarg);
-			break;
-		case 's':
-			if (cli_opt_size("--shard-size", optarg, 1, &opt.shard_bytes))
-				return CLI_EXIT_USAGE;
-			break;
-		case 'C':
-			if (strcasecmp(optarg, "zstd") == 0)
-				opt.codec = WSP_CODEC_ZSTD;
-			else if (strcasecmp(optarg, "raw") == 0)
-				opt.codec = WSP_CODEC_RAW;
-			else if (strcasecmp(optarg, "exprans") == 0)
-				opt.codec = WSP_CODEC_EXPRANS;
-			else if (strcasecmp(optarg, "auto") == 0)
-				opt.codec = WSP_CODEC_AUTO;
-			else
-				return cli_usage("--codec: must be auto, exprans, zstd or raw, not '%s'",
-						   optarg);
-			break;
-		case 'T': opt.transform = 0; break;
-		case 't':
-			if (cli_opt_uint("--threads", optarg, 0, 1024, &v))
-				return CLI_EXIT_USAGE;
-			opt.threads = (unsigned)v;
-			break;
-		case 'g': opt.group_regex = optarg; break;
-		case 'O': order_file = optarg; break;
-		case 'f': opt.flags |= WSP_CONVERT_FORCE; break;
-		case 'h': fputs(usage_text, stdout); return 0;
-		default: return cli_bad_option(c, argc, argv);
-		}
+	unsigned level = (unsigned)opt.level, no_transform = 0;
+	int codec = (int)opt.codec;
+	const struct cli_opt opts[] = {
+		CLI_OPT("output", 'o', CLI_STRING, &out),
+		CLI_OPT("level", 0, CLI_UINT, &level, .min = 0, .max = 22),
+		CLI_OPT("chunk-size", 0, CLI_CALL, &opt.chunk_bytes, .call = chunk_size),
+		CLI_OPT("shard-size", 0, CLI_SIZE, &opt.shard_bytes, .min = 1),
+		CLI_OPT("codec", 0, CLI_CHOICE, &codec, .names = codecs, .values = codec_ids),
+		CLI_OPT("no-transform", 0, CLI_BITS, &no_transform, .bits = 1),
+		CLI_OPT("threads", 0, CLI_UINT, &opt.threads, .min = 0, .max = 1024),
+		CLI_OPT("group", 0, CLI_STRING, &opt.group_regex),
+		CLI_OPT("order", 0, CLI_STRING, &order_file),
+		CLI_OPT("force", 'f', CLI_BITS, &opt.flags, .bits = WSP_CONVERT_FORCE),
+	};
+	int c = cli_parse(argc, argv, opts, sizeof(opts) / sizeof(opts[0]));
+	if (c == CLI_HELP) {
+		fputs(usage_text, stdout);
+		return 0;
 	}
+	if (c)
+		return c;
+	opt.level = (int)level;
+	opt.codec = (enum wsp_codec)codec;
+	if (no_transform)
+		opt.transform = 0;
 	if (!out)
 		return cli_usage("no output: give -o OUT.wsp");
 	if (optind >= argc)
@@ -189,20 +171,19 @@ static int one_operand(int argc, char **argv, const char *what)
 
 static int cmd_unpack(int argc, char **argv)
 {
-	static const struct option lo[] = {{"output", required_argument, NULL, 'o'},
-					   {"force", no_argument, NULL, 'f'},
-					   {"help", no_argument, NULL, 'h'}, {0}};
 	const char *out = NULL;
 	unsigned flags = 0;
-	int c;
-	while ((c = getopt_long(argc, argv, ":o:fh", lo, NULL)) != -1) {
-		switch (c) {
-		case 'o': out = optarg; break;
-		case 'f': flags |= WSP_UNPACK_FORCE; break;
-		case 'h': fputs(usage_text, stdout); return 0;
-		default: return cli_bad_option(c, argc, argv);
-		}
+	const struct cli_opt opts[] = {
+		CLI_OPT("output", 'o', CLI_STRING, &out),
+		CLI_OPT("force", 'f', CLI_BITS, &flags, .bits = WSP_UNPACK_FORCE),
+	};
+	int c = cli_parse(argc, argv, opts, sizeof(opts) / sizeof(opts[0]));
+	if (c == CLI_HELP) {
+		fputs(usage_text, stdout);
+		return 0;
 	}
+	if (c)
+		return c;
 	if (one_operand(argc, argv, "pack"))
 		return CLI_EXIT_USAGE;
 	if (!out)
@@ -224,20 +205,17 @@ static int cmd_unpack(int argc, char **argv)
 
 static int cmd_verify(int argc, char **argv)
 {
-	static const struct option lo[] = {{"threads", required_argument, NULL, 't'},
-					   {"help", no_argument, NULL, 'h'}, {0}};
-	unsigned long long threads = 0;
-	int c;
-	while ((c = getopt_long(argc, argv, ":h", lo, NULL)) != -1) {
-		switch (c) {
-		case 't':
-			if (cli_opt_uint("--threads", optarg, 0, 1024, &threads))
-				return CLI_EXIT_USAGE;
-			break;
-		case 'h': fputs(usage_text, stdout); return 0;
-		default: return cli_bad_option(c, argc, argv);
-		}
+	unsigned threads = 0;
+	const struct cli_opt opts[] = {
+		CLI_OPT("threads", 0, CLI_UINT, &threads, .min = 0, .max = 1024),
+	};
+	int c = cli_parse(argc, argv, opts, sizeof(opts) / sizeof(opts[0]));
+	if (c == CLI_HELP) {
+		fputs(usage_text, stdout);
+		return 0;
 	}
+	if (c)
+		return c;
 	if (one_operand(argc, argv, "pack"))
 		return CLI_EXIT_USAGE;
 	wsp_pack *pk;
@@ -245,7 +223,7 @@ static int cmd_verify(int argc, char **argv)
 		return 1;
 	struct cli_progress p;
 	wsp_progress_fn fn = cli_progress_begin(&p, "verifying");
-	int rc = wsp_pack_verify(pk, (unsigned)threads, fn, &p);
+	int rc = wsp_pack_verify(pk, threads, fn, &p);
 	cli_progress_end(&p);
 	struct wsp_pack_summary s;
 	if (rc < 0) {
@@ -299,20 +277,20 @@ static int info_json(const char *path, wsp_pack *pk, const struct wsp_pack_summa
 
 static int cmd_info(int argc, char **argv)
 {
-	static const struct option lo[] = {{"json", no_argument, NULL, 'j'},
-					   {"layers", no_argument, NULL, 'L'},
-					   {"tensors", no_argument, NULL, 'T'},
-					   {"help", no_argument, NULL, 'h'}, {0}};
-	int json = 0, layers = 0, c;   /* layers: 0 none, 1 the layer table, 2 with tensors */
-	while ((c = getopt_long(argc, argv, ":h", lo, NULL)) != -1) {
-		switch (c) {
-		case 'j': json = 1; break;
-		case 'L': layers = layers > 1 ? layers : 1; break;
-		case 'T': layers = 2; break;
-		case 'h': fputs(usage_text, stdout); return 0;
-		default: return cli_bad_option(c, argc, argv);
-		}
+	bool json = false, with_layers = false, with_tensors = false;
+	const struct cli_opt opts[] = {
+		CLI_OPT("json", 0, CLI_TRUE, &json),
+		CLI_OPT("layers", 0, CLI_TRUE, &with_layers),
+		CLI_OPT("tensors", 0, CLI_TRUE, &with_tensors),
+	};
+	int c = cli_parse(argc, argv, opts, sizeof(opts) / sizeof(opts[0]));
+	if (c == CLI_HELP) {
+		fputs(usage_text, stdout);
+		return 0;
 	}
+	if (c)
+		return c;
+	int layers = with_tensors ? 2 : with_layers;   /* 0 none, 1 the layer table, 2 with tensors */
 	if (one_operand(argc, argv, "pack"))
 		return CLI_EXIT_USAGE;
 	wsp_pack *pk;
@@ -337,58 +315,33 @@ out:
 
 static int cmd_generate(int argc, char **argv)
 {
-	static const struct option lo[] = {
-		{"layers", required_argument, NULL, 'L'}, {"hidden", required_argument, NULL, 'H'},
-		{"intermediate", required_argument, NULL, 'I'}, {"vocab", required_argument, NULL, 'V'},
-		{"heads", required_argument, NULL, 'a'}, {"kv-heads", required_argument, NULL, 'k'},
-		{"dtype", required_argument, NULL, 'd'}, {"shard-size", required_argument, NULL, 's'},
-		{"seed", required_argument, NULL, 'S'}, {"force", no_argument, NULL, 'f'},
-		{"help", no_argument, NULL, 'h'}, {0}};
+	static const char *const dtypes[] = { "bf16", "f16", "f32", NULL };
+	static const int dtype_ids[] = { WSP_DTYPE_BF16, WSP_DTYPE_F16, WSP_DTYPE_F32 };
 	struct wsp_generate_options opt;
 	wsp_generate_options_init(&opt);
-	unsigned long long v;
-	int c;
-	while ((c = getopt_long(argc, argv, ":fh", lo, NULL)) != -1) {
-		unsigned *dst = NULL;
-		const char *name = NULL;
-		switch (c) {
-		case 'L': dst = &opt.layers; name = "--layers"; break;
-		case 'H': dst = &opt.hidden; name = "--hidden"; break;
-		case 'I': dst = &opt.intermediate; name = "--intermediate"; break;
-		case 'V': dst = &opt.vocab; name = "--vocab"; break;
-		case 'a': dst = &opt.heads; name = "--heads"; break;
-		case 'k': dst = &opt.kv_heads; name = "--kv-heads"; break;
-		case 'd':
-			if (strcasecmp(optarg, "bf16") == 0)
-				opt.dtype = WSP_DTYPE_BF16;
-			else if (strcasecmp(optarg, "f16") == 0)
-				opt.dtype = WSP_DTYPE_F16;
-			else if (strcasecmp(optarg, "f32") == 0)
-				opt.dtype = WSP_DTYPE_F32;
-			else
-				return cli_usage("--dtype: must be bf16, f16 or f32, not '%s'", optarg);
-			break;
-		case 's':
-			if (cli_opt_size("--shard-size", optarg, 1, &opt.shard_bytes))
-				return CLI_EXIT_USAGE;
-			break;
-		case 'S':
-			if (cli_opt_uint("--seed", optarg, 0, ULLONG_MAX, &v))
-				return CLI_EXIT_USAGE;
-			opt.seed = v;
-			break;
-		case 'f': opt.flags |= WSP_CONVERT_FORCE; break;
-		case 'h': fputs(usage_text, stdout); return 0;
-		default: return cli_bad_option(c, argc, argv);
-		}
-		if (dst) {
-			if (cli_opt_uint(name, optarg, 0, UINT_MAX, &v))
-				return CLI_EXIT_USAGE;
-			if (v == 0)
-				return cli_usage("%s: must be positive", name);
-			*dst = (unsigned)v;
-		}
+	int dtype = (int)opt.dtype;
+	unsigned long long seed = opt.seed;
+	const struct cli_opt opts[] = {
+		CLI_OPT("layers", 0, CLI_UINT, &opt.layers, .max = UINT_MAX, .nonzero = true),
+		CLI_OPT("hidden", 0, CLI_UINT, &opt.hidden, .max = UINT_MAX, .nonzero = true),
+		CLI_OPT("intermediate", 0, CLI_UINT, &opt.intermediate, .max = UINT_MAX, .nonzero = true),
+		CLI_OPT("vocab", 0, CLI_UINT, &opt.vocab, .max = UINT_MAX, .nonzero = true),
+		CLI_OPT("heads", 0, CLI_UINT, &opt.heads, .max = UINT_MAX, .nonzero = true),
+		CLI_OPT("kv-heads", 0, CLI_UINT, &opt.kv_heads, .max = UINT_MAX, .nonzero = true),
+		CLI_OPT("dtype", 0, CLI_CHOICE, &dtype, .names = dtypes, .values = dtype_ids),
+		CLI_OPT("shard-size", 0, CLI_SIZE, &opt.shard_bytes, .min = 1),
+		CLI_OPT("seed", 0, CLI_ULL, &seed, .max = ULLONG_MAX),
+		CLI_OPT("force", 'f', CLI_BITS, &opt.flags, .bits = WSP_CONVERT_FORCE),
+	};
+	int c = cli_parse(argc, argv, opts, sizeof(opts) / sizeof(opts[0]));
+	if (c == CLI_HELP) {
+		fputs(usage_text, stdout);
+		return 0;
 	}
+	if (c)
+		return c;
+	opt.dtype = (enum wsp_dtype)dtype;
+	opt.seed = seed;
 	if (one_operand(argc, argv, "output path"))
 		return CLI_EXIT_USAGE;
 	struct cli_progress p;
@@ -421,7 +374,6 @@ int main(int argc, char **argv)
 		       WSP_VERSION_PATCH, wsp_version_string());
 		return 0;
 	}
-	opterr = 0;
 	for (size_t i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++) {
 		if (strcmp(argv[1], cmds[i].name) == 0) {
 			cli_name("wspack", cmds[i].name);

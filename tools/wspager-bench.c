@@ -440,30 +440,20 @@ static void report_text(const struct bench *b)
 
 int wt_cmd_bench(int argc, char **argv)
 {
-	enum { O_DEVICE = 256, O_HOST_CACHE, O_JSON, O_HELP };
-	static const struct option lo[] = {{"device", required_argument, NULL, O_DEVICE},
-					   {"host-cache", required_argument, NULL, O_HOST_CACHE},
-					   {"json", no_argument, NULL, O_JSON}, {"help", no_argument, NULL, O_HELP},
-					   {NULL, 0, NULL, 0}};
 	struct bench b;
 	memset(&b, 0, sizeof(b));
-	int o, rc = 0, dev_req = 0;
+	int rc = 0, dev_req = 0;
 	bool dev_set = false, failed = false;
-	opterr = 0;
-	optind = 1;
-	while (!rc && (o = getopt_long(argc, argv, ":h", lo, NULL)) != -1) {
-		switch (o) {
-		case O_DEVICE: rc = wt_opt_device("--device", optarg, &dev_req); dev_set = true; break;
-		case O_HOST_CACHE:
-			rc = cli_opt_size("--host-cache", optarg, 0, &b.host_cache);
-			if (!rc && !b.host_cache)
-				rc = cli_usage("--host-cache: must be more than 0");
-			b.host_cache_set = true;
-			break;
-		case O_JSON: b.json = true; break;
-		case 'h': case O_HELP: wt_help(stdout); return CLI_EXIT_OK;
-		default: return cli_bad_option(o, argc, argv);
-		}
+	const struct cli_opt opts[] = {
+		CLI_OPT("device", 0, CLI_CALL, &dev_req, .call = wt_opt_device, .given = &dev_set),
+		CLI_OPT("host-cache", 0, CLI_SIZE, &b.host_cache, .nonzero = true,
+			.given = &b.host_cache_set),
+		CLI_OPT("json", 0, CLI_TRUE, &b.json),
+	};
+	rc = cli_parse(argc, argv, opts, sizeof(opts) / sizeof(opts[0]));
+	if (rc == CLI_HELP) {
+		wt_help(stdout);
+		return CLI_EXIT_OK;
 	}
 	if (rc)
 		return rc;

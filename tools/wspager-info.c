@@ -33,21 +33,18 @@ static int info_json(const char *path, const wsp_pack *pk, const struct wsp_pack
 
 int wt_cmd_info(int argc, char **argv)
 {
-	enum { O_JSON = 256, O_LAYERS, O_HELP };
-	static const struct option lo[] = {{"json", no_argument, NULL, O_JSON}, {"layers", no_argument, NULL, O_LAYERS},
-					   {"help", no_argument, NULL, O_HELP}, {NULL, 0, NULL, 0}};
-	int o, rc;
 	bool json = false, layers = false;
-	opterr = 0;
-	optind = 1;
-	while ((o = getopt_long(argc, argv, ":h", lo, NULL)) != -1) {
-		switch (o) {
-		case O_JSON: json = true; break;
-		case O_LAYERS: layers = true; break;
-		case 'h': case O_HELP: wt_help(stdout); return CLI_EXIT_OK;
-		default: return cli_bad_option(o, argc, argv);
-		}
+	const struct cli_opt opts[] = {
+		CLI_OPT("json", 0, CLI_TRUE, &json),
+		CLI_OPT("layers", 0, CLI_TRUE, &layers),
+	};
+	int rc = cli_parse(argc, argv, opts, sizeof(opts) / sizeof(opts[0]));
+	if (rc == CLI_HELP) {
+		wt_help(stdout);
+		return CLI_EXIT_OK;
 	}
+	if (rc)
+		return rc;
 	if (optind >= argc)
 		return cli_usage("missing PACK");
 	if (optind + 1 < argc)

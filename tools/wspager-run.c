@@ -229,67 +229,43 @@ static void print_table(const struct run_cfg *c, int device, const struct wsp_pa
 
 static int parse(int argc, char **argv, struct run_cfg *c)
 {
-	enum { O_PASSES = 256, O_ORDER, O_BATCH, O_HOST_CACHE, O_GPU_SLOTS, O_DEVICE, O_IO, O_POLICY,
-	       O_LOOKAHEAD, O_THREADS, O_JSON, O_TRACE, O_FORCE, O_NO_PREFETCH, O_HELP };
-	static const struct option lo[] = {
-		{"passes", required_argument, NULL, O_PASSES}, {"order", required_argument, NULL, O_ORDER},
-		{"batch", required_argument, NULL, O_BATCH}, {"host-cache", required_argument, NULL, O_HOST_CACHE},
-		{"gpu-slots", required_argument, NULL, O_GPU_SLOTS}, {"device", required_argument, NULL, O_DEVICE},
-		{"io", required_argument, NULL, O_IO}, {"policy", required_argument, NULL, O_POLICY},
-		{"lookahead", required_argument, NULL, O_LOOKAHEAD}, {"threads", required_argument, NULL, O_THREADS},
-		{"json", no_argument, NULL, O_JSON}, {"trace-json", required_argument, NULL, O_TRACE},
-		{"force", no_argument, NULL, O_FORCE},
-		{"no-prefetch", no_argument, NULL, O_NO_PREFETCH}, {"help", no_argument, NULL, O_HELP},
-		{NULL, 0, NULL, 0}};
-	int o, rc = 0;
+	static const char *const ios[] = { "auto", "uring", "pread", "mmap", NULL };
+	static const int io_ids[] = { WSP_IO_AUTO, WSP_IO_URING, WSP_IO_PREAD, WSP_IO_MMAP };
+	static const char *const policies[] = { "lru", "predict", NULL };
+	static const int policy_ids[] = { WSP_POLICY_LRU, WSP_POLICY_PREDICT };
 	memset(c, 0, sizeof(*c));
 	c->passes = 3;
 	c->batch = 16;
 	c->device = 0;
 	c->policy = WSP_POLICY_PREDICT;
-	opterr = 0;
-	optind = 1;
-	while (!rc && (o = getopt_long(argc, argv, ":h", lo, NULL)) != -1) {
-		switch (o) {
-		case O_PASSES: rc = cli_opt_unsigned("--passes", optarg, 1, 1000000, &c->passes); break;
-		case O_ORDER: c->order_file = optarg; break;
-		case O_BATCH: rc = cli_opt_unsigned("--batch", optarg, 1, 65536, &c->batch); break;
-		case O_HOST_CACHE:
-			rc = cli_opt_size("--host-cache", optarg, 0, &c->host_cache);
-			if (!rc && c->host_cache == 0)
-				rc = cli_usage("--host-cache: must be more than 0");
-			c->host_cache_set = true;
-			break;
-		case O_GPU_SLOTS:
-			rc = cli_opt_unsigned("--gpu-slots", optarg, 1, 4096, &c->gpu_slots);
-			c->gpu_slots_set = true;
-			break;
-		case O_DEVICE: rc = wt_opt_device("--device", optarg, &c->device); c->device_set = true; break;
-		case O_IO:
-			if (!strcmp(optarg, "auto")) c->io = WSP_IO_AUTO;
-			else if (!strcmp(optarg, "uring")) c->io = WSP_IO_URING;
-			else if (!strcmp(optarg, "pread")) c->io = WSP_IO_PREAD;
-			else if (!strcmp(optarg, "mmap")) c->io = WSP_IO_MMAP;
-			else rc = cli_usage("--io: invalid backend '%s' (auto, uring, pread or mmap)", optarg);
-			break;
-		case O_POLICY:
-			if (!strcmp(optarg, "lru")) c->policy = WSP_POLICY_LRU;
-			else if (!strcmp(optarg, "predict")) c->policy = WSP_POLICY_PREDICT;
-			else rc = cli_usage("--policy: invalid policy '%s' (lru or predict)", optarg);
-			break;
-		case O_LOOKAHEAD:
-			rc = cli_opt_unsigned("--lookahead", optarg, 0, 1000000, &c->lookahead);
-			c->lookahead_set = true;
-			break;
-		case O_THREADS: rc = cli_opt_unsigned("--threads", optarg, 0, 4096, &c->threads); break;
-		case O_JSON: c->json = true; break;
-		case O_TRACE: c->trace_file = optarg; break;
-		case O_FORCE: c->force = true; break;
-		case O_NO_PREFETCH: c->no_prefetch = true; break;
-		case 'h': case O_HELP: wt_help(stdout); return -1;
-		default: return cli_bad_option(o, argc, argv);
-		}
+	int io = (int)c->io, policy = (int)c->policy;
+	const struct cli_opt opts[] = {
+		CLI_OPT("passes", 0, CLI_UINT, &c->passes, .min = 1, .max = 1000000),
+		CLI_OPT("order", 0, CLI_STRING, &c->order_file),
+		CLI_OPT("batch", 0, CLI_UINT, &c->batch, .min = 1, .max = 65536),
+		CLI_OPT("host-cache", 0, CLI_SIZE, &c->host_cache, .nonzero = true,
+			.given = &c->host_cache_set),
+		CLI_OPT("gpu-slots", 0, CLI_UINT, &c->gpu_slots, .min = 1, .max = 4096,
+			.given = &c->gpu_slots_set),
+		CLI_OPT("device", 0, CLI_CALL, &c->device, .call = wt_opt_device,
+			.given = &c->device_set),
+		CLI_OPT("io", 0, CLI_CHOICE, &io, .names = ios, .values = io_ids),
+		CLI_OPT("policy", 0, CLI_CHOICE, &policy, .names = policies, .values = policy_ids),
+		CLI_OPT("lookahead", 0, CLI_UINT, &c->lookahead, .max = 1000000,
+			.given = &c->lookahead_set),
+		CLI_OPT("threads", 0, CLI_UINT, &c->threads, .max = 4096),
+		CLI_OPT("json", 0, CLI_TRUE, &c->json),
+		CLI_OPT("trace-json", 0, CLI_STRING, &c->trace_file),
+		CLI_OPT("force", 0, CLI_TRUE, &c->force),
+		CLI_OPT("no-prefetch", 0, CLI_TRUE, &c->no_prefetch),
+	};
+	int rc = cli_parse(argc, argv, opts, sizeof(opts) / sizeof(opts[0]));
+	if (rc == CLI_HELP) {
+		wt_help(stdout);
+		return -1;
 	}
+	c->io = (enum wsp_io_backend)io;
+	c->policy = (enum wsp_policy)policy;
 	if (rc)
 		return rc;
 	if (optind >= argc)

@@ -240,32 +240,20 @@ static json_t *tier_json(const struct wsp_sim_result r[3], uint64_t cache, const
 
 static int parse(int argc, char **argv, struct sim_cfg *c)
 {
-	enum { O_TRACE = 256, O_HOST_CACHE, O_PACK, O_LAYER_SIZE, O_GPU_SLOTS, O_JSON, O_HELP };
-	static const struct option lo[] = {
-		{"trace", required_argument, NULL, O_TRACE}, {"host-cache", required_argument, NULL, O_HOST_CACHE},
-		{"pack", required_argument, NULL, O_PACK}, {"layer-size", required_argument, NULL, O_LAYER_SIZE},
-		{"gpu-slots", required_argument, NULL, O_GPU_SLOTS}, {"json", no_argument, NULL, O_JSON},
-		{"help", no_argument, NULL, O_HELP}, {NULL, 0, NULL, 0}};
-	int o, rc = 0;
 	memset(c, 0, sizeof(*c));
-	opterr = 0;
-	optind = 1;
-	while (!rc && (o = getopt_long(argc, argv, ":h", lo, NULL)) != -1) {
-		switch (o) {
-		case O_TRACE: c->trace = optarg; break;
-		case O_HOST_CACHE: rc = cli_opt_size("--host-cache", optarg, 0, &c->host_cache); c->host_cache_set = true; break;
-		case O_PACK: c->pack = optarg; break;
-		case O_LAYER_SIZE:
-			rc = cli_opt_size("--layer-size", optarg, 0, &c->layer_size);
-			if (!rc && !c->layer_size)
-				rc = cli_usage("--layer-size: must be more than 0");
-			c->layer_size_set = true;
-			break;
-		case O_GPU_SLOTS: rc = cli_opt_unsigned("--gpu-slots", optarg, 1, 1u << 20, &c->gpu_slots); break;
-		case O_JSON: c->json = true; break;
-		case 'h': case O_HELP: wt_help(stdout); return -1;
-		default: return cli_bad_option(o, argc, argv);
-		}
+	const struct cli_opt opts[] = {
+		CLI_OPT("trace", 0, CLI_STRING, &c->trace),
+		CLI_OPT("host-cache", 0, CLI_SIZE, &c->host_cache, .given = &c->host_cache_set),
+		CLI_OPT("pack", 0, CLI_STRING, &c->pack),
+		CLI_OPT("layer-size", 0, CLI_SIZE, &c->layer_size, .nonzero = true,
+			.given = &c->layer_size_set),
+		CLI_OPT("gpu-slots", 0, CLI_UINT, &c->gpu_slots, .min = 1, .max = 1u << 20),
+		CLI_OPT("json", 0, CLI_TRUE, &c->json),
+	};
+	int rc = cli_parse(argc, argv, opts, sizeof(opts) / sizeof(opts[0]));
+	if (rc == CLI_HELP) {
+		wt_help(stdout);
+		return -1;
 	}
 	if (rc)
 		return rc;

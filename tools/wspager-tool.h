@@ -18,7 +18,7 @@
 
 /* ---- option values (wspager-util.c): 0, or the usage error ---- */
 /* "host" -> WSP_DEVICE_HOST, or a CUDA ordinal. */
-int wt_opt_device(const char *opt, const char *arg, int *out);
+int wt_opt_device(const char *opt, const char *arg, void *dest);   /* int *dest (CLI_CALL) */
 
 /* ---- clocks and resources ---- */
 uint64_t wt_now_ns(void);            /* CLOCK_MONOTONIC */

@@ -24,8 +24,9 @@ const char *wt_text(const char *untrusted)
 	return wsp_escape_text(untrusted, buf, sizeof(buf));
 }
 
-int wt_opt_device(const char *opt, const char *arg, int *out)
+int wt_opt_device(const char *opt, const char *arg, void *dest)
 {
+	int *out = dest;
 	unsigned v;
 	if (!strcmp(arg, "host")) {
 		*out = WSP_DEVICE_HOST;

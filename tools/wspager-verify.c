@@ -78,22 +78,17 @@ out:
 
 int wt_cmd_verify(int argc, char **argv)
 {
-	enum { O_DEVICE = 256, O_THREADS, O_HELP };
-	static const struct option lo[] = {{"device", required_argument, NULL, O_DEVICE},
-					   {"threads", required_argument, NULL, O_THREADS},
-					   {"help", no_argument, NULL, O_HELP}, {NULL, 0, NULL, 0}};
-	int o, rc = 0, device = 0;
+	int device = 0;
 	bool device_set = false;
 	unsigned threads = 0;
-	opterr = 0;
-	optind = 1;
-	while (!rc && (o = getopt_long(argc, argv, ":h", lo, NULL)) != -1) {
-		switch (o) {
-		case O_DEVICE: rc = wt_opt_device("--device", optarg, &device); device_set = true; break;
-		case O_THREADS: rc = cli_opt_unsigned("--threads", optarg, 0, 4096, &threads); break;
-		case 'h': case O_HELP: wt_help(stdout); return CLI_EXIT_OK;
-		default: return cli_bad_option(o, argc, argv);
-		}
+	const struct cli_opt opts[] = {
+		CLI_OPT("device", 0, CLI_CALL, &device, .call = wt_opt_device, .given = &device_set),
+		CLI_OPT("threads", 0, CLI_UINT, &threads, .max = 4096),
+	};
+	int rc = cli_parse(argc, argv, opts, sizeof(opts) / sizeof(opts[0]));
+	if (rc == CLI_HELP) {
+		wt_help(stdout);
+		return CLI_EXIT_OK;
 	}
 	if (rc)
 		return rc;
