@@ -16,34 +16,6 @@
 #include "gpu/unpack.h"
 #include "pager/pager.h"
 
-/* The detail of the calling thread's last failed call, and on which pager:
- * per thread, so that concurrent acquires never see each other's errors. */
-static __thread struct {
-	const struct wsp_pager_s *pg;
-	char msg[WSP_ERRMSG_MAX];
-} last_error;
-
-void pager_notice(void *ctx, const char *msg)
-{
-	struct wsp_pager_s *pg = ctx;
-	int fresh = 1;
-	if (!pg->opt.log || !msg)
-		return;
-	/* Each kind of notice once per pager. */
-	pthread_mutex_lock(&pg->log_lock);
-	for (unsigned i = 0; i < pg->n_notices; i++)
-		if (strcmp(pg->notices[i], msg) == 0)
-			fresh = 0;
-	if (fresh && pg->n_notices < PAGER_MAX_NOTICES) {
-		char *copy = strdup(msg);
-		if (copy)
-			pg->notices[pg->n_notices++] = copy;
-	}
-	pthread_mutex_unlock(&pg->log_lock);
-	if (fresh)
-		pg->opt.log(pg->opt.log_ctx, msg);
-}
-
 static int check_options(const struct wsp_options *o, struct wspi_err *err)
 {
 	for (size_t i = 0; i < WSP_ARRAY_SIZE(o->reserved); i++)
@@ -360,28 +332,8 @@ void wsp_close(wsp_pager *pg)
 	/* Wait for the copies, hand their host pages back, then stop the host
 	 * tier (it unpins through the device, which goes last). */
 	pager_reap(pg, 1);
-	if (last_error.pg == pg)
-		last_error.pg = NULL;   /* a later pager may get the same address */
+	pager_forget_errors(pg);   /* a later pager may get the same address */
 	pager_free(pg);
-}
-
-int pager_result(struct wsp_pager_s *pg, struct wspi_err *err, int rc)
-{
-	if (rc < 0) {
-		last_error.pg = pg;
-		wspi_err_copy(err, last_error.msg, sizeof(last_error.msg));
-		if (!last_error.msg[0])
-			snprintf(last_error.msg, sizeof(last_error.msg), "%s", wsp_strerror(rc));
-	}
-	wspi_err_destroy(err);
-	return rc;
-}
-
-const char *wsp_errmsg(wsp_pager *pg)
-{
-	if (!pg)
-		return "no pager handle";
-	return last_error.pg == pg ? last_error.msg : "";
 }
 
 wsp_pack *wsp_pager_pack(const wsp_pager *pg)

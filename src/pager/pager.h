@@ -63,10 +63,13 @@ struct wsp_pager_s {
 /* wsp_options.gpu_slots above this is refused (a typo, not a plan). */
 #define WSP_MAX_GPU_SLOTS 4096u
 
+/* messages.c: notices and the per-thread detail of a failed call. */
 void pager_notice(void *ctx, const char *msg);
 /* End of a public call that used the local `err`: on failure its message
  * becomes this thread's wsp_errmsg() for `pg`.  Destroys err; returns rc. */
 int pager_result(struct wsp_pager_s *pg, struct wspi_err *err, int rc);
+/* wsp_close: the thread's last error no longer names pg. */
+void pager_forget_errors(const struct wsp_pager_s *pg);
 /* min(8 GiB, RAM / 4). */
 uint64_t pager_default_host_bytes(void);
 /* hcache on_ready hook: copies a predicted layer into a slot early. */
