@@ -18,7 +18,10 @@
 #                               (bench/torch_offload.py, torch_rss.py, torch_train.py),
 #                               torch-rss (only the latter), lora-bench
 #                               (bench/torch_train.py --lora), train-bench
-#                               (bench/torch_train.py), exprans-bench
+#                               (bench/torch_train.py), multi-gpu (a
+#                               model over two GPUs: tests/python/
+#                               test_devices.py and bench/torch_devices.py;
+#                               a machine with two), exprans-bench
 #                               (bench/exprans_bench alone), codec-bench
 #                               (bench/exprans_bench, gpu_bench with zstd
 #                               and exprans packs, bench/stream_profile.py
@@ -135,6 +138,15 @@ run() {
 		case $parts in *" py-families "*) lane_py_families ;; esac ;;
 	esac
 	case $parts in *" bench "*) lane_bench ;; esac
+	case $parts in *" multi-gpu "*)
+		# needs a machine with two GPUs: the model over both
+		step py-devices-cuda 300 "${py_env[@]}" sh -c '. "$top_srcdir/tests/python/lib.sh"; "$PY" "$HERE/test_devices.py" cuda'
+		step py-devices-cpu 300 "${py_env[@]}" sh "$top/tests/python/torch_devices.sh"
+		step bench-devices 400 "${py_env[@]}" python3 "$top/bench/torch_devices.py" --dir "$work/devices"
+		for f in py-devices-cuda py-devices-cpu bench-devices; do
+			echo "== $f"; grep -avE 'Loading|Writing|Packing' "$out/$f.log" | tail -n 14
+		done ;;
+	esac
 	case $parts in *" exprans-bench "*)
 		step bench-exprans 400 "$lane/bench/exprans_bench"
 		echo "== bench-exprans"; tail -n 20 "$out/bench-exprans.log" ;;

@@ -48,17 +48,22 @@ class PagedModuleHook:
     ModelHook: acquire its groups before (taking the accumulators off the
     model's own .grad first when the forward may be backpropagated,
     :meth:`wspager._train.Trainer.strip`), release them after, on the
-    current stream."""
+    current stream.  Over several devices its inputs first move to its
+    groups' device, as Accelerate's AlignDevicesHook moves them."""
 
-    def __init__(self, off: Offload, groups: List[Group]):
+    def __init__(self, off: Offload, groups: List[Group], align: bool = False):
         self.off, self.groups = off, groups
+        self.device = off.where(groups[0].index)[1] if align else None
 
-    def pre_forward(self, _module, _args, _kwargs=None) -> None:
+    def pre_forward(self, _module, args, kwargs):
         trainer = self.off.trainer
         for g in self.groups:
             if trainer is not None and torch.is_grad_enabled():
                 trainer.strip(g)
             self.off.acquire(g)
+        if self.device is not None:
+            return to_device((args, kwargs), self.device)
+        return None
 
     def post_forward(self, _module, _args, _output) -> None:
         for g in reversed(self.groups):
@@ -66,24 +71,79 @@ class PagedModuleHook:
 
     def attach(self, module: torch.nn.Module) -> list:
         """Hook `module`; returns the handles."""
-        return [module.register_forward_pre_hook(self.pre_forward),
+        return [module.register_forward_pre_hook(self.pre_forward, with_kwargs=True),
                 module.register_forward_hook(self.post_forward, always_call=True)]
 
 
-def bind(model: torch.nn.Module, off: Offload, plan: "_plan.Plan", dev: torch.device) -> None:
+def to_device(x, device: torch.device):
+    """x with every tensor in it (in tuples, lists, dicts and transformers'
+    ModelOutput) on `device`; anything else (a cache object) as it is."""
+    if isinstance(x, torch.Tensor):
+        return x if x.device == device else x.to(device)
+    if isinstance(x, tuple) and hasattr(x, "_fields"):   # a namedtuple
+        return type(x)(*(to_device(v, device) for v in x))
+    if isinstance(x, (tuple, list)):
+        return type(x)(to_device(v, device) for v in x)
+    if isinstance(x, dict):
+        if type(x) is dict:
+            return {k: to_device(v, device) for k, v in x.items()}
+        for k in list(x.keys()):     # ModelOutput and other dict types: in place
+            x[k] = to_device(x[k], device)
+        return x
+    return x
+
+
+def _align_devices(model: torch.nn.Module, off: Offload, modules: Dict[str, torch.nn.Module],
+                   hooked: set) -> None:
+    """Over several devices: modules that are not paged but hold tensors on
+    a device other than the first get their inputs moved there (resident
+    layers of a later device), and the model's outputs come back to the
+    device its inputs were on, as Accelerate's dispatch does."""
+    first = off.device
+    for path, m in modules.items():
+        if id(m) in hooked or m is model:
+            continue
+        own = list(m._parameters.values()) + list(m._buffers.values())
+        devs = {t.device for t in own if t is not None and t.device.type != "meta"}
+        if len(devs) == 1 and devs != {first}:
+            d = devs.pop()
+            off.handles.append(m.register_forward_pre_hook(
+                lambda _m, a, k, d=d: to_device((a, k), d), with_kwargs=True))
+    came = []
+
+    def remember(_m, args, kwargs):
+        ts = [t for t in list(args) + list(kwargs.values()) if isinstance(t, torch.Tensor)]
+        del came[:-8]      # entries of forwards that raised: never popped
+        came.append(ts[0].device if ts else first)
+
+    def give_back(_m, _args, _kwargs, out):
+        return to_device(out, came.pop() if came else first)
+    off.handles.append(model.register_forward_pre_hook(remember, with_kwargs=True))
+    off.handles.append(model.register_forward_hook(give_back, with_kwargs=True))
+
+
+def _owner(name: str) -> str:
+    """The module path of parameter or buffer `name`."""
+    return name.rsplit(".", 1)[0] if "." in name else ""
+
+
+def bind(model: torch.nn.Module, off: Offload, plan: "_plan.Plan") -> None:
     """Bind `model` to `off` as `plan` says: kept tensors read once onto
-    `dev`, converted and routed-experts parameters made, everything else
-    moved to `dev`, each paged parameter replaced by its group's
-    placeholder and each module using a group hooked."""
+    their device, converted and routed-experts parameters made, everything
+    else moved to its device, each paged parameter replaced by its group's
+    placeholder and each module using a group hooked.  The device of a
+    tensor is ``off.device_for`` its module (one device, or its unit's)."""
     owners = param_owners(model)
     params = dict(model.named_parameters(remove_duplicate=False))
     modules = module_names(model)
     # Kept tensors (buffers, resident parameters) and converted parameters:
     # read once, cast to the model's dtype as transformers casts them.
     for index, entries in plan.kept.items():
-        with off.pager.acquire(index, off._stream()) as layer:
+        pager, dev = off.where(index)
+        with pager.acquire(index, off._stream(dev)) as layer:
             for e in entries:
-                value = _read(off, layer, e).to(dev, e.dtype, copy=True)
+                value = _read(off, layer, e).to(off.device_for(_owner(e.name)), e.dtype,
+                                                copy=True)
                 if e.name in params:
                     replace(owners, params[e.name], value)
                 else:
@@ -96,25 +156,29 @@ def bind(model: torch.nn.Module, off: Offload, plan: "_plan.Plan", dev: torch.de
         for pattern, entries in sources.items():
             tensors[pattern] = []
             for e in entries:
-                with off.pager.acquire(e.layer.index, off._stream()) as layer:
-                    tensors[pattern].append(_read(off, layer, e).to(dev, e.dtype, copy=True))
+                pager, dev = off.where(e.layer.index)
+                with pager.acquire(e.layer.index, off._stream(dev)) as layer:
+                    tensors[pattern].append(_read(off, layer, e).to(
+                        off.device_for(_owner(name)), e.dtype, copy=True))
         made = off.names.convert(converter, name, tensors)
         for target, value in made.items():
             if target in params:
                 replace(owners, params[target], value)
     for x in plan.experts:
         _experts.bind(off, x, off.names, owners, replace, Group)
-    # Everything not paged goes to the device as it is (buffers such as
+    # Everything not paged goes to its device as it is (buffers such as
     # rotary inv_freq, parameters kept resident).
     params = dict(model.named_parameters(remove_duplicate=False))
     paged_ids = {id(params[e.name]) for es in plan.paged.values() for e in es}
     for name, p in params.items():
-        if id(p) not in paged_ids and p.device != dev:
-            replace(owners, p, p.data.to(dev))
+        d = off.device_for(_owner(name))
+        if id(p) not in paged_ids and p.device != d:
+            replace(owners, p, p.data.to(d))
     for mname, m in modules.items():
+        d = off.device_for(mname)
         for bname, b in list(m._buffers.items()):
-            if b is not None and b.device != dev and b.device.type != "meta":
-                m._buffers[bname] = b.to(dev)
+            if b is not None and b.device != d and b.device.type != "meta":
+                m._buffers[bname] = b.to(d)
     # Paged layers: a group each, hooked on the deepest module holding all
     # its parameters and on every module outside it that holds one of them
     # (tied weights).
@@ -130,7 +194,7 @@ def bind(model: torch.nn.Module, off: Offload, plan: "_plan.Plan", dev: torch.de
                 if not inside(mpath, home):
                     users.add(mpath)
             t = e.tensor
-            ph = placeholder(tuple(t.shape), e.dtype, dev)
+            ph = placeholder(tuple(t.shape), e.dtype, off.where(index)[1])
             p = replace(owners, old, ph)
             g.params.append((p, t.name, TORCH_DTYPES[t.dtype], tuple(t.shape)))
             g.placeholders.append(ph)
@@ -139,5 +203,8 @@ def bind(model: torch.nn.Module, off: Offload, plan: "_plan.Plan", dev: torch.de
             m = modules[mpath]
             hooks.setdefault(id(m), (m, []))[1].append(g)
     off.hooked = [m for m, _ in hooks.values()] + [m for m, _ in off.experts]
+    several = len(off.pagers) > 1
     for m, groups in hooks.values():
-        off.handles += PagedModuleHook(off, groups).attach(m)
+        off.handles += PagedModuleHook(off, groups, several).attach(m)
+    if several:
+        _align_devices(model, off, modules, {id(m) for m, _ in hooks.values()})

@@ -80,9 +80,10 @@ def bind(off, x: Experts, names, owners, replace, new_group) -> None:
     gradient reaches its own placeholders and leaves through the pager as
     any paged weight's does (:mod:`wspager._train`)."""
     m, E = x.module, x.count
+    dev = off.device_for(x.path)
     for attr in x.targets:
         p = m._parameters[attr]
-        replace(owners, p, placeholder(tuple(p.shape), p.dtype, off.device))
+        replace(owners, p, placeholder(tuple(p.shape), p.dtype, dev))
     groups = {}
     x.slot = {}    # (expert, attribute, source pattern) -> (group, index in it)
     x.checked = set()   # attributes whose differentiable stacking was checked
@@ -95,7 +96,7 @@ def bind(off, x: Experts, names, owners, replace, new_group) -> None:
                     g.experts = x
                     off.groups.append(g)
                 t = en.tensor
-                ph = placeholder(tuple(t.shape), en.dtype, off.device)
+                ph = placeholder(tuple(t.shape), en.dtype, dev)
                 g.params.append((torch.nn.Parameter(ph, requires_grad=False), t.name,
                                  TORCH_DTYPES[t.dtype], tuple(t.shape)))
                 g.placeholders.append(ph)
@@ -113,7 +114,8 @@ def bind(off, x: Experts, names, owners, replace, new_group) -> None:
             return forward(m, hidden_states, top_k_index, top_k_weights, *args, **kwargs)
         # The router has chosen: the pager reads exactly these next, and
         # learns nothing from their (data-dependent) order.
-        off.pager.hint_next([g.index for g in _unique(g for e in chosen for g in per_expert[e])])
+        layers = [g.index for g in _unique(g for e in chosen for g in per_expert[e])]
+        off.where(layers[0])[0].hint_next(layers)
         copies = []
         for e in chosen:    # one expert's layers held at a time
             held = []

@@ -2,10 +2,12 @@
 groups (a pack layer each: the module parameters it holds and the views
 over the slot it is in), and acquiring and releasing a group on the current
 stream, binding its parameters to zero-copy views of the slot and back to
-their placeholders."""
+their placeholders.  Over several devices, each pack layer has a home: the
+pager of its device (one a device, each reading only its own layers) and
+the device (:meth:`Offload.where`)."""
 from __future__ import annotations
 
-from typing import Dict, List, Tuple
+from typing import Callable, Dict, List, Optional, Tuple
 
 import torch
 
@@ -38,6 +40,19 @@ class Offload:
         self.names = None          # _hf.Names of the model
         self.saved = None          # _saved.SavedWeights: weights autograd keeps
         self.by_index: Dict[int, Group] = {}     # views of layers read outside hooks
+        self.pagers: List[Pager] = [pager]
+        # several devices: pack layer -> (its pager, its device), and module
+        # path -> the device of the unit it belongs to
+        self.homes: Dict[int, Tuple[Pager, torch.device]] = {}
+        self.path_device: Optional[Callable[[str], torch.device]] = None
+
+    def where(self, index: int) -> Tuple[Pager, torch.device]:
+        """The pager that serves pack layer `index` and the device it is on."""
+        return self.homes.get(index, (self.pager, self.device))
+
+    def device_for(self, path: str) -> torch.device:
+        """The device of module path `path` (its unit's, over several)."""
+        return self.path_device(path) if self.path_device is not None else self.device
 
     def group_for(self, index: int) -> "Group":
         """A group holding views of pack layer `index` for reads outside the
@@ -47,9 +62,10 @@ class Offload:
             g = self.by_index[index] = Group(index, "")
         return g
 
-    def _stream(self) -> int:
-        if self.device.type == "cuda":
-            return torch.cuda.current_stream(self.device).cuda_stream
+    def _stream(self, device: Optional[torch.device] = None) -> int:
+        d = device if device is not None else self.device
+        if d.type == "cuda":
+            return torch.cuda.current_stream(d).cuda_stream
         return 0
 
     def _view(self, g: Group, layer, name: str, dtype: torch.dtype, shape) -> torch.Tensor:
@@ -61,14 +77,14 @@ class Offload:
         t = g.views.get(key)
         if t is not None:
             return t
+        pager, dev = self.where(g.index)
         if nbytes == 0:
-            t = torch.empty(shape, dtype=dtype, device=self.device)
-        elif self.device.type == "cuda":
-            raw = torch.as_tensor(_CudaBytes(ptr, nbytes, self.pager._view_owner()),
-                                  device=self.device)
+            t = torch.empty(shape, dtype=dtype, device=dev)
+        elif dev.type == "cuda":
+            raw = torch.as_tensor(_CudaBytes(ptr, nbytes, pager._view_owner()), device=dev)
             t = raw.view(dtype).view(shape)
         else:
-            buf = self.pager._host_buffer(ptr, nbytes)
+            buf = pager._host_buffer(ptr, nbytes)
             t = torch.frombuffer(buf, dtype=torch.uint8).view(dtype).view(shape)
         # Slots never move: the same layer in the same slot reuses its views.
         g.views[key] = t
@@ -78,7 +94,8 @@ class Offload:
         g.depth += 1
         if g.depth > 1:
             return
-        layer = self.pager.acquire(g.index, self._stream(), routed=routed)
+        pager, dev = self.where(g.index)
+        layer = pager.acquire(g.index, self._stream(dev), routed=routed)
         g.layer = layer
         for (p, name, dtype, shape), ph in zip(g.params, g.placeholders):
             v = self._view(g, layer, name, dtype, shape)
@@ -93,7 +110,7 @@ class Offload:
         for (p, _, _, _), ph in zip(g.params, g.placeholders):
             p.data = ph
         layer, g.layer = g.layer, None
-        layer.release(self._stream())
+        layer.release(self._stream(self.where(g.index)[1]))
 
 
 class _CudaBytes:

@@ -28,7 +28,8 @@ def read_tensors(off, g, names) -> List[torch.Tensor]:
     """Tensors `names` of group g's pack layer, copied to CPU memory (one
     acquire of the layer)."""
     held = g.depth > 0
-    layer = g.layer if held else off.pager.acquire(g.index, off._stream())
+    pager, dev = off.where(g.index)
+    layer = g.layer if held else pager.acquire(g.index, off._stream(dev))
     try:
         out = []
         for name in names:
@@ -38,7 +39,7 @@ def read_tensors(off, g, names) -> List[torch.Tensor]:
         return out
     finally:
         if not held:
-            layer.release(off._stream())
+            layer.release(off._stream(dev))
 
 
 def _torch_dtype(name: str) -> torch.dtype:

@@ -46,6 +46,7 @@ from ._bind import bind
 from ._convert import convert, is_pack, pack_for
 from ._empty import init_empty
 from ._offload import Offload, resolve_device
+from ._placement import place
 from ._plan import MismatchError, TORCH_DTYPES, inside
 from ._saved import SavedWeights
 from ._weights import StateDictSource, forbid_forward, guard_conversions
@@ -74,9 +75,20 @@ def offload(model: torch.nn.Module, pack: Union[str, os.PathLike], device=None, 
         meta device are an error (build with :func:`init_empty`).
     pack : path
         A pack made by ``wspack convert`` or :func:`wspager.convert`.
-    device : "cuda", "cuda:N", "cpu" or None
+    device : "cuda", "cuda:N", "cpu", None, a list of devices, or a dict
         Where the weights are used; "cpu" runs the host backend; None: CUDA
-        when torch has it, else the CPU.
+        when torch has it, else the CPU.  Several devices (``["cuda:0",
+        "cuda:1"]``): consecutive blocks go to each, balanced by bytes, or
+        as an Accelerate-style ``device_map`` places them (module path ->
+        device, e.g. ``{"model.embed_tokens": 0, "model.layers.0": 0, ...,
+        "lm_head": 1}``); each device has a pager of its own that reads,
+        caches and fills its slots with only its own layers (so each layer
+        is read from disk once and cached once, and each GPU is fed over its
+        own link), and activations move between devices as Accelerate's
+        dispatch moves them; outputs come back to the inputs' device.
+        `host_cache` is split between the pagers by their layers' bytes.
+        Not with ``train=True`` yet.  ``["cpu", "cpu"]`` gives two host
+        pagers (how the placement is tested without GPUs).
     host_cache, gpu_slots, **pager_options
         As :class:`wspager.Pager` takes them, except that `host_cache`
         bounds all the pager's host memory here (``host_total=True``: the
@@ -120,7 +132,11 @@ def offload(model: torch.nn.Module, pack: Union[str, os.PathLike], device=None, 
         raise ValueError("this model is already offloaded (wspager.torch.remove first)")
     for h in model.__dict__.pop("_wspager_removed", []):   # offloaded again after remove
         h.remove()
-    dev = resolve_device(_loading.default_device(device))
+    devices, device_map = _devices(device)
+    if len(devices) > 1 and train:
+        raise NotImplementedError("train=True over several devices is not supported yet: "
+                                  "offload to one device to train")
+    dev = devices[0]
     names = _hf.Names(model)
     with Pack(pack) as p:
         plan = _plan.plan(model, p, names, set(resident), train)
@@ -136,13 +152,19 @@ def offload(model: torch.nn.Module, pack: Union[str, os.PathLike], device=None, 
     if unknown:
         raise MismatchError(f"{path}: on_demand names no pack layer: {', '.join(unknown)}")
     pager_options.setdefault("host_total", True)   # host_cache: what a user budgets RAM for
-    pager = Pager(pack, device="host" if dev.type == "cpu" else dev.index,
-                  host_cache=host_cache, gpu_slots=gpu_slots, on_demand=sorted(wanted),
-                  **pager_options)
-    off = Offload(model, pager, dev)
+    homes = path_device = None
+    if len(devices) > 1:
+        homes, path_device = place(model, plan.layers, devices, device_map)
+    pagers = _open_pagers(pack, plan, devices, homes, wanted, host_cache, gpu_slots,
+                          pager_options)
+    off = Offload(model, pagers[0], dev)
     off.names = names
+    off.pagers = pagers
+    if homes is not None:
+        off.homes = {i: (pagers[k], devices[k]) for i, k in homes.items()}
+        off.path_device = path_device
     try:
-        bind(model, off, plan, dev)
+        bind(model, off, plan)
         off.handles += StateDictSource(off, model).attach(model)
         guard_conversions(off, model)
         off.saved = SavedWeights(off, model)
@@ -152,10 +174,62 @@ def offload(model: torch.nn.Module, pack: Union[str, os.PathLike], device=None, 
     except BaseException:
         for h in off.handles:
             h.remove()
-        pager.close()
+        for pg in off.pagers:
+            pg.close()
         raise
     model._wspager = off
     return model
+
+
+def _devices(device) -> Tuple[List[torch.device], Optional[Dict[str, torch.device]]]:
+    """The devices `device` names, in order, and the device_map it is (or
+    None).  Accelerate's device_map values: GPU numbers or device names."""
+    if isinstance(device, dict):
+        if not device:
+            raise ValueError("device_map is empty")
+        bad = [v for v in device.values() if str(v) in ("disk", "meta")]
+        if bad:
+            raise ValueError(f"device_map: {bad[0]!r} is not a device wspager pages to "
+                             "(the pack on disk is the disk tier already)")
+        dmap = {str(k): resolve_device(f"cuda:{v}" if isinstance(v, int) else v)
+                for k, v in device.items()}
+        devices = list(dict.fromkeys(dmap.values()))
+        return devices, (dmap if len(devices) > 1 else None)
+    if isinstance(device, (list, tuple)):
+        if not device:
+            raise ValueError("device: an empty list")
+        devices = [resolve_device(f"cuda:{d}" if isinstance(d, int) else d) for d in device]
+        cuda = [d for d in devices if d.type == "cuda"]
+        if len(set(cuda)) != len(cuda):
+            raise ValueError(f"device: {list(map(str, devices))} names a GPU twice")
+        return devices, None
+    return [resolve_device(_loading.default_device(device))], None
+
+
+def _open_pagers(pack, plan, devices, homes, wanted, host_cache, gpu_slots, options):
+    """A pager a device (homes: pack layer -> position in `devices`), each
+    reading ahead only its own layers (the others are on demand to it: it
+    never reads them); `host_cache` split by the raw bytes each serves."""
+    from . import parse_size
+    pagers: List[Pager] = []
+    names = {i: L.name for i, L in plan.layers.items()}
+    total = sum(L.raw_bytes for L in plan.layers.values()) or 1
+    try:
+        for k, d in enumerate(devices):
+            mine = [i for i in names if homes is None or homes[i] == k]
+            others = {names[i] for i in names if homes is not None and homes[i] != k}
+            budget = host_cache
+            if host_cache is not None and homes is not None:
+                share = sum(plan.layers[i].raw_bytes for i in mine) / total
+                budget = max(int(parse_size(host_cache) * share), 1 << 20)
+            pagers.append(Pager(pack, device="host" if d.type == "cpu" else d.index,
+                                host_cache=budget, gpu_slots=gpu_slots,
+                                on_demand=sorted(set(wanted) | others), **options))
+    except BaseException:
+        for pg in pagers:
+            pg.close()
+        raise
+    return pagers
 
 
 def _trainer(model: torch.nn.Module):
@@ -253,7 +327,8 @@ def remove(model: torch.nn.Module) -> None:
         m.__dict__.pop(attr, None)
     for g in off.groups:
         g.views.clear()
-    off.pager.close()
+    for pg in off.pagers:
+        pg.close()
     model._wspager = None
     model._wspager_removed = forbid_forward(off.hooked)
 
@@ -273,9 +348,10 @@ def from_pretrained(path: Union[str, bytes, os.PathLike], device=None, *, config
         directory, file or PretrainedConfig).  A path that does not exist
         is an error naming it, unless it can be a Hugging Face Hub id: then
         the Hub's snapshot is used.
-    device : "cuda", "cuda:N", "cpu" or None
+    device : "cuda", "cuda:N", "cpu", None, or several devices
         None: CUDA when torch has it, else the host backend (logged to the
-        "wspager" logger and to `log`).
+        "wspager" logger and to `log`).  Several: a list or a device_map,
+        as :func:`offload` takes them.
     model_class : optional
         A transformers Auto class (default ``AutoModelForCausalLM``) or a
         model class (``LlamaForCausalLM``).
@@ -296,7 +372,8 @@ def from_pretrained(path: Union[str, bytes, os.PathLike], device=None, *, config
     """
     import transformers
 
-    dev = _loading.default_device(device, log)
+    several = isinstance(device, (list, tuple, dict))
+    dev = device if several else _loading.default_device(device, log)
     path = _loading.local_checkpoint(path, log)
     given_pack = is_pack(path)
     if given_pack and config is None:

@@ -1,0 +1,125 @@
+"""A model over two GPUs against one, in one run: wspager.torch with
+device=["cuda:0", "cuda:1"] (each GPU's pager feeds it over its own link)
+against device="cuda:0", the model in the host tier (warm), forwards of a
+few tokens back to back so that streaming the weights bounds them.  The
+ceilings measured in the same run: pinned host->GPU copies to each GPU
+alone and to both at once.  Rows: GB/s of raw weights through the forward
+(passes x the model's bytes / time), its ratio to the one-GPU row and to
+the links; logits of the two compared.
+
+  python3 bench/torch_devices.py --dir /var/tmp/wsp-devices [--layers 16 --hidden 4096]
+"""
+import argparse
+import os
+import statistics
+import sys
+import threading
+import time
+
+import torch
+import transformers
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "python"))
+sys.path.insert(0, HERE)
+import wspager  # noqa: E402
+import wspager.torch as wt  # noqa: E402
+from torch_offload import make_checkpoint  # noqa: E402
+
+
+def log(*a):
+    print(*a, flush=True)
+
+
+def h2d(devices, nbytes=1 << 30, reps=5):
+    """Median GB/s of pinned host->GPU copies of `nbytes` to every device of
+    `devices` at once (one source buffer each), summed."""
+    srcs = [torch.empty(nbytes, dtype=torch.uint8, pin_memory=True).fill_(1) for _ in devices]
+    dsts = [torch.empty(nbytes, dtype=torch.uint8, device=d) for d in devices]
+    times = []
+    for _ in range(reps + 1):
+        for d in devices:
+            torch.cuda.synchronize(d)
+        t0 = time.perf_counter()
+        threads = [threading.Thread(target=lambda s=s, t=t: t.copy_(s, non_blocking=True))
+                   for s, t in zip(srcs, dsts)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        for d in devices:
+            torch.cuda.synchronize(d)
+        times.append(time.perf_counter() - t0)
+    return len(devices) * nbytes / statistics.median(times[1:]) / 1e9
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--dir", default="/var/tmp/wsp-devices")
+    ap.add_argument("--layers", type=int, default=16)
+    ap.add_argument("--hidden", type=int, default=4096)
+    ap.add_argument("--intermediate", type=int, default=11008)
+    ap.add_argument("--vocab", type=int, default=32000)
+    ap.add_argument("--tokens", type=int, default=16)
+    ap.add_argument("--passes", type=int, default=6)
+    ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--host-cache", default="24G")
+    ap.add_argument("--gpu-slots", type=int, default=3)
+    a = ap.parse_args()
+    if torch.cuda.device_count() < 2:
+        log("torch_devices: fewer than two CUDA devices")
+        sys.exit(77)
+    cfg = transformers.LlamaConfig(vocab_size=a.vocab, hidden_size=a.hidden,
+                                   intermediate_size=a.intermediate, num_hidden_layers=a.layers,
+                                   num_attention_heads=max(1, a.hidden // 128),
+                                   num_key_value_heads=max(1, a.hidden // 512),
+                                   max_position_embeddings=4096, torch_dtype="bfloat16")
+    ck = os.path.join(a.dir, "llama")
+    t0 = time.time()
+    make_checkpoint(ck, cfg)
+    pack = ck + ".wsp"
+    if not os.path.exists(os.path.join(pack, "manifest.wspm")):
+        wspager.convert(ck, pack, force=True)
+    with wspager.Pack(pack) as pk:
+        weight_bytes = pk.summary["raw_bytes"]
+        ratio = pk.summary["raw_bytes"] / pk.summary["stored_bytes"]
+    log(f"checkpoint and pack: {time.time() - t0:.1f} s; weights {weight_bytes / 1e9:.2f} GB, "
+        f"pack ratio {ratio:.3f}; {torch.cuda.get_device_name(0)} x {torch.cuda.device_count()}")
+    one = [torch.device("cuda", 0)]
+    two = [torch.device("cuda", 0), torch.device("cuda", 1)]
+    link = {"cuda:0": h2d(one), "cuda:1": h2d([two[1]]), "both": h2d(two)}
+    log("ceilings, pinned host->GPU: " + ", ".join(f"{k} {v:.1f} GB/s" for k, v in link.items()))
+    ids = torch.randint(0, a.vocab, (1, a.tokens), device="cuda:0")
+    rows, logits = {}, {}
+    for name, device in (("one GPU", "cuda:0"), ("two GPUs", ["cuda:0", "cuda:1"])):
+        model = wt.from_pretrained(pack, config=ck, device=device, host_cache=a.host_cache,
+                                   gpu_slots=a.gpu_slots)
+        with torch.no_grad():
+            for _ in range(2):            # the host tier filled, the order learnt
+                out = model(ids).logits
+            torch.cuda.synchronize(0)
+            torch.cuda.synchronize(1)
+            times = []
+            for _ in range(a.reps):
+                t0 = time.perf_counter()
+                for _ in range(a.passes):
+                    out = model(ids).logits
+                torch.cuda.synchronize(0)
+                torch.cuda.synchronize(1)
+                times.append(time.perf_counter() - t0)
+        logits[name] = out.float().cpu()
+        gbps = a.passes * weight_bytes / statistics.median(times) / 1e9
+        rows[name] = gbps
+        log(f"{name:9s} {gbps:7.1f} GB/s of raw weights ({statistics.median(times) / a.passes * 1e3:.1f}"
+            f" ms a forward)")
+        wt.remove(model)
+        del model
+        torch.cuda.empty_cache()
+    same = torch.equal(logits["one GPU"], logits["two GPUs"])
+    log(f"two GPUs / one GPU: {rows['two GPUs'] / rows['one GPU']:.2f}x; one GPU = "
+        f"{rows['one GPU'] / link['cuda:0']:.2f}x its link, two GPUs = "
+        f"{rows['two GPUs'] / link['both']:.2f}x both links at once; logits identical: {same}")
+
+
+if __name__ == "__main__":
+    main()
