@@ -5,7 +5,10 @@ few tokens back to back so that streaming the weights bounds them.  The
 ceilings measured in the same run: pinned host->GPU copies to each GPU
 alone and to both at once.  Rows: GB/s of raw weights through the forward
 (passes x the model's bytes / time), its ratio to the one-GPU row and to
-the links; logits of the two compared.
+the links, and what crossed the links a forward (the pagers' bytes_h2d:
+the whole packed model each forward shows the weights were streamed, not
+kept on the GPU) with the acquires that found their layer prefetched;
+logits of the two compared.  Measured after the host tier is pinned and warm.
 
   python3 bench/torch_devices.py --dir /var/tmp/wsp-devices [--layers 16 --hidden 4096]
 """
@@ -63,7 +66,7 @@ def main():
     ap.add_argument("--tokens", type=int, default=16)
     ap.add_argument("--passes", type=int, default=6)
     ap.add_argument("--reps", type=int, default=3)
-    ap.add_argument("--host-cache", default="24G")
+    ap.add_argument("--host-cache", default="12G")
     ap.add_argument("--gpu-slots", type=int, default=3)
     a = ap.parse_args()
     if torch.cuda.device_count() < 2:
@@ -94,11 +97,21 @@ def main():
     for name, device in (("one GPU", "cuda:0"), ("two GPUs", ["cuda:0", "cuda:1"])):
         model = wt.from_pretrained(pack, config=ck, device=device, host_cache=a.host_cache,
                                    gpu_slots=a.gpu_slots)
+        pagers = model._wspager.pagers
         with torch.no_grad():
-            for _ in range(2):            # the host tier filled, the order learnt
+            for _ in range(3):            # the host tier filled, the order learnt
                 out = model(ids).logits
             torch.cuda.synchronize(0)
             torch.cuda.synchronize(1)
+            # pinning runs in the background: until it stops growing (30 s at most)
+            t_pin, last = time.time(), None
+            while time.time() - t_pin < 30:
+                now = [pg.stats()["pinned_bytes"] for pg in pagers]
+                if now == last:
+                    break
+                last = now
+                time.sleep(1.0)
+            s0 = [pg.stats() for pg in pagers]
             times = []
             for _ in range(a.reps):
                 t0 = time.perf_counter()
@@ -107,11 +120,18 @@ def main():
                 torch.cuda.synchronize(0)
                 torch.cuda.synchronize(1)
                 times.append(time.perf_counter() - t0)
+        s1 = [pg.stats() for pg in pagers]
+        n = a.reps * a.passes
+        h2d_fwd = sum(b["bytes_h2d"] - e["bytes_h2d"] for b, e in zip(s1, s0)) / n
+        hits = sum(b["gpu_hits"] - e["gpu_hits"] for b, e in zip(s1, s0))
+        acq = sum(b["acquires"] - e["acquires"] for b, e in zip(s1, s0))
         logits[name] = out.float().cpu()
         gbps = a.passes * weight_bytes / statistics.median(times) / 1e9
         rows[name] = gbps
         log(f"{name:9s} {gbps:7.1f} GB/s of raw weights ({statistics.median(times) / a.passes * 1e3:.1f}"
-            f" ms a forward)")
+            f" ms a forward); over the links {h2d_fwd / 1e9:.2f} GB a forward "
+            f"({h2d_fwd / weight_bytes:.3f} of the raw weights); {hits} of {acq} acquires "
+            f"found their layer in a slot already (prefetched)")
         wt.remove(model)
         del model
         torch.cuda.empty_cache()

@@ -437,11 +437,11 @@ int exprans_decode(const void *in, size_t len, void *dst, uint64_t n, unsigned w
 	if (rd32(p) != n)
 		return WSP_ERR(err, WSP_EFORMAT, "exprans: stream of %u values where %llu are expected",
 			       rd32(p), (unsigned long long)n);
+	/* On the stack (48 KiB at most): decoders run per chunk on every
+	 * worker, and an allocation each would churn the heap. */
 	unsigned n_sec = planes ? 3 : 1;
-	struct section_dec *sec = malloc(n_sec * sizeof(*sec));
+	struct section_dec sec[3];
 	uint16_t *buf = NULL;
-	if (!sec)
-		return WSP_ERR(err, -ENOMEM, "exprans: out of memory");
 	static const char *const what[3] = { "", " (bits 15..8)", " (bits 7..0)" };
 	uint64_t at = 4;
 	int rc = 0;
@@ -479,7 +479,6 @@ int exprans_decode(const void *in, size_t len, void *dst, uint64_t n, unsigned w
 				d32[i] = (uint32_t)buf[i] << 16 | rd16(lo + 2 * (first + i));
 	}
 	free(buf);
-	free(sec);
 	return rc;
 }
 
