@@ -75,10 +75,11 @@ def offload(model: torch.nn.Module, pack: Union[str, os.PathLike], device=None, 
         meta device are an error (build with :func:`init_empty`).
     pack : path
         A pack made by ``wspack convert`` or :func:`wspager.convert`.
-    device : "cuda", "cuda:N", "cpu", None, a list of devices, or a dict
+    device : "cuda", "cuda:N", "cpu", None, "auto", a list of devices, or a dict
         Where the weights are used; "cpu" runs the host backend; None: CUDA
-        when torch has it, else the CPU.  Several devices (``["cuda:0",
-        "cuda:1"]``): consecutive blocks go to each, balanced by bytes, or
+        when torch has it, else the CPU; "auto": every GPU torch sees.
+        Several devices (``["cuda:0", "cuda:1"]``): consecutive blocks go
+        to each, balanced by bytes, or
         as an Accelerate-style ``device_map`` places them (module path ->
         device, e.g. ``{"model.embed_tokens": 0, "model.layers.0": 0, ...,
         "lm_head": 1}``); each device has a pager of its own that reads,
@@ -183,7 +184,11 @@ def offload(model: torch.nn.Module, pack: Union[str, os.PathLike], device=None, 
 
 def _devices(device) -> Tuple[List[torch.device], Optional[Dict[str, torch.device]]]:
     """The devices `device` names, in order, and the device_map it is (or
-    None).  Accelerate's device_map values: GPU numbers or device names."""
+    None).  Accelerate's device_map values: GPU numbers or device names;
+    "auto": every GPU torch sees (the host backend when it sees none)."""
+    if isinstance(device, str) and device == "auto":
+        n = torch.cuda.device_count() if torch.cuda.is_available() else 0
+        device = [f"cuda:{i}" for i in range(n)] if n > 1 else None
     if isinstance(device, dict):
         if not device:
             raise ValueError("device_map is empty")
@@ -372,7 +377,7 @@ def from_pretrained(path: Union[str, bytes, os.PathLike], device=None, *, config
     """
     import transformers
 
-    several = isinstance(device, (list, tuple, dict))
+    several = isinstance(device, (list, tuple, dict)) or device == "auto"
     dev = device if several else _loading.default_device(device, log)
     path = _loading.local_checkpoint(path, log)
     given_pack = is_pack(path)

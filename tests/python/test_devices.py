@@ -7,8 +7,8 @@ and greedy generate() bit-identical to the resident model; every pack
 layer read by exactly one pager (the bytes read add up to at most the
 pack's stored size, each pager read some, neither more than 3/4); a
 device_map places layers where it says; the outputs come back to the
-inputs' device; train=True over several devices and a "disk" device_map
-refused with the reason.
+inputs' device; device="auto" takes every GPU; train=True over several
+devices and a "disk" device_map refused with the reason.
 argv[1]: "cpu" (two host pagers: the placement without GPUs) or "cuda"
 (two GPUs: skip, 77, with fewer)."""
 import os
@@ -98,6 +98,13 @@ if device == "cuda":
     print(f"device_map: {where}; logits max |diff| {diff}")
     check(diff == 0, f"device_map: logits differ by {diff}")
     wt.remove(model)
+
+# "auto": every GPU torch sees (the host backend without one)
+model = wt.from_pretrained(d, device="auto", host_cache="64M", dtype=torch.float32)
+want_pagers = torch.cuda.device_count() if torch.cuda.device_count() > 1 else 1
+check(len(model._wspager.pagers) == want_pagers,
+      f'device="auto": {len(model._wspager.pagers)} pagers, {want_pagers} wanted')
+wt.remove(model)
 
 try:
     wt.from_pretrained(d, device=devices, host_cache="64M", train=True)
