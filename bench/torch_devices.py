@@ -67,7 +67,8 @@ def main():
     ap.add_argument("--passes", type=int, default=6)
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--host-cache", default="12G")
-    ap.add_argument("--gpu-slots", type=int, default=3)
+    ap.add_argument("--gpu-slots", type=int, default=None,
+                    help="slots a GPU (default: wspager's, 3 on one GPU, more over several)")
     a = ap.parse_args()
     if torch.cuda.device_count() < 2:
         log("torch_devices: fewer than two CUDA devices")
@@ -128,8 +129,10 @@ def main():
         logits[name] = out.float().cpu()
         gbps = a.passes * weight_bytes / statistics.median(times) / 1e9
         rows[name] = gbps
-        log(f"{name:9s} {gbps:7.1f} GB/s of raw weights ({statistics.median(times) / a.passes * 1e3:.1f}"
-            f" ms a forward); over the links {h2d_fwd / 1e9:.2f} GB a forward "
+        slots = "+".join(str(st["gpu_slots"]) for st in s1)
+        ms = statistics.median(times) / a.passes * 1e3
+        log(f"{name:9s} {gbps:7.1f} GB/s of raw weights ({ms:.1f} ms a forward, {slots} slots); "
+            f"over the links {h2d_fwd / 1e9:.2f} GB a forward "
             f"({h2d_fwd / weight_bytes:.3f} of the raw weights); {hits} of {acq} acquires "
             f"found their layer in a slot already (prefetched)")
         wt.remove(model)
