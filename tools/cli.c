@@ -146,7 +146,8 @@ static int store(const struct cli_opt *o, const char *opt, const char *arg)
 	return 0;
 }
 
-int cli_parse(int argc, char **argv, const struct cli_opt *opts, size_t n_opts)
+int cli_parse(int argc, char **argv, const struct cli_opt *opts, size_t n_opts,
+	      void (*help)(FILE *out))
 {
 	struct option lo[CLI_MAX_OPTS + 2];
 	char shorts[2 * CLI_MAX_OPTS + 4] = ":h", *sp = shorts + 2;
@@ -169,8 +170,10 @@ int cli_parse(int argc, char **argv, const struct cli_opt *opts, size_t n_opts)
 	optind = 1;
 	int c;
 	while ((c = getopt_long(argc, argv, shorts, lo, NULL)) != -1) {
-		if (c == 'h')
+		if (c == 'h') {
+			help(stdout);
 			return CLI_HELP;
+		}
 		size_t i = n_opts;
 		if (c >= 256)
 			i = (size_t)(c - 256);

@@ -75,8 +75,9 @@ struct cli_opt {
 #define CLI_HELP (-1)
 /* Parse the options of argv (argv[0] is the command), permuting operands
  * to the end: 0 with the operands from optind on, CLI_HELP for -h or
- * --help (the caller prints its help), or CLI_EXIT_USAGE. */
-int cli_parse(int argc, char **argv, const struct cli_opt *opts, size_t n_opts);
+ * --help (after help(stdout)), or CLI_EXIT_USAGE. */
+int cli_parse(int argc, char **argv, const struct cli_opt *opts, size_t n_opts,
+	      void (*help)(FILE *out));
 
 /* fopen(path, "r") of a regular file, opened without blocking so that a
  * FIFO in its place never hangs; prints "PROG: PATH: why" and returns

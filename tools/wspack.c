@@ -59,6 +59,11 @@ static void note_cb(void *ctx, const char *message)
 	cli_progress_note(ctx, message);
 }
 
+static void help(FILE *out)
+{
+	fputs(usage_text, out);
+}
+
 static double ratio(uint64_t raw, uint64_t stored)
 {
 	return stored ? (double)raw / (double)stored : 0.0;
@@ -98,13 +103,9 @@ static int cmd_convert(int argc, char **argv)
 		CLI_OPT("order", 0, CLI_STRING, &order_file),
 		CLI_OPT("force", 'f', CLI_BITS, &opt.flags, .bits = WSP_CONVERT_FORCE),
 	};
-	int c = cli_parse(argc, argv, opts, sizeof(opts) / sizeof(opts[0]));
-	if (c == CLI_HELP) {
-		fputs(usage_text, stdout);
-		return 0;
-	}
+	int c = cli_parse(argc, argv, opts, sizeof(opts) / sizeof(opts[0]), help);
 	if (c)
-		return c;
+		return c == CLI_HELP ? 0 : c;
 	opt.level = (int)level;
 	opt.codec = (enum wsp_codec)codec;
 	if (no_transform)
@@ -177,13 +178,9 @@ static int cmd_unpack(int argc, char **argv)
 		CLI_OPT("output", 'o', CLI_STRING, &out),
 		CLI_OPT("force", 'f', CLI_BITS, &flags, .bits = WSP_UNPACK_FORCE),
 	};
-	int c = cli_parse(argc, argv, opts, sizeof(opts) / sizeof(opts[0]));
-	if (c == CLI_HELP) {
-		fputs(usage_text, stdout);
-		return 0;
-	}
+	int c = cli_parse(argc, argv, opts, sizeof(opts) / sizeof(opts[0]), help);
 	if (c)
-		return c;
+		return c == CLI_HELP ? 0 : c;
 	if (one_operand(argc, argv, "pack"))
 		return CLI_EXIT_USAGE;
 	if (!out)
@@ -209,13 +206,9 @@ static int cmd_verify(int argc, char **argv)
 	const struct cli_opt opts[] = {
 		CLI_OPT("threads", 0, CLI_UINT, &threads, .min = 0, .max = 1024),
 	};
-	int c = cli_parse(argc, argv, opts, sizeof(opts) / sizeof(opts[0]));
-	if (c == CLI_HELP) {
-		fputs(usage_text, stdout);
-		return 0;
-	}
+	int c = cli_parse(argc, argv, opts, sizeof(opts) / sizeof(opts[0]), help);
 	if (c)
-		return c;
+		return c == CLI_HELP ? 0 : c;
 	if (one_operand(argc, argv, "pack"))
 		return CLI_EXIT_USAGE;
 	wsp_pack *pk;
@@ -283,13 +276,9 @@ static int cmd_info(int argc, char **argv)
 		CLI_OPT("layers", 0, CLI_TRUE, &with_layers),
 		CLI_OPT("tensors", 0, CLI_TRUE, &with_tensors),
 	};
-	int c = cli_parse(argc, argv, opts, sizeof(opts) / sizeof(opts[0]));
-	if (c == CLI_HELP) {
-		fputs(usage_text, stdout);
-		return 0;
-	}
+	int c = cli_parse(argc, argv, opts, sizeof(opts) / sizeof(opts[0]), help);
 	if (c)
-		return c;
+		return c == CLI_HELP ? 0 : c;
 	int layers = with_tensors ? 2 : with_layers;   /* 0 none, 1 the layer table, 2 with tensors */
 	if (one_operand(argc, argv, "pack"))
 		return CLI_EXIT_USAGE;
@@ -333,13 +322,9 @@ static int cmd_generate(int argc, char **argv)
 		CLI_OPT("seed", 0, CLI_ULL, &seed, .max = ULLONG_MAX),
 		CLI_OPT("force", 'f', CLI_BITS, &opt.flags, .bits = WSP_CONVERT_FORCE),
 	};
-	int c = cli_parse(argc, argv, opts, sizeof(opts) / sizeof(opts[0]));
-	if (c == CLI_HELP) {
-		fputs(usage_text, stdout);
-		return 0;
-	}
+	int c = cli_parse(argc, argv, opts, sizeof(opts) / sizeof(opts[0]), help);
 	if (c)
-		return c;
+		return c == CLI_HELP ? 0 : c;
 	opt.dtype = (enum wsp_dtype)dtype;
 	opt.seed = seed;
 	if (one_operand(argc, argv, "output path"))

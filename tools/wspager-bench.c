@@ -450,11 +450,9 @@ int wt_cmd_bench(int argc, char **argv)
 			.given = &b.host_cache_set),
 		CLI_OPT("json", 0, CLI_TRUE, &b.json),
 	};
-	rc = cli_parse(argc, argv, opts, sizeof(opts) / sizeof(opts[0]));
-	if (rc == CLI_HELP) {
-		wt_help(stdout);
+	rc = cli_parse(argc, argv, opts, sizeof(opts) / sizeof(opts[0]), wt_help);
+	if (rc == CLI_HELP)
 		return CLI_EXIT_OK;
-	}
 	if (rc)
 		return rc;
 	if (optind >= argc)

@@ -38,11 +38,9 @@ int wt_cmd_info(int argc, char **argv)
 		CLI_OPT("json", 0, CLI_TRUE, &json),
 		CLI_OPT("layers", 0, CLI_TRUE, &layers),
 	};
-	int rc = cli_parse(argc, argv, opts, sizeof(opts) / sizeof(opts[0]));
-	if (rc == CLI_HELP) {
-		wt_help(stdout);
+	int rc = cli_parse(argc, argv, opts, sizeof(opts) / sizeof(opts[0]), wt_help);
+	if (rc == CLI_HELP)
 		return CLI_EXIT_OK;
-	}
 	if (rc)
 		return rc;
 	if (optind >= argc)

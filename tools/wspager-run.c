@@ -259,11 +259,9 @@ static int parse(int argc, char **argv, struct run_cfg *c)
 		CLI_OPT("force", 0, CLI_TRUE, &c->force),
 		CLI_OPT("no-prefetch", 0, CLI_TRUE, &c->no_prefetch),
 	};
-	int rc = cli_parse(argc, argv, opts, sizeof(opts) / sizeof(opts[0]));
-	if (rc == CLI_HELP) {
-		wt_help(stdout);
+	int rc = cli_parse(argc, argv, opts, sizeof(opts) / sizeof(opts[0]), wt_help);
+	if (rc == CLI_HELP)
 		return -1;
-	}
 	c->io = (enum wsp_io_backend)io;
 	c->policy = (enum wsp_policy)policy;
 	if (rc)

@@ -250,11 +250,9 @@ static int parse(int argc, char **argv, struct sim_cfg *c)
 		CLI_OPT("gpu-slots", 0, CLI_UINT, &c->gpu_slots, .min = 1, .max = 1u << 20),
 		CLI_OPT("json", 0, CLI_TRUE, &c->json),
 	};
-	int rc = cli_parse(argc, argv, opts, sizeof(opts) / sizeof(opts[0]));
-	if (rc == CLI_HELP) {
-		wt_help(stdout);
+	int rc = cli_parse(argc, argv, opts, sizeof(opts) / sizeof(opts[0]), wt_help);
+	if (rc == CLI_HELP)
 		return -1;
-	}
 	if (rc)
 		return rc;
 	if (optind < argc)

@@ -85,11 +85,9 @@ int wt_cmd_verify(int argc, char **argv)
 		CLI_OPT("device", 0, CLI_CALL, &device, .call = wt_opt_device, .given = &device_set),
 		CLI_OPT("threads", 0, CLI_UINT, &threads, .max = 4096),
 	};
-	int rc = cli_parse(argc, argv, opts, sizeof(opts) / sizeof(opts[0]));
-	if (rc == CLI_HELP) {
-		wt_help(stdout);
+	int rc = cli_parse(argc, argv, opts, sizeof(opts) / sizeof(opts[0]), wt_help);
+	if (rc == CLI_HELP)
 		return CLI_EXIT_OK;
-	}
 	if (rc)
 		return rc;
 	if (optind >= argc)
