@@ -113,27 +113,25 @@ static struct slot *demand_victim(struct wsp_pager_s *pg, uint32_t layer)
 }
 
 /* Admission for an early fill of `layer` (the host cache's rule): a free
- * slot it fits, or the unused one whose layer is predicted furthest, if
- * further than `dist`. */
+ * slot it fits, or the unused one whose layer is predicted furthest (the
+ * predictive policy's victim), if further than `dist`. */
 static struct slot *prefetch_victim(struct wsp_pager_s *pg, uint32_t layer, uint64_t dist)
 {
 	for (int pass = 0; pass < 2; pass++) {
-		struct slot *best = NULL;
-		uint64_t best_d = 0;
+		struct evict_pick pick;
+		evict_pick_init(&pick, WSP_POLICY_PREDICT);
 		for (unsigned i = 0; i < pg->sp.n; i++) {
 			struct slot *s = &pg->sp.slots[i];
 			if (s->refs || !slot_fits(pg, s, layer, pass))
 				continue;
 			if (s->state == SLOT_FREE)
 				return s;
-			uint64_t d = predictor_distance(pg->pred, s->layer);
-			if (d > dist && (!best || d > best_d)) {
-				best = s;
-				best_d = d;
-			}
+			struct evict_cand c = { s->layer, s->last_use,
+						predictor_distance(pg->pred, s->layer) };
+			evict_pick_offer(&pick, (long)i, &c);
 		}
-		if (best)
-			return best;
+		if (pick.best >= 0 && pick.cand.distance > dist)
+			return &pg->sp.slots[pick.best];
 	}
 	return NULL;
 }

@@ -1,6 +1,7 @@
 /*
- * The eviction choice, shared by the host cache, the GPU slot pool and the
- * simulator, so that `wspager simulate` measures the code that runs.
+ * The eviction choice, shared by every tier that evicts (the host cache,
+ * the GPU slot pool, the updated-layer and training-state stores) and by
+ * the simulator, so that `wspager simulate` measures the code that runs.
  */
 #include <errno.h>
 #include <stdbool.h>
@@ -16,16 +17,28 @@ static bool evict_before(enum wsp_policy policy, const struct evict_cand *a,
 	return a->last_use < b->last_use;
 }
 
+void evict_pick_init(struct evict_pick *p, enum wsp_policy policy)
+{
+	p->policy = policy;
+	p->best = -1;
+}
+
+void evict_pick_offer(struct evict_pick *p, long index, const struct evict_cand *c)
+{
+	if (p->best < 0 || evict_before(p->policy, c, &p->cand)) {
+		p->best = index;
+		p->cand = *c;
+	}
+}
+
 int evict_choose(enum wsp_policy policy, const struct evict_cand *cand, unsigned n)
 {
-	unsigned best = 0;
+	struct evict_pick p;
 
-	if (n == 0 || !cand)
-		return -1;
-	for (unsigned i = 1; i < n; i++)
-		if (evict_before(policy, &cand[i], &cand[best]))
-			best = i;
-	return (int)best;
+	evict_pick_init(&p, policy);
+	for (unsigned i = 0; cand && i < n; i++)
+		evict_pick_offer(&p, (long)i, &cand[i]);
+	return (int)p.best;
 }
 
 int evict_plan(enum wsp_policy policy, struct evict_cand *cand, uint64_t *bytes, unsigned n,

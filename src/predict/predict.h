@@ -56,6 +56,19 @@ struct evict_cand {
 };
 int evict_choose(enum wsp_policy policy, const struct evict_cand *cand, unsigned n);
 
+/* The same choice over candidates met one at a time, for tiers that keep
+ * no candidate array (the GPU slots' early fills, the updated-layer and
+ * training-state stores): evict_pick_init, evict_pick_offer for each, and
+ * the victim is pick.best (an index the caller chose; -1: none offered),
+ * its candidate pick.cand. */
+struct evict_pick {
+	enum wsp_policy policy;
+	long best;
+	struct evict_cand cand;
+};
+void evict_pick_init(struct evict_pick *p, enum wsp_policy policy);
+void evict_pick_offer(struct evict_pick *p, long index, const struct evict_cand *c);
+
 /*
  * Plan room for an incoming entry of a given next-use distance: take victims
  * in the order evict_choose() gives them until their bytes reach `need`.

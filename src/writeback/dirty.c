@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "common/util.h"
+#include "predict/predict.h"
 #include "writeback/dirty.h"
 #include "writeback/overflow.h"
 
@@ -172,15 +173,16 @@ static void make_room(struct dirty *dt, uint32_t keep, uint64_t need)
 {
 	uint32_t n = dt->pk->m.hdr->n_layers;
 	while (dt->c.resident + need > dt->cfg.budget) {
-		struct dbuf *v = NULL;
+		struct evict_pick pick;   /* least recently used: the LRU policy's victim */
+		evict_pick_init(&pick, WSP_POLICY_LRU);
 		for (uint32_t l = 0; l < n; l++) {
 			struct dbuf *b = dt->cur[l];
-			if (b && l != keep && l != dt->streaming && b->mem && !b->refs &&
-			    (!v || b->used < v->used))
-				v = b;
+			if (b && l != keep && l != dt->streaming && b->mem && !b->refs)
+				evict_pick_offer(&pick, (long)l, &(struct evict_cand){ l, b->used, 0 });
 		}
-		if (!v)
+		if (pick.best < 0)
 			return;
+		struct dbuf *v = dt->cur[pick.best];
 		struct wspi_err err;
 		wspi_err_init(&err);
 		int rc = spill(dt, v, &err);

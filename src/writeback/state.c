@@ -7,6 +7,7 @@
 #include <xxhash.h>
 
 #include "common/util.h"
+#include "predict/predict.h"
 #include "writeback/overflow.h"
 #include "writeback/state.h"
 
@@ -126,14 +127,16 @@ static int spill(struct state_store *st, uint32_t l, struct wspi_err *err)
 static void make_room(struct state_store *st, uint32_t keep, uint64_t need)
 {
 	while (st->c.resident + need > st->cfg.budget) {
-		uint32_t v = UINT32_MAX;
+		struct evict_pick pick;   /* least recently handed back: the LRU policy's victim */
+		evict_pick_init(&pick, WSP_POLICY_LRU);
 		for (uint32_t l = 0; l < st->cfg.n_layers; l++) {
 			struct blob *b = &st->b[l];
-			if (l != keep && b->mem && !b->refs && (v == UINT32_MAX || b->used < st->b[v].used))
-				v = l;
+			if (l != keep && b->mem && !b->refs)
+				evict_pick_offer(&pick, (long)l, &(struct evict_cand){ l, b->used, 0 });
 		}
-		if (v == UINT32_MAX)
+		if (pick.best < 0)
 			return;
+		uint32_t v = (uint32_t)pick.best;
 		struct wspi_err err;
 		wspi_err_init(&err);
 		int rc = spill(st, v, &err);
