@@ -104,11 +104,13 @@ def guard_conversions(off, model: torch.nn.Module) -> None:
     """Make ``.to()``/``.half()``/``.cuda()``... of any module above a paged
     parameter raise when they would change a paged weight's dtype or
     device (recorded in ``off.restore``, undone by remove)."""
-    probes = {}   # one placeholder of each floating dtype among the paged weights
+    # one placeholder of each floating dtype on each device among the paged
+    # weights (over several devices, moving all to one is refused too)
+    probes = {}
     for g in off.groups:
         for p, _, dtype, _ in g.params:
             if dtype.is_floating_point:
-                probes.setdefault(dtype, p)
+                probes.setdefault((dtype, p.device), p)
     # every module above a paged parameter, from the parameters' names
     paged = {id(p) for g in off.groups for p, _, _, _ in g.params}
     above = set()

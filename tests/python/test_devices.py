@@ -7,7 +7,8 @@ and greedy generate() bit-identical to the resident model; every pack
 layer read by exactly one pager (the bytes read add up to at most the
 pack's stored size, each pager read some, neither more than 3/4); a
 device_map places layers where it says; the outputs come back to the
-inputs' device; device="auto" takes every GPU; train=True over several
+inputs' device; device="auto" takes every GPU; moving the whole model to
+one device is refused (on two GPUs); train=True over several
 devices and a "disk" device_map refused with the reason.
 argv[1]: "cpu" (two host pagers: the placement without GPUs) or "cuda"
 (two GPUs: skip, 77, with fewer)."""
@@ -97,6 +98,13 @@ if device == "cuda":
         diff = (model(ids).logits - ref(ids).logits).abs().max().item()
     print(f"device_map: {where}; logits max |diff| {diff}")
     check(diff == 0, f"device_map: logits differ by {diff}")
+    # moving the whole model to one device would move its resident tensors
+    # but not the pagers' layers: refused
+    try:
+        model.to(first)
+        check(False, "model.to(one device) of a model over two was accepted")
+    except RuntimeError as e:
+        print(f"model.to({first}) over two devices: {str(e)[:90]}...")
     wt.remove(model)
 
 # "auto": every GPU torch sees (the host backend without one)
