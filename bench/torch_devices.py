@@ -20,14 +20,13 @@ import threading
 import time
 
 import torch
-import transformers
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "python"))
 sys.path.insert(0, HERE)
 import wspager  # noqa: E402
 import wspager.torch as wt  # noqa: E402
-from torch_offload import make_checkpoint  # noqa: E402
+from torch_offload import llama_config, make_checkpoint  # noqa: E402
 
 
 def log(*a):
@@ -73,11 +72,7 @@ def main():
     if torch.cuda.device_count() < 2:
         log("torch_devices: fewer than two CUDA devices")
         sys.exit(77)
-    cfg = transformers.LlamaConfig(vocab_size=a.vocab, hidden_size=a.hidden,
-                                   intermediate_size=a.intermediate, num_hidden_layers=a.layers,
-                                   num_attention_heads=max(1, a.hidden // 128),
-                                   num_key_value_heads=max(1, a.hidden // 512),
-                                   max_position_embeddings=4096, torch_dtype="bfloat16")
+    cfg = llama_config(a.layers, a.hidden, a.intermediate, a.vocab)
     ck = os.path.join(a.dir, "llama")
     t0 = time.time()
     make_checkpoint(ck, cfg)

@@ -47,6 +47,15 @@ def drop_caches() -> bool:
         return False
 
 
+def llama_config(layers: int, hidden: int, intermediate: int, vocab: int):
+    """The benches' Llama: 128-wide heads, 4 query heads a KV head, bf16."""
+    return transformers.LlamaConfig(vocab_size=vocab, hidden_size=hidden,
+                                    intermediate_size=intermediate, num_hidden_layers=layers,
+                                    num_attention_heads=max(1, hidden // 128),
+                                    num_key_value_heads=max(1, hidden // 512),
+                                    max_position_embeddings=4096, torch_dtype="bfloat16")
+
+
 def make_checkpoint(d: str, cfg) -> None:
     """Random bf16 weights (std 0.02, norms 1) made on the GPU, saved in 2 GB
     shards with an index, as save_pretrained lays a checkpoint out."""
@@ -189,11 +198,7 @@ def main():
     ap.add_argument("--json", default=None)
     a = ap.parse_args()
     skip = set(filter(None, a.skip.split(",")))
-    cfg = transformers.LlamaConfig(vocab_size=a.vocab, hidden_size=a.hidden,
-                                   intermediate_size=a.intermediate, num_hidden_layers=a.layers,
-                                   num_attention_heads=max(1, a.hidden // 128),
-                                   num_key_value_heads=max(1, a.hidden // 512),
-                                   max_position_embeddings=4096, torch_dtype="bfloat16")
+    cfg = llama_config(a.layers, a.hidden, a.intermediate, a.vocab)
     ck = os.path.join(a.dir, "llama")
     t0 = time.time()
     make_checkpoint(ck, cfg)

@@ -63,20 +63,15 @@ def place(model: torch.nn.Module, layers: Dict[int, object], devices: List[torch
         def path_device(path: str) -> torch.device:
             return found(path) or devices[0]
         return where, path_device
-    # consecutive units, each device about an equal share of the bytes
-    seq: List[Tuple[str, int]] = []
+    # consecutive units (in the order of their first pack layer), each
+    # device about an equal share of the bytes
+    unit_bytes: Dict[str, int] = {}
     for i in order:
-        if seq and seq[-1][0] == unit[i]:
-            seq[-1] = (unit[i], seq[-1][1] + layers[i].raw_bytes)
-        elif any(u == unit[i] for u, _ in seq):   # a unit met again: add to it
-            k = next(k for k, (u, _) in enumerate(seq) if u == unit[i])
-            seq[k] = (unit[i], seq[k][1] + layers[i].raw_bytes)
-        else:
-            seq.append((unit[i], layers[i].raw_bytes))
-    total = sum(b for _, b in seq) or 1
+        unit_bytes[unit[i]] = unit_bytes.get(unit[i], 0) + layers[i].raw_bytes
+    total = sum(unit_bytes.values()) or 1
     unit_at: Dict[str, int] = {}
     done = 0
-    for u, b in seq:
+    for u, b in unit_bytes.items():
         # the device whose share the middle of this unit falls in
         unit_at[u] = min(int((done + b / 2) * len(devices) / total), len(devices) - 1)
         done += b
