@@ -8,7 +8,8 @@ layer read by exactly one pager (the bytes read add up to at most the
 pack's stored size, each pager read some, neither more than 3/4); a
 device_map places layers where it says; the outputs come back to the
 inputs' device; device="auto" takes every GPU; moving the whole model to
-one device is refused (on two GPUs); train=True over several
+one device is refused (on two GPUs); a GPU named twice, no device, a meta
+device, a map that leaves a layer out, train=True over several
 devices and a "disk" device_map refused with the reason.
 argv[1]: "cpu" (two host pagers: the placement without GPUs) or "cuda"
 (two GPUs: skip, 77, with fewer)."""
@@ -119,6 +120,17 @@ try:
     check(False, "train=True over two devices was accepted")
 except NotImplementedError as e:
     print(f"train over two devices: {e}")
+# device arguments that cannot be right: refused before anything is opened
+bad = [(["cuda:0", "cuda:0"], "twice"), ([], "empty"), ({}, "empty"), (["cpu", "meta"], "meta")]
+if device == "cuda":   # a map that places only some layers
+    bad.append(({"model.embed_tokens": 0, "model.layers": 1}, "places no module"))
+for arg, word in bad:
+    try:
+        wt.from_pretrained(d, device=arg, host_cache="64M")
+        check(False, f"device={arg!r} was accepted")
+    except ValueError as e:
+        print(f"device={arg!r}: {e}")
+        check(word in str(e), f"device={arg!r}: the message does not say {word!r}: {e}")
 try:
     wt.from_pretrained(d, device={"model": "disk"}, host_cache="64M")
     check(False, "a 'disk' device_map was accepted")
