@@ -1,7 +1,8 @@
 /* wsp_adamw_step: the step of torch.optim.AdamW (decoupled weight decay,
  * lerp, no amsgrad), checked against the formula in double precision over
  * ten steps (within 1e-6 relative), the same bits whatever the number of
- * threads (the split is elementwise), and -EINVAL for step 0, NULL arrays
+ * threads (the split is elementwise) and with or without the vector loop
+ * (for either branch of lerp: beta1 below and above 0.5), and -EINVAL for step 0, NULL arrays
  * and non-zero reserved fields.  tests/python/test_adamw.py compares it
  * with torch's own AdamW. */
 #include <math.h>
@@ -10,6 +11,7 @@
 
 #include "../lib/testlib.h"
 #include "wspager.h"
+#include "writeback/adamw.h"
 
 #define N 300007u
 
@@ -46,7 +48,9 @@ int main(void)
 		hp.threads = 0;
 		CHECK_RC(wsp_adamw_step(p, g, m, v, N, &hp), 0);
 		hp.threads = 1;
+		wspi_adamw_use_simd = 0;   /* one thread, the scalar loop */
 		CHECK_RC(wsp_adamw_step(q, g, m1, v1, N, &hp), 0);
+		wspi_adamw_use_simd = 1;
 		CHECK(memcmp(p, q, N * 4) == 0 && memcmp(m, m1, N * 4) == 0 && memcmp(v, v1, N * 4) == 0);
 		double bc1 = 1 - pow(0.9, (double)step), bc2 = 1 - pow(0.999, (double)step);
 		double big = 0, diff = 0;
@@ -62,6 +66,22 @@ int main(void)
 	}
 	printf("10 steps: max |fp32 - double| / max |w| = %.3g\n", worst);
 	CHECK(worst <= 1e-6);
+
+	/* beta1 >= 0.5 takes lerp's other branch; odd beta2 and decay */
+	hp.beta1 = 0.3;
+	hp.beta2 = 0.95;
+	hp.weight_decay = 0.1;
+	for (uint64_t step = 1; step <= 3; step++) {
+		for (unsigned i = 0; i < N; i++)
+			g[i] = (float)(urand(&x) * 1e-3);
+		hp.step = step;
+		hp.threads = 3;
+		CHECK_RC(wsp_adamw_step(p, g, m, v, N, &hp), 0);
+		wspi_adamw_use_simd = 0;
+		CHECK_RC(wsp_adamw_step(q, g, m1, v1, N, &hp), 0);
+		wspi_adamw_use_simd = 1;
+		CHECK(memcmp(p, q, N * 4) == 0 && memcmp(m, m1, N * 4) == 0 && memcmp(v, v1, N * 4) == 0);
+	}
 
 	hp.step = 0;
 	CHECK_RC(wsp_adamw_step(p, g, m, v, N, &hp), -EINVAL);
