@@ -22,7 +22,9 @@
 #                               model over two GPUs: tests/python/
 #                               test_devices.py and bench/torch_devices.py;
 #                               a machine with two), exprans-bench
-#                               (bench/exprans_bench alone), codec-bench
+#                               (bench/exprans_bench alone), adamw-bench
+#                               (bench/adamw_bench: the host AdamW step
+#                               against memory bandwidth), codec-bench
 #                               (bench/exprans_bench, gpu_bench with zstd
 #                               and exprans packs, bench/stream_profile.py
 #                               on both), cold-bench (`wspager
@@ -150,6 +152,11 @@ run() {
 	case $parts in *" exprans-bench "*)
 		step bench-exprans 400 "$lane/bench/exprans_bench"
 		echo "== bench-exprans"; tail -n 20 "$out/bench-exprans.log" ;;
+	esac
+	case $parts in *" adamw-bench "*|*" train-bench "*)
+		step bench-adamw 300 "$lane/bench/adamw_bench"
+		step bench-adamw-1 300 "$lane/bench/adamw_bench" --threads 1 --params 67108864
+		for f in bench-adamw bench-adamw-1; do echo "== $f"; cat "$out/$f.log"; done ;;
 	esac
 	case $parts in *" bench "*|*" codec-bench "*)
 		step bench-exprans 400 "$lane/bench/exprans_bench"
