@@ -27,6 +27,7 @@ and what ran beside it.
   python3 bench/torch_train.py --dir /var/tmp/wsp-train [--layers 8 --hidden 4096 --batch 4]
 """
 import argparse
+import functools
 import os
 import statistics
 import sys
@@ -245,7 +246,12 @@ def main():
         return
 
     n = sum(p.numel() for p in wt.parameters(model))
-    for name, cls in (("torch.optim.AdamW", torch.optim.AdamW), ("wspager.torch.AdamW", wt.AdamW)):
+    # torch's fused CPU AdamW is what torchao's CPUOffloadOptimizer steps its
+    # CPU copies with (its default for AdamW)
+    for name, cls in (("torch.optim.AdamW", torch.optim.AdamW),
+                      ("torch.optim.AdamW(fused=True), torchao's CPU-offload step",
+                       functools.partial(torch.optim.AdamW, fused=True)),
+                      ("wspager.torch.AdamW", wt.AdamW)):
         opt = cls(wt.parameters(model), lr=1e-5)
         t_step = []
         for _ in range(2):   # the first makes the state; the second is every later step
