@@ -333,7 +333,23 @@ struct wsp_options {
 	 * (overflow_dir) and come back, checked, when acquired; never lost.
 	 * wsp_options_init leaves 0: a quarter of host_cache_bytes. */
 	uint64_t state_bytes;
-	uint64_t reserved[11];      /* zero (wsp_options_init) */
+	/* Several devices (added in 0.3): with n_devices >= 2 the pager feeds
+	 * `devices` (CUDA ordinals, or WSP_DEVICE_HOST, each named once) and
+	 * `device` is not used.  Each layer belongs to one of them:
+	 * layer_devices[layer] is an index into `devices` (NULL: consecutive
+	 * layers, balanced by raw bytes, as a pipeline splits a model).  Each
+	 * device gets its own GPU tier (gpu_slots slots, gpu_packed_bytes)
+	 * filled over its own link, and the share of host_cache_bytes its
+	 * layers' raw bytes are of the model's; a layer is read from disk and
+	 * cached once, by the device it belongs to.  Acquire a layer with a
+	 * stream of its device (wsp_layer_device).  Training (wsp_grad_*,
+	 * wsp_state_*, wsp_update, wsp_save) needs one device: with several
+	 * it is refused.  Read during wsp_open() only. */
+	const int *devices;
+	const uint32_t *layer_devices;
+	unsigned n_devices;
+	unsigned reserved_u32;      /* zero */
+	uint64_t reserved[8];       /* zero (wsp_options_init) */
 };
 #define WSP_OPEN_NO_DIRECT  1u   /* buffered reads even where O_DIRECT works */
 #define WSP_OPEN_NO_PIN     2u   /* do not page-lock the host cache (slower H2D; says so) */
@@ -377,6 +393,11 @@ const char *wsp_errmsg(wsp_pager *pg);
  * it also takes the calls that read (verify, read_layer, measure, unpack),
  * one at a time on it, and not during wsp_save() (they share its messages). */
 wsp_pack *wsp_pager_pack(const wsp_pager *pg);
+/* The device `layer` belongs to (added in 0.3): its CUDA ordinal or
+ * WSP_DEVICE_HOST into *device, and its position in wsp_options.devices
+ * into *index (0 with one device; index may be NULL).  0, or WSP_ENOTFOUND
+ * for a layer the pack does not have. */
+int wsp_layer_device(wsp_pager *pg, uint32_t layer, int *device, unsigned *index);
 
 /*
  * Make `layer` usable on `stream` (a cudaStream_t, or NULL for the legacy

@@ -109,7 +109,11 @@ class Options(ctypes.Structure):
         ("overflow_dir", c_char_p),
         ("gpu_packed_bytes", c_u64),
         ("state_bytes", c_u64),
-        ("reserved", c_u64 * 11),
+        ("devices", ctypes.POINTER(ctypes.c_int)),
+        ("layer_devices", ctypes.POINTER(c_u32)),
+        ("n_devices", c_uint),
+        ("reserved_u32", c_uint),
+        ("reserved", c_u64 * 8),
     ]
 
 
@@ -260,6 +264,7 @@ def _declare(lib: ctypes.CDLL) -> None:
         "wsp_close": (None, [c_void_p]),
         "wsp_errmsg": (c_char_p, [c_void_p]),
         "wsp_pager_pack": (c_void_p, [c_void_p]),
+        "wsp_layer_device": (c_int, [c_void_p, c_u32, P(ctypes.c_int), P(c_uint)]),
         "wsp_acquire": (c_int, [c_void_p, c_u32, c_void_p, P(P(Layer))]),
         "wsp_acquire_wait": (c_int, [c_void_p, c_u32, c_void_p, P(P(Layer)), c_u64]),
         "wsp_release": (c_int, [c_void_p, c_u32, c_void_p]),

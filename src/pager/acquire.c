@@ -469,6 +469,11 @@ int wsp_acquire(wsp_pager *pg, uint32_t layer, void *stream, const struct wsp_la
 {
 	if (!pg || !view)
 		return -EINVAL;
+	if (pg->group) {
+		struct wsp_pager_s *m;
+		int rg = pgroup_member(pg, layer, &m);
+		return rg < 0 ? rg : pgroup_pass(pg, m, wsp_acquire(m, layer, stream, view));
+	}
 	return acquire_try(pg, layer, stream, view, 0, 0, 0);
 }
 
@@ -483,6 +488,11 @@ int wsp_acquire_flags(wsp_pager *pg, uint32_t layer, void *stream, unsigned flag
 							      "unknown flags 0x%x", flags));
 		}
 		return -EINVAL;
+	}
+	if (pg->group) {
+		struct wsp_pager_s *m;
+		int rg = pgroup_member(pg, layer, &m);
+		return rg < 0 ? rg : pgroup_pass(pg, m, wsp_acquire_flags(m, layer, stream, flags, view));
 	}
 	return acquire_try(pg, layer, stream, view, 0, 0, flags);
 }
@@ -509,6 +519,11 @@ int wsp_acquire_wait(wsp_pager *pg, uint32_t layer, void *stream, const struct w
 	if (!pg || !view)
 		return -EINVAL;
 	*view = NULL;
+	if (pg->group) {
+		struct wsp_pager_s *m;
+		int rg = pgroup_member(pg, layer, &m);
+		return rg < 0 ? rg : pgroup_pass(pg, m, wsp_acquire_wait(m, layer, stream, view, timeout_ns));
+	}
 	until = deadline_in(timeout_ns);
 	for (int tries = 0;; tries++) {
 		/* Wait for a release (it signals `progress`), then try: another
@@ -569,6 +584,11 @@ int wsp_release(wsp_pager *pg, uint32_t layer, void *stream)
 	int rc;
 	if (!pg)
 		return -EINVAL;
+	if (pg->group) {
+		struct wsp_pager_s *m;
+		int rg = pgroup_member(pg, layer, &m);
+		return rg < 0 ? rg : pgroup_pass(pg, m, wsp_release(m, layer, stream));
+	}
 	wspi_err_init(&err);
 	if (layer >= pg->pk->m.hdr->n_layers)
 		return pager_result(pg, &err, bad_layer(pg, layer, &err));
@@ -592,6 +612,11 @@ int wsp_release_view(wsp_pager *pg, const struct wsp_layer *view, void *stream)
 	int rc;
 	if (!pg || !view)
 		return -EINVAL;
+	if (pg->group) {
+		struct wsp_pager_s *m;
+		int rg = pgroup_member(pg, view->index, &m);
+		return rg < 0 ? rg : pgroup_pass(pg, m, wsp_release_view(m, view, stream));
+	}
 	wspi_err_init(&err);
 	pthread_mutex_lock(&pg->lock);
 	struct slot *s = slots_of_view(&pg->sp, view);
@@ -629,6 +654,11 @@ int wsp_prefetch(wsp_pager *pg, uint32_t layer)
 	struct wspi_err err;
 	if (!pg)
 		return -EINVAL;
+	if (pg->group) {
+		struct wsp_pager_s *m;
+		int rg = pgroup_member(pg, layer, &m);
+		return rg < 0 ? rg : pgroup_pass(pg, m, wsp_prefetch(m, layer));
+	}
 	if (layer >= pg->pk->m.hdr->n_layers) {
 		wspi_err_init(&err);
 		return pager_result(pg, &err, bad_layer(pg, layer, &err));
@@ -642,6 +672,8 @@ int wsp_hint_next(wsp_pager *pg, const uint32_t *layers, size_t n)
 	struct wspi_err err;
 	if (!pg || (!layers && n))
 		return -EINVAL;
+	if (pg->group)
+		return pgroup_hint_next(pg, layers, n);
 	for (size_t i = 0; i < n; i++)
 		if (layers[i] >= pg->pk->m.hdr->n_layers) {
 			wspi_err_init(&err);

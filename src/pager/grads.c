@@ -35,6 +35,8 @@ int wsp_grad_push(wsp_pager *pg, uint32_t layer, const void *const *grads, void 
 	int rc = 0;
 	if (!pg)
 		return -EINVAL;
+	if (pg->group)
+		return pgroup_refuse(pg, "wsp_grad_push");
 	wspi_err_init(&err);
 	if (!grads)
 		rc = WSP_ERR(&err, -EINVAL, "wsp_grad_push: grads is NULL");
@@ -53,6 +55,8 @@ int wsp_grad_push_rows(wsp_pager *pg, uint32_t layer, uint32_t tensor, const int
 	int rc = 0;
 	if (!pg)
 		return -EINVAL;
+	if (pg->group)
+		return pgroup_refuse(pg, "wsp_grad_push_rows");
 	wspi_err_init(&err);
 	rc = check_layer(pg, layer, 0, &err);
 	struct wb *wb = rc == 0 ? room(pg, 1, &err, &rc) : NULL;
@@ -79,11 +83,15 @@ static int on_pushes(wsp_pager *pg, uint32_t layer,
 
 int wsp_grad_query(wsp_pager *pg, uint32_t layer)
 {
+	if (pg && pg->group)
+		return pgroup_refuse(pg, "wsp_grad_query");
 	return on_pushes(pg, layer, wb_query, 1);   /* nothing pushed: nothing pending */
 }
 
 int wsp_grad_wait(wsp_pager *pg, uint32_t layer)
 {
+	if (pg && pg->group)
+		return pgroup_refuse(pg, "wsp_grad_wait");
 	return on_pushes(pg, layer, wb_wait, 0);
 }
 
@@ -93,6 +101,8 @@ int wsp_grad_get(wsp_pager *pg, uint32_t layer, struct wsp_grads *out)
 	int rc = 0;
 	if (!pg || !out)
 		return -EINVAL;
+	if (pg->group)
+		return pgroup_refuse(pg, "wsp_grad_get");
 	wspi_err_init(&err);
 	memset(out, 0, sizeof(*out));
 	rc = check_layer(pg, layer, 0, &err);
@@ -112,5 +122,7 @@ int wsp_grad_get(wsp_pager *pg, uint32_t layer, struct wsp_grads *out)
 
 int wsp_grad_zero(wsp_pager *pg, uint32_t layer)
 {
+	if (pg && pg->group)
+		return pgroup_refuse(pg, "wsp_grad_zero");
 	return on_pushes(pg, layer, wb_zero, 0);
 }

@@ -50,6 +50,16 @@ int pager_result(struct wsp_pager_s *pg, struct wspi_err *err, int rc)
 	return rc;
 }
 
+int pgroup_pass(struct wsp_pager_s *pg, const struct wsp_pager_s *member, int rc)
+{
+	if (rc < 0) {
+		if (last_error.pg != member)   /* refused before it said why */
+			snprintf(last_error.msg, sizeof(last_error.msg), "%s", wsp_strerror(rc));
+		last_error.pg = pg;
+	}
+	return rc;
+}
+
 const char *wsp_errmsg(wsp_pager *pg)
 {
 	if (!pg)

@@ -39,6 +39,14 @@ static int check_options(const struct wsp_options *o, struct wspi_err *err)
 		return WSP_ERR(err, -errno, "overflow_dir %s: %s", o->overflow_dir, strerror(errno));
 	if (o->overflow_dir && !S_ISDIR(st.st_mode))
 		return WSP_ERR(err, -ENOTDIR, "overflow_dir %s: not a directory", o->overflow_dir);
+	if (o->reserved_u32)
+		return WSP_ERR(err, -EINVAL, "wsp_options: reserved fields are not zero "
+			       "(fill the struct with wsp_options_init)");
+	if (o->n_devices && !o->devices)
+		return WSP_ERR(err, -EINVAL, "n_devices is %u but devices is NULL", o->n_devices);
+	if (o->layer_devices && o->n_devices < 2)
+		return WSP_ERR(err, -EINVAL, "layer_devices is set but n_devices is %u: it "
+			       "places layers over several devices", o->n_devices);
 	if (o->device < 0 && o->device != WSP_DEVICE_HOST)
 		return WSP_ERR(err, WSP_ENODEVICE, "device %d is neither a CUDA ordinal nor WSP_DEVICE_HOST",
 			       o->device);
@@ -127,6 +135,7 @@ static int slot_sizes(const struct wsp_pack_s *pk, unsigned n, uint64_t *small, 
 
 static void pager_free(struct wsp_pager_s *pg)
 {
+	pgroup_close(pg);
 	wb_destroy(pg->wb);   /* waits for gradient copies still in flight */
 	hcache_destroy(pg->hc);
 	slots_destroy(&pg->sp);
@@ -297,8 +306,13 @@ int wsp_open(const char *path, const struct wsp_options *opt, wsp_pager **out, c
 		wsp_options_init(&pg->opt);
 
 	rc = check_options(&pg->opt, &pg->err);
+	if (rc == 0 && pg->opt.n_devices == 1) {   /* one device: as `device` */
+		pg->opt.device = pg->opt.devices[0];
+		pg->opt.n_devices = 0;
+		pg->opt.devices = NULL;
+	}
 	if (rc == 0)
-		rc = open_tiers(pg, path);
+		rc = pg->opt.n_devices ? pgroup_open(pg, path) : open_tiers(pg, path);
 	if (rc < 0) {
 		/* Name the pack unless the message already does. */
 		if (!strstr(pg->err.msg, path))
@@ -311,7 +325,7 @@ int wsp_open(const char *path, const struct wsp_options *opt, wsp_pager **out, c
 
 	/* Before anything is observed the predictor says pack order: start the
 	 * first layers on their way now. */
-	if (!(pg->opt.flags & WSP_OPEN_NO_PREFETCH))
+	if (!pg->group && !(pg->opt.flags & WSP_OPEN_NO_PREFETCH))
 		pager_prefetch_ahead(pg);
 	*out = pg;
 	return 0;
@@ -321,6 +335,11 @@ void wsp_close(wsp_pager *pg)
 {
 	if (!pg)
 		return;
+	if (pg->group) {
+		pager_forget_errors(pg);
+		pager_free(pg);   /* closes the members */
+		return;
+	}
 	/* No new early fills from the decode threads from here on. */
 	pthread_mutex_lock(&pg->lock);
 	pg->closing = 1;
@@ -343,6 +362,8 @@ wsp_pack *wsp_pager_pack(const wsp_pager *pg)
 
 void wsp_reset_prediction(wsp_pager *pg)
 {
+	if (pg && pg->group)
+		pgroup_reset_prediction(pg);
 	if (pg && pg->pred) {
 		predictor_reset(pg->pred);
 		readahead_reset(pg->ra);

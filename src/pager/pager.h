@@ -33,6 +33,8 @@ struct wsp_pager_s {
 	struct state_store *state;   /* training state; made at the first wsp_state_put */
 	pthread_mutex_t save_lock;   /* one wsp_update or wsp_save at a time */
 	struct wspi_err err;
+	struct pager_group *group;   /* several devices: the members (group.c); then
+	                                nothing below is used */
 
 	/* Everything below is guarded by lock.  Never held across a call
 	 * into the host cache: its decode threads call back into the pager
@@ -68,6 +70,8 @@ void pager_notice(void *ctx, const char *msg);
 /* End of a public call that used the local `err`: on failure its message
  * becomes this thread's wsp_errmsg() for `pg`.  Destroys err; returns rc. */
 int pager_result(struct wsp_pager_s *pg, struct wspi_err *err, int rc);
+/* A group member's result: its failure's message becomes the group's. */
+int pgroup_pass(struct wsp_pager_s *pg, const struct wsp_pager_s *member, int rc);
 /* wsp_close: the thread's last error no longer names pg. */
 void pager_forget_errors(const struct wsp_pager_s *pg);
 /* min(8 GiB, RAM / 4). */
@@ -81,6 +85,18 @@ void pager_on_unused(void *ctx, uint32_t layer);
 void pager_reap(struct wsp_pager_s *pg, int wait);
 /* Start moving the predicted successors of the last acquire up the tiers. */
 void pager_prefetch_ahead(struct wsp_pager_s *pg);
+
+/* group.c: a pager over several devices routes each call to a member. */
+int pgroup_open(struct wsp_pager_s *pg, const char *path);
+void pgroup_close(struct wsp_pager_s *pg);
+/* The member `layer` belongs to, or WSP_ENOTFOUND (as the group's error). */
+int pgroup_member(struct wsp_pager_s *pg, uint32_t layer, struct wsp_pager_s **member);
+/* Training and saving on a group: WSP_ESTATE, saying why. */
+int pgroup_refuse(struct wsp_pager_s *pg, const char *call);
+int pgroup_hint_next(struct wsp_pager_s *pg, const uint32_t *layers, size_t n);
+void pgroup_reset_prediction(struct wsp_pager_s *pg);
+int pgroup_get_stats(struct wsp_pager_s *pg, struct wsp_stats *out);
+void pgroup_reset_stats(struct wsp_pager_s *pg);
 
 /* source.c: a slot's bytes come from an updated layer or the host cache. */
 /* 1: ref holds the layer's bytes; 0: not in the host tier yet; < 0: an

@@ -147,6 +147,8 @@ int wsp_save(wsp_pager *pg, const char *out, unsigned flags, wsp_progress_fn pro
 	int rc;
 	if (!pg)
 		return -EINVAL;
+	if (pg->group)
+		return pgroup_refuse(pg, "wsp_save");
 	wspi_err_init(&err);
 	if (!out || !*out) {
 		rc = WSP_ERR(&err, -EINVAL, "wsp_save: no output path");

@@ -43,6 +43,8 @@ int wsp_state_acquire(wsp_pager *pg, uint32_t layer, uint64_t bytes, void **data
 	struct wspi_err err;
 	if (!pg || !data)
 		return -EINVAL;
+	if (pg->group)
+		return pgroup_refuse(pg, "wsp_state_acquire");
 	*data = NULL;
 	wspi_err_init(&err);
 	int rc = 0;
@@ -63,6 +65,8 @@ int wsp_state_release(wsp_pager *pg, uint32_t layer, int changed)
 	int rc = 0;
 	if (!pg)
 		return -EINVAL;
+	if (pg->group)
+		return pgroup_refuse(pg, "wsp_state_release");
 	wspi_err_init(&err);
 	struct state_store *st = store(pg, layer, 0, &err, &rc);
 	if (rc == 0)
@@ -78,6 +82,8 @@ int64_t wsp_state_size(wsp_pager *pg, uint32_t layer)
 	int rc = 0;
 	if (!pg)
 		return -EINVAL;
+	if (pg->group)
+		return pgroup_refuse(pg, "wsp_state_size");
 	wspi_err_init(&err);
 	struct state_store *st = store(pg, layer, 0, &err, &rc);
 	uint64_t n = st ? state_size(st, layer) : 0;

@@ -12,6 +12,8 @@ int wsp_get_stats(wsp_pager *pg, struct wsp_stats *out)
 	struct hcache_stats hs;
 	if (!pg || !out)
 		return -EINVAL;
+	if (pg->group)
+		return pgroup_get_stats(pg, out);
 	memset(out, 0, sizeof(*out));
 	memset(&hs, 0, sizeof(hs));
 	pager_reap(pg, 0);   /* count the copies that have completed by now */
@@ -82,6 +84,10 @@ void wsp_reset_stats(wsp_pager *pg)
 {
 	if (!pg)
 		return;
+	if (pg->group) {
+		pgroup_reset_stats(pg);
+		return;
+	}
 	pager_reap(pg, 0);
 	hcache_reset_stats(pg->hc);
 	pthread_mutex_lock(&pg->lock);

@@ -54,6 +54,8 @@ int wsp_update(wsp_pager *pg, uint32_t layer, const void *const *values)
 	int rc = 0;
 	if (!pg)
 		return -EINVAL;
+	if (pg->group)
+		return pgroup_refuse(pg, "wsp_update");
 	wspi_err_init(&err);
 	if (!values)
 		rc = WSP_ERR(&err, -EINVAL, "wsp_update: values is NULL");

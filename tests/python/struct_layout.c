@@ -72,6 +72,11 @@ int main(void)
 	F(wsp_options, updated_bytes);
 	F(wsp_options, overflow_dir);
 	F(wsp_options, gpu_packed_bytes);
+	F(wsp_options, state_bytes);
+	F(wsp_options, devices);
+	F(wsp_options, layer_devices);
+	F(wsp_options, n_devices);
+	F(wsp_options, reserved_u32);
 	F(wsp_options, reserved);
 	printf("]}");
 	printf(", \"wsp_stats\": {\"size\": %zu, \"fields\": [", sizeof(struct wsp_stats));

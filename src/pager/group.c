@@ -1,0 +1,308 @@
+/*
+ * A pager over several devices (wsp_options.n_devices >= 2): one member
+ * pager per device, each with its own GPU tier and link, its share of the
+ * host budget, and its own layers; a member never reads another's layers
+ * (they are on demand to it), so each layer is read from disk and cached
+ * once.  The group's handle owns the members and routes each call on a
+ * layer to the member the layer belongs to; it has no tiers of its own.
+ *
+ * Members are whole pagers opened through wsp_open: nothing in the tiers
+ * knows about groups, and a member's errors become the group's (the
+ * calling thread's wsp_errmsg names the group's handle).
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/util.h"
+#include "pager/pager.h"
+
+struct pager_group {
+	unsigned n;                    /* devices */
+	int *devices;
+	struct wsp_pager_s **members;  /* NULL for a device given no layer */
+	uint32_t *owner;               /* per layer: its device's index */
+};
+
+/* Each layer's device: the caller's, checked, or consecutive layers split
+ * where the running raw bytes cross k/n of the total (a layer goes where
+ * its middle falls), as a pipeline splits a model. */
+static int assign_layers(const struct wsp_pack_s *pk, const struct wsp_options *o,
+			 uint32_t *owner, struct wspi_err *err)
+{
+	uint32_t nl = pk->m.hdr->n_layers;
+	uint64_t total = 0, before = 0;
+	for (uint32_t i = 0; i < nl; i++)
+		total += pk->layers[i].raw_bytes;
+	for (uint32_t i = 0; i < nl; i++) {
+		if (o->layer_devices) {
+			if (o->layer_devices[i] >= o->n_devices)
+				return WSP_ERR(err, -EINVAL, "layer_devices[%u] (layer %s) is %u: "
+					       "there are %u devices", i, pk->layers[i].name,
+					       o->layer_devices[i], o->n_devices);
+			owner[i] = o->layer_devices[i];
+			continue;
+		}
+		uint64_t raw = pk->layers[i].raw_bytes;
+		long double mid = (long double)before + (long double)raw / 2;
+		uint64_t k = total ? (uint64_t)(mid * o->n_devices / (long double)total) : 0;
+		owner[i] = (uint32_t)WSP_MIN(k, (uint64_t)o->n_devices - 1);
+		before += raw;
+	}
+	return 0;
+}
+
+static int check_devices(const struct wsp_options *o, struct wspi_err *err)
+{
+	if (!o->devices)
+		return WSP_ERR(err, -EINVAL, "n_devices is %u but devices is NULL", o->n_devices);
+	for (unsigned k = 0; k < o->n_devices; k++) {
+		int d = o->devices[k];
+		if (d < 0 && d != WSP_DEVICE_HOST)
+			return WSP_ERR(err, WSP_ENODEVICE, "devices[%u] is %d: neither a CUDA "
+				       "ordinal nor WSP_DEVICE_HOST", k, d);
+		for (unsigned j = 0; j < k && d >= 0; j++)
+			if (o->devices[j] == d)
+				return WSP_ERR(err, -EINVAL, "devices names GPU %d twice (%u and %u)",
+					       d, j, k);
+	}
+	return 0;
+}
+
+/* Member k's options: its device, its share of the host budget, and every
+ * other device's layers on demand besides the caller's. */
+static int member_options(struct wsp_pager_s *pg, unsigned k, struct wsp_options *mo,
+			  const char ***names)
+{
+	const struct wsp_pack_s *pk = pg->pk;
+	struct pager_group *g = pg->group;
+	uint32_t nl = pk->m.hdr->n_layers;
+	size_t given = 0;
+	uint64_t mine = 0, total = 0;
+	for (const char *const *n = pg->opt.on_demand; n && *n; n++)
+		given++;
+	const char **list = calloc(given + nl + 1, sizeof(*list));
+	if (!list)
+		return -ENOMEM;
+	size_t at = 0;
+	for (size_t i = 0; i < given; i++)
+		list[at++] = pg->opt.on_demand[i];
+	for (uint32_t i = 0; i < nl; i++) {
+		total += pk->layers[i].raw_bytes;
+		if (g->owner[i] == k)
+			mine += pk->layers[i].raw_bytes;
+		else
+			list[at++] = pk->layers[i].name;
+	}
+	*mo = pg->opt;
+	mo->devices = NULL;
+	mo->layer_devices = NULL;
+	mo->n_devices = 0;
+	mo->device = g->devices[k];
+	mo->on_demand = list;
+	uint64_t budget = pg->opt.host_cache_bytes ? pg->opt.host_cache_bytes
+						   : pager_default_host_bytes();
+	mo->host_cache_bytes = WSP_MAX((uint64_t)((long double)budget * mine / (total ? total : 1)),
+				       1ull << 20);
+	*names = list;
+	return 0;
+}
+
+int pgroup_open(struct wsp_pager_s *pg, const char *path)
+{
+	struct wspi_err *err = &pg->err;
+	const struct wsp_options *o = &pg->opt;
+	int rc;
+	if ((rc = check_devices(o, err)) < 0 || (rc = pack_open(path, &pg->pk, err)) < 0)
+		return rc;
+	uint32_t nl = pg->pk->m.hdr->n_layers;
+	struct pager_group *g = calloc(1, sizeof(*g));
+	if (g) {
+		g->devices = calloc(o->n_devices, sizeof(*g->devices));
+		g->members = calloc(o->n_devices, sizeof(*g->members));
+		g->owner = calloc(nl ? nl : 1, sizeof(*g->owner));
+	}
+	pg->group = g;
+	if (!g || !g->devices || !g->members || !g->owner)
+		return WSP_ERR(err, -ENOMEM, "out of memory");
+	g->n = o->n_devices;
+	memcpy(g->devices, o->devices, g->n * sizeof(*g->devices));
+	if ((rc = assign_layers(pg->pk, o, g->owner, err)) < 0)
+		return rc;
+	for (unsigned k = 0; k < g->n; k++) {
+		int used = 0;
+		for (uint32_t i = 0; i < nl && !used; i++)
+			used = g->owner[i] == k;
+		if (!used)
+			continue;   /* nothing to feed: no tiers on that device */
+		struct wsp_options mo;
+		const char **names;
+		char msg[WSP_ERRMSG_MAX];
+		if (member_options(pg, k, &mo, &names) < 0)
+			return WSP_ERR(err, -ENOMEM, "out of memory");
+		rc = wsp_open(path, &mo, &g->members[k], msg, sizeof(msg));
+		free(names);
+		if (rc < 0) {
+			char dn[32];
+			if (g->devices[k] == WSP_DEVICE_HOST)
+				snprintf(dn, sizeof(dn), "host");
+			else
+				snprintf(dn, sizeof(dn), "GPU %d", g->devices[k]);
+			return WSP_ERR(err, rc, "device %u (%s): %s", k, dn, msg);
+		}
+	}
+	pg->opt.on_demand = NULL;   /* the caller's strings: read at open only */
+	pg->opt.devices = NULL;
+	pg->opt.layer_devices = NULL;
+	return 0;
+}
+
+void pgroup_close(struct wsp_pager_s *pg)
+{
+	struct pager_group *g = pg->group;
+	if (!g)
+		return;
+	for (unsigned k = 0; g->members && k < g->n; k++)
+		wsp_close(g->members[k]);
+	free(g->members);
+	free(g->devices);
+	free(g->owner);
+	free(g);
+	pg->group = NULL;
+}
+
+int pgroup_member(struct wsp_pager_s *pg, uint32_t layer, struct wsp_pager_s **member)
+{
+	struct wspi_err err;
+	*member = NULL;
+	if (layer < pg->pk->m.hdr->n_layers) {
+		*member = pg->group->members[pg->group->owner[layer]];
+		return 0;
+	}
+	wspi_err_init(&err);
+	return pager_result(pg, &err, WSP_ERR(&err, WSP_ENOTFOUND, "no layer %u (the pack has %u)",
+					      layer, pg->pk->m.hdr->n_layers));
+}
+
+int pgroup_refuse(struct wsp_pager_s *pg, const char *call)
+{
+	struct wspi_err err;
+	wspi_err_init(&err);
+	return pager_result(pg, &err, WSP_ERR(&err, WSP_ESTATE, "%s: training and saving need a "
+					      "pager on one device (this one feeds %u)", call,
+					      pg->group->n));
+}
+
+int pgroup_hint_next(struct wsp_pager_s *pg, const uint32_t *layers, size_t n)
+{
+	struct pager_group *g = pg->group;
+	struct wspi_err err;
+	wspi_err_init(&err);
+	for (size_t i = 0; i < n; i++)
+		if (layers[i] >= pg->pk->m.hdr->n_layers)
+			return pager_result(pg, &err, WSP_ERR(&err, WSP_ENOTFOUND, "no layer %u (the "
+							      "pack has %u)", layers[i],
+							      pg->pk->m.hdr->n_layers));
+	uint32_t *mine = malloc((n ? n : 1) * sizeof(*mine));
+	if (!mine)
+		return pager_result(pg, &err, WSP_ERR(&err, -ENOMEM, "out of memory"));
+	wspi_err_destroy(&err);
+	/* Each member its own layers, in the order given. */
+	int rc = 0;
+	for (unsigned k = 0; k < g->n && rc == 0; k++) {
+		size_t m = 0;
+		for (size_t i = 0; i < n; i++)
+			if (g->owner[layers[i]] == k)
+				mine[m++] = layers[i];
+		if (m)
+			rc = pgroup_pass(pg, g->members[k], wsp_hint_next(g->members[k], mine, m));
+	}
+	free(mine);
+	return rc;
+}
+
+void pgroup_reset_prediction(struct wsp_pager_s *pg)
+{
+	for (unsigned k = 0; k < pg->group->n; k++)
+		if (pg->group->members[k])
+			wsp_reset_prediction(pg->group->members[k]);
+}
+
+/* Counters add up over the devices; sizes of one slot are the largest;
+ * the I/O backend is the first member's (all share the options). */
+int pgroup_get_stats(struct wsp_pager_s *pg, struct wsp_stats *out)
+{
+	struct pager_group *g = pg->group;
+	int first = 1;
+	memset(out, 0, sizeof(*out));
+	for (unsigned k = 0; k < g->n; k++) {
+		struct wsp_stats s;
+		if (!g->members[k])
+			continue;
+		int rc = pgroup_pass(pg, g->members[k], wsp_get_stats(g->members[k], &s));
+		if (rc < 0)
+			return rc;
+		uint64_t *sum[] = {
+			&out->acquires, &out->gpu_hits, &out->host_hits, &out->misses,
+			&out->predicted, &out->prefetches, &out->prefetch_wasted,
+			&out->host_evictions, &out->gpu_evictions, &out->bytes_read,
+			&out->bytes_decoded, &out->bytes_h2d, &out->read_ns, &out->decode_ns,
+			&out->h2d_ns, &out->acquire_block_ns, &out->host_cache_bytes,
+			&out->pinned_bytes, &out->staging_bytes, &out->acquire_failures,
+			&out->grad_pushes, &out->bytes_d2h, &out->grad_add_ns, &out->updated_layers,
+			&out->updated_bytes, &out->updated_resident, &out->overflow_written,
+			&out->overflow_read, &out->packed_gpu_hits, &out->packed_gpu_bytes,
+			&out->readahead_left_out, &out->slots_total_bytes, &out->state_held,
+			&out->state_resident,
+		};
+		const uint64_t *add[] = {
+			&s.acquires, &s.gpu_hits, &s.host_hits, &s.misses,
+			&s.predicted, &s.prefetches, &s.prefetch_wasted,
+			&s.host_evictions, &s.gpu_evictions, &s.bytes_read,
+			&s.bytes_decoded, &s.bytes_h2d, &s.read_ns, &s.decode_ns,
+			&s.h2d_ns, &s.acquire_block_ns, &s.host_cache_bytes,
+			&s.pinned_bytes, &s.staging_bytes, &s.acquire_failures,
+			&s.grad_pushes, &s.bytes_d2h, &s.grad_add_ns, &s.updated_layers,
+			&s.updated_bytes, &s.updated_resident, &s.overflow_written,
+			&s.overflow_read, &s.packed_gpu_hits, &s.packed_gpu_bytes,
+			&s.readahead_left_out, &s.slots_total_bytes, &s.state_held,
+			&s.state_resident,
+		};
+		for (size_t i = 0; i < WSP_ARRAY_SIZE(sum); i++)
+			*sum[i] += *add[i];
+		out->slot_bytes = WSP_MAX(out->slot_bytes, s.slot_bytes);
+		out->gpu_slots += s.gpu_slots;
+		if (first) {
+			memcpy(out->io_backend, s.io_backend, sizeof(out->io_backend));
+			out->direct_io = s.direct_io;
+		}
+		out->direct_io &= s.direct_io;
+		first = 0;
+	}
+	return 0;
+}
+
+void pgroup_reset_stats(struct wsp_pager_s *pg)
+{
+	for (unsigned k = 0; k < pg->group->n; k++)
+		if (pg->group->members[k])
+			wsp_reset_stats(pg->group->members[k]);
+}
+
+int wsp_layer_device(wsp_pager *pg, uint32_t layer, int *device, unsigned *index)
+{
+	struct wspi_err err;
+	if (!pg || !device)
+		return -EINVAL;
+	if (layer >= pg->pk->m.hdr->n_layers) {
+		wspi_err_init(&err);
+		return pager_result(pg, &err, WSP_ERR(&err, WSP_ENOTFOUND, "no layer %u (the pack "
+						      "has %u)", layer, pg->pk->m.hdr->n_layers));
+	}
+	unsigned k = pg->group ? pg->group->owner[layer] : 0;
+	*device = pg->group ? pg->group->devices[k] : pg->opt.device;
+	if (index)
+		*index = k;
+	return 0;
+}
