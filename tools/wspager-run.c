@@ -23,6 +23,8 @@ struct run_cfg {
 	uint64_t host_cache;
 	bool host_cache_set, gpu_slots_set, lookahead_set, json, no_prefetch, device_set;
 	int device;
+	struct wt_devices devices;   /* --devices: a pager over several */
+	bool devices_set;
 	enum wsp_io_backend io;
 	enum wsp_policy policy;
 };
@@ -157,10 +159,10 @@ static const char *policy_name(enum wsp_policy p)
 	return p == WSP_POLICY_LRU ? "lru" : "predict";
 }
 
-static int print_json(const struct run_cfg *c, int device, const struct wsp_pack_summary *s, size_t steps,
-		      const struct wsp_stats *fin, const struct run_row *rows, const struct run_row *tot)
+static int print_json(const struct run_cfg *c, const char *devices, const struct wsp_pack_summary *s,
+		      size_t steps, const struct wsp_stats *fin, const struct run_row *rows,
+		      const struct run_row *tot)
 {
-	char dn[300];
 	json_t *cfg = json_pack("{s:i,s:i,s:I,s:I,s:i,s:I,s:I,s:s,s:b,s:s,s:i,s:i,s:b}", "passes", c->passes, "batch",
 				c->batch, "host_cache_bytes", (json_int_t)fin->host_cache_bytes, "pinned_bytes",
 				(json_int_t)fin->pinned_bytes, "gpu_slots", fin->gpu_slots, "slot_bytes",
@@ -176,7 +178,7 @@ static int print_json(const struct run_cfg *c, int device, const struct wsp_pack
 	for (unsigned p = 0; passes && p < c->passes; p++)
 		json_array_append_new(passes, row_json(&rows[p], false));
 	json_t *root = json_pack("{s:s,s:s,s:s,s:o,s:o,s:o,s:o}", "version", wsp_version_string(), "pack", c->pack,
-				 "device", wt_device_name(device, dn, sizeof(dn)), "config", cfg, "model", model,
+				 "device", devices, "config", cfg, "model", model,
 				 "passes", passes, "total", row_json(tot, true));
 	if (!root) {
 		cli_error("out of memory building JSON");
@@ -196,13 +198,14 @@ static void print_row(const char *label, const struct run_row *r)
 	       (r->cpu.user_ns + r->cpu.sys_ns) / 1e9);
 }
 
-static void print_table(const struct run_cfg *c, int device, const struct wsp_pack_summary *s, size_t steps,
-			const struct wsp_stats *fin, const struct run_row *rows, const struct run_row *tot)
+static void print_table(const struct run_cfg *c, const char *devices, bool host,
+			const struct wsp_pack_summary *s, size_t steps, const struct wsp_stats *fin,
+			const struct run_row *rows, const struct run_row *tot)
 {
-	char dn[300], a[32], b[32], d[32];
+	char a[32], b[32], d[32];
 	printf("pack      %s: %u layers, %s raw, %s stored\n", c->pack, s->n_layers,
 	       wt_size(s->raw_bytes, a, sizeof(a)), wt_size(s->stored_bytes, b, sizeof(b)));
-	printf("device    %s\n", wt_device_name(device, dn, sizeof(dn)));
+	printf("device    %s\n", devices);
 	printf("tiers     host cache %s (%s pinned), %u GPU slots of up to %s",
 	       wt_size(fin->host_cache_bytes, a, sizeof(a)), wt_size(fin->pinned_bytes, b, sizeof(b)),
 	       fin->gpu_slots, wt_size(fin->slot_bytes, d, sizeof(d)));
@@ -223,8 +226,10 @@ static void print_table(const struct run_cfg *c, int device, const struct wsp_pa
 	}
 	print_row("total", tot);
 	printf("\nGB/s: raw weight bytes acquired per second of wall time (1 GB = 1e9 bytes).\n"
-	       "wait: time the %s waited for weights between layers.\n",
-	       device == WSP_DEVICE_HOST ? "workload (host backend: blocked in acquire)" : "GPU");
+	       "wait: time the %s waited for weights between layers%s.\n",
+	       host ? "workload (host backend: blocked in acquire)" : "GPU",
+	       strchr(devices, ',') ? ", summed over the devices (with each one's idle time while "
+				      "the others computed)" : "");
 }
 
 static int parse(int argc, char **argv, struct run_cfg *c)
@@ -249,6 +254,8 @@ static int parse(int argc, char **argv, struct run_cfg *c)
 			.given = &c->gpu_slots_set),
 		CLI_OPT("device", 0, CLI_CALL, &c->device, .call = wt_opt_device,
 			.given = &c->device_set),
+		CLI_OPT("devices", 0, CLI_CALL, &c->devices, .call = wt_opt_devices,
+			.given = &c->devices_set),
 		CLI_OPT("io", 0, CLI_CHOICE, &io, .names = ios, .values = io_ids),
 		CLI_OPT("policy", 0, CLI_CHOICE, &policy, .names = policies, .values = policy_ids),
 		CLI_OPT("lookahead", 0, CLI_UINT, &c->lookahead, .max = 1000000,
@@ -266,6 +273,8 @@ static int parse(int argc, char **argv, struct run_cfg *c)
 	c->policy = (enum wsp_policy)policy;
 	if (rc)
 		return rc;
+	if (c->device_set && c->devices_set)
+		return cli_usage("--device and --devices: give one");
 	if (optind >= argc)
 		return cli_usage("missing PACK");
 	if (optind + 1 < argc)
@@ -277,12 +286,11 @@ static int parse(int argc, char **argv, struct run_cfg *c)
 /* Pass 1 is timed from t_open, when wsp_open began (and with it the
  * prefetching), and its CPU time counted from cpu_open, taken then; the
  * later passes from their first acquire. */
-static int run_passes(const struct run_cfg *c, wsp_pager *pg, struct wt_work *w, const uint32_t *order,
-		      size_t steps, uint64_t t_open, const struct wt_cpu *cpu_open,
-		      struct wt_trace *tr, struct run_row *rows)
+static int run_passes(const struct run_cfg *c, wsp_pager *pg, struct wt_work *const *works,
+		      unsigned n_works, const uint32_t *order, size_t steps, uint64_t t_open,
+		      const struct wt_cpu *cpu_open, struct wt_trace *tr, struct run_row *rows)
 {
 	const wsp_pack *pk = wsp_pager_pack(pg);
-	void *stream = wt_work_stream(w);
 	struct cli_progress prog;
 	uint64_t per_pass = 0, done = 0;
 	for (size_t i = 0; i < steps; i++)
@@ -305,10 +313,20 @@ static int run_passes(const struct run_cfg *c, wsp_pager *pg, struct wt_work *w,
 		else
 			wt_cpu_now(&c0);
 		uint64_t t0 = p == 0 ? t_open : wt_now_ns();
-		if (wt_work_pass_begin(w))
-			return CLI_EXIT_FAIL;
+		for (unsigned k = 0; k < n_works; k++)
+			if (wt_work_pass_begin(works[k]))
+				return CLI_EXIT_FAIL;
 		for (size_t i = 0; i < steps; i++) {
 			const struct wsp_layer *v;
+			int dev;
+			unsigned k = 0;
+			if (n_works > 1 && wsp_layer_device(pg, order[i], &dev, &k) < 0) {
+				cli_progress_end(&prog);
+				cli_error("layer %u: %s", order[i], wsp_errmsg(pg));
+				return CLI_EXIT_FAIL;
+			}
+			struct wt_work *w = works[k];   /* the layer's device's workload */
+			void *stream = wt_work_stream(w);
 			rc = wsp_acquire(pg, order[i], stream, &v);
 			if (rc < 0) {
 				cli_progress_end(&prog);
@@ -330,7 +348,21 @@ static int run_passes(const struct run_cfg *c, wsp_pager *pg, struct wt_work *w,
 			done += v->raw_bytes;
 			cli_progress_update(&prog, done, per_pass * c->passes);
 		}
-		rc = wt_work_pass_end(w, &res);
+		struct wt_pass_result all;
+		memset(&all, 0, sizeof(all));
+		rc = 0;
+		for (unsigned k = 0; k < n_works && !rc; k++) {
+			rc = wt_work_pass_end(works[k], &res);
+			all.compute_ns += res.compute_ns;
+			all.wait_ns += res.wait_ns;
+			all.gemms += res.gemms;
+			all.checksums += res.checksums;
+			all.flops += res.flops;
+			all.steps += res.steps;
+			if (!rc && tr)
+				wt_trace_compute(tr, &res, p + 1);
+		}
+		res = all;
 		uint64_t t1 = wt_now_ns();
 		if (rc) {
 			cli_progress_end(&prog);
@@ -348,8 +380,6 @@ static int run_passes(const struct run_cfg *c, wsp_pager *pg, struct wt_work *w,
 		r->checksums = res.checksums;
 		r->flops = res.flops;
 		r->steps = res.steps;
-		if (tr)
-			wt_trace_compute(tr, &res, p + 1);
 	}
 	cli_progress_end(&prog);
 	return 0;
@@ -362,9 +392,25 @@ int wt_cmd_run(int argc, char **argv)
 	if (rc)
 		return rc < 0 ? CLI_EXIT_OK : rc;
 
-	int device;
-	if ((rc = wt_pick_device(c.device, c.device_set, &device)))
+	/* One device, or with --devices several (each must exist). */
+	struct wt_devices devs = { .n = 1 };
+	if (c.devices_set) {
+		devs.n = c.devices.n;
+		for (unsigned k = 0; k < devs.n; k++)
+			if ((rc = wt_pick_device(c.devices.dev[k], true, &devs.dev[k])))
+				return rc;
+	} else if ((rc = wt_pick_device(c.device, c.device_set, &devs.dev[0]))) {
 		return rc;
+	}
+	char label[WT_MAX_DEVICES * 80] = "";
+	bool host = true;
+	for (unsigned k = 0; k < devs.n; k++) {
+		char dn[300];
+		size_t at = strlen(label);
+		snprintf(label + at, sizeof(label) - at, "%s%s", k ? ", " : "",
+			 wt_device_name(devs.dev[k], dn, sizeof(dn)));
+		host = host && devs.dev[k] == WSP_DEVICE_HOST;
+	}
 
 	struct wt_trace *tr = NULL;
 	struct stat ts, os;
@@ -384,7 +430,11 @@ int wt_cmd_run(int argc, char **argv)
 		opt.gpu_slots = c.gpu_slots;
 	if (c.lookahead_set)
 		opt.lookahead = c.lookahead;
-	opt.device = device;
+	opt.device = devs.dev[0];
+	if (devs.n > 1) {
+		opt.devices = devs.dev;
+		opt.n_devices = devs.n;
+	}
 	opt.io = c.io;
 	opt.policy = c.policy;
 	opt.decode_threads = c.threads;
@@ -397,7 +447,7 @@ int wt_cmd_run(int argc, char **argv)
 	}
 
 	wsp_pager *pg = NULL;
-	struct wt_work *w = NULL;
+	struct wt_work *works[WT_MAX_DEVICES] = { NULL };
 	uint32_t *order = NULL;
 	struct run_row *rows = NULL;
 	size_t steps = 0;
@@ -439,9 +489,11 @@ int wt_cmd_run(int argc, char **argv)
 		cli_error("%s: the pack has no layers", c.pack);
 		goto out;
 	}
-	struct wt_work_cfg wc = {.device = device, .batch = c.batch, .max_steps = steps};
-	if (wt_work_open(&wc, pk, &w))
-		goto out;
+	for (unsigned k = 0; k < devs.n; k++) {
+		struct wt_work_cfg wc = {.device = devs.dev[k], .batch = c.batch, .max_steps = steps};
+		if (wt_work_open(&wc, pk, &works[k]))
+			goto out;
+	}
 	rows = calloc(c.passes, sizeof(*rows));
 	if (!rows) {
 		cli_error("out of memory");
@@ -461,7 +513,7 @@ int wt_cmd_run(int argc, char **argv)
 		cli_error("%s: the pack changed while it was being opened", c.pack);
 		goto out;
 	}
-	if (run_passes(&c, pg, w, order, steps, t_open, &cpu_open, tr, rows))
+	if (run_passes(&c, pg, works, devs.n, order, steps, t_open, &cpu_open, tr, rows))
 		goto out;
 
 	struct run_row tot;
@@ -471,13 +523,14 @@ int wt_cmd_run(int argc, char **argv)
 	struct wsp_stats fin;
 	wsp_get_stats(pg, &fin);
 	if (c.json)
-		rc = print_json(&c, device, &s, steps, &fin, rows, &tot);
+		rc = print_json(&c, label, &s, steps, &fin, rows, &tot);
 	else {
-		print_table(&c, device, &s, steps, &fin, rows, &tot);
+		print_table(&c, label, host, &s, steps, &fin, rows, &tot);
 		rc = fflush(stdout) == EOF ? CLI_EXIT_FAIL : 0;
 	}
 out:
-	wt_work_close(w);
+	for (unsigned k = 0; k < devs.n; k++)
+		wt_work_close(works[k]);
 	/* Close the pager before writing the trace: its workers report until
 	 * they stop. */
 	wsp_close(pg);

@@ -19,6 +19,13 @@
 /* ---- option values (wspager-util.c): 0, or the usage error ---- */
 /* "host" -> WSP_DEVICE_HOST, or a CUDA ordinal. */
 int wt_opt_device(const char *opt, const char *arg, void *dest);   /* int *dest (CLI_CALL) */
+/* --devices LIST: comma-separated devices as --device takes them. */
+#define WT_MAX_DEVICES 16u
+struct wt_devices {
+	int dev[WT_MAX_DEVICES];
+	unsigned n;
+};
+int wt_opt_devices(const char *opt, const char *arg, void *dest);  /* struct wt_devices * */
 
 /* ---- clocks and resources ---- */
 uint64_t wt_now_ns(void);            /* CLOCK_MONOTONIC */

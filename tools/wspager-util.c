@@ -42,6 +42,33 @@ int wt_opt_device(const char *opt, const char *arg, void *dest)
 	return 0;
 }
 
+int wt_opt_devices(const char *opt, const char *arg, void *dest)
+{
+	struct wt_devices *out = dest;
+	char item[32];
+	out->n = 0;
+	for (const char *p = arg;; p++) {
+		size_t len = strcspn(p, ",");
+		if (len == 0 || len >= sizeof(item))
+			return cli_usage("%s: invalid list '%s' (devices as --device takes them, "
+					 "separated by commas: 0,1)", opt, arg);
+		if (out->n == WT_MAX_DEVICES)
+			return cli_usage("%s: more than %u devices", opt, WT_MAX_DEVICES);
+		memcpy(item, p, len);
+		item[len] = '\0';
+		int rc = wt_opt_device(opt, item, &out->dev[out->n]);
+		if (rc)
+			return rc;
+		for (unsigned j = 0; j < out->n; j++)
+			if (out->dev[j] == out->dev[out->n] && out->dev[j] != WSP_DEVICE_HOST)
+				return cli_usage("%s: device %s is named twice", opt, item);
+		out->n++;
+		p += len;
+		if (!*p)
+			return 0;
+	}
+}
+
 uint64_t wt_now_ns(void)
 {
 	struct timespec ts;

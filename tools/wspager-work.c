@@ -446,8 +446,23 @@ void *wt_work_stream(struct wt_work *w)
 	return NULL;
 }
 
+/* Make the workload's device current: over several devices the caller
+ * moves between workloads, and a stream or cuBLAS handle works only on
+ * its own device. */
+static int use_device(struct wt_work *w)
+{
+#ifdef WSP_HAVE_CUDA
+	if (gpu(w))
+		CUDA_TRY(cudaSetDevice(w->cfg.device), "cudaSetDevice");
+#endif
+	(void)w;
+	return 0;
+}
+
 int wt_work_pass_begin(struct wt_work *w)
 {
+	if (use_device(w))
+		return CLI_EXIT_FAIL;
 	w->step = 0;
 	w->n_checks = 0;
 	w->gemms = w->checksums = w->flops = 0;
@@ -512,6 +527,8 @@ int wt_work_layer(struct wt_work *w, const struct wsp_layer *view)
 	struct wt_step_time *st = &w->times[w->step];
 	st->layer = view->index;
 	int rc;
+	if (use_device(w))
+		return CLI_EXIT_FAIL;
 #ifdef WSP_HAVE_CUDA
 	if (gpu(w)) {
 		rc = gpu_layer(w, view);
@@ -529,6 +546,8 @@ int wt_work_layer(struct wt_work *w, const struct wsp_layer *view)
 int wt_work_pass_end(struct wt_work *w, struct wt_pass_result *res)
 {
 	memset(res, 0, sizeof(*res));
+	if (use_device(w))
+		return CLI_EXIT_FAIL;
 #ifdef WSP_HAVE_CUDA
 	if (gpu(w)) {
 		if (gpu_pass_end(w))

@@ -21,6 +21,7 @@ void wt_help(FILE *f)
 	      "      --host-cache SIZE pinned host tier budget (K, M, G, T suffixes)\n"
 	      "      --gpu-slots N     GPU slots of the largest layer (default 3)\n"
 	      "      --device N|host   CUDA device, or the host backend (default 0)\n"
+	      "      --devices LIST    several (0,1): consecutive layers on each, one pager\n"
 	      "      --io auto|uring|pread|mmap   I/O backend (default auto)\n"
 	      "      --policy lru|predict         eviction policy (default predict)\n"
 	      "      --lookahead K     layers to prefetch ahead (default: as the tiers hold)\n"
