@@ -21,7 +21,9 @@
 #                               (bench/torch_train.py), multi-gpu (a
 #                               model over two GPUs: tests/python/
 #                               test_devices.py and bench/torch_devices.py;
-#                               a machine with two), exprans-bench
+#                               a machine with two), run-devices
+#                               (`wspager run --devices 0,1` against one
+#                               GPU; a machine with two), exprans-bench
 #                               (bench/exprans_bench alone), adamw-bench
 #                               (bench/adamw_bench: the host AdamW step
 #                               against memory bandwidth), codec-bench
@@ -147,6 +149,22 @@ run() {
 		step bench-devices 400 "${py_env[@]}" python3 "$top/bench/torch_devices.py" --dir "$work/devices"
 		for f in py-devices-cuda py-devices-cpu bench-devices; do
 			echo "== $f"; grep -avE 'Loading|Writing|Packing' "$out/$f.log" | tail -n 14
+		done ;;
+	esac
+	case $parts in *" run-devices "*)
+		# the C API's pager over both GPUs against one, host tier warm
+		step run-devices-gen 300 wspack generate "$work/run-dev-model" --layers 16 --hidden 4096 \
+			--intermediate 11008 --vocab 32000 --force
+		step run-devices-convert 300 wspack convert "$work/run-dev-model" -o "$work/run-dev.wsp" --force
+		rm -rf "$work/run-dev-model"
+		step run-devices-one 300 wspager run "$work/run-dev.wsp" --device 0 --passes 6 \
+			--host-cache 12G --gpu-slots 8
+		step run-devices-two 300 wspager run "$work/run-dev.wsp" --devices 0,1 --passes 6 \
+			--host-cache 12G --gpu-slots 8
+		step run-devices-one-again 300 wspager run "$work/run-dev.wsp" --device 0 --passes 6 \
+			--host-cache 12G --gpu-slots 8
+		for f in run-devices-one run-devices-two run-devices-one-again; do
+			echo "== $f"; tail -n 13 "$out/$f.log"
 		done ;;
 	esac
 	case $parts in *" exprans-bench "*)
