@@ -192,6 +192,12 @@ const struct wsp_tensor *wsp_pack_find_tensor(const wsp_pack *pk, const char *fu
  * means buf was too small.  -EINVAL for a NULL pack or buf with len > 0,
  * WSP_ENOTFOUND for a shard out of range (added in 0.2). */
 int wsp_pack_shard_path(const wsp_pack *pk, uint32_t shard, char *buf, size_t len);
+/* Where a layer's stored bytes are (added in 0.3): the shard and the
+ * offset in it (a multiple of 4096) of its stored_bytes bytes, which are
+ * contiguous.  -EINVAL, or WSP_ENOTFOUND for a layer out of range.  With
+ * wsp_provide, processes that share a pack read one part each and
+ * exchange them. */
+int wsp_pack_layer_extent(const wsp_pack *pk, uint32_t layer, uint32_t *shard, uint64_t *offset);
 /* Raw and stored bytes of the tensors of dtype `dt` (either pointer may be
  * NULL); returns how many tensors have that dtype, or -EINVAL. */
 int wsp_pack_dtype_bytes(const wsp_pack *pk, enum wsp_dtype dt, uint64_t *raw, uint64_t *stored);
@@ -452,6 +458,17 @@ int wsp_prefetch(wsp_pager *pg, uint32_t layer);
  * dropped.  WSP_ENOTFOUND (nothing hinted) for a layer out of range.
  * Thread-safe (added in 0.2). */
 int wsp_hint_next(wsp_pager *pg, const uint32_t *layers, size_t n);
+/* Hand the pager `layer`'s stored bytes (added in 0.3): its stored_bytes
+ * bytes from wsp_pack_layer_extent's offset, got elsewhere (from other
+ * processes, each of which read a part).  They are copied; the layer's next
+ * load into the host tier uses them instead of reading the disk (and checks
+ * them as it checks what it reads: bytes that do not match the manifest
+ * fail that load), and that load starts now.  Returns 1 when taken, 0 when
+ * the layer is present or loading already (the bytes were not needed),
+ * -EINVAL (len is not the layer's stored_bytes), WSP_ENOTFOUND, -ENOMEM.
+ * Open the pager with WSP_OPEN_NO_PREFETCH to have it read nothing ahead on
+ * its own.  Thread-safe. */
+int wsp_provide(wsp_pager *pg, uint32_t layer, const void *stored, uint64_t len);
 
 /* Forget the learned execution order (e.g. when the workload changes). */
 void wsp_reset_prediction(wsp_pager *pg);

@@ -235,6 +235,25 @@ class Pack(_Closing):
             return self._by_name[key]
         return self.layers[key]
 
+    def layer_extent(self, key: Union[int, str]) -> Tuple[str, int, int]:
+        """Where a layer's stored bytes are (wsp_pack_layer_extent(3)): the
+        shard file's path, the offset in it and the byte count; they are
+        contiguous.  For processes that read a part each and exchange the
+        parts (:meth:`Pager.provide`)."""
+        i = self.layer(key).index
+        L = _c.lib()
+        shard, offset = ctypes.c_uint32(), ctypes.c_uint64()
+        with self._owner.call():
+            _check(L.wsp_pack_layer_extent(self._ptr, i, ctypes.byref(shard),
+                                           ctypes.byref(offset)), self._errmsg)
+            buf = ctypes.create_string_buffer(4096)
+            n = L.wsp_pack_shard_path(self._ptr, shard.value, buf, len(buf))
+            _check(n if n < 0 else 0, self._errmsg)
+            if n >= len(buf):
+                buf = ctypes.create_string_buffer(n + 1)
+                L.wsp_pack_shard_path(self._ptr, shard.value, buf, len(buf))
+        return os.fsdecode(buf.value), offset.value, self.layers[i].stored_bytes
+
     def tensors(self) -> Iterable[TensorInfo]:
         """Every tensor, in pack order."""
         for L in self.layers:
@@ -607,6 +626,23 @@ class Pager(_Closing):
     def prefetch(self, layer: Union[int, str]) -> None:
         """Hint that `layer` is needed soon; never blocks."""
         self._call(_c.lib().wsp_prefetch, self._index(layer))
+
+    def provide(self, layer: Union[int, str], stored) -> bool:
+        """Hand the pager `layer`'s stored bytes, got elsewhere (other
+        processes read parts of them: wsp_provide(3)): a buffer of exactly
+        the layer's ``stored_bytes`` (bytes, a NumPy array, a contiguous CPU
+        tensor).  Copied; the layer's next load uses them instead of the
+        disk, and starts now.  True when taken, False when the layer was
+        present or loading already."""
+        if hasattr(stored, "data_ptr"):   # a torch tensor
+            if stored.device.type != "cpu" or not stored.is_contiguous():
+                raise ValueError("provide: a tensor must be contiguous and on the CPU")
+            n, ptr = stored.numel() * stored.element_size(), stored.data_ptr()
+        else:                              # anything with the buffer protocol
+            a = np.frombuffer(stored, dtype=np.uint8)
+            n, ptr = a.nbytes, a.ctypes.data
+        return self._call(_c.lib().wsp_provide, self._index(layer), ctypes.c_void_p(ptr),
+                          n) == 1
 
     def hint_next(self, layers: Sequence[Union[int, str]]) -> None:
         """The next acquires will be `layers`, in that order (a router's

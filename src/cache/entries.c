@@ -150,6 +150,7 @@ void hc_entries_fini(struct hcache *hc)
 			struct hc_entry *e = &hc->entries[l];
 			if (e->err_init)
 				wspi_err_destroy(&e->err);
+			free(e->provided);
 			free(e->page_idx);
 			free(e->page_ptr);
 		}
@@ -254,6 +255,8 @@ static void load_finished(struct hcache *hc, struct hc_entry *e)
 	int status = atomic_load(&e->status);
 	pthread_mutex_lock(&hc->lock);
 	hc->n_loading--;
+	free(e->provided);   /* used (or found bad) by this load */
+	e->provided = NULL;
 	if (status == 0) {
 		e->state = HC_VALID;
 	} else {
@@ -268,6 +271,28 @@ static void load_finished(struct hcache *hc, struct hc_entry *e)
 	pthread_mutex_unlock(&hc->lock);
 	if (hc->cfg.on_ready)
 		hc->cfg.on_ready(hc->cfg.ready_ctx, layer, status);
+}
+
+int hcache_provide(struct hcache *hc, uint32_t layer, const void *stored)
+{
+	if (layer >= hc->n_layers)
+		return WSP_ENOTFOUND;
+	uint64_t len = hc->m->layers[layer].stored_bytes;
+	uint8_t *copy = malloc(len ? len : 1);
+	if (!copy)
+		return -ENOMEM;
+	memcpy(copy, stored, len);
+	pthread_mutex_lock(&hc->lock);
+	struct hc_entry *e = &hc->entries[layer];
+	int taken = e->state == HC_ABSENT;
+	if (taken) {
+		free(e->provided);   /* handed in twice before a load: the later */
+		e->provided = copy;
+	}
+	pthread_mutex_unlock(&hc->lock);
+	if (!taken)
+		free(copy);
+	return taken;
 }
 
 int hcache_request(struct hcache *hc, uint32_t layer, int is_prefetch)

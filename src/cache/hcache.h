@@ -157,6 +157,13 @@ int hcache_pin_start(struct hcache *hc, struct wspi_err *err);
  * the policy picks among entries not in use, and returns -ENOSPC when every
  * page is in use or loading (hcache_get then waits for the loads). */
 int hcache_request(struct hcache *hc, uint32_t layer, int is_prefetch);
+/* The layer's stored bytes (its whole extent, wsp_pack_layer_extent), got
+ * by the caller from elsewhere (another process that read them): copied,
+ * and used by the layer's next load instead of a disk read, then dropped.
+ * Returns 1 when taken, 0 when the layer is loading or present already (the
+ * bytes are not needed), -ENOMEM.  The load checks them as it checks what
+ * it reads: bytes that do not match the manifest fail that load. */
+int hcache_provide(struct hcache *hc, uint32_t layer, const void *stored);
 /* Take a reference, loading the layer if absent and waiting until it is valid.
  * Returns 0, or the load's error (the entry is then dropped, never valid), or
  * -ENOSPC when every page is referenced (instead of waiting forever). */

@@ -61,6 +61,10 @@ struct hc_entry {
 	int err_init;
 	struct hc_entry *next_load;    /* load queue link */
 	int demand;                    /* a get waits for it (under hc->lock) */
+	/* The layer's stored bytes handed in by hcache_provide (under
+	 * hc->lock; set only while ABSENT): its next load copies them
+	 * instead of reading the disk, then frees them. */
+	uint8_t *provided;
 	int deferred;                  /* in hc->deferred */
 };
 

@@ -151,6 +151,17 @@ int wsp_pack_shard_path(const wsp_pack *pk, uint32_t shard, char *buf, size_t le
 	return n < 0 ? -EINVAL : n;
 }
 
+int wsp_pack_layer_extent(const wsp_pack *pk, uint32_t layer, uint32_t *shard, uint64_t *offset)
+{
+	if (!pk || !shard || !offset)
+		return -EINVAL;
+	if (layer >= pk->m.hdr->n_layers)
+		return WSP_ENOTFOUND;
+	*shard = pk->m.layers[layer].shard;
+	*offset = pk->m.layers[layer].offset;
+	return 0;
+}
+
 int pack_shard_fd(struct wsp_pack_s *pk, uint32_t shard, struct wspi_err *err)
 {
 	int fd, rc = 0;

@@ -667,6 +667,35 @@ int wsp_prefetch(wsp_pager *pg, uint32_t layer)
 	return 0;
 }
 
+int wsp_provide(wsp_pager *pg, uint32_t layer, const void *stored, uint64_t len)
+{
+	struct wspi_err err;
+	if (!pg || !stored)
+		return -EINVAL;
+	if (pg->group) {
+		struct wsp_pager_s *m;
+		int rg = pgroup_member(pg, layer, &m);
+		return rg < 0 ? rg : pgroup_pass(pg, m, wsp_provide(m, layer, stored, len));
+	}
+	wspi_err_init(&err);
+	if (layer >= pg->pk->m.hdr->n_layers)
+		return pager_result(pg, &err, bad_layer(pg, layer, &err));
+	if (len != pg->pk->layers[layer].stored_bytes)
+		return pager_result(pg, &err, WSP_ERR(&err, -EINVAL, "wsp_provide: layer %u (%s) "
+						      "stores %llu bytes, not %llu", layer,
+						      pg->pk->layers[layer].name,
+						      (unsigned long long)pg->pk->layers[layer].stored_bytes,
+						      (unsigned long long)len));
+	int rc = hcache_provide(pg->hc, layer, stored);
+	if (rc < 0)
+		return pager_result(pg, &err, WSP_ERR(&err, rc, "wsp_provide: layer %u: %s", layer,
+						      wsp_strerror(rc)));
+	wspi_err_destroy(&err);
+	if (rc == 1)   /* needed: on its way up now */
+		hint(pg, layer, predictor_distance(pg->pred, layer), 1);
+	return rc;
+}
+
 int wsp_hint_next(wsp_pager *pg, const uint32_t *layers, size_t n)
 {
 	struct wspi_err err;
