@@ -41,6 +41,7 @@ class Offload:
         self.saved = None          # _saved.SavedWeights: weights autograd keeps
         self.by_index: Dict[int, Group] = {}     # views of layers read outside hooks
         self.pagers: List[Pager] = [pager]
+        self.feed = None           # _group.GroupFeed with a process group
         # several devices: pack layer -> (its pager, its device), and module
         # path -> the device of the unit it belongs to
         self.homes: Dict[int, Tuple[Pager, torch.device]] = {}
@@ -95,7 +96,13 @@ class Offload:
         if g.depth > 1:
             return
         pager, dev = self.where(g.index)
-        layer = pager.acquire(g.index, self._stream(dev), routed=routed)
+        try:
+            if self.feed is not None:   # data parallel: the ranks exchange it
+                self.feed.need(g.index)
+            layer = pager.acquire(g.index, self._stream(dev), routed=routed)
+        except BaseException:
+            g.depth -= 1   # nothing held: the release that follows has nothing to do
+            raise
         g.layer = layer
         for (p, name, dtype, shape), ph in zip(g.params, g.placeholders):
             v = self._view(g, layer, name, dtype, shape)
@@ -104,6 +111,8 @@ class Offload:
             p.data = v if v.dtype == ph.dtype else v.to(ph.dtype)
 
     def release(self, g: Group) -> None:
+        if g.depth == 0:   # its acquire failed (the forward raises that)
+            return
         g.depth -= 1
         if g.depth > 0:
             return

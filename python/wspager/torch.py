@@ -58,7 +58,7 @@ __all__ = ["offload", "remove", "from_pretrained", "convert", "init_empty", "Mis
 
 def offload(model: torch.nn.Module, pack: Union[str, os.PathLike], device=None, *,
             host_cache=None, gpu_slots: Optional[int] = None, resident: Sequence[str] = (),
-            on_demand: Sequence[str] = (), train: bool = False,
+            on_demand: Sequence[str] = (), train: bool = False, process_group=None,
             **pager_options) -> torch.nn.Module:
     """Page `model`'s weights from the pack through the pager.
 
@@ -126,6 +126,20 @@ def offload(model: torch.nn.Module, pack: Union[str, os.PathLike], device=None, 
         their ``.grad`` after a backward are the accumulators, and for
         the optimizer's step they hold the masters' data (not with routed
         experts: build that optimizer over :func:`parameters`).
+    process_group : torch.distributed process group, optional
+        Data parallel (one process a device, every process the whole
+        model, ``torchrun``): each rank reads only its 1/N share of each
+        layer's stored bytes, from its own copy of the pack or a shared one,
+        and the ranks all-gather the shares (gloo on the CPU, NCCL between
+        GPUs), so the group reads the pack once, not N times.  Every rank
+        must offload the same pack (their manifests are compared at open)
+        with the same options, and run the same forwards.  A layer is
+        exchanged once when every rank's host tier holds the model, else at
+        each use; layers read only sometimes (routed experts, `on_demand`)
+        are read by each rank.  A collective that fails (a rank stopped)
+        raises on the others within the group's timeout
+        (``init_process_group(timeout=...)``).  Inference only for now
+        (not with ``train=True``), on one device a process.
 
     Returns the model, hooked.  Every disagreement between pack and model
     (missing tensors, shapes, tensors that match nothing, buffers without
@@ -140,6 +154,9 @@ def offload(model: torch.nn.Module, pack: Union[str, os.PathLike], device=None, 
     if len(devices) > 1 and train:
         raise NotImplementedError("train=True over several devices is not supported yet: "
                                   "offload to one device to train")
+    if process_group is not None and (train or len(devices) > 1):
+        raise NotImplementedError("process_group: one device a process, inference only for "
+                                  "now (not with train=True or several devices)")
     dev = devices[0]
     names = _hf.Names(model)
     with Pack(pack) as p:
@@ -156,6 +173,10 @@ def offload(model: torch.nn.Module, pack: Union[str, os.PathLike], device=None, 
     if unknown:
         raise MismatchError(f"{path}: on_demand names no pack layer: {', '.join(unknown)}")
     pager_options.setdefault("host_total", True)   # host_cache: what a user budgets RAM for
+    if process_group is not None:
+        from ._group import check_same_pack
+        check_same_pack(process_group, path)
+        pager_options["prefetch"] = False   # every layer comes by exchange or on demand
     homes = path_device = None
     if len(devices) > 1:
         homes, path_device = place(model, plan.layers, devices, device_map)
@@ -168,6 +189,10 @@ def offload(model: torch.nn.Module, pack: Union[str, os.PathLike], device=None, 
         off.homes = {i: (pagers[k], devices[k]) for i, k in homes.items()}
         off.path_device = path_device
     try:
+        if process_group is not None:
+            from ._group import GroupFeed
+            off.feed = GroupFeed(pagers[0], process_group,
+                                 [i for i in sorted(plan.layers) if plan.layers[i].name not in wanted])
         bind(model, off, plan)
         off.handles += StateDictSource(off, model).attach(model)
         guard_conversions(off, model)
@@ -178,6 +203,8 @@ def offload(model: torch.nn.Module, pack: Union[str, os.PathLike], device=None, 
     except BaseException:
         for h in off.handles:
             h.remove()
+        if off.feed is not None:
+            off.feed.close()
         for pg in off.pagers:
             pg.close()
         raise
@@ -352,6 +379,8 @@ def remove(model: torch.nn.Module) -> None:
         m.__dict__.pop(attr, None)
     for g in off.groups:
         g.views.clear()
+    if off.feed is not None:
+        off.feed.close()
     for pg in off.pagers:
         pg.close()
     model._wspager = None

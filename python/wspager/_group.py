@@ -1,0 +1,160 @@
+"""Data parallel over a torch.distributed process group: every rank runs
+the whole model, so every rank needs every layer.  Instead of each reading
+the whole pack, each rank reads 1/N of each layer's stored (compressed)
+bytes and the ranks all-gather the parts (gloo on the CPU, NCCL between
+GPUs); each pager gets the whole layer through ``Pager.provide`` and
+decodes it as if it had read it (wsp_provide(3)).
+
+The exchanges are collectives, so every rank must start them in the same
+order: they follow a fixed order of the layers (the model's), driven by
+the acquires, which are the same on every rank because every rank runs
+the same forward.  A layer is exchanged when an acquire needs it and it is
+not known to be in the host tier: once per layer when the host tier holds
+the whole model (all ranks agree on that at open), else on every pass.
+A layer not exchanged (routed experts, heads on demand) is read from the
+disk by the pager as usual: never wrong, only not shared.
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+from typing import Dict, List, Tuple
+
+import torch
+import torch.distributed as dist
+
+from . import Pager
+
+_PAGE = 2 << 20   # the host tier's default page: a layer takes whole pages
+
+
+def _manifest_digest(pack_path: str) -> str:
+    h = hashlib.sha256()
+    with open(os.path.join(pack_path, "manifest.wspm"), "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def check_same_pack(group, pack_path: str) -> None:
+    """Every rank must page the same pack (each its own copy, or a shared
+    one): their manifests are compared; a difference is refused on every
+    rank, naming both."""
+    mine = (dist.get_rank(group), os.path.abspath(pack_path), _manifest_digest(pack_path))
+    every: List[Tuple[int, str, str]] = [None] * dist.get_world_size(group)   # type: ignore
+    dist.all_gather_object(every, mine, group=group)
+    first = every[0]
+    for other in every[1:]:
+        if other[2] != first[2]:
+            raise ValueError(f"wspager: the ranks' packs differ: rank {first[0]} pages "
+                             f"{first[1]} (manifest sha256 {first[2][:16]}...), rank {other[0]} "
+                             f"pages {other[1]} (manifest sha256 {other[2][:16]}...)")
+
+
+class GroupFeed:
+    """The layers of `order` (pack indices, the same on every rank) reach
+    `pager` by exchange; `ahead` exchanges run while the model computes."""
+
+    def __init__(self, pager: Pager, group, order: List[int], ahead: int = 2):
+        self.pager, self.group, self.order = pager, group, list(order)
+        self.rank, self.n = dist.get_rank(group), dist.get_world_size(group)
+        self.pos = {layer: k for k, layer in enumerate(self.order)}
+        self.ahead = max(1, ahead)
+        self.pending: Dict[int, tuple] = {}
+        self.done: set = set()
+        self.cursor = 0
+        self.bytes_read = 0         # this rank's own reads of the pack
+        self.bytes_received = 0     # stored bytes that came from the other ranks
+        self.exchanges = 0
+        self.fds: Dict[str, int] = {}
+        nccl = dist.get_backend(group) == "nccl"
+        self.wire = torch.device("cuda", torch.cuda.current_device()) if nccl else torch.device("cpu")
+        # Once per layer when every rank's host tier holds the whole model
+        # (then nothing is evicted), else whenever an acquire needs it.
+        pk = pager.pack
+        need = sum((L.raw_bytes + _PAGE - 1) // _PAGE * _PAGE for L in pk.layers)
+        fits = torch.tensor([1 if need <= pager.stats()["host_cache_bytes"] else 0])
+        self.once = self._agree(fits)
+
+    def _agree(self, flag: torch.Tensor) -> bool:
+        t = flag.to(self.wire)
+        dist.all_reduce(t, op=dist.ReduceOp.MIN, group=self.group)
+        return bool(t.item())
+
+    def close(self) -> None:
+        for layer in list(self.pending):
+            try:
+                self.pending.pop(layer)[0].wait()
+            except Exception:   # closing after a failure: nothing left to report to
+                pass
+        for fd in self.fds.values():
+            os.close(fd)
+        self.fds.clear()
+
+    def _read(self, path: str, offset: int, length: int) -> bytes:
+        fd = self.fds.get(path)
+        if fd is None:
+            fd = self.fds[path] = os.open(path, os.O_RDONLY)
+        out = bytearray()
+        while len(out) < length:   # pread may return less
+            got = os.pread(fd, length - len(out), offset + len(out))
+            if not got:
+                raise OSError(f"{path}: the file ended at {offset + len(out)}, "
+                              f"{length - len(out)} bytes short of layer data")
+            out += got
+        return bytes(out)
+
+    def _start_next(self) -> None:
+        layer = self.order[self.cursor]
+        self.cursor += 1
+        if self.cursor == len(self.order):
+            self.cursor = 0
+            if not self.once:
+                self.done.clear()   # a new pass: each layer is exchanged again
+        path, offset, n = self.pager.pack.layer_extent(layer)
+        part = (n + self.n - 1) // self.n
+        lo, hi = min(n, self.rank * part), min(n, (self.rank + 1) * part)
+        share = torch.zeros(max(part, 1), dtype=torch.uint8)
+        if hi > lo:
+            share[:hi - lo] = torch.frombuffer(bytearray(self._read(path, offset + lo, hi - lo)),
+                                               dtype=torch.uint8)
+        self.bytes_read += hi - lo
+        share = share.to(self.wire)
+        parts = [torch.empty_like(share) for _ in range(self.n)]
+        work = dist.all_gather(parts, share, group=self.group, async_op=True)
+        self.pending[layer] = (work, parts, n, hi - lo)
+        self.exchanges += 1
+
+    def _finish(self, layer: int) -> None:
+        work, parts, n, mine = self.pending.pop(layer)
+        try:
+            work.wait()
+        except Exception as e:
+            raise RuntimeError(f"wspager: rank {self.rank}: exchanging layer "
+                               f"{self.pager.pack.layers[layer].name} with the process group "
+                               f"failed (did another rank stop?): {e}") from e
+        whole = torch.cat(parts)[:n]
+        if whole.device.type != "cpu":
+            whole = whole.cpu()
+        self.bytes_received += n - mine
+        self.pager.provide(layer, whole)
+        self.done.add(layer)
+
+    def need(self, layer: int) -> None:
+        """Before `layer` is acquired: its bytes handed to the pager (unless
+        known present), and the next exchanges started."""
+        if layer not in self.pos or layer in self.done:
+            return
+        if self.once and len(self.done) + len(self.pending) == len(self.order) \
+                and layer not in self.pending:
+            return
+        while layer not in self.pending:
+            self._start_next()
+        self._finish(layer)
+        while len(self.pending) < self.ahead and not (
+                self.once and len(self.done) + len(self.pending) == len(self.order)):
+            self._start_next()
+
+    def stats(self) -> Dict[str, int]:
+        return {"bytes_read": self.bytes_read, "bytes_received": self.bytes_received,
+                "exchanges": self.exchanges, "once": int(self.once)}

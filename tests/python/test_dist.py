@@ -1,0 +1,184 @@
+"""Data parallel over torch.distributed (two processes on this machine, as
+two hosts would run them: each rank its own copy of the pack and its own
+host tier): wspager.torch.from_pretrained(..., process_group=).  argv[1]
+"cpu" (default): gloo and the host backend; "cuda": NCCL, a GPU a rank
+(skip, 77, with fewer than two).
+Checked on every rank: logits and greedy generate() bit-identical to the
+resident model; with the host tier holding the model, each layer exchanged
+once and each rank's own reads of the pack at most 0.6x its stored size,
+the pager reading nothing itself; with a host tier too small for the
+model, exchanges at every use and still identical logits; ranks whose packs
+differ refused at open on both, naming both; a rank that stops mid-pass
+makes the other fail with the reason within the group's timeout (gloo;
+over NCCL its watchdog ends the process after the timeout instead).
+
+Run as `test_dist.py [cpu|cuda]`: builds the checkpoint and packs, then
+starts the two ranks of each case (this file with argv "rank CASE MODE")
+and checks what they wrote."""
+import datetime
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+
+import torch
+import transformers
+
+T = os.environ["WSP_TEST_TMP"]
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def rank_main(case: str, mode: str) -> None:
+    import torch.distributed as dist
+    import wspager
+    import wspager.torch as wt
+    rank = int(os.environ["RANK"])
+    dev = torch.device("cpu")
+    if mode == "cuda":
+        dev = torch.device("cuda", rank)
+        torch.cuda.set_device(dev)
+    dist.init_process_group("nccl" if mode == "cuda" else "gloo",
+                            timeout=datetime.timedelta(seconds=20))
+    transformers.logging.set_verbosity_error()
+    ckpt = os.path.join(T, "ckpt")
+    pack = os.path.join(T, f"rank{rank}.wsp")
+    if case == "differ" and rank == 1:
+        pack = os.path.join(T, "other.wsp")
+    out = {"rank": rank}
+    try:
+        host_cache = "8M" if case == "small" else "64M"   # 8M: a few of the 7 layers
+        model = wt.from_pretrained(pack, config=ckpt, device=dev, host_cache=host_cache,
+                                   dtype=torch.float32, process_group=dist.group.WORLD)
+    except ValueError as e:
+        out["open_error"] = str(e)
+        json.dump(out, open(os.path.join(T, f"{case}-{rank}.json"), "w"))
+        return
+    ref = transformers.AutoModelForCausalLM.from_pretrained(ckpt, dtype=torch.float32).to(dev)
+    torch.manual_seed(1)   # the same inputs on both ranks (data parallel would differ; no matter)
+    ids = torch.randint(0, ref.config.vocab_size, (2, 12)).to(dev)
+    if case == "dies" and rank == 1:
+        os._exit(3)        # stops without a word, mid-run
+    t0 = time.monotonic()
+    try:
+        with torch.no_grad():
+            got = model(ids).logits
+            gen = model.generate(ids[:1, :5], max_new_tokens=6, do_sample=False)
+            want = ref(ids).logits
+            want_gen = ref.generate(ids[:1, :5], max_new_tokens=6, do_sample=False)
+    except RuntimeError as e:
+        out["run_error"] = str(e)
+        out["seconds"] = time.monotonic() - t0
+        json.dump(out, open(os.path.join(T, f"{case}-{rank}.json"), "w"))
+        os._exit(0)        # the group is broken: no orderly shutdown to wait for
+    off = model._wspager
+    with wspager.Pack(pack) as p:
+        out["stored"] = p.summary["stored_bytes"]
+        out["layers"] = len(p.layers)
+    out.update(off.feed.stats())
+    out["pager_bytes_read"] = off.pager.stats()["bytes_read"]
+    out["diff"] = (got - want).abs().max().item()
+    out["gen_equal"] = torch.equal(gen, want_gen)
+    wt.remove(model)
+    json.dump(out, open(os.path.join(T, f"{case}-{rank}.json"), "w"))
+    dist.destroy_process_group()
+
+
+def launch(case: str, mode: str) -> list:
+    env = dict(os.environ, MASTER_ADDR="127.0.0.1", MASTER_PORT=str(free_port()), WORLD_SIZE="2")
+    procs = [subprocess.Popen([sys.executable, __file__, "rank", case, mode],
+                              env=dict(env, RANK=str(r)))
+             for r in range(2)]
+    for p in procs:
+        try:
+            p.wait(timeout=240)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            raise SystemExit(f"FAIL: case {case}: a rank hung (killed after 240 s)")
+    res = []
+    for r in range(2):
+        f = os.path.join(T, f"{case}-{r}.json")
+        res.append(json.load(open(f)) if os.path.exists(f) else None)
+    return res
+
+
+def main(mode: str) -> None:
+    if mode == "cuda" and torch.cuda.device_count() < 2:
+        print("SKIP: fewer than two CUDA devices")
+        sys.exit(77)
+    sys.path.insert(0, HERE)
+    import wspager
+    from checks import check, finish
+    from configs import llama
+    transformers.logging.set_verbosity_error()
+    torch.manual_seed(0)
+    ckpt = os.path.join(T, "ckpt")
+    transformers.LlamaForCausalLM(llama(64, 4, 300)).save_pretrained(ckpt)
+    wspager.convert(ckpt, os.path.join(T, "rank0.wsp"))
+    shutil.copytree(os.path.join(T, "rank0.wsp"), os.path.join(T, "rank1.wsp"))  # a host each
+    other = os.path.join(T, "other-ckpt")
+    transformers.LlamaForCausalLM(llama(64, 4, 300)).save_pretrained(other)
+    wspager.convert(other, os.path.join(T, "other.wsp"))
+
+    for r in launch("fits", mode):
+        check(r is not None, "fits: a rank wrote no result")
+        if r is None:
+            continue
+        print(f"fits, rank {r['rank']}: max |diff| {r['diff']}, generate equal {r['gen_equal']}; "
+              f"read {r['bytes_read']} of {r['stored']} stored bytes "
+              f"({r['bytes_read'] / r['stored']:.2f}x), received {r['bytes_received']}, "
+              f"{r['exchanges']} exchanges of {r['layers']} layers, pager read "
+              f"{r['pager_bytes_read']}")
+        check(r["diff"] == 0 and r["gen_equal"], f"fits, rank {r['rank']}: output differs")
+        check(r["once"] == 1 and r["exchanges"] == r["layers"],
+              f"fits, rank {r['rank']}: {r['exchanges']} exchanges, once={r['once']}")
+        check(r["bytes_read"] <= 0.6 * r["stored"] and r["bytes_read"] > 0,
+              f"fits, rank {r['rank']}: read {r['bytes_read']} of {r['stored']}")
+        check(r["bytes_read"] + r["bytes_received"] == r["stored"],
+              f"fits, rank {r['rank']}: read + received != stored")
+        check(r["pager_bytes_read"] == 0, f"fits, rank {r['rank']}: the pager read "
+                                          f"{r['pager_bytes_read']} bytes itself")
+
+    for r in launch("small", mode):
+        check(r is not None, "small: a rank wrote no result")
+        if r is None:
+            continue
+        print(f"small host tier, rank {r['rank']}: max |diff| {r['diff']}, generate equal "
+              f"{r['gen_equal']}; {r['exchanges']} exchanges, read {r['bytes_read']}, "
+              f"pager read {r['pager_bytes_read']}")
+        check(r["diff"] == 0 and r["gen_equal"], f"small, rank {r['rank']}: output differs")
+        check(r["once"] == 0 and r["exchanges"] > r["layers"],
+              f"small, rank {r['rank']}: {r['exchanges']} exchanges, once={r['once']}")
+
+    for r in launch("differ", mode):
+        check(r is not None and "open_error" in r, f"differ: a rank opened: {r}")
+        if r and "open_error" in r:
+            print(f"differ, rank {r['rank']}: {r['open_error']}")
+            check("rank0.wsp" in r["open_error"] and "other.wsp" in r["open_error"],
+                  f"differ: the message names both packs: {r['open_error']}")
+
+    if mode == "cuda":   # NCCL's watchdog ends a rank whose peer stopped, after the timeout
+        finish()
+    r0, r1 = launch("dies", mode)
+    check(r1 is None, "dies: rank 1 should have written nothing")
+    check(r0 is not None and "run_error" in r0, f"dies: rank 0 did not fail: {r0}")
+    if r0 and "run_error" in r0:
+        print(f"dies: rank 0 failed after {r0['seconds']:.1f} s: {r0['run_error'][:200]}")
+        check("exchanging layer" in r0["run_error"], "dies: the error names the exchange")
+        check(r0["seconds"] < 60, f"dies: {r0['seconds']:.1f} s to fail")
+    finish()
+
+
+if __name__ == "__main__":
+    if len(sys.argv) > 3 and sys.argv[1] == "rank":
+        rank_main(sys.argv[2], sys.argv[3])
+    else:
+        main(sys.argv[1] if len(sys.argv) > 1 else "cpu")
