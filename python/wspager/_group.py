@@ -158,3 +158,56 @@ class GroupFeed:
     def stats(self) -> Dict[str, int]:
         return {"bytes_read": self.bytes_read, "bytes_received": self.bytes_received,
                 "exchanges": self.exchanges, "once": int(self.once)}
+
+
+class GradientSum:
+    """Data-parallel training: after each backward (outside
+    :func:`wspager.torch.no_sync`), every rank's gradients are summed over
+    the group and divided by its size, as DistributedDataParallel averages
+    them, before anything reads them (clipping, the step): the paged
+    layers' fp32 accumulators in the pager, and the ``.grad`` of parameters
+    kept on the device.  Every rank then steps the same masters alike."""
+
+    def __init__(self, group, resident: List[torch.nn.Parameter]):
+        self.group, self.resident = group, resident
+        self.n = dist.get_world_size(group)
+        nccl = dist.get_backend(group) == "nccl"
+        self.wire = torch.device("cuda", torch.cuda.current_device()) if nccl else None
+        self.no_sync = False
+
+    def _sum(self, t: torch.Tensor) -> None:
+        if self.wire is None or t.device == self.wire:
+            dist.all_reduce(t, group=self.group)
+        else:   # NCCL reduces device memory: through the GPU and back
+            w = t.to(self.wire)
+            dist.all_reduce(w, group=self.group)
+            t.copy_(w)
+        t.div_(self.n)
+
+    def after_backward(self, pager, groups) -> None:
+        if self.no_sync:
+            return
+        accs = [pager.grads(g.index) for g in groups]
+        # The same layers must have gradients on every rank (the same model,
+        # the same forward): checked, so that the collectives pair up.
+        have = torch.tensor([1 if pushes else 0 for _, pushes in accs], dtype=torch.int32)
+        lo, hi = have.clone(), have.clone()
+        for t, op in ((lo, dist.ReduceOp.MIN), (hi, dist.ReduceOp.MAX)):
+            w = t if self.wire is None else t.to(self.wire)
+            dist.all_reduce(w, op=op, group=self.group)
+            t.copy_(w)
+        if not torch.equal(lo, hi):
+            odd = [g.name for g, a, b in zip(groups, lo.tolist(), hi.tolist()) if a != b]
+            raise RuntimeError(f"wspager: the ranks' backward passes differ: layer {odd[0]} has "
+                               "gradients on some ranks only (every rank must run the same "
+                               "model the same way)")
+        for g, (acc, pushes) in zip(groups, accs):
+            if not pushes:
+                continue
+            for _, name, _, _ in g.params:
+                a = acc.get(name)
+                if a is not None:
+                    self._sum(torch.from_numpy(a))
+        for p in self.resident:
+            if p.grad is not None:
+                self._sum(p.grad)

@@ -96,6 +96,7 @@ class Trainer:
         self.pushed_this_backward: set = set()
         self.pushed_since_bind: set = set()         # layers pushed since bind_grads
         self.devstep = None                          # _devstep.StepInBackward, when chosen
+        self.gsum = None                             # _group.GradientSum with a process group
         # Embeddings whose gradient goes as rows: param id -> the token
         # tensors of the passes since its last push (None: too many, whole).
         self.row_ids: Dict[int, Optional[List[torch.Tensor]]] = {}
@@ -316,6 +317,10 @@ class Trainer:
         for key in self.row_ids:   # tokens of forwards whose backward never ran
             self.row_ids[key] = []
         self.pushed_this_backward.clear()
+        # Data parallel: summed over the ranks before anything reads them.
+        if self.gsum is not None:
+            self.wait()
+            self.gsum.after_backward(self.off.pager, self.off.groups)
         # The .grad of the masters and of the model's own paged parameters
         # are real once the backward is over, as any parameter's: clipping,
         # unscaling and norms between backward and step see them (views of
@@ -526,6 +531,10 @@ class Trainer:
             off.pager.update(g.index, vals)   # copied before it returns
 
     def step_in_backward(self, optimizer, kwargs, clip_per_layer=None):
+        if self.gsum is not None:
+            raise NotImplementedError("step_in_backward with a process group: each layer "
+                                      "would step before its gradients are summed over the "
+                                      "ranks; use an optimizer over the model's parameters")
         if self.masters is not None:
             raise ValueError("wspager.torch.parameters() (or an optimizer step over the "
                              "model's parameters) already made host masters; "

@@ -34,6 +34,7 @@ through the pager's write-back path (see :mod:`wspager._train`,
 """
 from __future__ import annotations
 
+import contextlib
 import os
 from typing import Dict, List, Optional, Sequence, Tuple, Union
 
@@ -52,7 +53,8 @@ from ._saved import SavedWeights
 from ._weights import StateDictSource, forbid_forward, guard_conversions
 
 __all__ = ["offload", "remove", "from_pretrained", "convert", "init_empty", "MismatchError",
-           "TORCH_DTYPES", "grads", "zero_grad", "parameters", "named_parameters", "save", "AdamW",
+           "TORCH_DTYPES", "grads", "zero_grad", "no_sync", "parameters", "named_parameters",
+           "save", "AdamW",
            "step_in_backward"]
 
 
@@ -138,8 +140,13 @@ def offload(model: torch.nn.Module, pack: Union[str, os.PathLike], device=None, 
         each use; layers read only sometimes (routed experts, `on_demand`)
         are read by each rank.  A collective that fails (a rank stopped)
         raises on the others within the group's timeout
-        (``init_process_group(timeout=...)``).  Inference only for now
-        (not with ``train=True``), on one device a process.
+        (``init_process_group(timeout=...)``).  One device a process.
+        With ``train=True``: after each backward the gradients are summed
+        over the group and divided by its size (as DistributedDataParallel
+        averages them) before clipping or a step reads them, and every rank
+        steps its masters alike; :func:`no_sync` skips that for the
+        micro-batches before the last of an accumulation.  Not with routed
+        experts or :func:`step_in_backward` yet.
 
     Returns the model, hooked.  Every disagreement between pack and model
     (missing tensors, shapes, tensors that match nothing, buffers without
@@ -154,9 +161,9 @@ def offload(model: torch.nn.Module, pack: Union[str, os.PathLike], device=None, 
     if len(devices) > 1 and train:
         raise NotImplementedError("train=True over several devices is not supported yet: "
                                   "offload to one device to train")
-    if process_group is not None and (train or len(devices) > 1):
-        raise NotImplementedError("process_group: one device a process, inference only for "
-                                  "now (not with train=True or several devices)")
+    if process_group is not None and len(devices) > 1:
+        raise NotImplementedError("process_group: one device a process (not several devices "
+                                  "in each)")
     dev = devices[0]
     names = _hf.Names(model)
     with Pack(pack) as p:
@@ -200,6 +207,16 @@ def offload(model: torch.nn.Module, pack: Union[str, os.PathLike], device=None, 
         if train:
             from ._train import Trainer
             off.trainer = Trainer(off, model)
+            if process_group is not None:
+                if off.experts:
+                    raise NotImplementedError("process_group with train=True: routed experts "
+                                              "(each rank routes its own tokens) are not "
+                                              "supported yet")
+                from ._group import GradientSum
+                tr = off.trainer
+                resident = [p for p in model.parameters() if p.requires_grad and
+                            id(p) not in tr.by_param and id(p) not in tr.stacked]
+                tr.gsum = GradientSum(process_group, resident)
     except BaseException:
         for h in off.handles:
             h.remove()
@@ -296,6 +313,23 @@ def grads(model: torch.nn.Module) -> Dict[str, torch.Tensor]:
     accumulated, by parameter name: fp32 tensors in host memory, views of
     the pager's accumulators (waits for copies still in flight)."""
     return _trainer(model).grads()
+
+
+@contextlib.contextmanager
+def no_sync(model: torch.nn.Module):
+    """Within it, backward passes of a model offloaded with a process group
+    and ``train=True`` leave their gradients local (accumulating), as
+    DistributedDataParallel's ``no_sync``: the first backward after it sums
+    everything accumulated over the ranks."""
+    tr = _trainer(model)
+    if tr.gsum is None:
+        yield
+        return
+    was, tr.gsum.no_sync = tr.gsum.no_sync, True
+    try:
+        yield
+    finally:
+        tr.gsum.no_sync = was
 
 
 def zero_grad(model: torch.nn.Module) -> None:

@@ -11,11 +11,18 @@ model, exchanges at every use and still identical logits; ranks whose packs
 differ refused at open on both, naming both; a rank that stops mid-pass
 makes the other fail with the reason within the group's timeout (gloo;
 over NCCL its watchdog ends the process after the timeout instead).
+Training (train=True with the group): two AdamW steps with clipping, each
+rank a half of the global batch, give on both ranks the gradient norms and
+fp32 masters of one process that accumulates the two halves (loss / 2
+each) - bit for bit on the CPU; with two micro-batches a rank, the first
+inside wspager.torch.no_sync, the norms of one process accumulating the
+four quarters (the sums associate differently: within 1e-6).
 
 Run as `test_dist.py [cpu|cuda]`: builds the checkpoint and packs, then
 starts the two ranks of each case (this file with argv "rank CASE MODE")
 and checks what they wrote."""
 import datetime
+import hashlib
 import json
 import os
 import shutil
@@ -37,6 +44,34 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def train_steps(model, batches, scale: float, no_sync: bool = False):
+    """Two AdamW steps over model.parameters() with clipping; each step's
+    micro-batches (loss x scale each; all but the last inside no_sync when
+    asked).  Returns the gradient norms and a digest of the fp32 masters."""
+    import contextlib
+    import wspager.torch as wt
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    norms = []
+    for step in batches:
+        for k, x in enumerate(step):
+            quiet = no_sync and k < len(step) - 1
+            with wt.no_sync(model) if quiet else contextlib.nullcontext():
+                loss = model(x, labels=x).loss * scale
+                loss.backward()
+        norms.append(torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0).item())
+        opt.step()
+        opt.zero_grad()
+    h = hashlib.sha256()
+    for _, p in wt.named_parameters(model):
+        h.update(p.detach().cpu().numpy().tobytes())
+    return norms, h.hexdigest()
+
+
+def global_batches(vocab: int, dev):
+    g = torch.Generator().manual_seed(7)
+    return [torch.randint(0, vocab, (4, 12), generator=g).to(dev) for _ in range(2)]
+
+
 def rank_main(case: str, mode: str) -> None:
     import torch.distributed as dist
     import wspager
@@ -54,6 +89,23 @@ def rank_main(case: str, mode: str) -> None:
     if case == "differ" and rank == 1:
         pack = os.path.join(T, "other.wsp")
     out = {"rank": rank}
+    if case == "train":
+        model = wt.from_pretrained(pack, config=ckpt, device=dev, host_cache="64M",
+                                   dtype=torch.float32, train=True,
+                                   process_group=dist.group.WORLD)
+        mine = [[b[2 * rank:2 * rank + 2]] for b in global_batches(model.config.vocab_size, dev)]
+        out["norms"], out["digest"] = train_steps(model, mine, 1.0)
+        wt.remove(model)
+        model = wt.from_pretrained(pack, config=ckpt, device=dev, host_cache="64M",
+                                   dtype=torch.float32, train=True,
+                                   process_group=dist.group.WORLD)
+        quarters = [[b[2 * rank:2 * rank + 1], b[2 * rank + 1:2 * rank + 2]]
+                    for b in global_batches(model.config.vocab_size, dev)]
+        out["accum_norms"], _ = train_steps(model, quarters, 0.5, no_sync=True)
+        wt.remove(model)
+        json.dump(out, open(os.path.join(T, f"{case}-{rank}.json"), "w"))
+        dist.destroy_process_group()
+        return
     try:
         host_cache = "8M" if case == "small" else "64M"   # 8M: a few of the 7 layers
         model = wt.from_pretrained(pack, config=ckpt, device=dev, host_cache=host_cache,
@@ -157,6 +209,36 @@ def main(mode: str) -> None:
         check(r["diff"] == 0 and r["gen_equal"], f"small, rank {r['rank']}: output differs")
         check(r["once"] == 0 and r["exchanges"] > r["layers"],
               f"small, rank {r['rank']}: {r['exchanges']} exchanges, once={r['once']}")
+
+    # Training: one process accumulating both halves is what the ranks equal.
+    import wspager.torch as wt
+    dev = torch.device("cuda", 0) if mode == "cuda" else torch.device("cpu")
+    one = wt.from_pretrained(os.path.join(T, "rank0.wsp"), config=ckpt, device=dev,
+                             host_cache="64M", dtype=torch.float32, train=True)
+    halves = [[b[:2], b[2:]] for b in global_batches(one.config.vocab_size, dev)]
+    want_norms, want = train_steps(one, halves, 0.5)
+    wt.remove(one)
+    one = wt.from_pretrained(os.path.join(T, "rank0.wsp"), config=ckpt, device=dev,
+                             host_cache="64M", dtype=torch.float32, train=True)
+    quarters = [[b[k:k + 1] for k in range(4)] for b in global_batches(one.config.vocab_size, dev)]
+    want_accum, _ = train_steps(one, quarters, 0.25)
+    wt.remove(one)
+    for r in launch("train", mode):
+        check(r is not None, "train: a rank wrote no result")
+        if r is None:
+            continue
+        print(f"train, rank {r['rank']}: gradient norms {r['norms']} (one process: {want_norms});"
+              f" masters {'equal' if r['digest'] == want else 'DIFFER'}")
+        print(f"train, rank {r['rank']}: with no_sync, norms {r['accum_norms']} (one process "
+              f"accumulating four: {want_accum})")
+        check(all(abs(a - b) <= 1e-6 * abs(b) for a, b in zip(r["accum_norms"], want_accum)),
+              f"train, rank {r['rank']}: no_sync norms {r['accum_norms']} vs {want_accum}")
+        if mode == "cpu":
+            check(r["norms"] == want_norms and r["digest"] == want,
+                  f"train, rank {r['rank']}: not bit for bit one process's")
+        else:   # two GPUs' kernels: report, and the norms within rounding
+            check(all(abs(a - b) <= 1e-5 * abs(b) for a, b in zip(r["norms"], want_norms)),
+                  f"train, rank {r['rank']}: norms {r['norms']} vs {want_norms}")
 
     for r in launch("differ", mode):
         check(r is not None and "open_error" in r, f"differ: a rank opened: {r}")
