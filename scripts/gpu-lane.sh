@@ -23,7 +23,10 @@
 #                               test_devices.py and bench/torch_devices.py;
 #                               a machine with two), run-devices
 #                               (`wspager run --devices 0,1` against one
-#                               GPU; a machine with two), exprans-bench
+#                               GPU; a machine with two), dist (data
+#                               parallel: tests/python/test_dist.py on NCCL
+#                               and bench/torch_dist.py; two GPUs),
+#                               exprans-bench
 #                               (bench/exprans_bench alone), adamw-bench
 #                               (bench/adamw_bench: the host AdamW step
 #                               against memory bandwidth), codec-bench
@@ -149,6 +152,14 @@ run() {
 		step bench-devices 400 "${py_env[@]}" python3 "$top/bench/torch_devices.py" --dir "$work/devices"
 		for f in py-devices-cuda py-devices-cpu bench-devices; do
 			echo "== $f"; grep -avE 'Loading|Writing|Packing' "$out/$f.log" | tail -n 14
+		done ;;
+	esac
+	case $parts in *" dist "*)
+		# data parallel over two GPUs: the test on NCCL, then the bench
+		step py-dist-cuda 400 "${py_env[@]}" sh -c '. "$top_srcdir/tests/python/lib.sh"; "$PY" "$HERE/test_dist.py" cuda'
+		step bench-dist 600 "${py_env[@]}" python3 "$top/bench/torch_dist.py" --dir "$work/dist"
+		for f in py-dist-cuda bench-dist; do
+			echo "== $f"; grep -avE 'Loading|Writing|Packing' "$out/$f.log" | tail -n 16
 		done ;;
 	esac
 	case $parts in *" run-devices "*)

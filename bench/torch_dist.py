@@ -1,0 +1,188 @@
+"""Data parallel over a process group against one process, in one run:
+wspager.torch.from_pretrained(..., process_group=) on two ranks (NCCL, a
+GPU each, one shared pack) against one process on one GPU.  Each is timed
+cold (page cache dropped, nothing in the host tier: the first forward
+reads the pack; with the group each rank reads half and the halves are
+all-gathered) and warm (forwards of a few tokens back to back from the
+host tier).  Ceilings measured in the same run: the pack read with one
+thread from a dropped page cache, and pinned host->GPU copies to each GPU.
+Rows: the cold forward's seconds and GB/s of raw weights, the bytes each
+rank read from the pack (the group's sum against the pack's stored size),
+and the warm GB/s per GPU.  Logits of the ranks against one process.
+
+  python3 bench/torch_dist.py --dir /var/tmp/wsp-dist [--layers 16 --hidden 4096]
+  (drops the page cache: run as root, or the cold rows are warm and say so)
+"""
+import argparse
+import json
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import time
+
+import torch
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "python"))
+sys.path.insert(0, HERE)
+import wspager  # noqa: E402
+import wspager.torch as wt  # noqa: E402
+from torch_devices import h2d  # noqa: E402
+from torch_offload import llama_config, make_checkpoint  # noqa: E402
+
+
+def log(*a):
+    print(*a, flush=True)
+
+
+def drop_caches() -> bool:
+    try:
+        os.sync()
+        with open("/proc/sys/vm/drop_caches", "w") as f:
+            f.write("3\n")
+        return True
+    except OSError:
+        return False
+
+
+def read_rate(pack: str) -> float:
+    """GB/s of reading every file of the pack once, one thread, 8 MiB reads."""
+    total, t0 = 0, time.perf_counter()
+    for name in sorted(os.listdir(pack)):
+        with open(os.path.join(pack, name), "rb", buffering=0) as f:
+            while True:
+                b = f.read(8 << 20)
+                if not b:
+                    break
+                total += len(b)
+    return total / (time.perf_counter() - t0) / 1e9
+
+
+def timed(model, ids, passes: int, reps: int):
+    """(cold forward seconds, median warm seconds of `passes` forwards)."""
+    dev = ids.device
+    with torch.no_grad():
+        t0 = time.perf_counter()
+        out = model(ids).logits
+        torch.cuda.synchronize(dev)
+        cold = time.perf_counter() - t0
+        for _ in range(2):
+            model(ids)
+        times = []
+        for _ in range(reps):
+            torch.cuda.synchronize(dev)
+            t0 = time.perf_counter()
+            for _ in range(passes):
+                out = model(ids).logits
+            torch.cuda.synchronize(dev)
+            times.append(time.perf_counter() - t0)
+    return cold, statistics.median(times), out.float().cpu()
+
+
+def rank_main(a) -> None:
+    import torch.distributed as dist
+    rank = int(os.environ["RANK"])
+    dev = torch.device("cuda", rank)
+    torch.cuda.set_device(dev)
+    dist.init_process_group("nccl")
+    ids = torch.randint(0, a.vocab, (1, a.tokens), generator=torch.Generator().manual_seed(3))
+    ids = ids.to(dev)
+    dist.barrier()
+    t_open = time.perf_counter()
+    model = wt.from_pretrained(a.pack, config=a.ck, device=dev, host_cache=a.host_cache,
+                               process_group=dist.group.WORLD)
+    opened = time.perf_counter() - t_open
+    dist.barrier()
+    cold, warm, out = timed(model, ids, a.passes, a.reps)
+    off = model._wspager
+    res = {"rank": rank, "open_s": opened, "cold_s": cold, "warm_s": warm,
+           "pager_bytes_read": off.pager.stats()["bytes_read"], **off.feed.stats()}
+    torch.save(out, os.path.join(a.dir, f"logits-{rank}.pt"))
+    json.dump(res, open(os.path.join(a.dir, f"dist-{rank}.json"), "w"))
+    wt.remove(model)
+    dist.destroy_process_group()
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--dir", default="/var/tmp/wsp-dist")
+    ap.add_argument("--layers", type=int, default=16)
+    ap.add_argument("--hidden", type=int, default=4096)
+    ap.add_argument("--intermediate", type=int, default=11008)
+    ap.add_argument("--vocab", type=int, default=32000)
+    ap.add_argument("--tokens", type=int, default=16)
+    ap.add_argument("--passes", type=int, default=6)
+    ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--host-cache", default="16G")
+    ap.add_argument("--rank", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--pack", help=argparse.SUPPRESS)
+    ap.add_argument("--ck", help=argparse.SUPPRESS)
+    a = ap.parse_args()
+    if a.rank:
+        return rank_main(a)
+    if torch.cuda.device_count() < 2:
+        log("torch_dist: fewer than two CUDA devices")
+        sys.exit(77)
+    os.makedirs(a.dir, exist_ok=True)
+    cfg = llama_config(a.layers, a.hidden, a.intermediate, a.vocab)
+    ck = os.path.join(a.dir, "llama")
+    make_checkpoint(ck, cfg)
+    pack = ck + ".wsp"
+    if not os.path.exists(os.path.join(pack, "manifest.wspm")):
+        wspager.convert(ck, pack, force=True)
+    with wspager.Pack(pack) as pk:
+        raw, stored = pk.summary["raw_bytes"], pk.summary["stored_bytes"]
+    dropped = drop_caches()
+    disk = read_rate(pack)
+    link = [h2d([torch.device("cuda", k)]) for k in range(2)]
+    log(f"weights {raw / 1e9:.2f} GB raw, {stored / 1e9:.2f} GB stored; "
+        f"{torch.cuda.get_device_name(0)} x {torch.cuda.device_count()}")
+    log(f"ceilings: pack read cold, one thread {disk:.2f} GB/s stored"
+        f"{'' if dropped else ' (page cache NOT dropped: not root)'}; pinned host->GPU "
+        f"{link[0]:.1f} / {link[1]:.1f} GB/s")
+
+    # One process, one GPU
+    drop_caches()
+    ids = torch.randint(0, a.vocab, (1, a.tokens), generator=torch.Generator().manual_seed(3))
+    ids = ids.to("cuda:0")
+    t0 = time.perf_counter()
+    model = wt.from_pretrained(pack, config=ck, device="cuda:0", host_cache=a.host_cache)
+    opened = time.perf_counter() - t0
+    cold, warm, want = timed(model, ids, a.passes, a.reps)
+    read1 = model._wspager.pager.stats()["bytes_read"]
+    wt.remove(model)
+    del model
+    torch.cuda.empty_cache()
+    log(f"one process: open {opened:.2f} s, cold forward {cold:.2f} s = {raw / cold / 1e9:.2f} "
+        f"GB/s raw ({stored / cold / 1e9:.2f} GB/s stored; read {read1 / stored:.2f}x the pack); "
+        f"warm {a.passes * raw / warm / 1e9:.1f} GB/s raw")
+
+    # Two ranks, NCCL, the same pack
+    drop_caches()
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = dict(os.environ, MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), WORLD_SIZE="2")
+    argv = [sys.executable, __file__, "--rank", "--pack", pack, "--ck", ck, "--dir", a.dir,
+            "--vocab", str(a.vocab), "--tokens", str(a.tokens), "--passes", str(a.passes),
+            "--reps", str(a.reps), "--host-cache", a.host_cache]
+    procs = [subprocess.Popen(argv, env=dict(env, RANK=str(r))) for r in range(2)]
+    for p in procs:
+        p.wait(timeout=900)
+    res = [json.load(open(os.path.join(a.dir, f"dist-{r}.json"))) for r in range(2)]
+    group_read = sum(r["bytes_read"] + r["pager_bytes_read"] for r in res)
+    for r in res:
+        got = torch.load(os.path.join(a.dir, f"logits-{r['rank']}.pt"))
+        log(f"rank {r['rank']}: open {r['open_s']:.2f} s, cold forward {r['cold_s']:.2f} s = "
+            f"{raw / r['cold_s'] / 1e9:.2f} GB/s raw ({cold / r['cold_s']:.2f}x one process); "
+            f"read {r['bytes_read'] / stored:.2f}x the pack itself (+{r['pager_bytes_read']} by "
+            f"its pager), received {r['bytes_received'] / stored:.2f}x; warm "
+            f"{a.passes * raw / r['warm_s'] / 1e9:.1f} GB/s raw "
+            f"({warm / r['warm_s']:.2f}x one process); logits identical: {torch.equal(got, want)}")
+    log(f"the group read {group_read / stored:.3f}x the pack's stored bytes in its cold pass")
+
+
+if __name__ == "__main__":
+    main()
