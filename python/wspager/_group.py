@@ -18,7 +18,8 @@ from __future__ import annotations
 
 import hashlib
 import os
-from typing import Dict, List, Tuple
+import threading
+from typing import Dict, List, Optional, Tuple
 
 import torch
 import torch.distributed as dist
@@ -53,13 +54,19 @@ def check_same_pack(group, pack_path: str) -> None:
 
 class GroupFeed:
     """The layers of `order` (pack indices, the same on every rank) reach
-    `pager` by exchange; `ahead` exchanges run while the model computes."""
+    `pager` by exchange, over a process group of its own (its collectives
+    never interleave with the caller's).  When every rank's host tier
+    holds the model, a thread exchanges each layer once, in order, up to
+    `window` layers ahead of the forward; otherwise the acquires drive the
+    exchanges, `window` of them in flight."""
 
-    def __init__(self, pager: Pager, group, order: List[int], ahead: int = 2):
-        self.pager, self.group, self.order = pager, group, list(order)
+    def __init__(self, pager: Pager, group, order: List[int], window: int = 4):
+        self.pager, self.order = pager, list(order)
         self.rank, self.n = dist.get_rank(group), dist.get_world_size(group)
+        self.group = dist.new_group(ranks=dist.get_process_group_ranks(group),
+                                    backend=dist.get_backend(group))
         self.pos = {layer: k for k, layer in enumerate(self.order)}
-        self.ahead = max(1, ahead)
+        self.window = max(1, window)
         self.pending: Dict[int, tuple] = {}
         self.done: set = set()
         self.cursor = 0
@@ -75,6 +82,16 @@ class GroupFeed:
         need = sum((L.raw_bytes + _PAGE - 1) // _PAGE * _PAGE for L in pk.layers)
         fits = torch.tensor([1 if need <= pager.stats()["host_cache_bytes"] else 0])
         self.once = self._agree(fits)
+        self.cv = threading.Condition()
+        self.ready: set = set()
+        self.wanted = 0             # positions in `order` the forward has reached
+        self.waiting = False        # an acquire waits: no window
+        self.stop = False
+        self.error: Optional[BaseException] = None
+        self.thread = None
+        if self.once:
+            self.thread = threading.Thread(target=self._run, name="wspager-feed", daemon=True)
+            self.thread.start()
 
     def _agree(self, flag: torch.Tensor) -> bool:
         t = flag.to(self.wire)
@@ -82,6 +99,11 @@ class GroupFeed:
         return bool(t.item())
 
     def close(self) -> None:
+        with self.cv:
+            self.stop = True
+            self.cv.notify_all()
+        if self.thread is not None:
+            self.thread.join(timeout=30)   # a collective in flight ends with the group's timeout
         for layer in list(self.pending):
             try:
                 self.pending.pop(layer)[0].wait()
@@ -91,68 +113,106 @@ class GroupFeed:
             os.close(fd)
         self.fds.clear()
 
-    def _read(self, path: str, offset: int, length: int) -> bytes:
+    def _share(self, layer: int):
+        """This rank's part of the layer's stored bytes, read into a tensor
+        (zero-padded to the part size), and (its bytes, the layer's)."""
+        path, offset, n = self.pager.pack.layer_extent(layer)
+        part = (n + self.n - 1) // self.n
+        lo, hi = min(n, self.rank * part), min(n, (self.rank + 1) * part)
+        share = torch.zeros(max(part, 1), dtype=torch.uint8)
         fd = self.fds.get(path)
         if fd is None:
             fd = self.fds[path] = os.open(path, os.O_RDONLY)
-        out = bytearray()
-        while len(out) < length:   # pread may return less
-            got = os.pread(fd, length - len(out), offset + len(out))
-            if not got:
-                raise OSError(f"{path}: the file ended at {offset + len(out)}, "
-                              f"{length - len(out)} bytes short of layer data")
-            out += got
-        return bytes(out)
+        view, done = memoryview(share.numpy()), 0
+        while done < hi - lo:   # straight into the tensor; pread may return less
+            got = os.preadv(fd, [view[done:hi - lo]], offset + lo + done)
+            if got <= 0:
+                raise OSError(f"{path}: the file ended at {offset + lo + done}, "
+                              f"{hi - lo - done} bytes short of layer data")
+            done += got
+        self.bytes_read += hi - lo
+        return share.to(self.wire), hi - lo, n
 
+    def _failed(self, layer: int, e: BaseException) -> RuntimeError:
+        return RuntimeError(f"wspager: rank {self.rank}: exchanging layer "
+                            f"{self.pager.pack.layers[layer].name} with the process group "
+                            f"failed (did another rank stop?): {e}")
+
+    def _provide(self, layer: int, parts, n: int, mine: int) -> None:
+        whole = torch.cat(parts)[:n]
+        if whole.device.type != "cpu":
+            whole = whole.cpu()
+        self.bytes_received += n - mine
+        self.pager.provide(layer, whole)
+        self.exchanges += 1
+
+    # Once: a thread, in order ---------------------------------------------
+    def _run(self) -> None:
+        if self.wire.type == "cuda":
+            torch.cuda.set_device(self.wire)
+        for k, layer in enumerate(self.order):
+            with self.cv:
+                while k >= self.wanted + self.window and not self.waiting and not self.stop:
+                    self.cv.wait()
+                if self.stop:
+                    return
+            try:
+                share, mine, n = self._share(layer)
+                parts = [torch.empty_like(share) for _ in range(self.n)]
+                dist.all_gather(parts, share, group=self.group)
+                self._provide(layer, parts, n, mine)
+            except BaseException as e:   # reported by the acquire that needs a layer
+                with self.cv:
+                    self.error = self._failed(layer, e)
+                    self.cv.notify_all()
+                return
+            with self.cv:
+                self.ready.add(layer)
+                self.cv.notify_all()
+
+    # Otherwise: the acquires drive it ---------------------------------------
     def _start_next(self) -> None:
         layer = self.order[self.cursor]
         self.cursor += 1
         if self.cursor == len(self.order):
             self.cursor = 0
-            if not self.once:
-                self.done.clear()   # a new pass: each layer is exchanged again
-        path, offset, n = self.pager.pack.layer_extent(layer)
-        part = (n + self.n - 1) // self.n
-        lo, hi = min(n, self.rank * part), min(n, (self.rank + 1) * part)
-        share = torch.zeros(max(part, 1), dtype=torch.uint8)
-        if hi > lo:
-            share[:hi - lo] = torch.frombuffer(bytearray(self._read(path, offset + lo, hi - lo)),
-                                               dtype=torch.uint8)
-        self.bytes_read += hi - lo
-        share = share.to(self.wire)
+            self.done.clear()   # a new pass: each layer is exchanged again
+        share, mine, n = self._share(layer)
         parts = [torch.empty_like(share) for _ in range(self.n)]
         work = dist.all_gather(parts, share, group=self.group, async_op=True)
-        self.pending[layer] = (work, parts, n, hi - lo)
-        self.exchanges += 1
+        self.pending[layer] = (work, parts, n, mine)
 
     def _finish(self, layer: int) -> None:
         work, parts, n, mine = self.pending.pop(layer)
         try:
             work.wait()
         except Exception as e:
-            raise RuntimeError(f"wspager: rank {self.rank}: exchanging layer "
-                               f"{self.pager.pack.layers[layer].name} with the process group "
-                               f"failed (did another rank stop?): {e}") from e
-        whole = torch.cat(parts)[:n]
-        if whole.device.type != "cpu":
-            whole = whole.cpu()
-        self.bytes_received += n - mine
-        self.pager.provide(layer, whole)
+            raise self._failed(layer, e) from e
+        self._provide(layer, parts, n, mine)
         self.done.add(layer)
 
     def need(self, layer: int) -> None:
         """Before `layer` is acquired: its bytes handed to the pager (unless
         known present), and the next exchanges started."""
-        if layer not in self.pos or layer in self.done:
+        if layer not in self.pos:
             return
-        if self.once and len(self.done) + len(self.pending) == len(self.order) \
-                and layer not in self.pending:
+        if self.once:
+            with self.cv:
+                self.wanted = max(self.wanted, self.pos[layer] + 1)
+                self.cv.notify_all()
+                while layer not in self.ready and self.error is None:
+                    self.waiting = True
+                    self.cv.wait()
+                self.waiting = False
+                if layer not in self.ready:
+                    raise self.error
+            return
+        if layer in self.done:
             return
         while layer not in self.pending:
             self._start_next()
         self._finish(layer)
-        while len(self.pending) < self.ahead and not (
-                self.once and len(self.done) + len(self.pending) == len(self.order)):
+        while len(self.pending) < self.window:
             self._start_next()
 
     def stats(self) -> Dict[str, int]:
