@@ -1,9 +1,10 @@
 """Data parallel over a torch.distributed process group: every rank runs
 the whole model, so every rank needs every layer.  Instead of each reading
 the whole pack, each rank reads 1/N of each layer's stored (compressed)
-bytes and the ranks all-gather the parts (gloo on the CPU, NCCL between
-GPUs); each pager gets the whole layer through ``Pager.provide`` and
-decodes it as if it had read it (wsp_provide(3)).
+bytes and the ranks all-gather the parts (over a gloo group of the same
+ranks, whatever the caller's backend: the bytes go host to host); each
+pager gets the whole layer through ``Pager.provide`` and decodes it as if
+it had read it (wsp_provide(3)).
 
 The exchanges are collectives, so every rank must start them in the same
 order: they follow a fixed order of the layers (the model's), driven by
@@ -54,17 +55,18 @@ def check_same_pack(group, pack_path: str) -> None:
 
 class GroupFeed:
     """The layers of `order` (pack indices, the same on every rank) reach
-    `pager` by exchange, over a process group of its own (its collectives
-    never interleave with the caller's).  When every rank's host tier
-    holds the model, a thread exchanges each layer once, in order, up to
-    `window` layers ahead of the forward; otherwise the acquires drive the
-    exchanges, `window` of them in flight."""
+    `pager` by exchange, over a gloo group of its own: its collectives never
+    interleave with the caller's (NCCL collectives issued from two threads
+    in different orders on the ranks can deadlock), and the bytes go from
+    host memory to host memory, where the pager takes them.  When every
+    rank's host tier holds the model, a thread exchanges each layer once,
+    in order, up to `window` layers ahead of the forward; otherwise the
+    acquires drive the exchanges, `window` of them in flight."""
 
     def __init__(self, pager: Pager, group, order: List[int], window: int = 4):
         self.pager, self.order = pager, list(order)
         self.rank, self.n = dist.get_rank(group), dist.get_world_size(group)
-        self.group = dist.new_group(ranks=dist.get_process_group_ranks(group),
-                                    backend=dist.get_backend(group))
+        self.group = dist.new_group(ranks=dist.get_process_group_ranks(group), backend="gloo")
         self.pos = {layer: k for k, layer in enumerate(self.order)}
         self.window = max(1, window)
         self.pending: Dict[int, tuple] = {}
@@ -74,8 +76,7 @@ class GroupFeed:
         self.bytes_received = 0     # stored bytes that came from the other ranks
         self.exchanges = 0
         self.fds: Dict[str, int] = {}
-        nccl = dist.get_backend(group) == "nccl"
-        self.wire = torch.device("cuda", torch.cuda.current_device()) if nccl else torch.device("cpu")
+        self.wire = torch.device("cpu")
         # Once per layer when every rank's host tier holds the whole model
         # (then nothing is evicted), else whenever an acquire needs it.
         pk = pager.pack
@@ -148,8 +149,6 @@ class GroupFeed:
 
     # Once: a thread, in order ---------------------------------------------
     def _run(self) -> None:
-        if self.wire.type == "cuda":
-            torch.cuda.set_device(self.wire)
         for k, layer in enumerate(self.order):
             with self.cv:
                 while k >= self.wanted + self.window and not self.waiting and not self.stop:
