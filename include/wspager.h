@@ -640,6 +640,13 @@ int wsp_adamw_step(float *param, const float *grad, float *exp_avg, float *exp_a
  * An error writing the overflow file fails the call and changes nothing.
  */
 int wsp_update(wsp_pager *pg, uint32_t layer, const void *const *values);
+/* As wsp_update, from fp32 values (added in 0.3: an optimizer's fp32
+ * masters, without a conversion pass of the caller's): values[i] holds
+ * tensor i's elements as floats, narrowed to its dtype in the copy (BF16:
+ * round to nearest even, as torch converts, and a NaN to the quiet NaN
+ * 0x7fc0, where torch's CPU kernels give 0x7fc0 or 0xffff; F32: copied).
+ * -EINVAL, naming it, for a tensor of another dtype. */
+int wsp_update_f32(wsp_pager *pg, uint32_t layer, const float *const *values);
 
 /*
  * Write a new pack at `out` from the current layers, updated or not: the

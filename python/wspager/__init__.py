@@ -769,6 +769,16 @@ class Pager(_Closing):
         arr = (ctypes.c_void_p * max(n, 1))(*[v or None for v in values])
         self._call(_c.lib().wsp_update, idx, arr)
 
+    def update_f32(self, layer: Union[int, str], values: Sequence[Optional[int]]) -> None:
+        """As :meth:`update`, each address holding the tensor's elements as
+        fp32 (wsp_update_f32(3)): narrowed to the tensor's dtype in the copy
+        (F32 and BF16 tensors), so that fp32 masters need no conversion of
+        their own."""
+        idx = self._index(layer)
+        n = self._tensor_count(idx, len(values), "values")
+        arr = (ctypes.c_void_p * max(n, 1))(*[v or None for v in values])
+        self._call(_c.lib().wsp_update_f32, idx, arr)
+
     def save(self, out: PathLike, *, force: bool = False, progress=None) -> None:
         """Write a new pack at `out` from the current layers, updated or not
         (wsp_save(3)): atomic; ``wspack unpack`` of it gives safetensors."""

@@ -289,6 +289,7 @@ def _declare(lib: ctypes.CDLL) -> None:
         "wsp_state_release": (c_int, [c_void_p, c_u32, c_int]),
         "wsp_state_size": (ctypes.c_int64, [c_void_p, c_u32]),
         "wsp_update": (c_int, [c_void_p, c_u32, P(c_void_p)]),
+        "wsp_update_f32": (c_int, [c_void_p, c_u32, P(c_void_p)]),
         "wsp_adamw_step": (c_int, [P(ctypes.c_float), P(ctypes.c_float), P(ctypes.c_float),
                                    P(ctypes.c_float), c_u64, P(AdamWParams)]),
         "wsp_save": (c_int, [c_void_p, c_char_p, c_uint, PROGRESS_FN, c_void_p]),

@@ -54,6 +54,7 @@ from typing import Dict, List, Optional, Tuple
 import torch
 
 _TRAINERS: "weakref.WeakSet[Trainer]" = weakref.WeakSet()
+_NARROWED = (torch.float32, torch.bfloat16)   # what wsp_update_f32 narrows to
 _HOOKS: list = []
 
 
@@ -522,13 +523,21 @@ class Trainer:
             pos = self.pos[g.index]
             vals: List[Optional[int]] = [None] * len(pos)
             keep = []
+            # fp32 masters of F32 and BF16 tensors go as they are: the pager
+            # narrows them in its copy (one pass over memory, on every core)
+            narrow = all(m is None or (dtype in _NARROWED and m.dtype == torch.float32 and
+                                       m.is_contiguous())
+                         for (_, _, dtype, _), m in zip(g.params, row))
             for (_, name, dtype, _), m in zip(g.params, row):
                 if m is None:
                     continue
-                t = m.detach().to(dtype).contiguous()
+                t = m.detach() if narrow else m.detach().to(dtype).contiguous()
                 vals[pos[name]] = t.data_ptr()
                 keep.append(t)
-            off.pager.update(g.index, vals)   # copied before it returns
+            if narrow:
+                off.pager.update_f32(g.index, vals)
+            else:
+                off.pager.update(g.index, vals)   # copied before it returns
 
     def step_in_backward(self, optimizer, kwargs, clip_per_layer=None):
         if self.gsum is not None:

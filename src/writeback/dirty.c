@@ -8,6 +8,7 @@
 #include "common/util.h"
 #include "predict/predict.h"
 #include "writeback/dirty.h"
+#include "writeback/fill.h"
 #include "writeback/overflow.h"
 
 /* dirty_stream's reads from the overflow file: at most this much at once. */
@@ -239,7 +240,7 @@ static int load_clean(struct dirty *dt, uint32_t layer, void *dst, struct wspi_e
 	return rc;
 }
 
-int dirty_update(struct dirty *dt, uint32_t layer, const void *const *values,
+int dirty_update(struct dirty *dt, uint32_t layer, const void *const *values, int from_f32,
 		 struct wspi_err *err)
 {
 	const struct wsp_layer *L = &dt->pk->layers[layer];
@@ -265,12 +266,7 @@ int dirty_update(struct dirty *dt, uint32_t layer, const void *const *values,
 		}
 	}
 	if (rc == 0) {
-		for (uint32_t i = 0; i < L->n_tensors; i++) {
-			uint8_t *dst = (uint8_t *)nb->mem + mt[i].layer_offset;
-			if (values[i])
-				memcpy(dst, values[i], mt[i].raw_bytes);
-			nb->checksums[i] = wsp_checksum64(dst, mt[i].raw_bytes);
-		}
+		wb_fill((uint8_t *)nb->mem, mt, L->n_tensors, values, from_f32, nb->checksums);
 		nb->used = ++dt->clock;
 		nb->in_file = 0;   /* changed: a later spill writes it */
 		if (b != nb) {

@@ -38,9 +38,10 @@ int dirty_create(struct dev *d, struct wsp_pack_s *pk, const struct dirty_config
 void dirty_destroy(struct dirty *dt);
 
 /* Replace `layer`'s tensors: values[i] is tensor i's new raw bytes (host
- * memory), or NULL to keep its current value (then read from the pack if
- * the layer is still clean). */
-int dirty_update(struct dirty *dt, uint32_t layer, const void *const *values,
+ * memory; from_f32: its values as fp32, narrowed to its dtype, which
+ * wb_narrow_ok accepts), or NULL to keep its current value (then read from
+ * the pack if the layer is still clean). */
+int dirty_update(struct dirty *dt, uint32_t layer, const void *const *values, int from_f32,
 		 struct wspi_err *err);
 /* 1 and a reference to the layer's buffer when it is dirty (a one-page
  * hcache_ref the slots copy from; hand it back with dirty_put), 0 when

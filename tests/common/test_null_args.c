@@ -44,6 +44,9 @@ int main(void)
 	CHECK_RC(wsp_pack_summary(NULL, NULL), -EINVAL);
 	CHECK_RC(wsp_pack_dtype_bytes(NULL, WSP_DTYPE_BF16, &u, &v), -EINVAL);
 	CHECK_RC(wsp_pack_shard_path(NULL, 0, err, sizeof(err)), -EINVAL);
+	uint32_t shard;
+	uint64_t offset;
+	CHECK_RC(wsp_pack_layer_extent(NULL, 0, &shard, &offset), -EINVAL);
 	CHECK_RC(wsp_hint_next(NULL, NULL, 0), -EINVAL);
 	CHECK_RC(wsp_acquire_flags(NULL, 0, NULL, 0, NULL), -EINVAL);
 	CHECK_RC(wsp_pack_verify(NULL, 0, NULL, NULL), -EINVAL);
@@ -64,12 +67,16 @@ int main(void)
 	CHECK(wsp_layer_tensor(NULL, "x") == NULL);
 	CHECK_RC(wsp_release(NULL, 0, NULL), -EINVAL);
 	CHECK_RC(wsp_prefetch(NULL, 0), -EINVAL);
+	CHECK_RC(wsp_provide(NULL, 0, err, 1), -EINVAL);
+	int device;
+	CHECK_RC(wsp_layer_device(NULL, 0, &device, NULL), -EINVAL);
 	CHECK_RC(wsp_grad_push(NULL, 0, NULL, NULL), -EINVAL);
 	CHECK_RC(wsp_grad_query(NULL, 0), -EINVAL);
 	CHECK_RC(wsp_grad_wait(NULL, WSP_ALL_LAYERS), -EINVAL);
 	CHECK_RC(wsp_grad_get(NULL, 0, NULL), -EINVAL);
 	CHECK_RC(wsp_grad_zero(NULL, 0), -EINVAL);
 	CHECK_RC(wsp_update(NULL, 0, NULL), -EINVAL);
+	CHECK_RC(wsp_update_f32(NULL, 0, NULL), -EINVAL);
 	CHECK_RC(wsp_save(NULL, NULL, 0, NULL, NULL), -EINVAL);
 	wsp_reset_prediction(NULL);
 	CHECK_RC(wsp_get_stats(NULL, NULL), -EINVAL);

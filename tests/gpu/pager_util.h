@@ -15,8 +15,8 @@ struct t_model {
 
 /* Build the pack: with hidden 256 and
  * intermediate 512 a block is about 1.1 MiB of bf16. */
-static inline void t_model_make(struct t_model *m, const char *tag, unsigned layers,
-				unsigned hidden, unsigned intermediate)
+static inline void t_model_make_dtype(struct t_model *m, const char *tag, unsigned layers,
+				      unsigned hidden, unsigned intermediate, enum wsp_dtype dtype)
 {
 	char model[600], err[512];
 	struct wsp_generate_options g;
@@ -31,6 +31,7 @@ static inline void t_model_make(struct t_model *m, const char *tag, unsigned lay
 	g.hidden = hidden;
 	g.intermediate = intermediate;
 	g.vocab = 512;
+	g.dtype = dtype;
 	int rc = wsp_generate(model, &g, err, sizeof(err));
 	if (rc < 0) {
 		fprintf(stderr, "wsp_generate: %s\n", err);
@@ -52,6 +53,13 @@ static inline void t_model_make(struct t_model *m, const char *tag, unsigned lay
 	}
 	wsp_pack_summary(pk, &m->sum);
 	wsp_pack_close(pk);
+}
+
+/* A generated bf16 model, converted (see t_model_make_dtype). */
+static inline void t_model_make(struct t_model *m, const char *tag, unsigned layers,
+				unsigned hidden, unsigned intermediate)
+{
+	t_model_make_dtype(m, tag, layers, hidden, intermediate, WSP_DTYPE_BF16);
 }
 
 static inline void t_model_remove(struct t_model *m)
