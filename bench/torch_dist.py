@@ -30,21 +30,7 @@ sys.path.insert(0, HERE)
 import wspager  # noqa: E402
 import wspager.torch as wt  # noqa: E402
 from torch_devices import h2d  # noqa: E402
-from torch_offload import llama_config, make_checkpoint  # noqa: E402
-
-
-def log(*a):
-    print(*a, flush=True)
-
-
-def drop_caches() -> bool:
-    try:
-        os.sync()
-        with open("/proc/sys/vm/drop_caches", "w") as f:
-            f.write("3\n")
-        return True
-    except OSError:
-        return False
+from torch_offload import drop_caches, llama_config, log, make_checkpoint  # noqa: E402
 
 
 def read_rate(pack: str) -> float:

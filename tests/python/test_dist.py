@@ -172,6 +172,14 @@ def main(mode: str) -> None:
     from configs import llama
     transformers.logging.set_verbosity_error()
     torch.manual_seed(0)
+
+    def ranks(case: str):
+        """Each rank's result of `case`; a rank that wrote none fails."""
+        for r in launch(case, mode):
+            check(r is not None, f"{case}: a rank wrote no result")
+            if r is not None:
+                yield r
+
     ckpt = os.path.join(T, "ckpt")
     transformers.LlamaForCausalLM(llama(64, 4, 300)).save_pretrained(ckpt)
     wspager.convert(ckpt, os.path.join(T, "rank0.wsp"))
@@ -180,10 +188,7 @@ def main(mode: str) -> None:
     transformers.LlamaForCausalLM(llama(64, 4, 300)).save_pretrained(other)
     wspager.convert(other, os.path.join(T, "other.wsp"))
 
-    for r in launch("fits", mode):
-        check(r is not None, "fits: a rank wrote no result")
-        if r is None:
-            continue
+    for r in ranks("fits"):
         print(f"fits, rank {r['rank']}: max |diff| {r['diff']}, generate equal {r['gen_equal']}; "
               f"read {r['bytes_read']} of {r['stored']} stored bytes "
               f"({r['bytes_read'] / r['stored']:.2f}x), received {r['bytes_received']}, "
@@ -199,10 +204,7 @@ def main(mode: str) -> None:
         check(r["pager_bytes_read"] == 0, f"fits, rank {r['rank']}: the pager read "
                                           f"{r['pager_bytes_read']} bytes itself")
 
-    for r in launch("small", mode):
-        check(r is not None, "small: a rank wrote no result")
-        if r is None:
-            continue
+    for r in ranks("small"):
         print(f"small host tier, rank {r['rank']}: max |diff| {r['diff']}, generate equal "
               f"{r['gen_equal']}; {r['exchanges']} exchanges, read {r['bytes_read']}, "
               f"pager read {r['pager_bytes_read']}")
@@ -223,10 +225,7 @@ def main(mode: str) -> None:
     quarters = [[b[k:k + 1] for k in range(4)] for b in global_batches(one.config.vocab_size, dev)]
     want_accum, _ = train_steps(one, quarters, 0.25)
     wt.remove(one)
-    for r in launch("train", mode):
-        check(r is not None, "train: a rank wrote no result")
-        if r is None:
-            continue
+    for r in ranks("train"):
         print(f"train, rank {r['rank']}: gradient norms {r['norms']} (one process: {want_norms});"
               f" masters {'equal' if r['digest'] == want else 'DIFFER'}")
         print(f"train, rank {r['rank']}: with no_sync, norms {r['accum_norms']} (one process "
