@@ -1,10 +1,9 @@
 """Data parallel over a torch.distributed process group: every rank runs
 the whole model, so every rank needs every layer.  Instead of each reading
 the whole pack, each rank reads 1/N of each layer's stored (compressed)
-bytes and the ranks all-gather the parts (over a gloo group of the same
-ranks, whatever the caller's backend: the bytes go host to host); each
-pager gets the whole layer through ``Pager.provide`` and decodes it as if
-it had read it (wsp_provide(3)).
+bytes and the ranks all-gather the parts (gloo, or NCCL through the GPUs);
+each pager gets the whole layer through ``Pager.provide`` and decodes it as
+if it had read it (wsp_provide(3)).
 
 The exchanges are collectives, so every rank must start them in the same
 order: they follow a fixed order of the layers (the model's), driven by
@@ -19,8 +18,9 @@ from __future__ import annotations
 
 import hashlib
 import os
+import queue
 import threading
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, List, Tuple
 
 import torch
 import torch.distributed as dist
@@ -55,44 +55,39 @@ def check_same_pack(group, pack_path: str) -> None:
 
 class GroupFeed:
     """The layers of `order` (pack indices, the same on every rank) reach
-    `pager` by exchange, over a gloo group of its own: its collectives never
-    interleave with the caller's (NCCL collectives issued from two threads
-    in different orders on the ranks can deadlock), and the bytes go from
-    host memory to host memory, where the pager takes them.  When every
-    rank's host tier holds the model, a thread exchanges each layer once,
-    in order, up to `window` layers ahead of the forward; otherwise the
-    acquires drive the exchanges, `window` of them in flight."""
+    `pager` by exchange.  A thread reads this rank's shares from the pack
+    ahead, in the fixed order (file reads only); the collectives are issued
+    by the caller's thread, in the same order, `window` of them ahead of the
+    forward, on the caller's group - so they never interleave differently
+    on two ranks with the caller's own collectives (gloo, or NCCL through
+    the GPU).  When every rank's host tier holds the model each layer is
+    exchanged once; otherwise at each use."""
 
     def __init__(self, pager: Pager, group, order: List[int], window: int = 4):
-        self.pager, self.order = pager, list(order)
+        self.pager, self.group, self.order = pager, group, list(order)
         self.rank, self.n = dist.get_rank(group), dist.get_world_size(group)
-        self.group = dist.new_group(ranks=dist.get_process_group_ranks(group), backend="gloo")
         self.pos = {layer: k for k, layer in enumerate(self.order)}
-        self.window = max(1, window)
-        self.pending: Dict[int, tuple] = {}
+        self.window = max(1, min(window, len(self.order)))
+        nccl = dist.get_backend(group) == "nccl"
+        self.wire = torch.device("cuda", torch.cuda.current_device()) if nccl else torch.device("cpu")
+        self.issued: Dict[int, tuple] = {}
         self.done: set = set()
-        self.cursor = 0
+        self.seq = 0                # exchanges issued so far (the fixed order, cyclic)
         self.bytes_read = 0         # this rank's own reads of the pack
         self.bytes_received = 0     # stored bytes that came from the other ranks
         self.exchanges = 0
         self.fds: Dict[str, int] = {}
-        self.wire = torch.device("cpu")
         # Once per layer when every rank's host tier holds the whole model
         # (then nothing is evicted), else whenever an acquire needs it.
         pk = pager.pack
         need = sum((L.raw_bytes + _PAGE - 1) // _PAGE * _PAGE for L in pk.layers)
         fits = torch.tensor([1 if need <= pager.stats()["host_cache_bytes"] else 0])
         self.once = self._agree(fits)
-        self.cv = threading.Condition()
-        self.ready: set = set()
-        self.wanted = 0             # positions in `order` the forward has reached
-        self.waiting = False        # an acquire waits: no window
+        self.shares: "queue.Queue" = queue.Queue(maxsize=self.window)
         self.stop = False
-        self.error: Optional[BaseException] = None
-        self.thread = None
-        if self.once:
-            self.thread = threading.Thread(target=self._run, name="wspager-feed", daemon=True)
-            self.thread.start()
+        self.reader = threading.Thread(target=self._read_ahead, name="wspager-shares",
+                                       daemon=True)
+        self.reader.start()
 
     def _agree(self, flag: torch.Tensor) -> bool:
         t = flag.to(self.wire)
@@ -100,14 +95,15 @@ class GroupFeed:
         return bool(t.item())
 
     def close(self) -> None:
-        with self.cv:
-            self.stop = True
-            self.cv.notify_all()
-        if self.thread is not None:
-            self.thread.join(timeout=30)   # a collective in flight ends with the group's timeout
-        for layer in list(self.pending):
+        self.stop = True
+        while self.reader.is_alive():   # unblock its put, then let it see stop
             try:
-                self.pending.pop(layer)[0].wait()
+                self.shares.get(timeout=0.1)
+            except queue.Empty:
+                pass
+        for layer in list(self.issued):
+            try:
+                self.issued.pop(layer)[0].wait()
             except Exception:   # closing after a failure: nothing left to report to
                 pass
         for fd in self.fds.values():
@@ -116,11 +112,12 @@ class GroupFeed:
 
     def _share(self, layer: int):
         """This rank's part of the layer's stored bytes, read into a tensor
-        (zero-padded to the part size), and (its bytes, the layer's)."""
+        (zero-padded to the part size; pinned for a GPU's copy)."""
         path, offset, n = self.pager.pack.layer_extent(layer)
         part = (n + self.n - 1) // self.n
         lo, hi = min(n, self.rank * part), min(n, (self.rank + 1) * part)
-        share = torch.zeros(max(part, 1), dtype=torch.uint8)
+        share = torch.zeros(max(part, 1), dtype=torch.uint8,
+                            pin_memory=self.wire.type == "cuda")
         fd = self.fds.get(path)
         if fd is None:
             fd = self.fds[path] = os.open(path, os.O_RDONLY)
@@ -132,87 +129,75 @@ class GroupFeed:
                               f"{hi - lo - done} bytes short of layer data")
             done += got
         self.bytes_read += hi - lo
-        return share.to(self.wire), hi - lo, n
+        return share, hi - lo, n
+
+    def _read_ahead(self) -> None:
+        """The shares, in the order the exchanges are issued, `window` ahead."""
+        k = 0
+        while not self.stop and (not self.once or k < len(self.order)):
+            layer = self.order[k % len(self.order)]
+            try:
+                item = (layer,) + self._share(layer)
+            except BaseException as e:   # given to the exchange that needs it
+                item = (layer, e)
+            while not self.stop:
+                try:
+                    self.shares.put(item, timeout=0.1)
+                    break
+                except queue.Full:
+                    pass
+            if len(item) == 2:
+                return
+            k += 1
 
     def _failed(self, layer: int, e: BaseException) -> RuntimeError:
         return RuntimeError(f"wspager: rank {self.rank}: exchanging layer "
                             f"{self.pager.pack.layers[layer].name} with the process group "
                             f"failed (did another rank stop?): {e}")
 
-    def _provide(self, layer: int, parts, n: int, mine: int) -> None:
-        whole = torch.cat(parts)[:n]
-        if whole.device.type != "cpu":
-            whole = whole.cpu()
+    def _issue_next(self) -> None:
+        item = self.shares.get()
+        layer = item[0]
+        if len(item) == 2:
+            raise self._failed(layer, item[1]) from item[1]
+        _, share, mine, n = item
+        if not self.once and self.seq and self.seq % len(self.order) == 0:
+            self.done.clear()   # a new pass: each layer is exchanged again
+        self.seq += 1
+        w = share.to(self.wire, non_blocking=True)
+        parts = [torch.empty_like(w) for _ in range(self.n)]
+        work = dist.all_gather(parts, w, group=self.group, async_op=True)
+        self.issued[layer] = (work, parts, n, mine, share)   # share: alive until sent
+
+    def _finish(self, layer: int) -> None:
+        work, parts, n, mine, _ = self.issued.pop(layer)
+        try:
+            work.wait()
+            whole = torch.cat(parts)[:n]
+            if whole.device.type != "cpu":
+                whole = whole.cpu()
+        except Exception as e:
+            raise self._failed(layer, e) from e
         self.bytes_received += n - mine
         self.pager.provide(layer, whole)
         self.exchanges += 1
-
-    # Once: a thread, in order ---------------------------------------------
-    def _run(self) -> None:
-        for k, layer in enumerate(self.order):
-            with self.cv:
-                while k >= self.wanted + self.window and not self.waiting and not self.stop:
-                    self.cv.wait()
-                if self.stop:
-                    return
-            try:
-                share, mine, n = self._share(layer)
-                parts = [torch.empty_like(share) for _ in range(self.n)]
-                dist.all_gather(parts, share, group=self.group)
-                self._provide(layer, parts, n, mine)
-            except BaseException as e:   # reported by the acquire that needs a layer
-                with self.cv:
-                    self.error = self._failed(layer, e)
-                    self.cv.notify_all()
-                return
-            with self.cv:
-                self.ready.add(layer)
-                self.cv.notify_all()
-
-    # Otherwise: the acquires drive it ---------------------------------------
-    def _start_next(self) -> None:
-        layer = self.order[self.cursor]
-        self.cursor += 1
-        if self.cursor == len(self.order):
-            self.cursor = 0
-            self.done.clear()   # a new pass: each layer is exchanged again
-        share, mine, n = self._share(layer)
-        parts = [torch.empty_like(share) for _ in range(self.n)]
-        work = dist.all_gather(parts, share, group=self.group, async_op=True)
-        self.pending[layer] = (work, parts, n, mine)
-
-    def _finish(self, layer: int) -> None:
-        work, parts, n, mine = self.pending.pop(layer)
-        try:
-            work.wait()
-        except Exception as e:
-            raise self._failed(layer, e) from e
-        self._provide(layer, parts, n, mine)
         self.done.add(layer)
+
+    def _more(self) -> bool:
+        return not self.once or self.seq < len(self.order)
 
     def need(self, layer: int) -> None:
         """Before `layer` is acquired: its bytes handed to the pager (unless
-        known present), and the next exchanges started."""
-        if layer not in self.pos:
+        known present), and the next exchanges issued."""
+        if layer not in self.pos or layer in self.done:
             return
-        if self.once:
-            with self.cv:
-                self.wanted = max(self.wanted, self.pos[layer] + 1)
-                self.cv.notify_all()
-                while layer not in self.ready and self.error is None:
-                    self.waiting = True
-                    self.cv.wait()
-                self.waiting = False
-                if layer not in self.ready:
-                    raise self.error
-            return
-        if layer in self.done:
-            return
-        while layer not in self.pending:
-            self._start_next()
+        while layer not in self.issued:
+            if not self._more():
+                return   # exchanged once already (once: never evicted)
+            self._issue_next()
         self._finish(layer)
-        while len(self.pending) < self.window:
-            self._start_next()
+        while len(self.issued) < self.window and self._more():
+            self._issue_next()
 
     def stats(self) -> Dict[str, int]:
         return {"bytes_read": self.bytes_read, "bytes_received": self.bytes_received,
