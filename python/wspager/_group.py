@@ -87,7 +87,8 @@ class GroupFeed:
         self.stop = False
         self.reader = threading.Thread(target=self._read_ahead, name="wspager-shares",
                                        daemon=True)
-        self.reader.start()
+        if self.order:   # nothing to exchange: no reader
+            self.reader.start()
 
     def _agree(self, flag: torch.Tensor) -> bool:
         t = flag.to(self.wire)
