@@ -460,7 +460,7 @@ int wt_cmd_bench(int argc, char **argv)
 	if (optind + 1 < argc)
 		return cli_usage("unexpected argument '%s'", argv[optind + 1]);
 	b.pack = argv[optind];
-	if ((rc = wt_pick_device(dev_req, dev_set, &b.device)))
+	if ((rc = wt_pick_device("--device", dev_req, dev_set, &b.device)))
 		return rc;
 	if ((rc = wt_pack_open(b.pack, &b.pk)))
 		return rc;

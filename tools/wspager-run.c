@@ -397,9 +397,9 @@ int wt_cmd_run(int argc, char **argv)
 	if (c.devices_set) {
 		devs.n = c.devices.n;
 		for (unsigned k = 0; k < devs.n; k++)
-			if ((rc = wt_pick_device(c.devices.dev[k], true, &devs.dev[k])))
+			if ((rc = wt_pick_device("--devices", c.devices.dev[k], true, &devs.dev[k])))
 				return rc;
-	} else if ((rc = wt_pick_device(c.device, c.device_set, &devs.dev[0]))) {
+	} else if ((rc = wt_pick_device("--device", c.device, c.device_set, &devs.dev[0]))) {
 		return rc;
 	}
 	char label[WT_MAX_DEVICES * 80] = "";

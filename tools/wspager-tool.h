@@ -35,11 +35,12 @@ double wt_gbps(uint64_t bytes, uint64_t ns);  /* 1e9 bytes per second */
 const char *wt_size(uint64_t bytes, char *buf, size_t len); /* wsp_format_size */
 
 /* ---- devices ---- */
-/* Resolve the device to use.  `explicit_dev` tells whether --device was given:
- * without it, a machine with no usable GPU falls back to the host backend and
- * says so once; with it, a missing GPU is an error.  Returns 0 or CLI_EXIT_FAIL
+/* Resolve the device to use.  `explicit_dev` tells whether it was given
+ * (`opt`, "--device" or "--devices", names it in messages): without it, a
+ * machine with no usable GPU falls back to the host backend and says so
+ * once; with it, a missing GPU is an error.  Returns 0 or CLI_EXIT_FAIL
  * (message printed). */
-int wt_pick_device(int requested, bool explicit_dev, int *out);
+int wt_pick_device(const char *opt, int requested, bool explicit_dev, int *out);
 /* "host" or "cuda:N (name)" into buf. */
 const char *wt_device_name(int device, char *buf, size_t len);
 

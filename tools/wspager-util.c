@@ -96,7 +96,7 @@ const char *wt_size(uint64_t bytes, char *buf, size_t len)
 	return wsp_format_size(bytes, buf, len);
 }
 
-int wt_pick_device(int requested, bool explicit_dev, int *out)
+int wt_pick_device(const char *opt, int requested, bool explicit_dev, int *out)
 {
 	if (requested == WSP_DEVICE_HOST) {
 		*out = WSP_DEVICE_HOST;
@@ -111,16 +111,16 @@ int wt_pick_device(int requested, bool explicit_dev, int *out)
 	}
 	if (explicit_dev) {
 		if (ce != cudaSuccess)
-			cli_error("--device %d: no usable CUDA device: %s", requested, cudaGetErrorString(ce));
+			cli_error("%s %d: no usable CUDA device: %s", opt, requested, cudaGetErrorString(ce));
 		else
-			cli_error("--device %d: no such CUDA device (%d found)", requested, n);
+			cli_error("%s %d: no such CUDA device (%d found)", opt, requested, n);
 		return CLI_EXIT_FAIL;
 	}
 	fprintf(stderr, "wspager: no usable CUDA device (%s): using the host backend (--device host)\n",
 		ce != cudaSuccess ? cudaGetErrorString(ce) : "none found");
 #else
 	if (explicit_dev) {
-		cli_error("--device %d: this wspager was built without CUDA; use --device host", requested);
+		cli_error("%s %d: this wspager was built without CUDA; use --device host", opt, requested);
 		return CLI_EXIT_FAIL;
 	}
 	fputs("wspager: built without CUDA: using the host backend (--device host)\n", stderr);

@@ -122,7 +122,7 @@ int wt_cmd_verify(int argc, char **argv)
 	wsp_pack_close(pk);
 
 	int dev;
-	if ((rc = wt_pick_device(device, device_set, &dev)))
+	if ((rc = wt_pick_device("--device", device, device_set, &dev)))
 		return rc;
 	if (dev != WSP_DEVICE_HOST) {
 		uint64_t n = 0;
