@@ -419,8 +419,13 @@ class Pager(_Closing):
     ----------
     path : str
         The pack directory.
-    device : {"host", "cuda", "cuda:N"} or int
-        The third tier: a CUDA device, or host memory ("host").
+    device : {"host", "cuda", "cuda:N"}, int, or a list of them
+        The third tier: a CUDA device, or host memory ("host").  A list:
+        one pager over several devices (wsp_options.devices), each layer on
+        one of them - consecutive layers balanced by raw bytes, or as
+        `layer_devices` says (per pack layer, an index into the list); each
+        device has its own slots and its share of `host_cache`.  Acquire a
+        layer with a stream of its device (:meth:`layer_device`).
     host_cache : int or str, optional
         Host tier budget ("8G"); default: a quarter of RAM, at most 8 GiB.
     host_total : bool
@@ -475,12 +480,17 @@ class Pager(_Closing):
                  state_cache: Optional[SizeLike] = None,
                  overflow_dir: Optional[Union[str, os.PathLike]] = None,
                  gpu_packed: Optional[SizeLike] = None,
+                 layer_devices: Optional[Sequence[int]] = None,
                  log: Optional[Callable[[str], object]] = None,
                  trace: Optional[Callable[[str, int, int, int, int], object]] = None):
         L = _c.lib()
         o = _c.Options()
         L.wsp_options_init(ctypes.byref(o))
-        self.device = _device_ordinal(device)
+        several = isinstance(device, (list, tuple))
+        self.devices = [_device_ordinal(d) for d in (device if several else [device])]
+        if not self.devices:
+            raise ValueError("device: an empty list")
+        self.device = self.devices[0]
         o.device = self.device
         if host_cache is not None:
             o.host_cache_bytes = parse_size(host_cache)
@@ -505,6 +515,19 @@ class Pager(_Closing):
         if state_cache is not None:
             o.state_bytes = parse_size(state_cache)
         keep = []   # what the library may use until wsp_close: freed with the handle
+        if several:   # read during the open only
+            devs = (ctypes.c_int * len(self.devices))(*self.devices)
+            o.devices, o.n_devices = ctypes.cast(devs, ctypes.POINTER(ctypes.c_int)), len(devs)
+            keep.append(devs)
+        if layer_devices is not None:
+            with Pack(path) as p:   # the library reads one entry a layer
+                if len(layer_devices) != len(p.layers):
+                    raise ValueError(f"layer_devices: {len(layer_devices)} entries for "
+                                     f"{len(p.layers)} layers")
+            where = (ctypes.c_uint32 * max(len(layer_devices), 1))(
+                *[_integer("layer_devices", k) for k in layer_devices])
+            o.layer_devices = ctypes.cast(where, ctypes.POINTER(ctypes.c_uint32))
+            keep.append(where)
         if overflow_dir is not None:
             keep.append(_c_path(overflow_dir))
             o.overflow_dir = keep[-1]
@@ -537,7 +560,7 @@ class Pager(_Closing):
                              _closed_error)
         self._ptr = h.value
         self.pack = Pack(self.path, _borrowed=(self._owner, L.wsp_pager_pack(self._ptr)))
-        self.on_host = self.device == _c.DEVICE_HOST
+        self.on_host = all(d == _c.DEVICE_HOST for d in self.devices)
 
     @property
     def closed(self) -> bool:
@@ -622,6 +645,14 @@ class Pager(_Closing):
         with self._owner.call(release=True) as h:
             _check(_c.lib().wsp_release_view(h, ctypes.c_void_p(view), ctypes.c_void_p(stream)),
                    self._errmsg)
+
+    def layer_device(self, layer: Union[int, str]) -> Tuple[int, int]:
+        """The device `layer` is on (wsp_layer_device(3)): its CUDA ordinal
+        (or -1, the host backend) and its position in the pager's devices."""
+        dev, at = ctypes.c_int(), ctypes.c_uint()
+        self._call(_c.lib().wsp_layer_device, self._index(layer), ctypes.byref(dev),
+                   ctypes.byref(at))
+        return dev.value, at.value
 
     def prefetch(self, layer: Union[int, str]) -> None:
         """Hint that `layer` is needed soon; never blocks."""

@@ -144,6 +144,35 @@ with wspager.Pager(os.path.join(T, "m.wsp"), device="host", host_cache="16M", gp
     ok, e = raises(lambda: pg.save(os.path.join(T, "m.wsp"), force=True), -errno.EINVAL, None)
     check(ok, f"save onto the open pack: {e}")
 
+# 4b. one pager over several devices (two host-backend ones): consecutive
+# layers on each, or as layer_devices says; every acquire intact; the
+# library's own refusals (training needs one device) reach Python
+m = os.path.join(T, "m.wsp")
+with wspager.Pager(m, device=["host", "host"], host_cache="16M", gpu_slots=2) as pg:
+    where = [pg.layer_device(i) for i in range(len(pg.pack.layers))]
+    check(all(d == -1 for d, _ in where) and [k for _, k in where] == sorted(k for _, k in where)
+          and where[0][1] == 0 and where[-1][1] == 1, f"layer_device, consecutive: {where}")
+    for L in pack.layers:
+        with pg.acquire(L.index) as layer:
+            for t in L.tensors:
+                want = src[t.name]
+                if want.dtype in (torch.bfloat16, torch.float8_e4m3fn):
+                    want = want.view(torch.uint16 if want.dtype == torch.bfloat16 else torch.uint8)
+                check(np.array_equal(layer[t.short_name], want.numpy()),
+                      f"several devices: {t.name} differs")
+    check(pg.stats()["gpu_slots"] == 4, f"slots over two devices: {pg.stats()['gpu_slots']}")
+    ok, e = raises(lambda: pg.update(1, [None] * len(pg.pack.layers[1].tensors)), -4106, "one device")
+    check(ok, f"update over several devices: {e}")
+alt = [i % 2 for i in range(len(wspager.Pack(m).layers))]
+with wspager.Pager(m, device=["host", "host"], host_cache="16M", layer_devices=alt) as pg:
+    check([pg.layer_device(i)[1] for i in range(len(alt))] == alt, "layer_devices as given")
+ok, e = raises(lambda: wspager.Pager(m, device=["host", "host"], layer_devices=[0]), None,
+               "layer_devices: 1 entries")
+check(ok, f"layer_devices of the wrong length: {e}")
+ok, e = raises(lambda: wspager.Pager(m, device=["host", "host"], layer_devices=alt[:-1] + [5]),
+               -errno.EINVAL, "2 devices")
+check(ok, f"layer_devices out of range: {e}")
+
 # 5. the loader says where it looked, in order
 order = _lib._candidates()
 check(order[0] == os.environ["WSPAGER_LIBRARY"], f"WSPAGER_LIBRARY first: {order}")
