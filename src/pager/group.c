@@ -11,6 +11,7 @@
  * calling thread's wsp_errmsg names the group's handle).
  */
 #include <errno.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -229,6 +230,22 @@ void pgroup_reset_prediction(struct wsp_pager_s *pg)
 			wsp_reset_prediction(pg->group->members[k]);
 }
 
+/* The counters of struct wsp_stats that add up over the devices. */
+#define SUMMED(f) offsetof(struct wsp_stats, f)
+static const size_t summed[] = {
+	SUMMED(acquires), SUMMED(gpu_hits), SUMMED(host_hits), SUMMED(misses),
+	SUMMED(predicted), SUMMED(prefetches), SUMMED(prefetch_wasted), SUMMED(host_evictions),
+	SUMMED(gpu_evictions), SUMMED(bytes_read), SUMMED(bytes_decoded), SUMMED(bytes_h2d),
+	SUMMED(read_ns), SUMMED(decode_ns), SUMMED(h2d_ns), SUMMED(acquire_block_ns),
+	SUMMED(host_cache_bytes), SUMMED(pinned_bytes), SUMMED(staging_bytes),
+	SUMMED(acquire_failures), SUMMED(grad_pushes), SUMMED(bytes_d2h), SUMMED(grad_add_ns),
+	SUMMED(updated_layers), SUMMED(updated_bytes), SUMMED(updated_resident),
+	SUMMED(overflow_written), SUMMED(overflow_read), SUMMED(packed_gpu_hits),
+	SUMMED(packed_gpu_bytes), SUMMED(readahead_left_out), SUMMED(slots_total_bytes),
+	SUMMED(state_held), SUMMED(state_resident),
+};
+#undef SUMMED
+
 /* Counters add up over the devices; sizes of one slot are the largest;
  * the I/O backend is the first member's (all share the options). */
 int pgroup_get_stats(struct wsp_pager_s *pg, struct wsp_stats *out)
@@ -243,34 +260,9 @@ int pgroup_get_stats(struct wsp_pager_s *pg, struct wsp_stats *out)
 		int rc = pgroup_pass(pg, g->members[k], wsp_get_stats(g->members[k], &s));
 		if (rc < 0)
 			return rc;
-		uint64_t *sum[] = {
-			&out->acquires, &out->gpu_hits, &out->host_hits, &out->misses,
-			&out->predicted, &out->prefetches, &out->prefetch_wasted,
-			&out->host_evictions, &out->gpu_evictions, &out->bytes_read,
-			&out->bytes_decoded, &out->bytes_h2d, &out->read_ns, &out->decode_ns,
-			&out->h2d_ns, &out->acquire_block_ns, &out->host_cache_bytes,
-			&out->pinned_bytes, &out->staging_bytes, &out->acquire_failures,
-			&out->grad_pushes, &out->bytes_d2h, &out->grad_add_ns, &out->updated_layers,
-			&out->updated_bytes, &out->updated_resident, &out->overflow_written,
-			&out->overflow_read, &out->packed_gpu_hits, &out->packed_gpu_bytes,
-			&out->readahead_left_out, &out->slots_total_bytes, &out->state_held,
-			&out->state_resident,
-		};
-		const uint64_t *add[] = {
-			&s.acquires, &s.gpu_hits, &s.host_hits, &s.misses,
-			&s.predicted, &s.prefetches, &s.prefetch_wasted,
-			&s.host_evictions, &s.gpu_evictions, &s.bytes_read,
-			&s.bytes_decoded, &s.bytes_h2d, &s.read_ns, &s.decode_ns,
-			&s.h2d_ns, &s.acquire_block_ns, &s.host_cache_bytes,
-			&s.pinned_bytes, &s.staging_bytes, &s.acquire_failures,
-			&s.grad_pushes, &s.bytes_d2h, &s.grad_add_ns, &s.updated_layers,
-			&s.updated_bytes, &s.updated_resident, &s.overflow_written,
-			&s.overflow_read, &s.packed_gpu_hits, &s.packed_gpu_bytes,
-			&s.readahead_left_out, &s.slots_total_bytes, &s.state_held,
-			&s.state_resident,
-		};
-		for (size_t i = 0; i < WSP_ARRAY_SIZE(sum); i++)
-			*sum[i] += *add[i];
+		for (size_t i = 0; i < WSP_ARRAY_SIZE(summed); i++)
+			*(uint64_t *)((char *)out + summed[i]) +=
+				*(const uint64_t *)((const char *)&s + summed[i]);
 		out->slot_bytes = WSP_MAX(out->slot_bytes, s.slot_bytes);
 		out->gpu_slots += s.gpu_slots;
 		if (first) {
