@@ -26,7 +26,7 @@ sys.path.insert(0, os.path.join(HERE, "..", "python"))
 sys.path.insert(0, HERE)
 import wspager  # noqa: E402
 import wspager.torch as wt  # noqa: E402
-from torch_offload import llama_config, make_checkpoint  # noqa: E402
+from torch_offload import llama_config, make_checkpoint, model_args  # noqa: E402
 
 
 def log(*a):
@@ -57,12 +57,7 @@ def h2d(devices, nbytes=1 << 30, reps=5):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--dir", default="/var/tmp/wsp-devices")
-    ap.add_argument("--layers", type=int, default=16)
-    ap.add_argument("--hidden", type=int, default=4096)
-    ap.add_argument("--intermediate", type=int, default=11008)
-    ap.add_argument("--vocab", type=int, default=32000)
-    ap.add_argument("--tokens", type=int, default=16)
+    model_args(ap, "/var/tmp/wsp-devices", tokens=16)
     ap.add_argument("--passes", type=int, default=6)
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--host-cache", default="12G")

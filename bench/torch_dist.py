@@ -30,7 +30,7 @@ sys.path.insert(0, HERE)
 import wspager  # noqa: E402
 import wspager.torch as wt  # noqa: E402
 from torch_devices import h2d  # noqa: E402
-from torch_offload import drop_caches, llama_config, log, make_checkpoint  # noqa: E402
+from torch_offload import drop_caches, llama_config, log, make_checkpoint, model_args  # noqa: E402
 
 
 def read_rate(pack: str) -> float:
@@ -93,12 +93,7 @@ def rank_main(a) -> None:
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--dir", default="/var/tmp/wsp-dist")
-    ap.add_argument("--layers", type=int, default=16)
-    ap.add_argument("--hidden", type=int, default=4096)
-    ap.add_argument("--intermediate", type=int, default=11008)
-    ap.add_argument("--vocab", type=int, default=32000)
-    ap.add_argument("--tokens", type=int, default=16)
+    model_args(ap, "/var/tmp/wsp-dist", tokens=16)
     ap.add_argument("--passes", type=int, default=6)
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--host-cache", default="16G")

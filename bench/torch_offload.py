@@ -56,6 +56,17 @@ def llama_config(layers: int, hidden: int, intermediate: int, vocab: int):
                                     max_position_embeddings=4096, torch_dtype="bfloat16")
 
 
+def model_args(ap, directory: str, tokens: int) -> None:
+    """The benches' common options: where they work, the Llama's shape
+    (llama_config) and the tokens a forward takes."""
+    ap.add_argument("--dir", default=directory)
+    ap.add_argument("--layers", type=int, default=16)
+    ap.add_argument("--hidden", type=int, default=4096)
+    ap.add_argument("--intermediate", type=int, default=11008)
+    ap.add_argument("--vocab", type=int, default=32000)
+    ap.add_argument("--tokens", type=int, default=tokens)
+
+
 def make_checkpoint(d: str, cfg) -> None:
     """Random bf16 weights (std 0.02, norms 1) made on the GPU, saved in 2 GB
     shards with an index, as save_pretrained lays a checkpoint out."""
@@ -185,12 +196,7 @@ class PinnedPrefetch:
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--dir", default="/var/tmp/wsp-torch")
-    ap.add_argument("--layers", type=int, default=16)
-    ap.add_argument("--hidden", type=int, default=4096)
-    ap.add_argument("--intermediate", type=int, default=11008)
-    ap.add_argument("--vocab", type=int, default=32000)
-    ap.add_argument("--tokens", type=int, default=128)
+    model_args(ap, "/var/tmp/wsp-torch", tokens=128)
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--warm-cache", default="16G")
     ap.add_argument("--cold-cache", default="2G")
