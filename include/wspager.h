@@ -644,7 +644,8 @@ int wsp_update(wsp_pager *pg, uint32_t layer, const void *const *values);
  * masters, without a conversion pass of the caller's): values[i] holds
  * tensor i's elements as floats, narrowed to its dtype in the copy (BF16:
  * round to nearest even, as torch converts, and a NaN to the quiet NaN
- * 0x7fc0, where torch's CPU kernels give 0x7fc0 or 0xffff; F32: copied).
+ * 0x7fc0, where torch's vectorised CPU conversion gives 0xffff; F32:
+ * copied).
  * -EINVAL, naming it, for a tensor of another dtype. */
 int wsp_update_f32(wsp_pager *pg, uint32_t layer, const float *const *values);
 

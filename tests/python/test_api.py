@@ -144,10 +144,31 @@ with wspager.Pager(os.path.join(T, "m.wsp"), device="host", host_cache="16M", gp
     ok, e = raises(lambda: pg.save(os.path.join(T, "m.wsp"), force=True), -errno.EINVAL, None)
     check(ok, f"save onto the open pack: {e}")
 
+# 4a. update_f32: fp32 values narrowed by the pager as torch narrows them
+# (random values, and ties of round to nearest even); an F16 tensor refused.
+# (A new pager: section 4b's reads the pack's own bytes.)
+m = os.path.join(T, "m.wsp")
+with wspager.Pager(m, device="host", host_cache="16M") as pg:
+    L = pg.pack.layer("model.layers.0")
+    g = torch.Generator().manual_seed(5)
+    vals = {t.short_name: torch.randn(*t.shape, generator=g) for t in L.tensors}
+    up = vals["mlp.up_proj.weight"].view(-1)
+    up[::3] = (up[::3].view(torch.int32) & ~0xffff | 0x8000).view(torch.float32)   # ties
+    pg.update_f32(L.index, [vals[t.short_name].data_ptr() for t in L.tensors])
+    with pg.acquire(L.index) as layer:
+        got = torch.from_numpy(np.array(layer["mlp.up_proj.weight"]))
+        want = vals["mlp.up_proj.weight"].to(torch.bfloat16).view(torch.int16)
+        check(torch.equal(got.view(torch.int16), want), "update_f32: bf16 not as torch rounds")
+        check(np.array_equal(layer["input_layernorm.weight"], vals["input_layernorm.weight"].numpy()),
+              "update_f32: an F32 tensor not copied as given")
+    E = pg.pack.layer("model.embed_tokens")
+    f = torch.zeros(E.tensors[0].shape)
+    ok, e = raises(lambda: pg.update_f32(E.index, [f.data_ptr()]), -errno.EINVAL, "F16")
+    check(ok, f"update_f32 of an F16 tensor: {e}")
+
 # 4b. one pager over several devices (two host-backend ones): consecutive
 # layers on each, or as layer_devices says; every acquire intact; the
 # library's own refusals (training needs one device) reach Python
-m = os.path.join(T, "m.wsp")
 with wspager.Pager(m, device=["host", "host"], host_cache="16M", gpu_slots=2) as pg:
     where = [pg.layer_device(i) for i in range(len(pg.pack.layers))]
     check(all(d == -1 for d, _ in where) and [k for _, k in where] == sorted(k for _, k in where)
