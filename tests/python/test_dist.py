@@ -91,13 +91,13 @@ def rank_main(case: str, mode: str) -> None:
     out = {"rank": rank}
     if case == "train":
         model = wt.from_pretrained(pack, config=ckpt, device=dev, host_cache="64M",
-                                   dtype=torch.float32, train=True,
+                                   train=True,
                                    process_group=dist.group.WORLD)
         mine = [[b[2 * rank:2 * rank + 2]] for b in global_batches(model.config.vocab_size, dev)]
         out["norms"], out["digest"] = train_steps(model, mine, 1.0)
         wt.remove(model)
         model = wt.from_pretrained(pack, config=ckpt, device=dev, host_cache="64M",
-                                   dtype=torch.float32, train=True,
+                                   train=True,
                                    process_group=dist.group.WORLD)
         quarters = [[b[2 * rank:2 * rank + 1], b[2 * rank + 1:2 * rank + 2]]
                     for b in global_batches(model.config.vocab_size, dev)]
@@ -109,12 +109,13 @@ def rank_main(case: str, mode: str) -> None:
     try:
         host_cache = "8M" if case == "small" else "64M"   # 8M: a few of the 7 layers
         model = wt.from_pretrained(pack, config=ckpt, device=dev, host_cache=host_cache,
-                                   dtype=torch.float32, process_group=dist.group.WORLD)
+                                   process_group=dist.group.WORLD)
     except ValueError as e:
         out["open_error"] = str(e)
         json.dump(out, open(os.path.join(T, f"{case}-{rank}.json"), "w"))
         return
-    ref = transformers.AutoModelForCausalLM.from_pretrained(ckpt, dtype=torch.float32).to(dev)
+    # transformers' own load, in its default configuration
+    ref = transformers.AutoModelForCausalLM.from_pretrained(ckpt).to(dev)
     torch.manual_seed(1)   # the same inputs on both ranks (data parallel would differ; no matter)
     ids = torch.randint(0, ref.config.vocab_size, (2, 12)).to(dev)
     if case == "dies" and rank == 1:
@@ -216,12 +217,12 @@ def main(mode: str) -> None:
     import wspager.torch as wt
     dev = torch.device("cuda", 0) if mode == "cuda" else torch.device("cpu")
     one = wt.from_pretrained(os.path.join(T, "rank0.wsp"), config=ckpt, device=dev,
-                             host_cache="64M", dtype=torch.float32, train=True)
+                             host_cache="64M", train=True)
     halves = [[b[:2], b[2:]] for b in global_batches(one.config.vocab_size, dev)]
     want_norms, want = train_steps(one, halves, 0.5)
     wt.remove(one)
     one = wt.from_pretrained(os.path.join(T, "rank0.wsp"), config=ckpt, device=dev,
-                             host_cache="64M", dtype=torch.float32, train=True)
+                             host_cache="64M", train=True)
     quarters = [[b[k:k + 1] for k in range(4)] for b in global_batches(one.config.vocab_size, dev)]
     want_accum, _ = train_steps(one, quarters, 0.25)
     wt.remove(one)
