@@ -508,6 +508,7 @@ class Pager(_Closing):
             o.io_threads = _integer("io_threads", io_threads)
         if page_bytes is not None:
             o.page_bytes = parse_size(page_bytes)
+        self.page_bytes = o.page_bytes   # the host tier's page: a layer takes whole ones
         if updated_cache is not None:
             o.updated_bytes = parse_size(updated_cache)
         if gpu_packed is not None:

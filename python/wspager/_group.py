@@ -27,8 +27,6 @@ import torch.distributed as dist
 
 from . import Pager
 
-_PAGE = 2 << 20   # the host tier's default page: a layer takes whole pages
-
 
 def _manifest_digest(pack_path: str) -> str:
     h = hashlib.sha256()
@@ -80,7 +78,8 @@ class GroupFeed:
         # Once per layer when every rank's host tier holds the whole model
         # (then nothing is evicted), else whenever an acquire needs it.
         pk = pager.pack
-        need = sum((L.raw_bytes + _PAGE - 1) // _PAGE * _PAGE for L in pk.layers)
+        page = pager.page_bytes
+        need = sum((L.raw_bytes + page - 1) // page * page for L in pk.layers)
         fits = torch.tensor([1 if need <= pager.stats()["host_cache_bytes"] else 0])
         self.once = self._agree(fits)
         self.shares: "queue.Queue" = queue.Queue(maxsize=self.window)
