@@ -235,13 +235,11 @@ class GradientSum:
         # The same layers must have gradients on every rank (the same model,
         # the same forward): checked, so that the collectives pair up.
         have = torch.tensor([1 if pushes else 0 for _, pushes in accs], dtype=torch.int32)
-        lo, hi = have.clone(), have.clone()
-        for t, op in ((lo, dist.ReduceOp.MIN), (hi, dist.ReduceOp.MAX)):
-            w = t if self.wire is None else t.to(self.wire)
-            dist.all_reduce(w, op=op, group=self.group)
-            t.copy_(w)
-        if not torch.equal(lo, hi):
-            odd = [g.name for g, a, b in zip(groups, lo.tolist(), hi.tolist()) if a != b]
+        ranks = have if self.wire is None else have.to(self.wire)
+        dist.all_reduce(ranks, group=self.group)   # how many ranks have each: 0 or all
+        ranks = ranks.tolist()
+        if any(k not in (0, self.n) for k in ranks):
+            odd = [g.name for g, k in zip(groups, ranks) if k not in (0, self.n)]
             raise RuntimeError(f"wspager: the ranks' backward passes differ: layer {odd[0]} has "
                                "gradients on some ranks only (every rank must run the same "
                                "model the same way)")

@@ -16,7 +16,8 @@ rank a half of the global batch, give on both ranks the gradient norms and
 fp32 masters of one process that accumulates the two halves (loss / 2
 each) - bit for bit on the CPU; with two micro-batches a rank, the first
 inside wspager.torch.no_sync, the norms of one process accumulating the
-four quarters (the sums associate differently: within 1e-6).
+four quarters (the sums associate differently: within 1e-6); ranks whose
+backward passes differ (one froze a layer) refused on both, naming it.
 
 Run as `test_dist.py [cpu|cuda]`: builds the checkpoint and packs, then
 starts the two ranks of each case (this file with argv "rank CASE MODE")
@@ -102,6 +103,18 @@ def rank_main(case: str, mode: str) -> None:
         quarters = [[b[2 * rank:2 * rank + 1], b[2 * rank + 1:2 * rank + 2]]
                     for b in global_batches(model.config.vocab_size, dev)]
         out["accum_norms"], _ = train_steps(model, quarters, 0.5, no_sync=True)
+        wt.remove(model)
+        # ranks whose backward passes differ (rank 1 freezes the head):
+        # refused on both, naming the layer
+        model = wt.from_pretrained(pack, config=ckpt, device=dev, host_cache="64M",
+                                   train=True, process_group=dist.group.WORLD)
+        if rank == 1:
+            model.lm_head.weight.requires_grad_(False)
+        x = global_batches(model.config.vocab_size, dev)[0][2 * rank:2 * rank + 2]
+        try:
+            model(x, labels=x).loss.backward()
+        except RuntimeError as e:
+            out["uneven_error"] = str(e)
         wt.remove(model)
         json.dump(out, open(os.path.join(T, f"{case}-{rank}.json"), "w"))
         dist.destroy_process_group()
@@ -233,6 +246,9 @@ def main(mode: str) -> None:
               f"accumulating four: {want_accum})")
         check(all(abs(a - b) <= 1e-6 * abs(b) for a, b in zip(r["accum_norms"], want_accum)),
               f"train, rank {r['rank']}: no_sync norms {r['accum_norms']} vs {want_accum}")
+        print(f"train, rank {r['rank']}: uneven backward passes: {r.get('uneven_error')}")
+        check("lm_head" in r.get("uneven_error", "") and "differ" in r["uneven_error"],
+              f"train, rank {r['rank']}: uneven backward passes: {r.get('uneven_error')}")
         if mode == "cpu":
             check(r["norms"] == want_norms and r["digest"] == want,
                   f"train, rank {r['rank']}: not bit for bit one process's")
