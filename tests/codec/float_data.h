@@ -17,7 +17,10 @@ static inline uint16_t bf16_of(float f)
 	return (uint16_t)(x >> 16);
 }
 
-enum kind { GAUSS, HEAVY, SAME_EXP, SPECIAL, BITS };
+/* The last three are fp32 kinds (other dtypes get GAUSS): Gaussian bf16
+ * widened (low halves zero), the same with the constant low half 0x2a17,
+ * and Gaussian fp16 widened (bits 12..0 zero). */
+enum kind { GAUSS, HEAVY, SAME_EXP, SPECIAL, BITS, UPCAST, LOW_CONST, UPCAST_F16 };
 
 static inline void fill(uint16_t *v, uint64_t n, enum kind k)
 {
@@ -41,6 +44,9 @@ static inline void fill(uint16_t *v, uint64_t n, enum kind k)
 			break;
 		case BITS:
 			v[i] = (uint16_t)t_rand();
+			break;
+		default:
+			v[i] = bf16_of((float)t_gauss(0.02));
 			break;
 		}
 	}
@@ -72,6 +78,21 @@ static inline uint16_t f16_of(float f)
 }
 
 /* n values of `dtype` (BF16, F16 or F32) of kind k into v. */
+/* fp32 of an IEEE half, exactly. */
+static inline uint32_t widen_f16(uint16_t h)
+{
+	uint32_t sign = (uint32_t)(h & 0x8000u) << 16, e = (h >> 10) & 0x1fu, m = h & 0x3ffu;
+	if (e == 0x1f)
+		return sign | 0x7f800000u | m << 13;
+	if (e == 0) {   /* zero or subnormal: m * 2^-24, exact in fp32 */
+		float f = ldexpf((float)m, -24);
+		uint32_t x;
+		memcpy(&x, &f, 4);
+		return sign | x;
+	}
+	return sign | (e - 15 + 127) << 23 | m << 13;
+}
+
 static inline void fill_values(void *v, uint64_t n, int dtype, enum kind k)
 {
 	static const uint16_t special16[] = { 0x7c00, 0xfc00, 0x7e00, 0xfe01, 0x0001, 0x8001,
@@ -85,7 +106,7 @@ static inline void fill_values(void *v, uint64_t n, int dtype, enum kind k)
 	}
 	for (uint64_t i = 0; i < n; i++) {
 		float f = 0;
-		if (k == GAUSS)
+		if (k == GAUSS || k >= UPCAST)
 			f = (float)t_gauss(0.02);
 		else if (k == HEAVY)
 			f = (float)t_gauss(0.02 * exp(t_gauss(1.5)));
@@ -99,7 +120,10 @@ static inline void fill_values(void *v, uint64_t n, int dtype, enum kind k)
 			memcpy(&b, &f, 4);
 			w[i] = k == SAME_EXP ? (uint32_t)(0x3f000000u | (t_rand() & 0x807fffffu))
 			     : k == SPECIAL ? special32[t_rand() % 10]
-			     : k == BITS ? (uint32_t)t_rand() : b;
+			     : k == BITS ? (uint32_t)t_rand()
+			     : k == UPCAST ? (uint32_t)bf16_of(f) << 16
+			     : k == LOW_CONST ? (uint32_t)bf16_of(f) << 16 | 0x2a17u
+			     : k == UPCAST_F16 ? widen_f16(f16_of(f)) : b;
 		}
 	}
 }

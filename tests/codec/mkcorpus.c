@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <xxhash.h>
 #include "codec_test.h"
+#include "pack/exprans/exprans.h"
 
 static uint8_t buf[1u << 17];
 
@@ -111,8 +112,8 @@ int main(int argc, char **argv)
 		put(argv[1], "bad-f32-exprans-as-bf16", &c, WSP_DTYPE_BF16, 1, buf, c.stored_bytes);
 		/* fp32 upcast from bf16: the low halves coded (transform 1); read
 		 * as the other layout, then with a section cut short */
-		for (size_t i = 0; i + 4 <= sizeof(big); i += 4)
-			big[i] = big[i + 1] = 0;
+		for (size_t q = 0; q + 4 <= sizeof(big); q += 4)
+			big[q] = big[q + 1] = 0;
 		CHECK_RC(chunk_encode(e16, big, sizeof(big), WSP_DTYPE_F32, WSP_CODEC_EXPRANS, 1, buf,
 				      &c, &err), 0);
 		CHECK(c.codec == WSP_CODEC_EXPRANS && c.transform == WSPM_XFORM_BYTES);
@@ -120,6 +121,28 @@ int main(int argc, char **argv)
 		put(argv[1], "bad-f32-coded-low-short", &c, WSP_DTYPE_F32, 1, buf, c.stored_bytes - 300);
 		c.transform = WSPM_XFORM_NONE;
 		put(argv[1], "bad-f32-coded-low-as-raw", &c, WSP_DTYPE_F32, 2, buf, c.stored_bytes);
+		/* the same with the full frequency tables (packs written before
+		 * the compact form) */
+		exprans_compact = 0;
+		CHECK_RC(chunk_encode(e16, big, sizeof(big), WSP_DTYPE_F32, WSP_CODEC_EXPRANS, 1, buf,
+				      &c, &err), 0);
+		exprans_compact = 1;
+		CHECK(c.codec == WSP_CODEC_EXPRANS && c.transform == WSPM_XFORM_BYTES);
+		put(argv[1], "ok-f32-coded-low-full-tables", &c, WSP_DTYPE_F32, 2, buf, c.stored_bytes);
+		/* fp32 upcast from fp16: a plane of 8 symbols, one of one; then
+		 * the exponents' compact symbols out of order */
+		t_fill(big, sizeof(big), WSP_DTYPE_F32, T_GAUSS);
+		for (size_t q = 0; q + 4 <= sizeof(big); q += 4) {
+			big[q] = 0;
+			big[q + 1] &= 0xe0;
+		}
+		CHECK_RC(chunk_encode(e16, big, sizeof(big), WSP_DTYPE_F32, WSP_CODEC_EXPRANS, 1, buf,
+				      &c, &err), 0);
+		CHECK(c.codec == WSP_CODEC_EXPRANS && c.transform == WSPM_XFORM_BYTES);
+		CHECK(buf[5] & 0x80);   /* the compact form */
+		put(argv[1], "ok-f32-coded-low-f16", &c, WSP_DTYPE_F32, 3, buf, c.stored_bytes);
+		buf[7] = buf[6];
+		put(argv[1], "bad-f32-coded-low-order", &c, WSP_DTYPE_F32, 1, buf, c.stored_bytes);
 		chunk_encoder_free(e16);
 	}
 	chunk_encoder_free(enc);

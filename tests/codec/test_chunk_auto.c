@@ -36,21 +36,6 @@ static unsigned encode(struct chunk_encoder *enc, struct chunk_decoder *dec, con
 	return c->stored_bytes;
 }
 
-/* The fp32 bits of an IEEE half (exact). */
-static uint32_t widen_f16(uint16_t h)
-{
-	uint32_t sign = (uint32_t)(h & 0x8000u) << 16, e = (h >> 10) & 0x1fu, m = h & 0x3ffu;
-	if (e == 0x1f)
-		return sign | 0x7f800000u | m << 13;
-	if (e == 0) {   /* zero or subnormal: m * 2^-24, exact in fp32 */
-		float f = ldexpf((float)m, -24);
-		uint32_t x;
-		memcpy(&x, &f, 4);
-		return sign | x;
-	}
-	return sign | (e - 15 + 127) << 23 | m << 13;
-}
-
 int main(void)
 {
 	static const char *const names[] = {
@@ -116,6 +101,14 @@ int main(void)
 			CHECK(ca.transform == WSPM_XFORM_NONE);
 		else
 			CHECK(ca.transform == WSPM_XFORM_BYTES && (double)a < 0.8 * (double)r);
+		/* the GPU-decodable codec as small as zstd: an exact upcast's
+		 * zero low bytes cost 4 bytes a section (compact frequencies);
+		 * with noise in the low bits, each coded plane's lanes (4-byte
+		 * states, 2-byte lengths) leave it at most 0.5% behind */
+		if (k == 2)
+			CHECK((double)x <= 1.001 * (double)z);
+		else
+			CHECK((double)x <= 1.005 * (double)z);
 	}
 	chunk_encoder_free(enc);
 	chunk_decoder_free(dec);

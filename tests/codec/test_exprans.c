@@ -39,6 +39,20 @@ static void roundtrip(uint64_t n, enum kind k, int dtype, int planes)
 		CHECK_RC(rc, 0);
 		CHECK(memcmp(v, back, n * w) == 0);
 	}
+	/* coded low halves: the full frequency tables of packs written before
+	 * the compact form still decode, and are never smaller */
+	if (planes) {
+		uint8_t *full = malloc(cap);
+		CHECK(full);
+		exprans_compact = 0;
+		int64_t flen = exprans_encode(v, n, w, planes, full, cap);
+		exprans_compact = 1;
+		CHECK(flen >= len);
+		memset(back, 0xee, n * w);
+		CHECK_RC(exprans_decode(full, (size_t)flen, back, n, w, planes, &err), 0);
+		CHECK(memcmp(v, back, n * w) == 0);
+		free(full);
+	}
 	/* one byte short, one too many, the wrong count, the other width, the
 	 * other f32 layout: refused */
 	if (len > 0) {
@@ -76,6 +90,79 @@ static void roundtrip(uint64_t n, enum kind k, int dtype, int planes)
 	free(v), free(back), free(back2), free(enc);
 }
 
+/* The compact frequencies (chunks with coded low halves): a section of
+ * one symbol is a 4-byte header, and every malformed compact header is
+ * refused with its reason. */
+static void compact_headers(void)
+{
+	enum { N = 40000 };   /* two blocks */
+	uint32_t *v = malloc(N * 4), *back = malloc(N * 4);
+	size_t cap = exprans_bound(N, 4, 1);
+	uint8_t *enc = malloc(cap), *full = malloc(cap), *bad = malloc(cap);
+	struct wspi_err err;
+	CHECK(v && back && enc && full && bad);
+	wspi_err_init(&err);
+	fill_values(v, N, WSP_DTYPE_F32, LOW_CONST);   /* both byte planes constant */
+	int64_t len = exprans_encode(v, N, 4, 1, enc, cap);
+	exprans_compact = 0;
+	int64_t flen = exprans_encode(v, N, 4, 1, full, cap);
+	exprans_compact = 1;
+	CHECK(len > 0 && flen > 0);
+	/* each constant plane: 4 bytes instead of 512 + 2 blocks of 64 bytes of
+	 * lengths and 32 lanes' 4-byte states; the exponents' header shrinks */
+	CHECK(flen - len > 2 * (512 + 2 * (64 + 128) - 4));
+	CHECK_RC(exprans_decode(enc, (size_t)len, back, N, 4, 1, &err), 0);
+	CHECK(memcmp(v, back, N * 4) == 0);
+	/* the exponent section's compact header: k symbols, then the planes' */
+	unsigned k = (unsigned)(enc[4] | enc[5] << 8) & 0x7fffu;
+	CHECK((enc[5] & 0x80) && k > 1 && k < 64);
+	uint64_t exp_head = 2 + k + (k & 1) + 2 * k;
+	struct { uint64_t at; uint16_t word; int byte; const char *why; } cases[] = {
+		{ 4, 0x8000, 0, "a compact header of 0 symbols" },
+		{ 4, 0x8101, 0, "a compact header of 257 symbols" },
+		{ 6, 0, 1, "compact symbols out of order" },       /* symbol 0 = symbol 1 */
+		{ 4 + 2 + k + (k & 1), 0, 0, "compact frequency 0" },
+		{ 4 + 2 + k + (k & 1), 4096, 0, "summing to 4096" },   /* the rest too many */
+	};
+	for (unsigned c = 0; c < sizeof(cases) / sizeof(cases[0]); c++) {
+		memcpy(bad, enc, (size_t)len);
+		if (cases[c].byte)
+			bad[cases[c].at] = bad[cases[c].at + 1];
+		else {
+			bad[cases[c].at] = (uint8_t)cases[c].word;
+			bad[cases[c].at + 1] = (uint8_t)(cases[c].word >> 8);
+		}
+		for (int simd = 0; simd < 2; simd++) {
+			exprans_use_simd = simd;
+			CHECK_RC(exprans_decode(bad, (size_t)len, back, N, 4, 1, &err), WSP_EFORMAT);
+			if (!strstr(err.msg, cases[c].why))
+				fprintf(stderr, "case %u: %s\n", c, err.msg);
+			CHECK(strstr(err.msg, cases[c].why) != NULL);
+		}
+	}
+	exprans_use_simd = 1;
+	/* the first constant plane's symbol above 255 */
+	uint64_t plane = 4 + exp_head + 2 * 32 * 2;   /* past the lane table's two blocks */
+	for (unsigned i = 0; i < 2 * 32; i++)          /* and the lanes */
+		plane += (uint64_t)(enc[4 + exp_head + 2 * i] | enc[4 + exp_head + 2 * i + 1] << 8);
+	CHECK(plane + 4 <= (uint64_t)len && enc[plane] == 1 && enc[plane + 1] == 0x80 &&
+	      enc[plane + 2] == 0x2a && enc[plane + 3] == 0);   /* bits 15..8 of 0x2a17 */
+	memcpy(bad, enc, (size_t)len);
+	bad[plane + 3] = 1;
+	CHECK_RC(exprans_decode(bad, (size_t)len, back, N, 4, 1, &err), WSP_EFORMAT);
+	CHECK(strstr(err.msg, "(bits 15..8): symbol 298") != NULL);
+	/* a compact header where the format has none: a chunk of 16-bit values
+	 * or of 32-bit values with raw low halves */
+	int64_t plain = exprans_encode(v, N, 4, 0, full, cap);
+	CHECK(plain > 0);
+	full[4] = 0x01;
+	full[5] = 0x80;
+	CHECK_RC(exprans_decode(full, (size_t)plain, back, N, 4, 0, &err), WSP_EFORMAT);
+	CHECK(strstr(err.msg, "compact header in a chunk without coded low halves") != NULL);
+	wspi_err_destroy(&err);
+	free(v), free(back), free(enc), free(full), free(bad);
+}
+
 static double now(void)
 {
 	struct timespec t;
@@ -89,11 +176,12 @@ int main(void)
 					  32769, 100000 };
 	static const int dtypes[] = { WSP_DTYPE_BF16, WSP_DTYPE_F16, WSP_DTYPE_F32 };
 	for (unsigned d = 0; d < 3; d++)
-		for (unsigned k = GAUSS; k <= BITS; k++)
+		for (unsigned k = GAUSS; k <= (dtypes[d] == WSP_DTYPE_F32 ? UPCAST_F16 : BITS); k++)
 			for (unsigned i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++)
 				for (int planes = 0; planes <= (dtypes[d] == WSP_DTYPE_F32); planes++)
 					roundtrip(sizes[i], (enum kind)k, dtypes[d], planes);
 	CHECK(exprans_value_bytes(WSP_DTYPE_I8) == 0 && exprans_value_bytes(WSP_DTYPE_F64) == 0);
+	compact_headers();
 
 	/* Through the chunk codec: bf16, f16 and f32 coded, checksum checked;
 	 * other dtypes fall back to zstd. */

@@ -1,6 +1,8 @@
 /* The CUDA EXPRANS decoder against the C reference: every kind of bf16,
  * f16 and f32 data (Gaussian, heavy-tailed, one exponent, NaN/Inf/
- * subnormals, random bits) at odd sizes (0, 1, 2, a lane +-1, a block +-1,
+ * subnormals, random bits; fp32 upcast from bf16 and fp16, whose coded low
+ * halves have byte planes of one symbol, and the full frequency tables of
+ * older packs) at odd sizes (0, 1, 2, a lane +-1, a block +-1,
  * several blocks, a 2 MiB chunk), all in one launch, decodes byte for byte
  * as the CPU does with status 0.  Damaged streams of 16- and 32-bit values
  * (bytes flipped in the header, lane table and lanes; truncated; a wrong
@@ -156,14 +158,20 @@ int main(void)
 	static const uint64_t sizes[] = { 0, 1, 2, 3, 31, 32, 33, 1000, 32767, 32768, 32769,
 					  65541, 300000, 1u << 20 };
 	static const int dtypes[] = { WSP_DTYPE_BF16, WSP_DTYPE_F16, WSP_DTYPE_F32 };
-	/* the fourth: f32 with coded low halves */
-	enum { KINDS = 5, NS = sizeof(sizes) / sizeof(sizes[0]), NT = 4 };
+	/* the fourth: f32 with coded low halves; the fifth: the same with the
+	 * full frequency tables of packs written before the compact form.
+	 * The upcast kinds (fp32 only) make byte planes of one symbol. */
+	enum { KINDS = UPCAST_F16 + 1, NS = sizeof(sizes) / sizeof(sizes[0]), NT = 5 };
 	static struct stream good[NT * KINDS * NS];
 	unsigned k = 0;
 	for (int d = 0; d < NT; d++)
 		for (int kind = 0; kind < KINDS; kind++)
 			for (unsigned i = 0; i < NS; i++) {
-				good[k] = encode(sizes[i], (enum kind)kind, dtypes[d < 3 ? d : 2], d == 3);
+				if (d < 2 && kind > BITS)
+					continue;   /* upcasts are fp32 */
+				exprans_compact = d != 4;
+				good[k] = encode(sizes[i], (enum kind)kind, dtypes[d < 3 ? d : 2], d >= 3);
+				exprans_compact = 1;
 				reference(&good[k]);
 				CHECK_RC(good[k].cpu_rc, 0);
 				k++;
@@ -238,11 +246,15 @@ int main(void)
 	struct stream base16 = encode(70001, GAUSS, WSP_DTYPE_BF16, 0);
 	struct stream base32 = encode(70001, GAUSS, WSP_DTYPE_F32, 0);
 	struct stream base32p = encode(70001, GAUSS, WSP_DTYPE_F32, 1);
+	/* compact frequencies: both planes of one symbol; one plane of 8 */
+	struct stream base32c = encode(70001, LOW_CONST, WSP_DTYPE_F32, 1);
+	struct stream base32h = encode(70001, UPCAST_F16, WSP_DTYPE_F32, 1);
 	struct stream *bad = calloc(TRIALS + EXTRA, sizeof(*bad));
 	CHECK(bad);
 	for (unsigned t = 0; t < TRIALS; t++) {
 		struct stream *s = &bad[t];
-		struct stream *base = t % 4 == 0 ? &base32 : t % 4 == 1 ? &base32p : &base16;
+		struct stream *base = t % 6 == 0 ? &base32 : t % 6 == 1 ? &base32p
+				    : t % 6 == 2 ? &base32c : t % 6 == 3 ? &base32h : &base16;
 		/* header, lane tables, lanes: not the raw parts */
 		uint64_t body = base->len - base->n * (base->planes ? 1 : base->w - 1);
 		*s = *base;
@@ -306,7 +318,7 @@ int main(void)
 	CHECK(bstatus[TRIALS + 4] != 0 && bstatus[TRIALS + 5] != 0);   /* layout claimed wrong */
 	CHECK(bstatus[TRIALS + 6] & EXPRANS_GPU_BAD_HEADER);
 	CHECK(rejected > TRIALS / 2);
-	printf("%u damaged streams (bf16, f32, f32 with coded low halves): %u rejected, %u accepted (as by the CPU, same "
+	printf("%u damaged streams (bf16, f32, f32 with coded low halves, full and compact): %u rejected, %u accepted (as by the CPU, same "
 	       "output)\n", nbad - 2, rejected, accepted);
 	for (unsigned t = 0; t < nbad; t++) {
 		free(bout[t]);
@@ -323,6 +335,10 @@ int main(void)
 	free(base32.cpu);
 	free(base32p.enc);
 	free(base32p.cpu);
+	free(base32c.enc);
+	free(base32c.cpu);
+	free(base32h.enc);
+	free(base32h.cpu);
 	for (unsigned i = 0; i < k; i++) {
 		free(good[i].enc);
 		free(good[i].cpu);

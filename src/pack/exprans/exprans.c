@@ -120,10 +120,63 @@ static void quantize(const uint64_t *count, uint64_t n, uint16_t *freq)
 	freq[best] = (uint16_t)(freq[best] + (PROB_SCALE - sum));
 }
 
-/* One section at o: freq[256], lane_bytes[B][32], the lane streams.
- * Returns its length. */
+/* The frequencies' two forms (wspack(5)): 256 u16 ("full"), or, in chunks
+ * with coded low halves, a compact one that lists only the symbols present
+ * and, for a section of one symbol, nothing else: no lane table, no lane
+ * streams (an upcast's zero low bytes cost 4 bytes a chunk, not 2 KiB). */
+#define COMPACT_MARK 0x8000u
+
+int exprans_compact = 1;
+
+static unsigned symbols_present(const uint16_t *freq)
+{
+	unsigned k = 0;
+	for (unsigned s = 0; s < 256; s++)
+		k += freq[s] != 0;
+	return k;
+}
+
+/* Bytes of the compact header for k symbols: the mark and count, then one
+ * symbol (k = 1), or the symbols (padded to even) and their frequencies. */
+static uint64_t compact_bytes(unsigned k)
+{
+	return k == 1 ? 4 : 2 + (k + (k & 1)) + 2u * k;
+}
+
+/* Writes the header at o; returns its length and sets *lanes_follow. */
+static uint64_t write_freq(const uint16_t *freq, uint64_t n, int compact, uint8_t *o,
+			   int *lanes_follow)
+{
+	unsigned k = symbols_present(freq);
+	*lanes_follow = 1;
+	if (!compact || n == 0 || compact_bytes(k) >= 2 * 256) {
+		for (unsigned s = 0; s < 256; s++)
+			wr16(o + 2 * s, freq[s]);
+		return 2 * 256;
+	}
+	wr16(o, (uint16_t)(COMPACT_MARK | k));
+	unsigned i = 0, pad = k & 1;
+	for (unsigned s = 0; s < 256; s++) {
+		if (!freq[s])
+			continue;
+		if (k == 1) {
+			wr16(o + 2, (uint16_t)s);
+			*lanes_follow = 0;
+			return 4;
+		}
+		o[2 + i] = (uint8_t)s;
+		wr16(o + 2 + k + pad + 2 * i, freq[s]);
+		i++;
+	}
+	if (pad)
+		o[2 + k] = 0;
+	return compact_bytes(k);
+}
+
+/* One section at o: frequencies, lane_bytes[B][32], the lane streams (or,
+ * compact and of one symbol, the header alone).  Returns its length. */
 static uint64_t encode_section(const void *src, uint64_t n, unsigned width, enum section sec,
-			       uint8_t *o)
+			       int compact, uint8_t *o)
 {
 	uint64_t count[256] = { 0 };
 	for (uint64_t i = 0; i < n; i++)
@@ -137,10 +190,12 @@ static uint64_t encode_section(const void *src, uint64_t n, unsigned width, enum
 	cum[0] = 0;
 	for (unsigned s = 0; s < 256; s++)
 		cum[s + 1] = cum[s] + freq[s];
-	for (unsigned s = 0; s < 256; s++)
-		wr16(o + 2 * s, freq[s]);
+	int lanes_follow;
+	uint64_t head = write_freq(freq, n, compact, o, &lanes_follow);
+	if (!lanes_follow)
+		return head;
 	uint64_t nb = n_blocks(n);
-	uint8_t *lens = o + 2 * 256;
+	uint8_t *lens = o + head;
 	uint8_t *p = lens + nb * EXPRANS_LANES * 2;
 	uint16_t words[MAX_LANE_BYTES / 2];
 	for (uint64_t b = 0; b < nb; b++) {
@@ -181,10 +236,11 @@ int64_t exprans_encode(const void *src, uint64_t n, unsigned width, int planes, 
 		return WSP_ETOOBIG;
 	wr32(o, (uint32_t)n);
 	uint8_t *p = o + 4;
-	p += encode_section(src, n, width, SEC_EXP, p);
+	int compact = planes && exprans_compact;
+	p += encode_section(src, n, width, SEC_EXP, compact, p);
 	if (planes) {
-		p += encode_section(src, n, width, SEC_BITS15_8, p);
-		p += encode_section(src, n, width, SEC_BITS7_0, p);
+		p += encode_section(src, n, width, SEC_BITS15_8, compact, p);
+		p += encode_section(src, n, width, SEC_BITS7_0, compact, p);
 	}
 	for (uint64_t i = 0; width == 4 && !planes && i < n; i++, p += 2)   /* low halves, raw */
 		wr16(p, (uint16_t)((const uint32_t *)src)[i]);
@@ -205,6 +261,20 @@ static double entropy_bits(const uint64_t *count, uint64_t n)
 	return bits;
 }
 
+/* Estimated bytes of a byte-plane section: its entropy (and 1% for rANS's
+ * 12-bit probabilities), its header, and its lanes' initial states and
+ * lengths; a plane of one symbol is its 4-byte header alone. */
+static double plane_cost(const uint64_t *count, uint64_t n)
+{
+	unsigned k = 0;
+	for (unsigned s = 0; s < 256; s++)
+		k += count[s] != 0;
+	if (k == 1)
+		return 4;
+	return entropy_bits(count, n) / 8 * 1.01 + (double)WSP_MIN(compact_bytes(k), 2u * 256u) +
+	       (double)(n_blocks(n) * EXPRANS_LANES * (2 + 4));
+}
+
 int exprans_planes_pay(const void *src, uint64_t n)
 {
 	uint64_t hi[256] = { 0 }, lo[256] = { 0 };
@@ -215,10 +285,8 @@ int exprans_planes_pay(const void *src, uint64_t n)
 		hi[(v[i] >> 8) & 0xff]++;
 		lo[v[i] & 0xff]++;
 	}
-	/* the two sections' entropy, their tables and lanes' initial states,
-	 * and 1% for rANS's 12-bit probabilities, against 2 raw bytes a value */
-	double coded = (entropy_bits(hi, n) + entropy_bits(lo, n)) / 8 * 1.01 +
-		       2.0 * (double)(2 * 256 + n_blocks(n) * EXPRANS_LANES * (2 + 4));
+	/* against 2 raw bytes a value */
+	double coded = plane_cost(hi, n) + plane_cost(lo, n);
 	return coded + (double)n * EXPRANS_PLANES_MIN_GAIN < 2.0 * (double)n;
 }
 
@@ -316,39 +384,105 @@ static int cpu_has_avx2(void)
 #endif
 
 /* A section being decoded: its table, its lane table, and where the next
- * block's lane streams start. */
+ * block's lane streams start; or, of one symbol in the compact form, that
+ * symbol alone. */
 struct section_dec {
 	uint32_t tab[PROB_SCALE];
 	const uint8_t *lens;
 	const uint8_t *lane;
+	int constant;              /* every value's symbol is `symbol`; no lanes */
+	unsigned symbol;
 	const char *what;          /* in messages: "" or " (bits 15..8)" */
 };
 
-/* Parse the section at p[*at, len): frequencies (building the table) and
- * lane table, checked; *at moves past its lane streams. */
-static int parse_section(const uint8_t *p, size_t len, uint64_t *at, uint64_t n,
-			 struct section_dec *s, struct wspi_err *err)
+/* The compact frequencies at p[at, len) (wspack(5)): k symbols, strictly
+ * increasing, each with a frequency of at least 1, summing to 4096; of one
+ * symbol, the section's only part.  The table is built; *head gets the
+ * header's length. */
+static int parse_compact(const uint8_t *p, size_t len, uint64_t at, uint64_t n,
+			 struct section_dec *s, uint64_t *head, struct wspi_err *err)
 {
-	uint64_t nb = n_blocks(n);
-	if (*at + 2 * 256 > len)
+	unsigned k = rd16(p + at) & ~COMPACT_MARK;
+	if (k < 1 || k > 256)
+		return WSP_ERR(err, WSP_EFORMAT, "exprans%s: a compact header of %u symbols",
+			       s->what, k);
+	if (!n)
+		return WSP_ERR(err, WSP_EFORMAT, "exprans%s: frequencies for an empty chunk", s->what);
+	*head = compact_bytes(k);
+	if (at + *head > len)
 		return WSP_ERR(err, WSP_EFORMAT, "exprans%s: %zu bytes, shorter than the header",
 			       s->what, len);
+	if (k == 1) {
+		s->constant = 1;
+		s->symbol = rd16(p + at + 2);
+		if (s->symbol > 255)
+			return WSP_ERR(err, WSP_EFORMAT, "exprans%s: symbol %u", s->what, s->symbol);
+		return 0;
+	}
+	const uint8_t *sym = p + at + 2, *freq = sym + k + (k & 1);
 	uint32_t sum = 0;
-	for (unsigned k = 0; k < 256; k++) {
-		uint32_t f = rd16(p + *at + 2 * k);
-		if (f > PROB_SCALE - sum)
-			return WSP_ERR(err, WSP_EFORMAT, "exprans%s: frequencies sum above %u",
-				       s->what, PROB_SCALE);
-		for (uint32_t i = 0; i < f; i++)
-			s->tab[sum + i] = dec_entry(f, i, k);
+	for (unsigned i = 0; i < k; i++) {
+		uint32_t f = rd16(freq + 2 * i);
+		if (i && sym[i] <= sym[i - 1])
+			return WSP_ERR(err, WSP_EFORMAT, "exprans%s: compact symbols out of order",
+				       s->what);
+		if (f < 1 || f > PROB_SCALE - sum)
+			return WSP_ERR(err, WSP_EFORMAT, "exprans%s: compact frequency %u of symbol "
+				       "%u (each at least 1, summing to %u)", s->what, f, sym[i],
+				       PROB_SCALE);
+		for (uint32_t j = 0; j < f; j++)
+			s->tab[sum + j] = dec_entry(f, j, sym[i]);
 		sum += f;
 	}
-	if (n && sum != PROB_SCALE)
+	if (sum != PROB_SCALE)
 		return WSP_ERR(err, WSP_EFORMAT, "exprans%s: frequencies sum to %u, not %u", s->what,
 			       sum, PROB_SCALE);
-	if (!n && sum)
-		return WSP_ERR(err, WSP_EFORMAT, "exprans%s: frequencies for an empty chunk", s->what);
-	uint64_t lens_at = *at + 2 * 256, streams_at = lens_at + nb * EXPRANS_LANES * 2;
+	return 0;
+}
+
+/* Parse the section at p[*at, len): frequencies (building the table) and
+ * lane table, checked; *at moves past its lane streams.  compact: the
+ * compact header may be used (chunks with coded low halves). */
+static int parse_section(const uint8_t *p, size_t len, uint64_t *at, uint64_t n, int compact,
+			 struct section_dec *s, struct wspi_err *err)
+{
+	uint64_t nb = n_blocks(n), head = 2 * 256;
+	s->constant = 0;
+	s->symbol = 0;
+	if (*at + 2 > len)
+		return WSP_ERR(err, WSP_EFORMAT, "exprans%s: %zu bytes, shorter than the header",
+			       s->what, len);
+	if (rd16(p + *at) & COMPACT_MARK) {
+		if (!compact)
+			return WSP_ERR(err, WSP_EFORMAT, "exprans%s: a compact header in a chunk "
+				       "without coded low halves", s->what);
+		int rc = parse_compact(p, len, *at, n, s, &head, err);
+		if (rc || s->constant) {
+			*at += head;
+			return rc;
+		}
+	} else {
+		if (*at + 2 * 256 > len)
+			return WSP_ERR(err, WSP_EFORMAT, "exprans%s: %zu bytes, shorter than the "
+				       "header", s->what, len);
+		uint32_t sum = 0;
+		for (unsigned k = 0; k < 256; k++) {
+			uint32_t f = rd16(p + *at + 2 * k);
+			if (f > PROB_SCALE - sum)
+				return WSP_ERR(err, WSP_EFORMAT, "exprans%s: frequencies sum above %u",
+					       s->what, PROB_SCALE);
+			for (uint32_t i = 0; i < f; i++)
+				s->tab[sum + i] = dec_entry(f, i, k);
+			sum += f;
+		}
+		if (n && sum != PROB_SCALE)
+			return WSP_ERR(err, WSP_EFORMAT, "exprans%s: frequencies sum to %u, not %u",
+				       s->what, sum, PROB_SCALE);
+		if (!n && sum)
+			return WSP_ERR(err, WSP_EFORMAT, "exprans%s: frequencies for an empty chunk",
+				       s->what);
+	}
+	uint64_t lens_at = *at + head, streams_at = lens_at + nb * EXPRANS_LANES * 2;
 	if (streams_at > len)
 		return WSP_ERR(err, WSP_EFORMAT, "exprans%s: lane table beyond the stream", s->what);
 	uint64_t total = 0;
@@ -376,6 +510,11 @@ static int decode_block(struct section_dec *s, const uint8_t *p, uint64_t b, uin
 {
 	int32_t off[EXPRANS_LANES], stop[EXPRANS_LANES];
 	uint32_t x[EXPRANS_LANES];
+	if (s->constant) {
+		for (uint64_t i = 0; i < end - first; i++)
+			out[i] = (uint16_t)((sm[i] & 0x80) << 8 | s->symbol << 7 | (sm[i] & 0x7f));
+		return 0;
+	}
 	for (unsigned j = 0; j < EXPRANS_LANES; j++) {
 		uint32_t l = rd16(s->lens + 2 * (b * EXPRANS_LANES + j));
 		x[j] = rd32(s->lane);
@@ -413,6 +552,29 @@ static int decode_block(struct section_dec *s, const uint8_t *p, uint64_t b, uin
 	return 0;
 }
 
+/* A block of 32-bit values from its decoded upper halves and byte planes
+ * (each symbol << 7, or a section's one symbol): loops without branches,
+ * which the compiler vectorises. */
+static void join_planes(uint32_t *d32, const uint16_t *buf, const struct section_dec *sec,
+			uint64_t count)
+{
+	const uint16_t *b1 = buf + EXPRANS_BLOCK, *b0 = buf + 2 * EXPRANS_BLOCK;
+	uint32_t c1 = sec[1].symbol << 8, c0 = sec[2].symbol;
+	if (sec[1].constant && sec[2].constant)
+		for (uint64_t i = 0; i < count; i++)
+			d32[i] = (uint32_t)buf[i] << 16 | c1 | c0;
+	else if (sec[1].constant)
+		for (uint64_t i = 0; i < count; i++)
+			d32[i] = (uint32_t)buf[i] << 16 | c1 | (uint32_t)(b0[i] >> 7);
+	else if (sec[2].constant)
+		for (uint64_t i = 0; i < count; i++)
+			d32[i] = (uint32_t)buf[i] << 16 | (uint32_t)(b1[i] >> 7) << 8 | c0;
+	else
+		for (uint64_t i = 0; i < count; i++)
+			d32[i] = (uint32_t)buf[i] << 16 | (uint32_t)(b1[i] >> 7) << 8 |
+				 (uint32_t)(b0[i] >> 7);
+}
+
 /* The sign|mantissa bytes of a byte-plane section: none. */
 static const uint8_t no_raw_bytes[EXPRANS_BLOCK];
 
@@ -432,7 +594,7 @@ int exprans_decode(const void *in, size_t len, void *dst, uint64_t n, unsigned w
 		memcpy(small, in, len);
 		p = small;
 	}
-	if (len < EXPRANS_HEADER)
+	if (len < (planes ? 4u + 4u : EXPRANS_HEADER))   /* the count and a compact header */
 		return WSP_ERR(err, WSP_EFORMAT, "exprans: %zu bytes, shorter than the header", len);
 	if (rd32(p) != n)
 		return WSP_ERR(err, WSP_EFORMAT, "exprans: stream of %u values where %llu are expected",
@@ -447,7 +609,7 @@ int exprans_decode(const void *in, size_t len, void *dst, uint64_t n, unsigned w
 	int rc = 0;
 	for (unsigned k = 0; k < n_sec && rc == 0; k++) {
 		sec[k].what = what[k];
-		rc = parse_section(p, len, &at, n, &sec[k], err);
+		rc = parse_section(p, len, &at, n, planes, &sec[k], err);
 	}
 	uint64_t raw_after = planes ? n : n * (width - 1);
 	if (rc == 0 && at + raw_after != len)
@@ -466,14 +628,12 @@ int exprans_decode(const void *in, size_t len, void *dst, uint64_t n, unsigned w
 		uint16_t *out = width == 2 ? (uint16_t *)dst + first : buf;
 		rc = decode_block(&sec[0], p, b, first, end, sm + first, out, simd, err);
 		for (unsigned k = 1; k < n_sec && rc == 0; k++)
-			rc = decode_block(&sec[k], p, b, first, end, no_raw_bytes,
-					  buf + k * EXPRANS_BLOCK, simd, err);
+			if (!sec[k].constant)   /* joined below as it is */
+				rc = decode_block(&sec[k], p, b, first, end, no_raw_bytes,
+						  buf + k * EXPRANS_BLOCK, simd, err);
 		uint32_t *d32 = (uint32_t *)dst + first;
 		if (rc == 0 && width == 4 && planes)
-			for (uint64_t i = 0; i < end - first; i++)
-				d32[i] = (uint32_t)buf[i] << 16 |
-					 (uint32_t)(buf[EXPRANS_BLOCK + i] >> 7) << 8 |
-					 (uint32_t)(buf[2 * EXPRANS_BLOCK + i] >> 7);
+			join_planes(d32, buf, sec, end - first);
 		else if (rc == 0 && width == 4)
 			for (uint64_t i = 0; i < end - first; i++)
 				d32[i] = (uint32_t)buf[i] << 16 | rd16(lo + 2 * (first + i));
@@ -491,7 +651,7 @@ const char *exprans_gpu_status_text(uint32_t s)
 	if (s & EXPRANS_GPU_TOO_BIG)
 		return "more values than the GPU decoder takes in one chunk";
 	if (s & EXPRANS_GPU_BAD_FREQ)
-		return "frequencies do not sum to 4096";
+		return "frequencies malformed or not summing to 4096";
 	if (s & EXPRANS_GPU_BAD_LANES)
 		return "lane lengths do not fit the stream";
 	if (s & EXPRANS_GPU_BAD_START)

@@ -23,7 +23,10 @@
  * fp16) may code them instead ("planes", chunk transform 1): after the
  * exponent section (freq, lane_bytes, lane streams) come two more sections
  * of the same form coding bits 15..8 and bits 7..0 of each value, then
- * sm[n]; no lo[].
+ * sm[n]; no lo[].  In such chunks a section's frequencies may take a
+ * compact form (u16 0x8000 | k, then the k symbols present and their
+ * frequencies); a section of one symbol is then that header alone, with no
+ * lane table and no lanes.
  *
  * Lane j of block b codes the symbols of values b*32768 + j + 32*k: at
  * step k the 32 lanes of a warp decode 32 consecutive values.  The coder
@@ -74,5 +77,9 @@ int exprans_decode(const void *in, size_t len, void *dst, uint64_t n, unsigned w
 /* 1 (default): decode with AVX2 where the CPU has it; 0: the portable
  * decoder only (tests compare the two). */
 extern int exprans_use_simd;
+/* 1 (default): chunks with coded low halves use the compact frequencies
+ * where they are smaller; 0: the full table everywhere, as packs written
+ * before the compact form (tests read both). */
+extern int exprans_compact;
 
 #endif

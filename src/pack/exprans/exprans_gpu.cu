@@ -12,7 +12,9 @@
  * before those reads (all threads together: __syncthreads_or).  32-bit
  * values with coded low halves (DECODE_PLANES jobs) take three passes, one
  * a section, the table of each built in place of the last: the upper
- * halves, then bits 15..8 and bits 7..0 stored as bytes into the values.
+ * halves, then bits 15..8 and bits 7..0 stored as bytes into the values;
+ * a byte plane of one symbol (compact frequencies, no lanes) is stored
+ * as it is, or left as the first pass wrote it when that symbol is 0.
  */
 #include <cuda_runtime.h>
 #include <stdint.h>
@@ -95,7 +97,11 @@ __device__ static uint32_t decode_block(const uint8_t *p, uint8_t *outb, const u
 					uint32_t stop, uint64_t first, uint64_t end, unsigned lane)
 {
 	uint32_t my = 0, off = start + 4;
-	uint32_t x = ld16(p + start) | ld16(p + start + 2) << 16;
+	/* a section of one symbol has no lanes (start == stop): its table
+	 * gives every slot that symbol at frequency 4096, so the state stays */
+	uint32_t x = start == stop ? RANS_L : ld16(p + start) | ld16(p + start + 2) << 16;
+	if (start == stop)
+		off = stop;
 	uint32_t steps = (uint32_t)((end - first + LANES - 1) / LANES);
 	if (first + lane < end && x < RANS_L)
 		my |= EXPRANS_GPU_BAD_START;
@@ -146,18 +152,42 @@ __device__ static uint32_t decode_block(const uint8_t *p, uint8_t *outb, const u
 	return my;
 }
 
-/* A section's frequencies (256 u16 at f) -> cum[0..256], by warp 0, eight
- * symbols a lane; BAD_FREQ unless they sum to 4096 (0 for no values). */
-__device__ static uint32_t running_sums(const uint8_t *f, uint32_t *cum, uint64_t n,
-					unsigned warp, unsigned lane)
+/* A section's frequencies at f -> cum[0..256], by warp 0, eight symbols a
+ * lane; BAD_FREQ unless they sum to 4096 (0 for no values).  The full form
+ * is 256 u16; the compact one (0x8000 | k, checked by the caller to be 1 to
+ * 256) lists the symbols present, spread here through `scratch` (256
+ * words no one else uses meanwhile): symbols strictly increasing, each
+ * frequency at least 1.  One symbol: frequency 4096. */
+__device__ static uint32_t running_sums(const uint8_t *f, uint32_t *scratch, uint32_t *cum,
+					uint64_t n, unsigned warp, unsigned lane)
 {
 	uint32_t my = 0;
 	if (warp == 0) {
-		uint32_t v[8], s = 0;
-		for (unsigned i = 0; i < 8; i++) {
-			v[i] = ld16(f + 2 * (lane * 8 + i));
-			s += v[i];
+		uint32_t v[8], s = 0, h = ld16(f);
+		if (h & 0x8000u) {
+			uint32_t k = h & 0x7fffu;
+			for (unsigned i = 0; i < 8; i++)
+				scratch[lane * 8 + i] = 0;
+			__syncwarp();
+			const uint8_t *sym = f + 2, *fr = f + 2 + k + (k & 1u);
+			if (k == 1 && lane == 0)
+				scratch[ld16(f + 2) & 0xffu] = PROB;
+			for (uint32_t j = lane; k > 1 && j < k; j += 32) {
+				uint32_t q = ld16(fr + 2 * j);
+				if (q == 0 || (j && sym[j - 1] >= sym[j]))
+					my |= EXPRANS_GPU_BAD_FREQ;
+				scratch[sym[j]] = q;
+			}
+			__syncwarp();
+			for (unsigned i = 0; i < 8; i++)
+				v[i] = scratch[lane * 8 + i];
+			__syncwarp();   /* read before the table overwrites scratch */
+		} else {
+			for (unsigned i = 0; i < 8; i++)
+				v[i] = ld16(f + 2 * (lane * 8 + i));
 		}
+		for (unsigned i = 0; i < 8; i++)
+			s += v[i];
 		uint32_t incl = warp_inclusive_sum(s, lane), c = incl - s;
 		for (unsigned i = 0; i < 8; i++) {
 			cum[lane * 8 + i] = c;
@@ -220,10 +250,26 @@ __device__ static void build_table(const uint32_t *cum, uint32_t *tab, unsigned 
 	}
 }
 
-/* A section: frequencies (512 bytes), lane table (64 bytes a block), streams. */
-__device__ static inline uint64_t section_head(uint64_t nb)
+/* A section's frequencies: their bytes (512, or a compact form's), or 0 when
+ * malformed; *constant set for a compact one of one symbol (no lane table
+ * or lanes follow).  compact: allowed (chunks with coded low halves). */
+__device__ static inline uint64_t freq_bytes(const uint8_t *p, uint64_t at, uint64_t len,
+					     uint64_t n, int compact, int *constant)
 {
-	return 2u * 256u + nb * LANES * 2;
+	*constant = 0;
+	if (at + 2 > len)
+		return 0;
+	uint32_t h = ld16(p + at);
+	if (!(h & 0x8000u))
+		return 2u * 256u;
+	uint32_t k = h & 0x7fffu;
+	if (!compact || !n || k < 1 || k > 256)
+		return 0;
+	if (k == 1) {
+		*constant = 1;
+		return at + 4 <= len && ld16(p + at + 2) <= 255 ? 4 : 0;
+	}
+	return 2 + k + (k & 1u) + 2 * k;
 }
 
 __global__ void __launch_bounds__(THREADS)
@@ -235,6 +281,8 @@ exprans_decode_kernel(const uint8_t *in, uint8_t *outb, const struct exprans_gpu
 	/* per section and block: its lanes' first byte, from the section's streams */
 	__shared__ uint32_t blk[3][MAX_BLOCKS];
 	__shared__ uint64_t sec_at[3];    /* each section's start */
+	__shared__ uint32_t sec_head[3];  /* its frequencies' bytes */
+	__shared__ int sec_one[3];        /* of one symbol: no lanes (compact form) */
 	__shared__ uint64_t sm_at;        /* the sign|mantissa bytes (lo[] before them) */
 	__shared__ uint32_t bad;
 	const struct exprans_gpu_job J = jobs[blockIdx.x];
@@ -257,7 +305,7 @@ exprans_decode_kernel(const uint8_t *in, uint8_t *outb, const struct exprans_gpu
 	if (t == 0) {
 		bad = 0;
 		sec_at[0] = 4;
-		if ((w != 2 && w != 4) || (n_sec == 3 && w != 4) || len < HEADER ||
+		if ((w != 2 && w != 4) || (n_sec == 3 && w != 4) || len < (n_sec == 3 ? 8 : HEADER) ||
 		    ((uintptr_t)p & 1u) || ((uintptr_t)out & (w - 1)) ||
 		    (ld16(p) | ld16(p + 2) << 16) != n)
 			my |= EXPRANS_GPU_BAD_HEADER;
@@ -271,19 +319,27 @@ exprans_decode_kernel(const uint8_t *in, uint8_t *outb, const struct exprans_gpu
 	 * sm[]. */
 	for (unsigned k = 0; k < n_sec; k++) {
 		uint64_t at = sec_at[k];
-		if (at + section_head(nb) > len) {
+		int one;
+		uint64_t head = freq_bytes(p, at, len, n, n_sec == 3, &one);
+		uint64_t table = one ? 0 : nb * LANES * 2;
+		if (head == 0) {
+			my |= at + 2 > len ? EXPRANS_GPU_BAD_LANES : EXPRANS_GPU_BAD_FREQ;
+		} else if (at + head + table > len) {
 			my |= EXPRANS_GPU_BAD_LANES;
 		} else {
 			if (k == 0)
-				my |= running_sums(p + at, cum, n, warp, lane);
-			my |= lane_sums(p + at + 2 * 256, nb, blk[k], warp, lane);
+				my |= running_sums(p + at, tab, cum, n, warp, lane);
+			if (!one)
+				my |= lane_sums(p + at + head, nb, blk[k], warp, lane);
 		}
 		if (__syncthreads_or(my))
 			goto out;
 		if (warp == 0) {
-			uint32_t total = block_starts(blk[k], nb, lane);
+			uint32_t total = one ? 0 : block_starts(blk[k], nb, lane);
 			if (lane == 0) {
-				uint64_t next = at + section_head(nb) + total;
+				uint64_t next = at + head + table + total;
+				sec_head[k] = (uint32_t)head;
+				sec_one[k] = one;
 				if (k + 1 < n_sec)
 					sec_at[k + 1] = next;
 				else
@@ -302,9 +358,20 @@ exprans_decode_kernel(const uint8_t *in, uint8_t *outb, const struct exprans_gpu
 	/* The sections in turn: the values (or the upper halves), then each
 	 * byte plane, its table built in place of the last one's. */
 	for (unsigned k = 0; k < n_sec; k++) {
+		const int one = sec_one[k];
+		if (k > 0 && one) {
+			/* a byte plane of one symbol: stored as it is, each value's byte
+			 * by the thread that wrote the value in the first pass; the
+			 * upper halves' pass left it zero */
+			uint32_t sym = ld16(p + sec_at[k] + 2);
+			uint64_t first = b * BLOCK, end = n < first + BLOCK ? n : first + BLOCK;
+			for (uint64_t i = first + lane; b < nb && sym && i < end; i += LANES)
+				out[4 * i + (k == 1)] = (uint8_t)sym;
+			continue;
+		}
 		if (k > 0) {
 			__syncthreads();   /* every warp done with the last table */
-			my |= running_sums(p + sec_at[k], cum, n, warp, lane);
+			my |= running_sums(p + sec_at[k], tab, cum, n, warp, lane);
 			if (__syncthreads_or(my))   /* bad frequencies, or the last pass failed */
 				goto out;
 			if (n)
@@ -312,11 +379,13 @@ exprans_decode_kernel(const uint8_t *in, uint8_t *outb, const struct exprans_gpu
 			__syncthreads();
 		}
 		if (b < nb) {
-			const uint64_t streams = sec_at[k] + section_head(nb);
+			const uint64_t lens = sec_at[k] + sec_head[k];
+			const uint64_t streams = lens + nb * LANES * 2;
 			const uint8_t *sm = p + sm_at;
 			const uint8_t *lo = w == 4 && n_sec == 1 ? sm - 2 * n : sm;   /* raw low halves */
-			uint32_t l = ld16(p + sec_at[k] + 2 * 256 + 2 * (b * LANES + lane));
-			uint32_t start = (uint32_t)streams + blk[k][b] + warp_inclusive_sum(l, lane) - l;
+			uint32_t l = one ? 0 : ld16(p + lens + 2 * (b * LANES + lane));
+			uint32_t start = one ? 0 : (uint32_t)streams + blk[k][b] +
+							warp_inclusive_sum(l, lane) - l;
 			uint64_t first = b * BLOCK, end = n < first + BLOCK ? n : first + BLOCK;
 			uint32_t stop = start + l;
 			if (n_sec == 1)

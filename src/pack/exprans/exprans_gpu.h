@@ -43,7 +43,7 @@ struct exprans_gpu_job {
 
 /* Status bits (0: decoded and checked). */
 #define EXPRANS_GPU_BAD_HEADER 1u    /* short, misaligned, not n values, or a width not 2 or 4 */
-#define EXPRANS_GPU_BAD_FREQ 2u      /* frequencies do not sum to 4096 (0 if empty) */
+#define EXPRANS_GPU_BAD_FREQ 2u      /* frequencies malformed, or not summing to 4096 (0 if empty) */
 #define EXPRANS_GPU_BAD_LANES 4u     /* a lane length, or the total, is wrong */
 #define EXPRANS_GPU_BAD_START 8u     /* a lane starts below 2^16 */
 #define EXPRANS_GPU_OVERRUN 16u      /* a lane reads past its stream */
