@@ -261,6 +261,7 @@ def _declare(lib: ctypes.CDLL) -> None:
         "wsp_pack_shard_path": (c_int, [c_void_p, c_u32, c_char_p, ctypes.c_size_t]),
         "wsp_pack_verify": (c_int, [c_void_p, c_uint, PROGRESS_FN, c_void_p]),
         "wsp_pack_unpack": (c_int, [c_void_p, c_char_p, c_uint, PROGRESS_FN, c_void_p]),
+        "wsp_pack_measure_read": (c_int, [c_void_p, c_void_p, c_u64, P(c_u64), P(c_u64)]),
         "wsp_options_init": (None, [P(Options)]),
         "wsp_open": (c_int, [c_char_p, P(Options), P(c_void_p), c_char_p, ctypes.c_size_t]),
         "wsp_close": (None, [c_void_p]),

@@ -62,6 +62,13 @@ check(info["model.layers.0.mlp.up_proj.weight"].dtype == "BF16", "dtype name")
 check(info["model.layers.1.scale"].shape == (), "rank-0 shape")
 check(json.loads(pack.metadata) == {"format": "pt"}, f"metadata {pack.metadata}")
 pack.verify()
+# the disk-side ceiling: the shards' stored bytes, read without decoding
+nread, secs = pack.measure_read()
+stored = sum(L.stored_bytes for L in pack.layers)
+check(nread >= stored and secs > 0, f"measure_read {nread} bytes in {secs} s, {stored} stored")
+check(pack.measure_read(limit=1)[0] <= max(L.stored_bytes for L in pack.layers), "measure_read limit")
+ok, e = raises(lambda: pack.measure_read(limit=-1), None, "out of range")
+check(ok and isinstance(e, ValueError), f"negative limit: {e!r}")
 # a layer order given at conversion: those layers first, in its order
 ordered = wspager.convert(ckpt, os.path.join(T, "ordered.wsp"),
                           order=["model.layers.1", "model.embed_tokens"])
