@@ -16,7 +16,9 @@
 #                               and on the host backend), bench (the C
 #                               benchmarks and `wspager bench`), torch-bench
 #                               (bench/torch_offload.py, torch_rss.py, torch_train.py),
-#                               torch-rss (only the latter), lora-bench
+#                               torch-rss (only the latter), ttft
+#                               (bench/torch_ttft.py: the first token,
+#                               cold), lora-bench
 #                               (bench/torch_train.py --lora), train-bench
 #                               (bench/torch_train.py), multi-gpu (a
 #                               model over two GPUs: tests/python/
@@ -254,6 +256,12 @@ run() {
 	case $parts in *" torch-bench "*|*" lora-bench "*)
 		step bench-lora 500 "${py_env[@]}" python3 "$top/bench/torch_train.py" --dir "$work/train" --lora
 		echo "== bench-lora"; grep -v "Loading weights" "$out/bench-lora.log" | tail -n 8 ;;
+	esac
+	case $parts in *" ttft "*)
+		# time to the first token, cold, beside transformers and Accelerate
+		step bench-ttft 600 "${py_env[@]}" python3 "$top/bench/torch_ttft.py" --dir "$work/torch" \
+			--json "$out/torch_ttft.json"
+		echo "== bench-ttft"; grep -avE 'Loading|Writing|Packing' "$out/bench-ttft.log" | tail -n 10 ;;
 	esac
 	case $parts in *" torch-bench "*|*" torch-rss "*)
 		step bench-torch-rss 400 "${py_env[@]}" python3 "$top/bench/torch_rss.py" --dir "$work/torch"
