@@ -12,14 +12,17 @@ struct gate {
 	pthread_mutex_t lock;
 	pthread_cond_t cond;
 	int armed, open, waiting;
-	uint64_t lo, hi;   /* file range to hold back */
+	uint64_t lo[2], hi[2];   /* file ranges to hold back (a layer's each) */
 };
 
 static int gate_fault(void *ctx, unsigned file, uint64_t off, uint64_t len)
 {
 	struct gate *g = ctx;
 	pthread_mutex_lock(&g->lock);
-	if (g->armed && off >= g->lo && off < g->hi) {
+	int hold = 0;
+	for (int k = 0; k < g->armed; k++)
+		hold |= off >= g->lo[k] && off < g->hi[k];
+	if (hold) {
 		g->waiting++;
 		pthread_cond_broadcast(&g->cond);
 		while (!g->open)
@@ -78,14 +81,18 @@ int main(void)
 	hcache_put(hc, &x);
 	hcache_put(hc, &r[2]);
 
-	/* Hold the read of layer 5 back; 0 stays referenced.  Layer 5 takes
-	 * the pages of 4 or 2 (unreferenced), then one unreferenced layer is
-	 * left; a request for 3 evicts it; a request for 1 finds nothing. */
-	const struct wspm_layer *L5 = &pk->m.layers[5];
+	/* Hold the reads of layers 5 and 3 back; 0 stays referenced.  Layer 5
+	 * takes the pages of 4 or 2 (unreferenced), then one unreferenced layer
+	 * is left; a request for 3 evicts it; a request for 1 finds nothing
+	 * (3 must still be loading then: a read let through could finish
+	 * first and leave 3 evictable, as it did on a slow sanitizer run). */
+	const struct wspm_layer *L5 = &pk->m.layers[5], *L3 = &pk->m.layers[3];
 	pthread_mutex_lock(&g.lock);
-	g.lo = L5->offset;
-	g.hi = L5->offset + L5->stored_bytes;
-	g.armed = 1;
+	g.lo[0] = L5->offset;
+	g.hi[0] = L5->offset + L5->stored_bytes;
+	g.lo[1] = L3->offset;
+	g.hi[1] = L3->offset + L3->stored_bytes;
+	g.armed = 2;
 	pthread_mutex_unlock(&g.lock);
 	CHECK_RC(hcache_request(hc, 5, 1), 1);
 	pthread_mutex_lock(&g.lock);
