@@ -191,6 +191,15 @@ int pack_writer_set_source_file(struct pack_writer *pw, uint32_t source, int fd,
 	return 0;
 }
 
+int pack_writer_set_feed(struct pack_writer *pw, pack_writer_feed_fn feed, void *ctx)
+{
+	if (pw->finishing || pw->n_tensors)
+		return WSP_ERR(pw->err, WSP_ESTATE, "a feed is set before any tensor");
+	pw->feed = feed;
+	pw->feed_ctx = ctx;
+	return 0;
+}
+
 int pack_writer_set_index(struct pack_writer *pw, const char *json, uint64_t len)
 {
 	char *copy = malloc(len ? len : 1);
@@ -237,7 +246,7 @@ int pack_writer_add_tensor(struct pack_writer *pw, const char *name, const char 
 			       name, source, (unsigned long long)source_offset,
 			       (unsigned long long)bytes);
 	}
-	if (!data && bytes && (source == WSPM_NO_SOURCE || pw->sources[source].fd < 0))
+	if (!data && bytes && !pw->feed && (source == WSPM_NO_SOURCE || pw->sources[source].fd < 0))
 		return WSP_ERR(pw->err, -EINVAL, "tensor %s: no data and no source file to read it from",
 			       name);
 	uint32_t map_rank = UINT32_MAX, map_pos = UINT32_MAX;

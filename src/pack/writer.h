@@ -35,6 +35,23 @@ int pack_writer_add_source(struct pack_writer *pw, const char *file_name, const 
  * caller's and must stay open until finish returns. */
 int pack_writer_set_source_file(struct pack_writer *pw, uint32_t source, int fd, const char *path,
 				uint64_t data_offset);
+/* The tensors' bytes pushed in pack order instead (wsp_save: a pack made
+ * from a pager's layers, no files in between): during finish, `feed` runs
+ * on a thread of its own and calls pack_writer_push with every tensor's
+ * raw bytes, tensor after tensor in the order of the pack being written,
+ * each from offset 0 up, in pieces of any size; it returns 0, or a
+ * negative error code (its message set into the writer's err with
+ * wspi_err_set_first).  Bytes pushed out of that order fail the push.
+ * Memory stays at the writer's window of chunks.  Set before any tensor;
+ * tensors then take data = NULL. */
+typedef int (*pack_writer_feed_fn)(void *ctx, struct pack_writer *pw);
+int pack_writer_set_feed(struct pack_writer *pw, pack_writer_feed_fn feed, void *ctx);
+/* Hand over bytes [offset, offset + len) of tensor `tensor` (its index in
+ * declaration order); blocks while the window is full.  0, -ECANCELED when
+ * the writer stopped for an error of its own, or an error (set into err)
+ * for bytes out of order. */
+int pack_writer_push(struct pack_writer *pw, uint32_t tensor, uint64_t offset, const void *data,
+		     uint64_t len);
 /* Record model.safetensors.index.json verbatim (optional). */
 int pack_writer_set_index(struct pack_writer *pw, const char *json, uint64_t len);
 /* Add a tensor.  `layer` names its group explicitly, or NULL to derive it

@@ -57,6 +57,9 @@ struct pack_writer {
 	char **layer_order;            /* opt.layer_order copied; NULL without one */
 	uint32_t n_layer_order;
 	int finishing;             /* finish was called: no more declarations */
+	pack_writer_feed_fn feed;  /* NULL, or where the tensors' bytes come from */
+	void *feed_ctx;
+	struct pipe *pipe;         /* while shards are written with a feed */
 	struct wspi_err *err;
 
 	struct pw_source *sources;

@@ -2,7 +2,9 @@
  * The writer's output stage: chunks are encoded on worker threads (one
  * chunk_encoder each) inside a bounded window, and the calling thread writes
  * them in pack order, so memory stays at window x chunk size whatever the
- * model size.  Then the manifest is written last.
+ * model size.  Then the manifest is written last.  With a feed
+ * (pack_writer_set_feed) a thread of its own fills each slot's raw chunk in
+ * pack order and the workers encode a chunk once it is whole.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -20,15 +22,17 @@
 
 struct slot {
 	void *buf;
+	void *raw;                 /* with a feed: the chunk's raw bytes */
 	int done, rc;
 };
 
 struct pipe {
 	struct pack_writer *pw;
 	pthread_mutex_t mu;
-	pthread_cond_t cv_work, cv_done;
+	pthread_cond_t cv_work, cv_done;   /* cv_work also: a slot came free */
 	uint64_t next, written, window;
-	int stop;
+	uint64_t filled, fill_pos; /* with a feed: chunks whole, bytes of the next */
+	int stop, feed_rc;
 	struct slot *slots;
 	size_t bound;
 };
@@ -68,7 +72,10 @@ static int encode_one(struct pipe *p, struct chunk_encoder *enc, uint64_t i, voi
 	const void *raw = NULL;
 	int rc;
 
-	WSP_TRY(chunk_raw(pw, t, k, c->raw_bytes, rbuf, &raw));
+	if (pw->feed)
+		raw = p->slots[i % p->window].raw;
+	else
+		WSP_TRY(chunk_raw(pw, t, k, c->raw_bytes, rbuf, &raw));
 	__atomic_fetch_add(&t->checksum,
 			   wspi_checksum64_part(raw, c->raw_bytes, k * pw->opt.chunk_bytes / 8),
 			   __ATOMIC_RELAXED);
@@ -92,7 +99,8 @@ static void *worker(void *arg)
 		rc = wspi_err_set_first(p->pw->err, -ENOMEM, "out of memory for a chunk buffer");
 	for (;;) {
 		pthread_mutex_lock(&p->mu);
-		while (!p->stop && p->next < p->pw->n_chunks && p->next >= p->written + p->window)
+		while (!p->stop && p->next < p->pw->n_chunks &&
+		       (p->next >= p->written + p->window || (p->pw->feed && p->next >= p->filled)))
 			pthread_cond_wait(&p->cv_work, &p->mu);
 		if (p->stop || p->next >= p->pw->n_chunks) {
 			pthread_mutex_unlock(&p->mu);
@@ -158,9 +166,9 @@ static int write_chunk(struct pipe *p, uint64_t i, int fd, uint32_t shard, uint6
 	int rc;
 
 	pthread_mutex_lock(&p->mu);
-	while (!s->done)
+	while (!s->done && !p->stop)
 		pthread_cond_wait(&p->cv_done, &p->mu);
-	rc = s->rc;
+	rc = s->done ? s->rc : p->feed_rc ? p->feed_rc : -ECANCELED;   /* the feed failed */
 	pthread_mutex_unlock(&p->mu);
 	if (rc < 0)
 		return rc;
@@ -229,12 +237,75 @@ static int write_layers(struct pipe *p)
 	return rc;
 }
 
+int pack_writer_push(struct pack_writer *pw, uint32_t tensor, uint64_t offset, const void *data,
+		     uint64_t len)
+{
+	struct pipe *p = pw->pipe;
+	const char *from = data;
+	if (!p || tensor >= pw->n_tensors || offset > pw->tensors[tensor].bytes ||
+	    len > pw->tensors[tensor].bytes - offset)
+		return wspi_err_set_first(pw->err, -EINVAL, "pack_writer_push: no feed running, or "
+					  "not a range of tensor %u", tensor);
+	const struct pw_tensor *t = &pw->tensors[tensor];
+	while (len > 0) {
+		uint64_t j = t->first_chunk + offset / pw->opt.chunk_bytes;
+		uint64_t within = offset % pw->opt.chunk_bytes;
+		pthread_mutex_lock(&p->mu);
+		while (!p->stop && j >= p->written + p->window)   /* its slot still in use */
+			pthread_cond_wait(&p->cv_work, &p->mu);
+		int stop = p->stop, in_order = j == p->filled && within == p->fill_pos;
+		pthread_mutex_unlock(&p->mu);
+		if (stop)
+			return -ECANCELED;   /* the writer's own error is set */
+		if (!in_order)
+			return wspi_err_set_first(pw->err, WSP_ESTATE, "tensor %s: bytes from %llu "
+						  "pushed out of the pack's order", t->name,
+						  (unsigned long long)offset);
+		uint64_t take = WSP_MIN(len, pw->chunks[j].raw_bytes - within);
+		memcpy((char *)p->slots[j % p->window].raw + within, from, take);
+		from += take;
+		offset += take;
+		len -= take;
+		pthread_mutex_lock(&p->mu);
+		p->fill_pos += take;
+		if (p->fill_pos == pw->chunks[j].raw_bytes) {
+			p->filled++;
+			p->fill_pos = 0;
+			pthread_cond_broadcast(&p->cv_work);
+		}
+		pthread_mutex_unlock(&p->mu);
+	}
+	return 0;
+}
+
+/* The feed's thread: a failure, or an end before every chunk is whole,
+ * stops the pipe and the writer returns it. */
+static void *feeder(void *arg)
+{
+	struct pipe *p = arg;
+	struct pack_writer *pw = p->pw;
+	int rc = pw->feed(pw->feed_ctx, pw);
+	pthread_mutex_lock(&p->mu);
+	if (rc == 0 && p->filled < pw->n_chunks)
+		rc = wspi_err_set_first(pw->err, WSP_ESTATE, "the feed ended with %llu of %llu "
+					"chunks given", (unsigned long long)p->filled,
+					(unsigned long long)pw->n_chunks);
+	if (rc < 0) {
+		p->feed_rc = rc;
+		p->stop = 1;
+		pthread_cond_broadcast(&p->cv_work);
+		pthread_cond_broadcast(&p->cv_done);
+	}
+	pthread_mutex_unlock(&p->mu);
+	return NULL;
+}
+
 int pw_write_shards(struct pack_writer *pw)
 {
 	struct pipe p;
 	unsigned n_threads = pw->opt.threads, started = 0;
-	pthread_t *th;
-	int rc = 0;
+	pthread_t *th, feed_th;
+	int rc = 0, feeding = 0;
 
 	/* Chunks add their parts; an empty tensor's checksum stays 0, which
 	 * is wsp_checksum64 of no bytes. */
@@ -254,7 +325,8 @@ int pw_write_shards(struct pack_writer *pw)
 		return WSP_ERR(pw->err, -ENOMEM, "out of memory");
 	}
 	for (uint64_t i = 0; i < p.window && rc == 0; i++)
-		if (!(p.slots[i].buf = malloc(p.bound)))
+		if (!(p.slots[i].buf = malloc(p.bound)) ||
+		    (pw->feed && !(p.slots[i].raw = malloc(pw->opt.chunk_bytes))))
 			rc = WSP_ERR(pw->err, -ENOMEM, "out of memory for chunk buffers");
 	pthread_mutex_init(&p.mu, NULL);
 	pthread_cond_init(&p.cv_work, NULL);
@@ -262,19 +334,32 @@ int pw_write_shards(struct pack_writer *pw)
 	for (unsigned i = 0; i < n_threads && rc == 0 && pw->n_chunks; i++, started++)
 		if ((rc = -pthread_create(&th[i], NULL, worker, &p)) < 0)
 			WSP_ERR(pw->err, rc, "cannot start a compression thread");
+	pw->pipe = &p;
+	if (rc == 0 && pw->feed) {
+		if ((rc = -pthread_create(&feed_th, NULL, feeder, &p)) < 0)
+			WSP_ERR(pw->err, rc, "cannot start the feed's thread");
+		feeding = rc == 0;
+	}
 	if (rc == 0)
 		rc = write_layers(&p);
 	pthread_mutex_lock(&p.mu);
 	p.stop = 1;
 	pthread_cond_broadcast(&p.cv_work);
 	pthread_mutex_unlock(&p.mu);
+	if (feeding)
+		pthread_join(feed_th, NULL);
+	if (rc == 0 && p.feed_rc)   /* the feed failed after the last chunk */
+		rc = p.feed_rc;
+	pw->pipe = NULL;
 	for (unsigned i = 0; i < started; i++)
 		pthread_join(th[i], NULL);
 	pthread_mutex_destroy(&p.mu);
 	pthread_cond_destroy(&p.cv_work);
 	pthread_cond_destroy(&p.cv_done);
-	for (uint64_t i = 0; i < p.window; i++)
+	for (uint64_t i = 0; i < p.window; i++) {
 		free(p.slots[i].buf);
+		free(p.slots[i].raw);
+	}
 	free(p.slots);
 	free(th);
 	return rc;
