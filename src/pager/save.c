@@ -1,41 +1,63 @@
 /*
  * wsp_save: a new pack from the pager's current layers (updated ones from
- * the write-back room, the others from the pack).  The layers are written
- * out as the pack's safetensors files into a locked temporary directory
- * beside the output, one layer in memory at a time, and converted from
- * there with the pack's own grouping and order (a chunk of the pack or one
- * updated layer in memory at a time); the converter makes the
- * output atomically (temporary directory, fsync, rename).  The open pack is
- * never written; a temporary left by a killed save is removed by the next
- * save to the same output.
+ * the write-back room, the others from the pack), written by the pack
+ * writer straight from them: a feed thread hands the writer every layer in
+ * pack order, a piece at a time, and the writer compresses and writes them
+ * with the pack's own grouping, order and chunk size.  No checkpoint files
+ * are written in between (the pack is read once and the new one written
+ * once), and a pack needs no safetensors sources to be saved.  Memory stays
+ * at a chunk of the pack or one updated layer, plus the writer's window.
+ * The writer makes the output atomically (temporary directory, fsync,
+ * rename); the open pack is never written.
  */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "common/outguard.h"
 #include "pack/fsutil.h"
+#include "pack/writer.h"
 #include "pager/pager.h"
 
-struct save_src {
+struct save_feed {
 	struct wsp_pager_s *pg;
+	struct pack_writer *pw;
 	struct chunk_stream cs;
+	struct wspi_err err;       /* the feed's own; copied into the writer's */
+	struct wspi_err *werr;     /* the writer's (the save's) */
 };
 
-/* Layer li as it is now: an updated layer from the write-back room (its
- * buffer, or the overflow file a few MiB at a time), any other decoded from
- * the pack a chunk at a time. */
-static int layer_now(void *ctx, struct wsp_pack_s *pk, uint32_t li, pack_piece_fn piece,
-		     void *pctx)
+/* A piece of manifest tensor t: the writer's tensor of the same index (they
+ * are declared in manifest order). */
+static int push_piece(void *ctx, const struct wspm_tensor *t, uint64_t off, const void *data,
+		      uint64_t len)
 {
-	struct save_src *s = ctx;
-	struct dirty *dt = __atomic_load_n(&s->pg->dirty, __ATOMIC_ACQUIRE);
-	int rc = dt ? dirty_stream(dt, li, piece, pctx, &pk->err) : 0;
-	if (rc != 0)
-		return rc < 0 ? rc : 0;
-	return pack_stream_layer(pk, li, &s->cs, piece, pctx, &pk->err);
+	struct save_feed *f = ctx;
+	return pack_writer_push(f->pw, (uint32_t)(t - f->pg->pk->m.tensors), off, data, len);
+}
+
+/* Every layer as it is now, in pack order: an updated layer from the
+ * write-back room (its buffer, or the overflow file a few MiB at a time),
+ * any other decoded from the pack a chunk at a time; both checked against
+ * their checksums as they go. */
+static int feed_layers(void *ctx, struct pack_writer *pw)
+{
+	(void)pw;
+	struct save_feed *f = ctx;
+	struct wsp_pack_s *pk = f->pg->pk;
+	for (uint32_t li = 0; li < pk->m.hdr->n_layers; li++) {
+		struct dirty *dt = __atomic_load_n(&f->pg->dirty, __ATOMIC_ACQUIRE);
+		int rc = dt ? dirty_stream(dt, li, push_piece, f, &f->err) : 0;
+		if (rc == 0)
+			rc = pack_stream_layer(pk, li, &f->cs, push_piece, f, &f->err);
+		if (rc < 0) {
+			if (f->err.code)   /* else the writer's own error stopped it */
+				wspi_err_set_first(f->werr, rc, "%s", f->err.msg);
+			return rc;
+		}
+	}
+	return 0;
 }
 
 /* {tensor, layer, ...} of the pack in its order: the same layers again. */
@@ -54,90 +76,74 @@ static const char **pack_grouping(const struct wsp_pack_s *pk)
 	return pairs;
 }
 
-/* What the converter reads back from `tmp`: the directory when the pack
- * recorded an index (model.safetensors.index.json names its shards) or no
- * sources, else each source file by name, as it was converted (one
- * checkpoint file need not be called *.safetensors: `wspack generate`'s is
- * not).  Returns the count, *list (free it and its strings), or -ENOMEM. */
-static int reread_inputs(const struct wsp_pack_s *pk, const char *tmp, char ***list)
+/* The pack's sources (each file's name, header and data size), index and
+ * tensors, declared to the writer as the converter declared them. */
+static int declare(struct pack_writer *pw, const struct wsp_pack_s *pk)
 {
 	const struct wspi_manifest *m = &pk->m;
-	uint32_t n = m->hdr->flags & WSPM_F_HAS_INDEX ? 0 : m->hdr->n_sources;
-	char **l = calloc(n ? n : 1, sizeof(*l));
-	if (!l)
-		return -ENOMEM;
-	for (uint32_t i = 0; i < n; i++)
-		if (asprintf(&l[i], "%s/%s", tmp, wspm_str(m, m->sources[i].name_off)) < 0) {
-			l[i] = NULL;
-			for (uint32_t k = 0; k < i; k++)
-				free(l[k]);
-			free(l);
-			return -ENOMEM;
-		}
-	if (n == 0 && !(l[0] = strdup(tmp))) {
-		free(l);
-		return -ENOMEM;
+	for (uint32_t i = 0; i < m->hdr->n_sources; i++) {
+		const struct wspm_source *s = &m->sources[i];
+		int rc = pack_writer_add_source(pw, wspm_str(m, s->name_off),
+						(const char *)m->blobs + s->header_off, s->header_len,
+						s->data_bytes);
+		if (rc < 0)
+			return rc;
 	}
-	*list = l;
-	return n ? (int)n : 1;
+	if (m->hdr->flags & WSPM_F_HAS_INDEX)
+		WSP_TRY(pack_writer_set_index(pw, (const char *)m->blobs + m->hdr->index_off,
+					      m->hdr->index_len));
+	for (uint32_t i = 0; i < m->hdr->n_tensors; i++) {
+		const struct wspm_tensor *t = &m->tensors[i];
+		WSP_TRY(pack_writer_add_tensor(pw, wspm_str(m, t->name_off), NULL, t->dtype, t->rank,
+					       t->shape, NULL, t->raw_bytes, t->source,
+					       t->source_offset, t->source_order));
+	}
+	return 0;
 }
 
 static int save(struct wsp_pager_s *pg, const char *out, unsigned flags, wsp_progress_fn progress,
 		void *ctx, struct wspi_err *err)
 {
 	struct wsp_pack_s *pk = pg->pk;
-	struct save_src src = { .pg = pg };
-	char *tmp = NULL, base[4096 + 16];
-	int lock = -1, rc;
+	struct save_feed f = { .pg = pg, .werr = err };
+	struct pack_writer *pw = NULL;
 	const char *in = pk->dir;
+	char base[4096 + 16];
+	int rc;
 
 	if ((rc = out_check_inputs(out, &in, 1, err)) < 0)
 		return rc;   /* the open pack is never the output */
 	if ((rc = pack_check_output(out, !!(flags & WSP_SAVE_FORCE), err)) < 0)
-		return rc;   /* before any work, as the converter checks again */
+		return rc;   /* before any work, as the writer checks again */
 	snprintf(base, sizeof(base), "%s.save", out);
-	pack_clean_stale_tmp(base, NULL, NULL);
-	if ((rc = pack_make_locked_tmpdir(base, &tmp, &lock, err)) < 0)
-		return rc;
-	if ((rc = chunk_stream_init(pk, &src.cs, err)) < 0) {
-		wspi_err_prefix(err, "save");
-		goto done;
-	}
-	rc = pack_unpack_into(pk, tmp, layer_now, &src, progress, ctx);
-	if (rc < 0) {
-		wspi_err_set(err, rc, "save: %s", pk->err.msg);
-		goto done;
-	}
+	pack_clean_stale_tmp(base, NULL, NULL);   /* left by saves before 0.3, which converted files */
 	const char **pairs = pack_grouping(pk);
-	if (!pairs) {
-		rc = WSP_ERR(err, -ENOMEM, "save: out of memory");
-		goto done;
-	}
+	if (!pairs)
+		return WSP_ERR(err, -ENOMEM, "save: out of memory");
 	struct wsp_convert_options co;
 	wsp_convert_options_init(&co);
 	co.chunk_bytes = pk->m.hdr->chunk_bytes;
 	co.flags = flags & WSP_SAVE_FORCE ? WSP_CONVERT_FORCE : 0;
 	co.group_map = pairs;
-	char msg[WSP_ERRMSG_MAX], **inputs = NULL;
-	int n_in = reread_inputs(pk, tmp, &inputs);
-	if (n_in < 0) {
-		free(pairs);
-		rc = WSP_ERR(err, n_in, "save: out of memory");
-		goto done;
-	}
-	rc = wsp_convert((const char *const *)inputs, (size_t)n_in, out, &co, msg, sizeof(msg));
-	for (int i = 0; i < n_in; i++)
-		free(inputs[i]);
-	free(inputs);
-	free(pairs);
+	co.progress = progress;
+	co.progress_ctx = ctx;
+	wspi_err_init(&f.err);
+	rc = chunk_stream_init(pk, &f.cs, err);
+	if (rc == 0)
+		rc = pack_writer_create(out, &co, &pw, err);
+	f.pw = pw;
+	if (rc == 0)
+		rc = pack_writer_set_feed(pw, feed_layers, &f);
+	if (rc == 0)
+		rc = declare(pw, pk);
+	if (rc == 0)
+		rc = pack_writer_finish(pw);
 	if (rc < 0)
-		wspi_err_set(err, rc, "save: %s", msg);
-done:
-	chunk_stream_free(&src.cs);
-	pack_rmtree(tmp);
-	free(tmp);
-	if (lock >= 0)
-		close(lock);   /* after the removal, which it protects */
+		wspi_err_prefix(err, "save");
+	pack_writer_free(pw);
+	chunk_stream_free(&f.cs);
+	wspi_err_destroy(&f.err);
+	free(pairs);
 	return rc;
 }
 

@@ -55,7 +55,7 @@ int main(void)
 
 	t_model_make(&m, "update", 5, 128, 256);
 	snprintf(out, sizeof(out), "%s/tuned.wsp", m.dir);
-	snprintf(base, sizeof(base), "%s", "tuned.wsp.save.tmp-");
+	snprintf(base, sizeof(base), "%s", "tuned.wsp.tmp-");
 	CHECK_RC(wsp_pack_open(m.pack, &pk, err, sizeof(err)), 0);
 	t_host_options(&o, &m, 100, 2);
 	CHECK_RC(wsp_open(m.pack, &o, &pg, err, sizeof(err)), 0);
@@ -144,10 +144,10 @@ int main(void)
 	CHECK(waitpid(pid, &status, 0) == pid);
 	CHECK(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
 	CHECK(access(out2, F_OK) != 0);
-	CHECK(count_entries(m.dir, "killed.wsp.save.tmp-") == 1);
+	CHECK(count_entries(m.dir, "killed.wsp.tmp-") == 1);
 	CHECK_RC(wsp_pack_verify(pk, 0, NULL, NULL), 0);
 	CHECK_RC(wsp_save(pg, out2, 0, NULL, NULL), 0);
-	CHECK(count_entries(m.dir, "killed.wsp.save.tmp-") == 0);
+	CHECK(count_entries(m.dir, "killed.wsp.tmp-") == 0);
 
 	/* Out of disk: every write past 64 KiB fails. */
 	char out3[720];
@@ -164,7 +164,7 @@ int main(void)
 		printf("save out of disk: %d: %s\n", rc, wsp_errmsg(pg));
 		fflush(stdout);
 		_exit(rc < 0 && strstr(wsp_errmsg(pg), "File too large") &&
-		      strstr(wsp_errmsg(pg), "full.wsp.save.tmp-") ? 0 : 1);
+		      strstr(wsp_errmsg(pg), "full.wsp.tmp-") ? 0 : 1);
 	}
 	CHECK(waitpid(pid, &status, 0) == pid);
 	CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
