@@ -75,14 +75,4 @@ void chunk_stream_free(struct chunk_stream *cs);
 int pack_stream_layer(struct wsp_pack_s *pk, uint32_t li, struct chunk_stream *cs,
 		      pack_piece_fn piece, void *pctx, struct wspi_err *err);
 
-/* Every tensor of layer `li` to `piece`, in order, for pack_unpack_into. */
-typedef int (*pack_layer_fn)(void *ctx, struct wsp_pack_s *pk, uint32_t li, pack_piece_fn piece,
-			     void *pctx);
-/* Write the pack's safetensors files (and index) into the existing empty
- * directory `dir`, one layer at a time, each layer's bytes from `load`
- * (NULL: decoded from the pack, a chunk at a time): what wsp_pack_unpack
- * writes, with other values.  Errors go to pk->err. */
-int pack_unpack_into(struct wsp_pack_s *pk, const char *dir, pack_layer_fn load, void *lctx,
-		     wsp_progress_fn progress, void *ctx);
-
 #endif

@@ -93,19 +93,18 @@ static int write_piece(void *ctx, const struct wspm_tensor *t, uint64_t off, con
 }
 
 static int write_tensors(struct wsp_pack_s *pk, const char *tmp, const int *fds,
-			 pack_layer_fn load, void *lctx, wsp_progress_fn progress, void *ctx)
+			 wsp_progress_fn progress, void *ctx)
 {
 	const struct wspi_manifest *m = &pk->m;
 	struct sink sink = { pk, tmp, fds };
 	struct chunk_stream cs = {0};
 	uint64_t done = 0, total = 0;
-	int rc = load ? 0 : chunk_stream_init(pk, &cs, &pk->err);
+	int rc = chunk_stream_init(pk, &cs, &pk->err);
 
 	for (uint32_t li = 0; li < m->hdr->n_layers; li++)
 		total += m->layers[li].raw_bytes;
 	for (uint32_t li = 0; li < m->hdr->n_layers && rc == 0; li++) {
-		rc = load ? load(lctx, pk, li, write_piece, &sink)
-			  : pack_stream_layer(pk, li, &cs, write_piece, &sink, &pk->err);
+		rc = pack_stream_layer(pk, li, &cs, write_piece, &sink, &pk->err);
 		done += m->layers[li].raw_bytes;
 		if (rc == 0 && progress && progress(ctx, done, total))
 			rc = WSP_ERR(&pk->err, -ECANCELED, "unpack cancelled");
@@ -115,13 +114,13 @@ static int write_tensors(struct wsp_pack_s *pk, const char *tmp, const int *fds,
 }
 
 /* The safetensors files and index into the existing directory `dir`. */
-static int fill_dir(struct wsp_pack_s *pk, const char *dir, int *fds, pack_layer_fn load,
-		    void *lctx, wsp_progress_fn progress, void *ctx)
+static int fill_dir(struct wsp_pack_s *pk, const char *dir, int *fds, wsp_progress_fn progress,
+		    void *ctx)
 {
 	const struct wspi_manifest *m = &pk->m;
 	int rc = create_sources(pk, dir, fds);
 	if (rc == 0)
-		rc = write_tensors(pk, dir, fds, load, lctx, progress, ctx);
+		rc = write_tensors(pk, dir, fds, progress, ctx);
 	for (uint32_t i = 0; i < m->hdr->n_sources; i++) {
 		if (fds[i] < 0)
 			continue;
@@ -136,7 +135,7 @@ static int fill_dir(struct wsp_pack_s *pk, const char *dir, int *fds, pack_layer
 	return rc;
 }
 
-/* Checks and descriptors shared by wsp_pack_unpack and pack_unpack_into. */
+/* What unpacking needs: sources for every tensor, and their descriptors. */
 static int unpack_prepare(struct wsp_pack_s *pk, int **fds)
 {
 	const struct wspi_manifest *m = &pk->m;
@@ -153,17 +152,6 @@ static int unpack_prepare(struct wsp_pack_s *pk, int **fds)
 	for (uint32_t i = 0; i < m->hdr->n_sources; i++)
 		(*fds)[i] = -1;
 	return 0;
-}
-
-int pack_unpack_into(struct wsp_pack_s *pk, const char *dir, pack_layer_fn load, void *lctx,
-		     wsp_progress_fn progress, void *ctx)
-{
-	int *fds;
-	int rc = unpack_prepare(pk, &fds);
-	if (rc == 0)
-		rc = fill_dir(pk, dir, fds, load, lctx, progress, ctx);
-	free(fds);
-	return rc;
 }
 
 int wsp_pack_unpack(wsp_pack *pk, const char *out_dir, unsigned flags, wsp_progress_fn progress,
@@ -198,7 +186,7 @@ int wsp_pack_unpack(wsp_pack *pk, const char *out_dir, unsigned flags, wsp_progr
 	rc = pack_make_locked_tmpdir(out, &tmp, &lock, &pk->err);
 	if (rc < 0)
 		goto done;
-	rc = fill_dir(pk, tmp, fds, NULL, NULL, progress, ctx);
+	rc = fill_dir(pk, tmp, fds, progress, ctx);
 	if (rc == 0)
 		rc = pack_commit_locked_dir(tmp, out, !!(flags & WSP_UNPACK_FORCE), &pk->err);
 	if (rc < 0)
