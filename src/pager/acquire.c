@@ -211,6 +211,8 @@ void pager_prefetch_ahead(struct wsp_pager_s *pg)
 			continue;   /* read only when acquired or hinted */
 		if (i < pg->gpu_ahead && early_fill(pg, next[i], dist[i]))
 			continue;
+		if (src_updated(pg, next[i]))
+			continue;   /* in the write-back room: nothing to read */
 		/* Not in the host tier yet: on_ready copies it up when it lands. */
 		int rc = hcache_request(pg->hc, next[i], 1);
 		if (rc == -ENOSPC)
@@ -638,8 +640,8 @@ int wsp_release_view(wsp_pager *pg, const struct wsp_layer *view, void *stream)
  * refuse. */
 static void hint(struct wsp_pager_s *pg, uint32_t layer, uint64_t dist, int certain)
 {
-	if (early_fill(pg, layer, dist))
-		return;
+	if (early_fill(pg, layer, dist) || src_updated(pg, layer))
+		return;   /* in a slot, or in the write-back room: nothing to read */
 	pthread_mutex_lock(&pg->lock);
 	pg->hinted[layer] = 1;   /* on_ready takes it into a slot when it lands */
 	pthread_mutex_unlock(&pg->lock);

@@ -104,6 +104,9 @@ void pgroup_reset_stats(struct wsp_pager_s *pg);
 int src_try_get(struct wsp_pager_s *pg, uint32_t layer, struct hcache_ref *ref,
 		struct wspi_err *err);
 void src_put(struct wsp_pager_s *pg, struct hcache_ref *ref);
+/* 1 when training has updated `layer`: the write-back room serves it, and
+ * the pack's (stale) bytes are never worth reading ahead. */
+int src_updated(struct wsp_pager_s *pg, uint32_t layer);
 /* After slots_fill from ref: an updated layer's view gets its checksums. */
 void src_fix_view(struct wsp_pager_s *pg, struct slot *s, const struct hcache_ref *ref);
 

@@ -22,6 +22,12 @@ int src_try_get(struct wsp_pager_s *pg, uint32_t layer, struct hcache_ref *ref,
 	return hcache_try_get(pg->hc, layer, ref);
 }
 
+int src_updated(struct wsp_pager_s *pg, uint32_t layer)
+{
+	struct dirty *dt = room(pg);
+	return dt && dirty_has(dt, layer);
+}
+
 void src_put(struct wsp_pager_s *pg, struct hcache_ref *ref)
 {
 	struct dirty *dt = room(pg);

@@ -370,6 +370,14 @@ int dirty_put(struct dirty *dt, const struct hcache_ref *ref)
 	return b != NULL;
 }
 
+int dirty_has(struct dirty *dt, uint32_t layer)
+{
+	pthread_mutex_lock(&dt->lock);
+	int has = layer < dt->pk->m.hdr->n_layers && dt->cur[layer] != NULL;
+	pthread_mutex_unlock(&dt->lock);
+	return has;
+}
+
 int dirty_owns(struct dirty *dt, const struct hcache_ref *ref)
 {
 	struct dbuf **link;

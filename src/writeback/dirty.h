@@ -48,6 +48,8 @@ int dirty_update(struct dirty *dt, uint32_t layer, const void *const *values, in
  * clean, < 0 when a spilled layer cannot be read back (never the pack's
  * stale bytes instead). */
 int dirty_get(struct dirty *dt, uint32_t layer, struct hcache_ref *ref, struct wspi_err *err);
+/* 1 when `layer` is updated: its bytes are here, never the pack's. */
+int dirty_has(struct dirty *dt, uint32_t layer);
 /* 1 when `ref` was one of dirty_get's (now handed back), 0 when not ours. */
 int dirty_put(struct dirty *dt, const struct hcache_ref *ref);
 /* 1 when `ref` is a reference dirty_get gave (not yet handed back). */

@@ -1,0 +1,77 @@
+/* An updated layer is served by the write-back room, so the read-ahead
+ * never reads its (stale) bytes from the pack: with a host tier smaller
+ * than the model, passes over every layer keep reading the others (the
+ * trace's read events) and never the updated one, and acquires of it give
+ * the new bytes.  (The read-ahead used to read it from the pack.)  Host
+ * backend. */
+#include <string.h>
+
+#include "../gpu/pager_util.h"
+
+enum { WATCHED = 3 };
+static uint64_t reads_watched, reads_others;
+
+static void on_trace(void *ctx, const struct wsp_trace_event *ev)
+{
+	(void)ctx;
+	if (ev->stage == WSP_STAGE_READ)
+		__atomic_fetch_add(ev->layer == WATCHED ? &reads_watched : &reads_others, 1,
+				   __ATOMIC_RELAXED);
+}
+
+static void pass(wsp_pager *pg, uint32_t n)
+{
+	const struct wsp_layer *L;
+	for (uint32_t l = 0; l < n; l++) {
+		CHECK_RC(wsp_acquire(pg, l, NULL, &L), 0);
+		CHECK(t_view_bad(L) == 0);
+		CHECK_RC(wsp_release(pg, l, NULL), 0);
+	}
+}
+
+int main(void)
+{
+	struct t_model m;
+	struct wsp_options o;
+	const struct wsp_layer *L;
+	char err[512];
+	wsp_pager *pg;
+
+	t_model_make(&m, "update-readahead", 8, 256, 512);
+	const uint32_t n = m.sum.n_layers, k = WATCHED;
+	t_host_options(&o, &m, 30, 2);   /* layers cycle through the host tier */
+	o.trace = on_trace;
+	CHECK_RC(wsp_open(m.pack, &o, &pg, err, sizeof(err)), 0);
+	pass(pg, n);
+	pass(pg, n);   /* the order is learned */
+
+	/* layer k updated: its first tensor's bytes flipped */
+	CHECK_RC(wsp_acquire(pg, k, NULL, &L), 0);
+	uint64_t bytes = L->tensors[0].bytes;
+	uint8_t *v = malloc(bytes);
+	CHECK(v);
+	memcpy(v, L->tensors[0].data, bytes);
+	CHECK_RC(wsp_release(pg, k, NULL), 0);
+	for (uint64_t i = 0; i < bytes; i++)
+		v[i] ^= 0xff;
+	const void *vals[64] = { v };
+	CHECK_RC(wsp_update(pg, k, vals), 0);
+
+	pass(pg, n);
+	__atomic_store_n(&reads_watched, 0, __ATOMIC_RELAXED);
+	__atomic_store_n(&reads_others, 0, __ATOMIC_RELAXED);
+	for (int p = 0; p < 3; p++)
+		pass(pg, n);
+	printf("three passes after the update: %llu reads of other layers, %llu of layer %u\n",
+	       (unsigned long long)reads_others, (unsigned long long)reads_watched, k);
+	CHECK(reads_others >= 3 * (n - 1) / 2);   /* the host tier keeps reading */
+	CHECK(reads_watched == 0);
+	CHECK_RC(wsp_acquire(pg, k, NULL, &L), 0);
+	CHECK(memcmp(L->tensors[0].data, v, bytes) == 0);
+	CHECK_RC(wsp_release(pg, k, NULL), 0);
+
+	wsp_close(pg);
+	free(v);
+	t_model_remove(&m);
+	return 0;
+}
