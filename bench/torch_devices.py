@@ -3,7 +3,7 @@ device=["cuda:0", "cuda:1"] (each GPU's pager feeds it over its own link)
 against device="cuda:0", the model in the host tier (warm), forwards of a
 few tokens back to back so that streaming the weights bounds them.  The
 ceilings measured in the same run: pinned host->GPU copies to each GPU
-alone and to both at once.  Rows: GB/s of raw weights through the forward
+alone and to both at once, and GPU->GPU copies.  Rows: GB/s of raw weights through the forward
 (passes x the model's bytes / time), its ratio to the one-GPU row and to
 the links, and what crossed the links a forward (the pagers' bytes_h2d:
 the whole packed model each forward shows the weights were streamed, not
@@ -55,6 +55,24 @@ def h2d(devices, nbytes=1 << 30, reps=5):
     return len(devices) * nbytes / statistics.median(times[1:]) / 1e9
 
 
+def d2d(src, dst, nbytes=1 << 30, reps=5):
+    """Median GB/s of copies of `nbytes` from GPU `src` to GPU `dst`
+    (peer to peer where the GPUs allow it: NVLink or PCIe)."""
+    a_ = torch.empty(nbytes, dtype=torch.uint8, device=src).fill_(1)
+    b_ = torch.empty(nbytes, dtype=torch.uint8, device=dst)
+    times = []
+    for _ in range(reps + 1):
+        torch.cuda.synchronize(src)
+        torch.cuda.synchronize(dst)
+        t0 = time.perf_counter()
+        b_.copy_(a_)
+        torch.cuda.synchronize(src)
+        torch.cuda.synchronize(dst)
+        times.append(time.perf_counter() - t0)
+    del a_, b_
+    return nbytes / statistics.median(times[1:]) / 1e9
+
+
 def main():
     ap = argparse.ArgumentParser()
     model_args(ap, "/var/tmp/wsp-devices", tokens=16)
@@ -82,7 +100,8 @@ def main():
     one = [torch.device("cuda", 0)]
     two = [torch.device("cuda", 0), torch.device("cuda", 1)]
     link = {"cuda:0": h2d(one), "cuda:1": h2d([two[1]]), "both": h2d(two)}
-    log("ceilings, pinned host->GPU: " + ", ".join(f"{k} {v:.1f} GB/s" for k, v in link.items()))
+    log("ceilings, pinned host->GPU: " + ", ".join(f"{k} {v:.1f} GB/s" for k, v in link.items())
+        + f"; GPU->GPU cuda:0->cuda:1 {d2d(two[0], two[1]):.1f} GB/s")
     ids = torch.randint(0, a.vocab, (1, a.tokens), device="cuda:0")
     rows, logits = {}, {}
     for name, device in (("one GPU", "cuda:0"), ("two GPUs", ["cuda:0", "cuda:1"])):

@@ -5,7 +5,8 @@ cold (page cache dropped, nothing in the host tier: the first forward
 reads the pack; with the group each rank reads half and the halves are
 all-gathered) and warm (forwards of a few tokens back to back from the
 host tier).  Ceilings measured in the same run: the pack read with one
-thread from a dropped page cache, and pinned host->GPU copies to each GPU.
+thread from a dropped page cache, pinned host->GPU copies to each GPU, and
+GPU->GPU copies (what the all-gathers could move at most).
 Rows: the cold forward's seconds and GB/s of raw weights, the bytes each
 rank read from the pack (the group's sum against the pack's stored size),
 and the warm GB/s per GPU.  Logits of the ranks against one process.
@@ -29,7 +30,7 @@ sys.path.insert(0, os.path.join(HERE, "..", "python"))
 sys.path.insert(0, HERE)
 import wspager  # noqa: E402
 import wspager.torch as wt  # noqa: E402
-from torch_devices import h2d  # noqa: E402
+from torch_devices import d2d, h2d  # noqa: E402
 from torch_offload import drop_caches, llama_config, log, make_checkpoint, model_args  # noqa: E402
 
 
@@ -118,11 +119,12 @@ def main():
     dropped = drop_caches()
     disk = read_rate(pack)
     link = [h2d([torch.device("cuda", k)]) for k in range(2)]
+    peer = d2d(torch.device("cuda", 0), torch.device("cuda", 1))
     log(f"weights {raw / 1e9:.2f} GB raw, {stored / 1e9:.2f} GB stored; "
         f"{torch.cuda.get_device_name(0)} x {torch.cuda.device_count()}")
     log(f"ceilings: pack read cold, one thread {disk:.2f} GB/s stored"
         f"{'' if dropped else ' (page cache NOT dropped: not root)'}; pinned host->GPU "
-        f"{link[0]:.1f} / {link[1]:.1f} GB/s")
+        f"{link[0]:.1f} / {link[1]:.1f} GB/s; GPU->GPU {peer:.1f} GB/s")
 
     # One process, one GPU
     drop_caches()
