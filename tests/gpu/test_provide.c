@@ -3,7 +3,8 @@
  * without a disk read and acquire intact; bytes for a present layer are
  * not needed (0); a wrong length is -EINVAL and an unknown layer
  * WSP_ENOTFOUND, each saying why; damaged bytes fail the load that uses
- * them (the acquire says so), and the next acquire reads the disk. */
+ * them (an acquire that joins that load says so), and the disk gives the
+ * layer intact. */
 #include <fcntl.h>
 #include <inttypes.h>
 #include <unistd.h>
@@ -72,8 +73,12 @@ int main(void)
 	free(b);
 	wsp_close(pg);
 
-	/* Damaged bytes: that load fails, the acquire says so, the next one
-	 * reads the disk and gets the layer intact. */
+	/* Damaged bytes: that load fails and its bytes are never served.  The
+	 * load starts at wsp_provide, so the acquire right after it either
+	 * joins it and fails with the reason (then the next acquire reads the
+	 * disk), or comes after it failed and reads the disk itself; both end
+	 * with the layer intact from the disk.  (Which one happens is timing:
+	 * under ASan on a busy machine the load failed first.) */
 	CHECK_RC(wsp_open(m.pack, &o, &pg, err, sizeof(err)), 0);
 	uint32_t victim = n / 2;
 	b = stored_bytes(pk, victim);
@@ -83,9 +88,12 @@ int main(void)
 	free(b);
 	CHECK(rc == 1);
 	rc = wsp_acquire(pg, victim, NULL, &L);
-	printf("acquire after damaged bytes: %d (%s)\n", rc, rc < 0 ? wsp_errmsg(pg) : "");
-	CHECK(rc < 0 && strlen(wsp_errmsg(pg)) > 0);
-	CHECK_RC(wsp_acquire(pg, victim, NULL, &L), 0);
+	printf("acquire after damaged bytes: %d (%s)\n", rc,
+	       rc < 0 ? wsp_errmsg(pg) : "the load had failed already: read from the disk");
+	if (rc < 0) {
+		CHECK(strlen(wsp_errmsg(pg)) > 0);
+		CHECK_RC(wsp_acquire(pg, victim, NULL, &L), 0);
+	}
 	CHECK(t_view_bad(L) == 0);
 	CHECK_RC(wsp_release_view(pg, L, NULL), 0);
 	CHECK_RC(wsp_get_stats(pg, &st), 0);
