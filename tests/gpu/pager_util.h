@@ -84,6 +84,25 @@ static inline void t_host_options(struct wsp_options *o, const struct t_model *m
 	o->host_cache_bytes = b;
 }
 
+/* wsp_update of layer l with every byte of its first tensor flipped; the
+ * new bytes are returned (free them) and their count put in *bytes. */
+static inline uint8_t *t_update_flipped(wsp_pager *pg, uint32_t l, uint64_t *bytes)
+{
+	const struct wsp_layer *L;
+	CHECK_RC(wsp_acquire(pg, l, NULL, &L), 0);
+	uint64_t n = L->tensors[0].bytes;
+	uint8_t *v = malloc(n ? n : 1);
+	CHECK(v);
+	memcpy(v, L->tensors[0].data, n);
+	CHECK_RC(wsp_release(pg, l, NULL), 0);
+	for (uint64_t i = 0; i < n; i++)
+		v[i] ^= 0xff;
+	const void *vals[64] = { v };
+	CHECK_RC(wsp_update(pg, l, vals), 0);
+	*bytes = n;
+	return v;
+}
+
 /* Number of tensors of a view whose bytes do not match the stored checksum. */
 static inline unsigned t_view_bad(const struct wsp_layer *L)
 {

@@ -80,23 +80,6 @@ static void same_layers(wsp_pager *pg, const char *saved_dir, unsigned n_layers)
 	wsp_pack_close(saved);
 }
 
-/* Layer `l`'s first tensor with every byte flipped. */
-static void update_first_tensor(wsp_pager *pg, uint32_t l)
-{
-	const struct wsp_layer *L;
-	CHECK_RC(wsp_acquire(pg, l, NULL, &L), 0);
-	uint64_t n = L->tensors[0].bytes;
-	uint8_t *v = malloc(n);
-	CHECK(v);
-	memcpy(v, L->tensors[0].data, n);
-	CHECK_RC(wsp_release(pg, l, NULL), 0);
-	for (uint64_t i = 0; i < n; i++)
-		v[i] ^= 0xff;
-	const void *vals[64] = { v };
-	CHECK_RC(wsp_update(pg, l, vals), 0);
-	free(v);
-}
-
 int main(void)
 {
 	char err[512], out[700];
@@ -109,7 +92,8 @@ int main(void)
 	snprintf(out, sizeof(out), "%s/saved.wsp", m.dir);
 	t_host_options(&o, &m, 100, 2);
 	CHECK_RC(wsp_open(m.pack, &o, &pg, err, sizeof(err)), 0);
-	update_first_tensor(pg, 2);
+	uint64_t nb;
+	free(t_update_flipped(pg, 2, &nb));
 	uint64_t r0 = 0, w0 = 0, r1 = 0, w1 = 0;
 	int have_io = io_counts(&r0, &w0);
 	int rc = wsp_save(pg, out, 0, NULL, NULL);
@@ -146,7 +130,7 @@ int main(void)
 	o.device = WSP_DEVICE_HOST;
 	o.host_cache_bytes = 4 << 20;
 	CHECK_RC(wsp_open(pack, &o, &pg, err, sizeof(err)), 0);
-	update_first_tensor(pg, 1);
+	free(t_update_flipped(pg, 1, &nb));
 	rc = wsp_save(pg, out, 0, NULL, NULL);
 	if (rc < 0)
 		fprintf(stderr, "save: %s\n", wsp_errmsg(pg));

@@ -46,16 +46,8 @@ int main(void)
 	pass(pg, n);   /* the order is learned */
 
 	/* layer k updated: its first tensor's bytes flipped */
-	CHECK_RC(wsp_acquire(pg, k, NULL, &L), 0);
-	uint64_t bytes = L->tensors[0].bytes;
-	uint8_t *v = malloc(bytes);
-	CHECK(v);
-	memcpy(v, L->tensors[0].data, bytes);
-	CHECK_RC(wsp_release(pg, k, NULL), 0);
-	for (uint64_t i = 0; i < bytes; i++)
-		v[i] ^= 0xff;
-	const void *vals[64] = { v };
-	CHECK_RC(wsp_update(pg, k, vals), 0);
+	uint64_t bytes;
+	uint8_t *v = t_update_flipped(pg, k, &bytes);
 
 	pass(pg, n);
 	__atomic_store_n(&reads_watched, 0, __ATOMIC_RELAXED);
