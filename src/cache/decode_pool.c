@@ -97,7 +97,9 @@ static void run_job(struct hc_worker *w, struct hc_slice *s, uint64_t j)
 	if (atomic_compare_exchange_strong(&e->status, &zero, rc)) {
 		char msg[WSP_ERRMSG_MAX];
 		wspi_err_copy(&w->err, msg, sizeof(msg));
-		wspi_err_set(&e->err, rc, "%s: layer %s, tensor %s, chunk %" PRIu32 " (offset %" PRIu64 "): %s",
+		/* e->provided stays set for the whole load that copies from it */
+		wspi_err_set(&e->err, rc, "%s%s: layer %s, tensor %s, chunk %" PRIu32 " (offset %"
+			    PRIu64 "): %s", e->provided ? "bytes handed in (wsp_provide) for " : "",
 			    hc->paths[hc->m->layers[s->layer].shard], hc_layer_name(hc, s->layer),
 			    wspm_str(hc->m, T->name_off), job->index_in_tensor, c->offset,
 			    msg[0] ? msg : wsp_strerror(rc));
