@@ -91,7 +91,7 @@ static inline uint8_t *t_update_flipped(wsp_pager *pg, uint32_t l, uint64_t *byt
 	const struct wsp_layer *L;
 	CHECK_RC(wsp_acquire(pg, l, NULL, &L), 0);
 	uint64_t n = L->tensors[0].bytes;
-	uint8_t *v = malloc(n ? n : 1);
+	uint8_t *v = (uint8_t *)malloc(n ? n : 1);   /* C++ too: the .cu tests include this */
 	CHECK(v);
 	memcpy(v, L->tensors[0].data, n);
 	CHECK_RC(wsp_release(pg, l, NULL), 0);
