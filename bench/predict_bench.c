@@ -4,7 +4,14 @@
  * Then the cost per acquire as the layer count grows (2 000 .. 50 000): the
  * first pass (learning) and the next ones, observe + next 8 + 8 distances,
  * which must not grow with the layer count (`--growth`: that part only).
- * CPU time of one thread; prints microseconds per acquire. */
+ * Then a MoE-shaped pack (`--moe`: that part only): 60 blocks of an
+ * attention layer and 256 routed experts (15 362 layers), each forward
+ * acquiring the attention and 8 experts chosen at random per block; the
+ * predictor's CPU time per forward against the time the link needs to
+ * bring that forward's weights in, for two expert sizes (bytes / the link's
+ * GB/s: the link is an argument, `--link-gbps`, default 55, the pinned
+ * host->GPU rate of the H100s in docs/PERFORMANCE.md; the predictor's time
+ * is measured).  CPU time of one thread; prints microseconds per acquire. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -34,10 +41,99 @@ static uint32_t step_layer(uint32_t n, int branchy, uint64_t i, uint64_t *rng)
 	return third + branch * (third / 3) + (pos - third) % (third / 3);
 }
 
+/* The MoE-shaped trace: layer 0 the embedding, then per block its
+ * attention and its experts, then the head. */
+enum { MOE_BLOCKS = 60, MOE_EXPERTS = 256, MOE_TOPK = 8 };
+
+static uint32_t moe_attn(uint32_t b)
+{
+	return 1 + b * (1 + MOE_EXPERTS);
+}
+
+/* One forward's acquires, in the order a forward takes them (a block's
+ * routed experts in index order, as transformers' dispatch runs them). */
+static uint32_t moe_forward(uint32_t *out, uint64_t *rng)
+{
+	uint32_t n = 0;
+	out[n++] = 0;
+	for (uint32_t b = 0; b < MOE_BLOCKS; b++) {
+		unsigned char chosen[MOE_EXPERTS] = {0};
+		out[n++] = moe_attn(b);
+		for (unsigned k = 0; k < MOE_TOPK;) {
+			*rng = *rng * 6364136223846793005ull + 1442695040888963407ull;
+			uint32_t e = (uint32_t)((*rng >> 33) % MOE_EXPERTS);
+			k += !chosen[e];
+			chosen[e] = 1;
+		}
+		for (uint32_t e = 0; e < MOE_EXPERTS; e++)
+			if (chosen[e])
+				out[n++] = moe_attn(b) + 1 + e;
+	}
+	out[n++] = moe_attn(MOE_BLOCKS);
+	return n;
+}
+
+static void moe(double link_gbps)
+{
+	const uint32_t n = moe_attn(MOE_BLOCKS) + 1, per = 2 + MOE_BLOCKS * (1 + MOE_TOPK);
+	uint32_t trace[2 + MOE_BLOCKS * (1 + MOE_TOPK)], next[8];
+	struct predictor *p;
+	if (predictor_create(n, &p) < 0)
+		exit(1);
+	uint64_t rng = 7, sink = 0;
+	const unsigned learn = 2, timed = 20;
+	double t = 0;
+	for (unsigned pass = 0; pass < learn + timed; pass++) {
+		uint32_t k = moe_forward(trace, &rng);
+		double t0 = cpu_us();
+		for (uint32_t i = 0; i < k; i++) {
+			predictor_observe(p, trace[i]);
+			sink += predictor_next(p, next, 8);
+			for (uint32_t c = 0; c < 8; c++)
+				sink += predictor_distance(p, (trace[i] + 1 + c * (n / 8)) % n);
+		}
+		if (pass >= learn)
+			t += cpu_us() - t0;
+	}
+	predictor_free(p);
+	double us_forward = t / timed;
+	printf("\nMoE-shaped pack: %u blocks x (attention + %u experts) = %u layers; a forward "
+	       "acquires %u (top %u)\npredictor: %.2f us per acquire, %.0f us per forward "
+	       "(observe + next 8 + 8 distances)\n", MOE_BLOCKS, MOE_EXPERTS, n, per, MOE_TOPK,
+	       us_forward / per, us_forward);
+	/* bf16 sizes: an expert is 3 matrices of hidden x intermediate; the
+	 * attention of a block as given */
+	static const struct { const char *name; double expert, attn; } shapes[] = {
+		{ "DeepSeek-V3-sized (expert 7168 x 2048 x 3, attention 0.36 GB)",
+		  3.0 * 7168 * 2048 * 2, 0.36e9 },
+		{ "small (expert 2048 x 768 x 3, attention 0.04 GB)", 3.0 * 2048 * 768 * 2, 0.04e9 },
+	};
+	for (unsigned s = 0; s < 2; s++) {
+		double bytes = MOE_BLOCKS * (shapes[s].attn + MOE_TOPK * shapes[s].expert);
+		double link_us = bytes / (link_gbps * 1e9) * 1e6;
+		printf("  %-60s %6.2f GB a forward, %9.0f us at %.1f GB/s: predictor %.3f%% of it\n",
+		       shapes[s].name, bytes / 1e9, link_us, link_gbps, 100 * us_forward / link_us);
+	}
+	if (sink == 42)
+		puts("");
+}
+
 int main(int argc, char **argv)
 {
 	static const uint32_t sizes[] = {32, 128, 512, 2048};
 	setvbuf(stdout, NULL, _IOLBF, 0);
+	double link_gbps = 55;
+	for (int i = 1; i + 1 < argc; i++)
+		if (!strcmp(argv[i], "--link-gbps"))
+			link_gbps = atof(argv[i + 1]);
+	if (!(link_gbps > 0)) {
+		fprintf(stderr, "predict_bench: --link-gbps must be a positive number\n");
+		return 2;
+	}
+	if (argc > 1 && !strcmp(argv[1], "--moe")) {
+		moe(link_gbps);
+		return 0;
+	}
 	int growth_only = argc > 1 && !strcmp(argv[1], "--growth");
 	printf("layers  trace     us per acquire (observe + next 8 + %s distances)\n", "n/4");
 	for (unsigned s = 0; !growth_only && s < sizeof(sizes) / sizeof(sizes[0]); s++)
@@ -87,5 +183,7 @@ int main(int argc, char **argv)
 		if (sink == 42)
 			puts("");
 	}
+	if (!growth_only)
+		moe(link_gbps);
 	return 0;
 }
