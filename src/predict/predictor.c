@@ -42,6 +42,12 @@
 /* Layer indices fit in 32 bits with room for NONE; bound the tables anyway
  * so their sizes cannot overflow on any host. */
 #define PREDICT_MAX_LAYERS (1u << 24)
+/* An uncertain walk (routing that varies: MoE) is walked afresh at every
+ * query, so it stops this many steps ahead: far beyond any look-ahead the
+ * pager asks for, and a walk then costs O(this), not O(layers) (a 15 000-
+ * layer MoE trace: bench/predict_bench --moe).  Layers past it read as
+ * never needed. */
+#define UNCERTAIN_HORIZON 4096u
 
 struct succ {
 	uint32_t layer;    /* NONE: unused */
@@ -330,7 +336,8 @@ static void walk(struct predictor *p)
 	/* Once every layer has its first step the rest of the walk changes no
 	 * distance; a certain walk goes on to the horizon all the same, so
 	 * that it can be kept while up to n_layers observations follow it. */
-	for (uint64_t step = 1; step <= horizon && (p->n_order < p->n || prob == 1.0); step++) {
+	for (uint64_t step = 1; step <= horizon && (p->n_order < p->n || prob == 1.0) &&
+	     (prob == 1.0 || step <= UNCERTAIN_HORIZON); step++) {
 		uint32_t next;
 		const struct ctx *c = predict_step(p, prev, cur, &next);
 		p->w_cur[step] = cur;
@@ -353,7 +360,7 @@ static void walk(struct predictor *p)
 		cur = next;
 		steps = step;
 	}
-	walk_alternatives(p, steps, horizon);
+	walk_alternatives(p, steps, prob == 1.0 ? horizon : WSP_MIN(horizon, UNCERTAIN_HORIZON));
 	p->steps = steps;
 	p->shift = 0;
 	p->certain = prob == 1.0;
