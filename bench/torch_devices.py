@@ -3,9 +3,10 @@ device=["cuda:0", "cuda:1"] (each GPU's pager feeds it over its own link)
 against device="cuda:0", the model in the host tier (warm), forwards of a
 few tokens back to back so that streaming the weights bounds them.  The
 ceilings measured in the same run: pinned host->GPU copies to each GPU
-alone and to both at once, and GPU->GPU copies.  Rows: GB/s of raw weights through the forward
-(passes x the model's bytes / time), its ratio to the one-GPU row and to
-the links, and what crossed the links a forward (the pagers' bytes_h2d:
+alone and to both at once, and GPU->GPU copies.  Rows: GB/s of raw weights
+through the forward (passes x the model's bytes / time), its ratio to the
+one-GPU row and to the links, and what crossed the links a forward (the
+pagers' bytes_h2d:
 the whole packed model each forward shows the weights were streamed, not
 kept on the GPU) with the acquires that found their layer prefetched;
 logits of the two compared.  Measured after the host tier is pinned and warm.

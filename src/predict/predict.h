@@ -36,8 +36,9 @@ unsigned predictor_next(struct predictor *p, uint32_t *out, unsigned k);
 /* In how many acquires `layer` is predicted to be used next (1 = the very
  * next acquire), PREDICT_NEVER if not within the horizon (2 * n_layers steps
  * of the predicted walk; 4096 at most once the walk passes a branch whose
- * outcome varies, since such a walk is made afresh at every query).  Where the walk passes a branch whose outcome has
- * varied (a context with several successors), the distance of what lies
+ * outcome varies, since such a walk is made afresh at every query).  Where
+ * the walk passes a branch whose outcome has varied (a context with several
+ * successors), the distance of what lies
  * behind it is divided by the probability of getting there, until the
  * branches merge again; layers of the branches not taken get a distance the
  * same way.  For a workload that always repeats, it is the exact count.

@@ -156,20 +156,16 @@ static uint64_t write_freq(const uint16_t *freq, uint64_t n, int compact, uint8_
 	}
 	wr16(o, (uint16_t)(COMPACT_MARK | k));
 	unsigned i = 0, pad = k & 1;
-	for (unsigned s = 0; s < 256; s++) {
-		if (!freq[s])
-			continue;
-		if (k == 1) {
-			wr16(o + 2, (uint16_t)s);
-			*lanes_follow = 0;
-			return 4;
+	for (unsigned s = 0; s < 256; s++)
+		if (freq[s]) {
+			o[2 + i] = (uint8_t)s;   /* k = 1: the symbol is the u16's low byte */
+			if (k > 1)
+				wr16(o + 2 + k + pad + 2 * i, freq[s]);
+			i++;
 		}
-		o[2 + i] = (uint8_t)s;
-		wr16(o + 2 + k + pad + 2 * i, freq[s]);
-		i++;
-	}
 	if (pad)
-		o[2 + k] = 0;
+		o[2 + k] = 0;   /* k = 1: the u16's high byte */
+	*lanes_follow = k > 1;
 	return compact_bytes(k);
 }
 
@@ -440,6 +436,32 @@ static int parse_compact(const uint8_t *p, size_t len, uint64_t at, uint64_t n,
 	return 0;
 }
 
+/* The full frequencies at p[at, len): 256 u16 summing to 4096 (all 0 for
+ * an empty chunk).  The table is built. */
+static int parse_full(const uint8_t *p, size_t len, uint64_t at, uint64_t n,
+		      struct section_dec *s, struct wspi_err *err)
+{
+	if (at + 2 * 256 > len)
+		return WSP_ERR(err, WSP_EFORMAT, "exprans%s: %zu bytes, shorter than the header",
+			       s->what, len);
+	uint32_t sum = 0;
+	for (unsigned k = 0; k < 256; k++) {
+		uint32_t f = rd16(p + at + 2 * k);
+		if (f > PROB_SCALE - sum)
+			return WSP_ERR(err, WSP_EFORMAT, "exprans%s: frequencies sum above %u", s->what,
+				       PROB_SCALE);
+		for (uint32_t i = 0; i < f; i++)
+			s->tab[sum + i] = dec_entry(f, i, k);
+		sum += f;
+	}
+	if (n && sum != PROB_SCALE)
+		return WSP_ERR(err, WSP_EFORMAT, "exprans%s: frequencies sum to %u, not %u", s->what,
+			       sum, PROB_SCALE);
+	if (!n && sum)
+		return WSP_ERR(err, WSP_EFORMAT, "exprans%s: frequencies for an empty chunk", s->what);
+	return 0;
+}
+
 /* Parse the section at p[*at, len): frequencies (building the table) and
  * lane table, checked; *at moves past its lane streams.  compact: the
  * compact header may be used (chunks with coded low halves). */
@@ -462,25 +484,7 @@ static int parse_section(const uint8_t *p, size_t len, uint64_t *at, uint64_t n,
 			return rc;
 		}
 	} else {
-		if (*at + 2 * 256 > len)
-			return WSP_ERR(err, WSP_EFORMAT, "exprans%s: %zu bytes, shorter than the "
-				       "header", s->what, len);
-		uint32_t sum = 0;
-		for (unsigned k = 0; k < 256; k++) {
-			uint32_t f = rd16(p + *at + 2 * k);
-			if (f > PROB_SCALE - sum)
-				return WSP_ERR(err, WSP_EFORMAT, "exprans%s: frequencies sum above %u",
-					       s->what, PROB_SCALE);
-			for (uint32_t i = 0; i < f; i++)
-				s->tab[sum + i] = dec_entry(f, i, k);
-			sum += f;
-		}
-		if (n && sum != PROB_SCALE)
-			return WSP_ERR(err, WSP_EFORMAT, "exprans%s: frequencies sum to %u, not %u",
-				       s->what, sum, PROB_SCALE);
-		if (!n && sum)
-			return WSP_ERR(err, WSP_EFORMAT, "exprans%s: frequencies for an empty chunk",
-				       s->what);
+		WSP_TRY(parse_full(p, len, *at, n, s, err));
 	}
 	uint64_t lens_at = *at + head, streams_at = lens_at + nb * EXPRANS_LANES * 2;
 	if (streams_at > len)
