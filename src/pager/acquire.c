@@ -1,12 +1,13 @@
 /*
- * wsp_acquire / wsp_release / wsp_prefetch: the slot logic of the pager.
+ * wsp_acquire / wsp_release: the slot logic of the pager (what moves
+ * layers up ahead of need is in ahead.c).
  *
  * An acquire is a GPU hit when a slot already holds the layer (the user's
  * stream then only waits on the fill event), otherwise it takes the host
  * cache's reference (blocking only when the layer is not in the host tier
- * yet), picks a slot and enqueues the copy.  After every acquire the
- * predicted successors are started up the tiers: the first few into slots
- * (when the host tier has them), the rest into the host tier.
+ * yet), picks a slot and enqueues the copy.  After every acquire
+ * pager_prefetch_ahead (ahead.c) starts the predicted successors up the
+ * tiers.
  *
  * Locking: pg->lock guards the slot pool and counters and is never held
  * while calling into the host cache, whose decode threads call
@@ -78,7 +79,7 @@ static unsigned pager_pending(struct wsp_pager_s *pg)
 /* Slots `layer` may go into in pass `pass`: pass 0 only those of the
  * smallest size that fits it (a small layer keeps off the large slots
  * while small ones serve), pass 1 every slot it fits. */
-static int slot_fits(const struct wsp_pager_s *pg, const struct slot *s, uint32_t layer, int pass)
+int pager_slot_fits(const struct wsp_pager_s *pg, const struct slot *s, uint32_t layer, int pass)
 {
 	uint64_t raw = pg->pk->layers[layer].raw_bytes;
 	if (raw > s->bytes)
@@ -96,7 +97,7 @@ static struct slot *demand_victim(struct wsp_pager_s *pg, uint32_t layer)
 		unsigned n = 0;
 		for (unsigned i = 0; i < sp->n; i++) {
 			struct slot *s = &sp->slots[i];
-			if (s->refs || !slot_fits(pg, s, layer, pass))
+			if (s->refs || !pager_slot_fits(pg, s, layer, pass))
 				continue;
 			if (s->state == SLOT_FREE)
 				return s;
@@ -112,34 +113,10 @@ static struct slot *demand_victim(struct wsp_pager_s *pg, uint32_t layer)
 	return NULL;
 }
 
-/* Admission for an early fill of `layer` (the host cache's rule): a free
- * slot it fits, or the unused one whose layer is predicted furthest (the
- * predictive policy's victim), if further than `dist`. */
-static struct slot *prefetch_victim(struct wsp_pager_s *pg, uint32_t layer, uint64_t dist)
-{
-	for (int pass = 0; pass < 2; pass++) {
-		struct evict_pick pick;
-		evict_pick_init(&pick, WSP_POLICY_PREDICT);
-		for (unsigned i = 0; i < pg->sp.n; i++) {
-			struct slot *s = &pg->sp.slots[i];
-			if (s->refs || !slot_fits(pg, s, layer, pass))
-				continue;
-			if (s->state == SLOT_FREE)
-				return s;
-			struct evict_cand c = { s->layer, s->last_use,
-						predictor_distance(pg->pred, s->layer) };
-			evict_pick_offer(&pick, (long)i, &c);
-		}
-		if (pick.best >= 0 && pick.cand.distance > dist)
-			return &pg->sp.slots[pick.best];
-	}
-	return NULL;
-}
-
 /* Sections that may hold a host reference for a moment (an acquire, an
  * early fill) say so, so that a demand short of pages knows whom to wait for
  * (get_host).  They nest. */
-static void holder_enter(struct wsp_pager_s *pg)
+void pager_holder_enter(struct wsp_pager_s *pg)
 {
 	pthread_mutex_lock(&pg->lock);
 	pg->holders++;
@@ -147,7 +124,7 @@ static void holder_enter(struct wsp_pager_s *pg)
 	pthread_mutex_unlock(&pg->lock);
 }
 
-static void holder_leave(struct wsp_pager_s *pg)
+void pager_holder_leave(struct wsp_pager_s *pg)
 {
 	pthread_mutex_lock(&pg->lock);
 	pg->holders--;
@@ -155,105 +132,7 @@ static void holder_leave(struct wsp_pager_s *pg)
 	pthread_mutex_unlock(&pg->lock);
 }
 
-static int fill_early(struct wsp_pager_s *pg, uint32_t layer, uint64_t dist)
-{
-	struct hcache_ref ref;
-	int used = 0, in_slot = 0;
-
-	pthread_mutex_lock(&pg->lock);
-	in_slot = slots_find(&pg->sp, layer) != NULL;
-	pthread_mutex_unlock(&pg->lock);
-	if (in_slot)
-		return 1;
-	if (src_try_get(pg, layer, &ref, NULL) != 1)
-		return 0;   /* an updated layer that fails to come back: the acquire reports */
-	pthread_mutex_lock(&pg->lock);
-	if (slots_find(&pg->sp, layer)) {
-		in_slot = 1;
-	} else if (!pg->closing) {
-		struct slot *s = prefetch_victim(pg, layer, dist);
-		/* A failed early copy is dropped quietly: the acquire that
-		 * needs the layer retries and reports. */
-		if (s && slots_fill(&pg->sp, s, pg->pk, layer, &ref, 1, NULL) == 0) {
-			src_fix_view(pg, s, &ref);
-			used = in_slot = 1;
-			pg->hinted[layer] = 0;
-		}
-	}
-	pthread_mutex_unlock(&pg->lock);
-	if (!used)
-		src_put(pg, &ref);
-	return in_slot;
-}
-
-/* Copy `layer` into a slot ahead of need if the host tier holds it and the
- * admission rule allows.  Returns 1 when the layer is (now) in a slot, 0
- * when the host tier does not have it yet or no slot may be taken. */
-static int early_fill(struct wsp_pager_s *pg, uint32_t layer, uint64_t dist)
-{
-	holder_enter(pg);
-	int in_slot = fill_early(pg, layer, dist);
-	holder_leave(pg);
-	return in_slot;
-}
-
-void pager_prefetch_ahead(struct wsp_pager_s *pg)
-{
-	uint32_t next[PAGER_MAX_AHEAD];
-	uint64_t dist[PAGER_MAX_AHEAD];
-	unsigned n = predictor_next(pg->pred, next, WSP_MIN(pg->host_ahead, PAGER_MAX_AHEAD));
-	/* Admission compares the incoming layer with the slots' occupants, so
-	 * both sides must use the predictor's own (probability-scaled) distance,
-	 * not the position in this list. */
-	predictor_distances(pg->pred, next, dist, n);
-	for (unsigned i = 0; i < n; i++) {
-		if (pg->on_demand[next[i]] || readahead_skip(pg->ra, next[i]))
-			continue;   /* read only when acquired or hinted */
-		if (i < pg->gpu_ahead && early_fill(pg, next[i], dist[i]))
-			continue;
-		if (src_updated(pg, next[i]))
-			continue;   /* in the write-back room: nothing to read */
-		/* Not in the host tier yet: on_ready copies it up when it lands. */
-		int rc = hcache_request(pg->hc, next[i], 1);
-		if (rc == -ENOSPC)
-			break;   /* the rest are needed even later */
-		if (rc == 1)
-			readahead_started(pg->ra, next[i]);
-	}
-}
-
-void pager_on_unused(void *ctx, uint32_t layer)
-{
-	struct wsp_pager_s *pg = ctx;
-	readahead_unused(pg->ra, layer);
-}
-
-void pager_on_ready(void *ctx, uint32_t layer, int status)
-{
-	struct wsp_pager_s *pg = ctx;
-	if (status < 0 || !pg->hc)
-		return;
-	pthread_mutex_lock(&pg->lock);
-	if (pg->closing || layer >= pg->pk->m.hdr->n_layers) {
-		pthread_mutex_unlock(&pg->lock);
-		return;
-	}
-	int hinted = pg->hinted[layer];
-	pg->cb_active++;
-	pthread_mutex_unlock(&pg->lock);
-
-	uint64_t dist = predictor_distance(pg->pred, layer);
-	if (hinted || (!(pg->opt.flags & WSP_OPEN_NO_PREFETCH) && !pg->on_demand[layer] &&
-		       dist <= pg->gpu_ahead))
-		early_fill(pg, layer, dist);
-
-	pthread_mutex_lock(&pg->lock);
-	if (--pg->cb_active == 0)
-		pthread_cond_broadcast(&pg->idle);
-	pthread_mutex_unlock(&pg->lock);
-}
-
-static int bad_layer(struct wsp_pager_s *pg, uint32_t layer, struct wspi_err *err)
+int pager_bad_layer(struct wsp_pager_s *pg, uint32_t layer, struct wspi_err *err)
 {
 	return WSP_ERR(err, WSP_ENOTFOUND, "%s: no layer %u (the pack has %u)", pg->pk->dir, layer,
 		       pg->pk->m.hdr->n_layers);
@@ -433,14 +312,14 @@ static int acquire_try(struct wsp_pager_s *pg, uint32_t layer, void *stream,
 		pthread_mutex_lock(&pg->lock);
 		pg->acquire_failures++;
 		pthread_mutex_unlock(&pg->lock);
-		return pager_result(pg, &err, bad_layer(pg, layer, &err));
+		return pager_result(pg, &err, pager_bad_layer(pg, layer, &err));
 	}
 
 	if (!retry && !(flags & WSP_ACQUIRE_UNPREDICTED)) {
 		was_predicted = predictor_next(pg->pred, &first, 1) == 1 && first == layer;
 		predictor_observe(pg->pred, layer);
 	}
-	holder_enter(pg);
+	pager_holder_enter(pg);
 	rc = acquire(pg, layer, stream, view, &how, &blocked, &err);
 
 	/* Counted once the outcome is known: a failed acquire is neither a
@@ -463,7 +342,7 @@ static int acquire_try(struct wsp_pager_s *pg, uint32_t layer, void *stream,
 			pager_prefetch_ahead(pg);
 		pager_reap(pg, 0);
 	}
-	holder_leave(pg);
+	pager_holder_leave(pg);
 	return pager_result(pg, &err, rc);
 }
 
@@ -506,7 +385,7 @@ static int slot_within_reach(struct wsp_pager_s *pg, uint32_t layer)
 	if (slots_find(&pg->sp, layer))
 		return 1;
 	for (unsigned i = 0; i < pg->sp.n; i++)
-		if (!pg->sp.slots[i].refs && slot_fits(pg, &pg->sp.slots[i], layer, 1))
+		if (!pg->sp.slots[i].refs && pager_slot_fits(pg, &pg->sp.slots[i], layer, 1))
 			return 1;
 	return 0;
 }
@@ -593,7 +472,7 @@ int wsp_release(wsp_pager *pg, uint32_t layer, void *stream)
 	}
 	wspi_err_init(&err);
 	if (layer >= pg->pk->m.hdr->n_layers)
-		return pager_result(pg, &err, bad_layer(pg, layer, &err));
+		return pager_result(pg, &err, pager_bad_layer(pg, layer, &err));
 	pthread_mutex_lock(&pg->lock);
 	struct slot *s = slots_find(&pg->sp, layer);
 	if (!s || s->refs == 0)
@@ -632,87 +511,4 @@ int wsp_release_view(wsp_pager *pg, const struct wsp_layer *view, void *stream)
 	if (rc == 0)
 		pager_reap(pg, 0);
 	return pager_result(pg, &err, rc);
-}
-
-/* Move `layer` up the tiers as needed in `dist` acquires; `certain`: the
- * caller knows it comes (a demand request for the host tier, which evicts
- * what the policy picks), else a prefetch that the admission rule may
- * refuse. */
-static void hint(struct wsp_pager_s *pg, uint32_t layer, uint64_t dist, int certain)
-{
-	if (early_fill(pg, layer, dist) || src_updated(pg, layer))
-		return;   /* in a slot, or in the write-back room: nothing to read */
-	pthread_mutex_lock(&pg->lock);
-	pg->hinted[layer] = 1;   /* on_ready takes it into a slot when it lands */
-	pthread_mutex_unlock(&pg->lock);
-	(void)hcache_request(pg->hc, layer, !certain);   /* a full tier drops the hint */
-	/* It may have landed between the two calls, before the hint was seen. */
-	if (hcache_contains(pg->hc, layer))
-		early_fill(pg, layer, dist);
-}
-
-int wsp_prefetch(wsp_pager *pg, uint32_t layer)
-{
-	struct wspi_err err;
-	if (!pg)
-		return -EINVAL;
-	if (pg->group) {
-		struct wsp_pager_s *m;
-		int rg = pgroup_member(pg, layer, &m);
-		return rg < 0 ? rg : pgroup_pass(pg, m, wsp_prefetch(m, layer));
-	}
-	if (layer >= pg->pk->m.hdr->n_layers) {
-		wspi_err_init(&err);
-		return pager_result(pg, &err, bad_layer(pg, layer, &err));
-	}
-	hint(pg, layer, predictor_distance(pg->pred, layer), 0);
-	return 0;
-}
-
-int wsp_provide(wsp_pager *pg, uint32_t layer, const void *stored, uint64_t len)
-{
-	struct wspi_err err;
-	if (!pg || !stored)
-		return -EINVAL;
-	if (pg->group) {
-		struct wsp_pager_s *m;
-		int rg = pgroup_member(pg, layer, &m);
-		return rg < 0 ? rg : pgroup_pass(pg, m, wsp_provide(m, layer, stored, len));
-	}
-	wspi_err_init(&err);
-	if (layer >= pg->pk->m.hdr->n_layers)
-		return pager_result(pg, &err, bad_layer(pg, layer, &err));
-	if (len != pg->pk->layers[layer].stored_bytes)
-		return pager_result(pg, &err, WSP_ERR(&err, -EINVAL, "wsp_provide: layer %u (%s) "
-						      "stores %llu bytes, not %llu", layer,
-						      pg->pk->layers[layer].name,
-						      (unsigned long long)pg->pk->layers[layer].stored_bytes,
-						      (unsigned long long)len));
-	int rc = hcache_provide(pg->hc, layer, stored);
-	if (rc < 0)
-		return pager_result(pg, &err, WSP_ERR(&err, rc, "wsp_provide: layer %u: %s", layer,
-						      wsp_strerror(rc)));
-	wspi_err_destroy(&err);
-	if (rc == 1)   /* needed: on its way up now */
-		hint(pg, layer, predictor_distance(pg->pred, layer), 1);
-	return rc;
-}
-
-int wsp_hint_next(wsp_pager *pg, const uint32_t *layers, size_t n)
-{
-	struct wspi_err err;
-	if (!pg || (!layers && n))
-		return -EINVAL;
-	if (pg->group)
-		return pgroup_hint_next(pg, layers, n);
-	for (size_t i = 0; i < n; i++)
-		if (layers[i] >= pg->pk->m.hdr->n_layers) {
-			wspi_err_init(&err);
-			return pager_result(pg, &err, bad_layer(pg, layers[i], &err));
-		}
-	/* Each as needed at its place in the list: the admission rule then
-	 * weighs it against the slots' and the host tier's occupants. */
-	for (size_t i = 0; i < n; i++)
-		hint(pg, layers[i], i + 1, 1);
-	return 0;
 }

@@ -85,6 +85,14 @@ void pager_on_unused(void *ctx, uint32_t layer);
 void pager_reap(struct wsp_pager_s *pg, int wait);
 /* Start moving the predicted successors of the last acquire up the tiers. */
 void pager_prefetch_ahead(struct wsp_pager_s *pg);
+/* acquire.c, shared with ahead.c: whether `layer` may go into slot s in
+ * pass 0 (slots of its smallest fitting size) or 1 (any it fits); the
+ * sections that may hold a host reference for a moment (they nest); the
+ * error for a layer index out of range. */
+int pager_slot_fits(const struct wsp_pager_s *pg, const struct slot *s, uint32_t layer, int pass);
+void pager_holder_enter(struct wsp_pager_s *pg);
+void pager_holder_leave(struct wsp_pager_s *pg);
+int pager_bad_layer(struct wsp_pager_s *pg, uint32_t layer, struct wspi_err *err);
 
 /* group.c: a pager over several devices routes each call to a member. */
 int pgroup_open(struct wsp_pager_s *pg, const char *path);
