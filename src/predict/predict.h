@@ -24,8 +24,9 @@ uint64_t predictor_bytes(const struct predictor *p);
 /* For tests: false makes every observation walk afresh, the oracle a kept
  * walk must answer exactly as (default true). */
 void predictor_keep_walks(struct predictor *p, bool keep);
-/* For tests: how many walks it has made. */
-uint64_t predictor_walk_count(struct predictor *p);
+/* For tests: how many walks it has made, and (when main_steps is not
+ * NULL) the steps of their main walks in all. */
+uint64_t predictor_walk_count(struct predictor *p, uint64_t *main_steps);
 void predictor_free(struct predictor *p);
 void predictor_reset(struct predictor *p);
 /* An acquire of `layer` happened. */

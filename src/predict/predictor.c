@@ -18,7 +18,9 @@
  * Eviction asks predictor_distance() once per candidate, so the predicted
  * walk (2 * n_layers steps from the current state) is computed once after
  * each observation, lazily, into per-layer distances and the order of first
- * appearance; lookups are then O(1).
+ * appearance; lookups are then O(1).  A walk costs O(its steps), not
+ * O(layers): the per-layer results carry the walk's epoch, and a layer
+ * whose stamp is older reads as not on the walk.
  */
 #include <errno.h>
 #include <math.h>
@@ -43,10 +45,10 @@
  * so their sizes cannot overflow on any host. */
 #define PREDICT_MAX_LAYERS (1u << 24)
 /* An uncertain walk (routing that varies: MoE) is walked afresh at every
- * query, so it stops this many steps ahead: far beyond any look-ahead the
- * pager asks for, and a walk then costs O(this), not O(layers) (a 15 000-
- * layer MoE trace: bench/predict_bench --moe).  Layers past it read as
- * never needed. */
+ * query.  It usually stops within one predicted pass, where it comes back
+ * to a state it was in (walk()); this bounds it where that takes longer:
+ * far beyond any look-ahead the pager asks for.  Layers past it read as
+ * never needed (bench/predict_bench --moe: a 15 000-layer MoE trace). */
 #define UNCERTAIN_HORIZON 4096u
 
 struct succ {
@@ -57,6 +59,16 @@ struct succ {
 
 struct ctx {
 	struct succ s[SUCC_WAYS];
+};
+
+/* A layer's place on the current walk; the fields mean something only
+ * while stamp is the walk's epoch (on_walk()), else the layer is not on it. */
+struct on_walk {
+	uint32_t stamp;
+	uint64_t main_step;   /* first step of the main walk, or NEVER */
+	uint64_t last_step;   /* last step of the main walk, 0: none */
+	uint64_t dist;        /* the distance that queries answer */
+	double alt_dist;      /* best distance on an alternative, or HUGE_VAL */
 };
 
 struct predictor {
@@ -74,7 +86,10 @@ struct predictor {
 	uint32_t set_mask;
 	/* The cached walk, valid unless dirty. */
 	bool dirty;
-	uint64_t *dist;            /* per layer: first step of the walk, or NEVER */
+	uint32_t epoch;            /* of the current walk; 0 never is one */
+	struct on_walk *lw;        /* per layer: where it is on the walk */
+	uint32_t *touched;         /* the layers whose place is of this epoch */
+	uint32_t n_touched;
 	uint32_t *order;           /* distinct layers in order of first appearance */
 	uint32_t n_order;
 	/* Scratch of the walk, per step 1 .. 2 * n (index 0 unused). */
@@ -82,9 +97,6 @@ struct predictor {
 	const struct ctx **w_ctx;        /* context the prediction came from */
 	double *w_prob, *w_after;        /* path probability before / after */
 	double *merge;                   /* mass of alternatives merging here */
-	/* Per layer: first step on the walk, best distance on an alternative. */
-	uint64_t *main_step;
-	double *alt_dist;
 	/* A certain walk (every step taken with probability 1, no alternative:
 	 * repeated passes, and the first pass, walked by stride) is kept across
 	 * the observations that follow it: `shift` of its steps have happened
@@ -92,13 +104,12 @@ struct predictor {
 	 * it always reaches 2 * n steps ahead; steps are absolute and kept in
 	 * the w_ arrays modulo their size (at()).  A layer's distance is then
 	 * main_step - shift; w_next (per step: the next step of the same
-	 * layer, 0: none) and last_step (per layer: its last step, 0: none)
-	 * move first steps on as steps are taken and added.  So a pass costs
-	 * O(layers), not O(layers^2). */
+	 * layer, 0: none) and last_step move first steps on as steps are
+	 * taken and added.  So a pass costs O(layers), not O(layers^2). */
 	bool certain, keep_walks;
-	uint64_t walks;                  /* walks made, for tests */
+	uint64_t walks, walked;          /* walks made, their main steps: for tests */
 	uint64_t steps, shift;
-	uint64_t *w_next, *last_step;
+	uint64_t *w_next;
 	uint64_t bytes;                  /* all of the above, for predictor_bytes */
 };
 
@@ -271,6 +282,49 @@ static uint64_t to_distance(double d)
 	return (uint64_t)ceil(d - 1e-9);
 }
 
+/* The layer's place on the current walk, made fresh (not on it) the first
+ * time the walk touches it. */
+static struct on_walk *on_walk(struct predictor *p, uint32_t layer)
+{
+	struct on_walk *w = &p->lw[layer];
+	if (w->stamp != p->epoch) {
+		*w = (struct on_walk){ .stamp = p->epoch, .main_step = PREDICT_NEVER,
+				       .dist = PREDICT_NEVER, .alt_dist = HUGE_VAL };
+		p->touched[p->n_touched++] = layer;
+	}
+	return w;
+}
+
+/* The layer's first step on the main walk, or NEVER; touches nothing. */
+static uint64_t main_step(const struct predictor *p, uint32_t layer)
+{
+	const struct on_walk *w = &p->lw[layer];
+	return w->stamp == p->epoch ? w->main_step : PREDICT_NEVER;
+}
+
+/* A new walk: every layer's place is forgotten at once. */
+static void new_epoch(struct predictor *p)
+{
+	if (++p->epoch == 0) {   /* wrapped: old stamps could read as current */
+		for (uint32_t i = 0; i < p->n; i++)
+			p->lw[i].stamp = 0;
+		p->epoch = 1;
+	}
+}
+
+/* Was the walk in the state (prev, cur) after a step before `before`
+ * (the step that brought it there)?  The steps that reached cur are
+ * chained through w_next. */
+static bool state_seen(const struct predictor *p, uint32_t prev, uint32_t cur, uint64_t before)
+{
+	if (cur == NONE)
+		return false;
+	for (uint64_t t = main_step(p, cur); t < before; t = p->w_next[t] ? p->w_next[t] : PREDICT_NEVER)
+		if (p->w_cur[t] == prev)
+			return true;
+	return false;
+}
+
 /*
  * Alternatives of the walk's branch points.  At step s the walk took the
  * most frequent successor; each other successor x of that context is taken
@@ -295,11 +349,12 @@ static void walk_alternatives(struct predictor *p, uint64_t steps, uint64_t hori
 			if (cur == NONE || cur == p->w_layer[s] || mass < 1e-4)
 				continue;
 			for (uint64_t k = s; k < s + horizon && budget > 0; k++, budget--) {
-				uint64_t m = p->main_step[cur];
+				struct on_walk *w = on_walk(p, cur);
+				uint64_t m = w->main_step;
 				double d = scaled(k, mass);
 				uint32_t next;
-				if (d < p->alt_dist[cur])
-					p->alt_dist[cur] = d;
+				if (d < w->alt_dist)
+					w->alt_dist = d;
 				if (m != PREDICT_NEVER && m > s) {
 					p->merge[m] += mass;
 					break;
@@ -328,16 +383,18 @@ static void walk(struct predictor *p)
 	uint32_t prev = p->prev, cur = p->cur;
 	double prob = 1.0, merged = 0.0;
 
-	for (uint32_t i = 0; i < p->n; i++) {
-		p->main_step[i] = PREDICT_NEVER;
-		p->alt_dist[i] = HUGE_VAL;
-	}
+	new_epoch(p);
+	p->n_touched = 0;
 	p->n_order = 0;
 	/* Once every layer has its first step the rest of the walk changes no
 	 * distance; a certain walk goes on to the horizon all the same, so
-	 * that it can be kept while up to n_layers observations follow it. */
+	 * that it can be kept while up to n_layers observations follow it.
+	 * An uncertain one also stops where it comes back to a state it was
+	 * in: a step depends on the state alone, so from there the walk
+	 * repeats itself and brings no layer nearer (one forward of a MoE,
+	 * not UNCERTAIN_HORIZON steps). */
 	for (uint64_t step = 1; step <= horizon && (p->n_order < p->n || prob == 1.0) &&
-	     (prob == 1.0 || step <= UNCERTAIN_HORIZON); step++) {
+	     (prob == 1.0 || (step <= UNCERTAIN_HORIZON && !state_seen(p, prev, cur, step - 1))); step++) {
 		uint32_t next;
 		const struct ctx *c = predict_step(p, prev, cur, &next);
 		p->w_cur[step] = cur;
@@ -345,6 +402,7 @@ static void walk(struct predictor *p)
 		p->w_ctx[step] = c;
 		p->w_prob[step] = prob;
 		p->merge[step] = 0.0;
+		p->w_next[step] = 0;
 		if (c) {
 			uint32_t total = ctx_total(c);
 			for (unsigned i = 0; i < SUCC_WAYS; i++)
@@ -352,42 +410,37 @@ static void walk(struct predictor *p)
 					prob *= (double)c->s[i].count / total;
 		}
 		p->w_after[step] = prob;
-		if (p->main_step[next] == PREDICT_NEVER) {
-			p->main_step[next] = step;
+		struct on_walk *w = on_walk(p, next);
+		if (w->main_step == PREDICT_NEVER) {
+			w->main_step = step;
 			p->order[p->n_order++] = next;
+		} else {
+			p->w_next[w->last_step] = step;
 		}
+		w->last_step = step;
 		prev = cur;
 		cur = next;
 		steps = step;
 	}
 	walk_alternatives(p, steps, prob == 1.0 ? horizon : WSP_MIN(horizon, UNCERTAIN_HORIZON));
+	p->walked += steps;
 	p->steps = steps;
 	p->shift = 0;
 	p->certain = prob == 1.0;
-	for (uint32_t i = 0; i < p->n; i++) {
-		p->certain = p->certain && !(p->alt_dist[i] < HUGE_VAL);
-		p->last_step[i] = 0;
-	}
+	for (uint32_t i = 0; i < p->n_touched && p->certain; i++)
+		p->certain = !(p->lw[p->touched[i]].alt_dist < HUGE_VAL);
 	for (uint64_t step = 1; step <= steps; step++) {
-		uint32_t l = p->w_layer[step];
-		p->w_next[step] = 0;
-		if (p->last_step[l])
-			p->w_next[p->last_step[l]] = step;
-		p->last_step[l] = step;
-	}
-	for (uint32_t i = 0; i < p->n; i++)
-		p->dist[i] = PREDICT_NEVER;
-	for (uint64_t step = 1; step <= steps; step++) {
-		uint32_t l = p->w_layer[step];
+		struct on_walk *w = &p->lw[p->w_layer[step]];
 		merged += p->merge[step];
-		if (p->main_step[l] == step)
-			p->dist[l] = to_distance(scaled(step, p->w_after[step] + merged));
+		if (w->main_step == step)
+			w->dist = to_distance(scaled(step, p->w_after[step] + merged));
 	}
-	for (uint32_t i = 0; i < p->n; i++) {
-		if (p->alt_dist[i] < HUGE_VAL) {
-			uint64_t d = to_distance(p->alt_dist[i]);
-			if (d < p->dist[i])
-				p->dist[i] = d;
+	for (uint32_t i = 0; i < p->n_touched; i++) {
+		struct on_walk *w = &p->lw[p->touched[i]];
+		if (w->alt_dist < HUGE_VAL) {
+			uint64_t d = to_distance(w->alt_dist);
+			if (d < w->dist)
+				w->dist = d;
 		}
 	}
 	p->dirty = false;
@@ -403,8 +456,8 @@ static void walk_if_stale(struct predictor *p)
 static uint64_t distance_now(const struct predictor *p, uint32_t layer)
 {
 	if (!p->certain)
-		return p->dist[layer];
-	uint64_t m = p->main_step[layer];
+		return p->lw[layer].stamp == p->epoch ? p->lw[layer].dist : PREDICT_NEVER;
+	uint64_t m = main_step(p, layer);
 	return m == PREDICT_NEVER ? PREDICT_NEVER : m - p->shift;
 }
 
@@ -430,10 +483,9 @@ static void free_arrays(struct predictor *p)
 	free(p->o2_key);
 	free(p->o2_stamp);
 	free(p->o2_ctx);
-	free(p->dist);
+	free(p->lw);
+	free(p->touched);
 	free(p->order);
-	free(p->main_step);
-	free(p->alt_dist);
 	free(p->w_cur);
 	free(p->w_layer);
 	free(p->w_ctx);
@@ -441,7 +493,6 @@ static void free_arrays(struct predictor *p)
 	free(p->w_after);
 	free(p->merge);
 	free(p->w_next);
-	free(p->last_step);
 	free(p);
 }
 
@@ -470,10 +521,9 @@ int predictor_create(uint32_t n_layers, struct predictor **out)
 	p->o2_key = calloc((size_t)sets * CTX2_WAYS, sizeof(*p->o2_key));
 	p->o2_stamp = calloc((size_t)sets * CTX2_WAYS, sizeof(*p->o2_stamp));
 	p->o2_ctx = calloc((size_t)sets * CTX2_WAYS, sizeof(*p->o2_ctx));
-	p->dist = calloc(n_layers, sizeof(*p->dist));
+	p->lw = calloc(n_layers, sizeof(*p->lw));
+	p->touched = calloc(n_layers, sizeof(*p->touched));
 	p->order = calloc(n_layers, sizeof(*p->order));
-	p->main_step = calloc(n_layers, sizeof(*p->main_step));
-	p->alt_dist = calloc(n_layers, sizeof(*p->alt_dist));
 	steps = 2 * (size_t)n_layers + 1;
 	p->w_cur = calloc(steps, sizeof(*p->w_cur));
 	p->w_layer = calloc(steps, sizeof(*p->w_layer));
@@ -482,17 +532,16 @@ int predictor_create(uint32_t n_layers, struct predictor **out)
 	p->w_after = calloc(steps, sizeof(*p->w_after));
 	p->merge = calloc(steps, sizeof(*p->merge));
 	p->w_next = calloc(steps, sizeof(*p->w_next));
-	p->last_step = calloc(n_layers, sizeof(*p->last_step));
-	if (!p->w_next || !p->last_step || !p->o1 || !p->o2_key || !p->o2_stamp || !p->o2_ctx || !p->dist || !p->order || !p->main_step || !p->alt_dist ||
+	if (!p->w_next || !p->o1 || !p->o2_key || !p->o2_stamp || !p->o2_ctx || !p->lw ||
+	    !p->touched || !p->order ||
 	    !p->w_cur || !p->w_layer || !p->w_ctx || !p->w_prob || !p->w_after || !p->merge ||
 	    pthread_mutex_init(&p->lock, NULL) != 0) {
 		free_arrays(p);
 		return -ENOMEM;
 	}
 	p->bytes = sizeof(*p) +
-		   n_layers * (uint64_t)(sizeof(*p->o1) + sizeof(*p->dist) + sizeof(*p->order) +
-					 sizeof(*p->main_step) + sizeof(*p->alt_dist) +
-					 sizeof(*p->last_step)) +
+		   n_layers * (uint64_t)(sizeof(*p->o1) + sizeof(*p->lw) + sizeof(*p->touched) +
+					 sizeof(*p->order)) +
 		   (uint64_t)sets * CTX2_WAYS * (sizeof(*p->o2_key) + sizeof(*p->o2_stamp) +
 						 sizeof(*p->o2_ctx)) +
 		   steps * (uint64_t)(sizeof(*p->w_cur) + sizeof(*p->w_layer) + sizeof(*p->w_ctx) +
@@ -542,7 +591,7 @@ static bool certain_step(struct predictor *p, uint32_t prev, uint32_t cur, uint3
  * with certainty.  Under the lock. */
 static bool walk_still_holds(struct predictor *p, uint32_t cur)
 {
-	for (uint64_t t = p->main_step[cur]; t != PREDICT_NEVER && t < p->steps;
+	for (uint64_t t = main_step(p, cur); t != PREDICT_NEVER && t < p->steps;
 	     t = p->w_next[at(p, t)] ? p->w_next[at(p, t)] : PREDICT_NEVER) {
 		uint32_t next;
 		if (!certain_step(p, p->w_cur[at(p, t)], cur, &next) ||
@@ -559,20 +608,22 @@ static bool walk_advance(struct predictor *p, uint32_t layer)
 {
 	uint64_t s = ++p->shift, end = p->steps + 1;
 	uint64_t next_step = p->w_next[at(p, s)];
-	p->main_step[layer] = next_step ? next_step : PREDICT_NEVER;
-	if (p->last_step[layer] == s)
-		p->last_step[layer] = 0;
+	struct on_walk *w = on_walk(p, layer);
+	w->main_step = next_step ? next_step : PREDICT_NEVER;
+	if (w->last_step == s)
+		w->last_step = 0;
 	uint32_t next;
 	if (!certain_step(p, p->w_cur[at(p, p->steps)], p->w_layer[at(p, p->steps)], &next))
 		return false;
 	p->w_cur[at(p, end)] = p->w_layer[at(p, p->steps)];
 	p->w_layer[at(p, end)] = next;
 	p->w_next[at(p, end)] = 0;
-	if (p->last_step[next])
-		p->w_next[at(p, p->last_step[next])] = end;
+	struct on_walk *wn = on_walk(p, next);
+	if (wn->last_step)
+		p->w_next[at(p, wn->last_step)] = end;
 	else
-		p->main_step[next] = end;
-	p->last_step[next] = end;
+		wn->main_step = end;
+	wn->last_step = end;
 	p->steps = end;
 	return true;
 }
@@ -614,7 +665,7 @@ unsigned predictor_next(struct predictor *p, uint32_t *out, unsigned k)
 		/* first appearances from now on: the steps where a layer's
 		 * first step lies */
 		for (uint64_t s = p->shift + 1; s <= p->steps && n < k; s++)
-			if (p->main_step[p->w_layer[at(p, s)]] == s)
+			if (main_step(p, p->w_layer[at(p, s)]) == s)
 				out[n++] = p->w_layer[at(p, s)];
 	} else {
 		n = WSP_MIN(k, p->n_order);
@@ -652,10 +703,12 @@ uint64_t predictor_bytes(const struct predictor *p)
 	return p ? p->bytes : 0;
 }
 
-uint64_t predictor_walk_count(struct predictor *p)
+uint64_t predictor_walk_count(struct predictor *p, uint64_t *main_steps)
 {
 	pthread_mutex_lock(&p->lock);
 	uint64_t n = p->walks;
+	if (main_steps)
+		*main_steps = p->walked;
 	pthread_mutex_unlock(&p->lock);
 	return n;
 }

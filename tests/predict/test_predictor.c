@@ -268,8 +268,60 @@ static void test_uncertain_horizon(void)
 	predictor_free(p);
 }
 
+/* Routing that varies (a MoE: per block an attention layer, then 2 of 16
+ * experts at random): the walk is uncertain and made afresh at every
+ * observation.  It stops where it comes back to a state it was in, after
+ * about one forward (a step depends on the state alone, so the rest would
+ * repeat it), not at 2 * n_layers steps; and the blocks ahead are still
+ * predicted in order. */
+static void test_uncertain_cycle(void)
+{
+	enum { BLOCKS = 20, EXPERTS = 16, PER = 1 + EXPERTS };
+	const uint32_t n = 2 + BLOCKS * PER, forward = 2 + BLOCKS * 3;
+	struct predictor *p;
+	uint32_t next[64];
+	uint64_t rng = 5, steps0 = 0, steps1 = 0, walks0 = 0;
+	CHECK_RC(predictor_create(n, &p), 0);
+	for (int pass = 0; pass < 12; pass++) {
+		if (pass == 10)
+			walks0 = predictor_walk_count(p, &steps0);
+		predictor_observe(p, 0);
+		for (uint32_t b = 0; b < BLOCKS; b++) {
+			uint32_t attn = 1 + b * PER, e0, e1;
+			rng = rng * 6364136223846793005ull + 1442695040888963407ull;
+			e0 = (uint32_t)(rng >> 40) % EXPERTS;
+			e1 = (e0 + 1 + (uint32_t)(rng >> 20) % (EXPERTS - 1)) % EXPERTS;
+			predictor_observe(p, attn);
+			predictor_observe(p, attn + 1 + (e0 < e1 ? e0 : e1));
+			predictor_observe(p, attn + 1 + (e0 < e1 ? e1 : e0));
+			(void)predictor_distance(p, 0);   /* a query: the walk is made */
+		}
+		predictor_observe(p, n - 1);
+	}
+	uint64_t walks = predictor_walk_count(p, &steps1) - walks0;
+	printf("uncertain walks on a %u-layer MoE trace (%u acquires a forward): "
+	       "%.1f main steps a walk (2 * n_layers = %u)\n", n, forward,
+	       (double)(steps1 - steps0) / (double)walks, 2 * n);
+	CHECK(walks >= 2 * BLOCKS);
+	/* one cycle of the predicted forward, and the steps that join it (a
+	 * predicted block may take more experts than a real one) */
+	CHECK(steps1 - steps0 <= walks * 2 * forward);
+	/* after block 0's experts: the next blocks' attention layers, in order */
+	predictor_observe(p, 0);
+	predictor_observe(p, 1);
+	predictor_observe(p, 2);
+	predictor_observe(p, 3);
+	unsigned k = predictor_next(p, next, 64), at = 0;
+	for (unsigned i = 0; i < k; i++)
+		if (next[i] == 1 + (at + 1) * PER)
+			at++;
+	CHECK(at >= 5);
+	predictor_free(p);
+}
+
 int main(void)
 {
+	test_uncertain_cycle();
 	test_uncertain_horizon();
 	test_pack_order();
 	test_passes();

@@ -37,7 +37,7 @@ static unsigned compare(const char *name, const struct trace *tr)
 			bad++;
 		}
 	}
-	uint64_t wk = predictor_walk_count(kept), wf = predictor_walk_count(fresh);
+	uint64_t wk = predictor_walk_count(kept, NULL), wf = predictor_walk_count(fresh, NULL);
 	printf("%s: %zu accesses of %u layers, %s; walks made: %llu kept, %llu fresh\n", name,
 	       tr->len, n, bad ? "DIFFERENT" : "same", (unsigned long long)wk,
 	       (unsigned long long)wf);
@@ -63,7 +63,7 @@ int main(void)
 			predictor_observe(p, tr.at[t]);
 			(void)predictor_distance(p, 0);
 		}
-		CHECK(predictor_walk_count(p) < tr.len / 20);
+		CHECK(predictor_walk_count(p, NULL) < tr.len / 20);
 		predictor_free(p);
 	}
 	trace_free(&tr);
