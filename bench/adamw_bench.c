@@ -20,7 +20,7 @@
 #include "common/util.h"
 #include "common/workers.h"
 #include "wspager.h"
-#include "writeback/adamw.h"
+#include "train/adamw.h"
 
 #define MAX_THREADS 256u
 

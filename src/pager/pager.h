@@ -14,7 +14,7 @@
 #include "predict/readahead.h"
 #include "writeback/dirty.h"
 #include "writeback/state.h"
-#include "writeback/writeback.h"
+#include "train/grads.h"
 #include "wspager.h"
 
 /* Predicted layers examined per acquire at most (bounds a stack array). */

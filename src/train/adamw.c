@@ -13,7 +13,7 @@
 
 #include "common/util.h"
 #include "common/workers.h"
-#include "writeback/adamw.h"
+#include "train/adamw.h"
 #include "wspager.h"
 
 /* The AVX2 loop is built on x86-64 with GCC or clang, chosen at run time. */

@@ -11,7 +11,7 @@
 
 #include "../lib/testlib.h"
 #include "wspager.h"
-#include "writeback/adamw.h"
+#include "train/adamw.h"
 
 #define N 300007u
 

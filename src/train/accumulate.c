@@ -12,8 +12,8 @@
 
 #include "common/util.h"
 #include "common/workers.h"
-#include "writeback/grads_int.h"
-#include "writeback/tofloat.h"
+#include "train/grads_int.h"
+#include "train/tofloat.h"
 
 /* One pass over some tensors of a layer laid out as a staging buffer is (each at a
  * WB_ALIGN-aligned offset of `src`): which[i] selects tensor i, first[i]

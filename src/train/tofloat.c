@@ -1,7 +1,7 @@
 /* Float dtypes to fp32, exactly (every bf16 and fp16 value is an fp32 value). */
 #include <string.h>
 
-#include "writeback/tofloat.h"
+#include "train/tofloat.h"
 
 int wb_dtype_ok(enum wsp_dtype dt)
 {

@@ -20,8 +20,8 @@
 #include <string.h>
 
 #include "common/util.h"
-#include "writeback/grads_int.h"
-#include "writeback/tofloat.h"
+#include "train/grads_int.h"
+#include "train/tofloat.h"
 
 int wb_create(struct dev *d, const struct wsp_pack_s *pk, wsp_trace_fn trace, void *trace_ctx,
 	      struct wb **out, struct wspi_err *err)

@@ -1,6 +1,6 @@
 /* Adding a gradient of a float dtype into an fp32 accumulator. */
-#ifndef WSP_WRITEBACK_TOFLOAT_H
-#define WSP_WRITEBACK_TOFLOAT_H
+#ifndef WSP_TRAIN_TOFLOAT_H
+#define WSP_TRAIN_TOFLOAT_H
 
 #include <stdint.h>
 #include "wspager.h"

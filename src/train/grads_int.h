@@ -1,15 +1,15 @@
 /*
- * Inside the write-back room's gradients (grads.c moves them, accumulate.c
+ * Inside the training room's gradients (grads.c moves them, accumulate.c
  * adds them): the push slots, the staging buffers, each layer's
  * accumulator state, and the handle they share.
  */
-#ifndef WSP_WRITEBACK_GRADS_INT_H
-#define WSP_WRITEBACK_GRADS_INT_H
+#ifndef WSP_TRAIN_GRADS_INT_H
+#define WSP_TRAIN_GRADS_INT_H
 
 #include <pthread.h>
 #include <stdint.h>
 
-#include "writeback/writeback.h"
+#include "train/grads.h"
 
 /* Pushes in flight at most (events only: a push whose tensors all land
  * needs no staging buffer, so a layer pushed tensor by tensor as each

@@ -1,6 +1,7 @@
 /*
- * The write-back room: what leaves the GPU.  Beside the host cache, not in
- * it: the cache holds what the pack says; this holds what training made.
+ * The training room's gradients: what leaves the GPU in a backward.  Beside
+ * the host cache, not in it: the cache holds what the pack says; this holds
+ * what training made.
  *
  * Gradients: a push copies a layer's gradient tensors GPU -> host on the
  * device's write-back stream, ordered after the user's stream by an event
@@ -14,8 +15,8 @@
  * buffer a push needs, or every push slot, is in flight it waits for the
  * oldest.
  */
-#ifndef WSP_WRITEBACK_WRITEBACK_H
-#define WSP_WRITEBACK_WRITEBACK_H
+#ifndef WSP_TRAIN_GRADS_H
+#define WSP_TRAIN_GRADS_H
 
 #include <stdint.h>
 #include "common/error.h"

@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "../lib/testlib.h"
-#include "writeback/tofloat.h"
+#include "train/tofloat.h"
 
 static double f16_value(uint16_t h)
 {

@@ -1,6 +1,6 @@
 /* wsp_adamw_step's switch for its vector loop (see adamw.c). */
-#ifndef WSP_WRITEBACK_ADAMW_H
-#define WSP_WRITEBACK_ADAMW_H
+#ifndef WSP_TRAIN_ADAMW_H
+#define WSP_TRAIN_ADAMW_H
 
 /* 1 (default): the AVX2 loop where the CPU has AVX2 and FMA; 0: the scalar
  * loop only (tests compare the two, bit for bit). */
