@@ -3,8 +3,10 @@
  * predicted successors (pager_prefetch_ahead), and what callers name
  * (wsp_prefetch, wsp_hint_next, wsp_provide).  The first few go into slots
  * when the host tier has them (an early fill, under the admission rule);
- * the rest are requested from the host tier, and when one lands
- * pager_on_ready copies it up if it was hinted or is predicted near.
+ * the rest are requested from the host tier.  When one lands, the host
+ * tier's thread only posts it (pager_on_ready); the next call into the
+ * pager takes it up (pager_take_landed) and copies it into a slot if it was
+ * hinted or is predicted near.
  * Locking as in acquire.c: pg->lock is never held across host-cache calls.
  */
 #include <errno.h>
@@ -112,26 +114,42 @@ void pager_on_unused(void *ctx, uint32_t layer)
 void pager_on_ready(void *ctx, uint32_t layer, int status)
 {
 	struct wsp_pager_s *pg = ctx;
-	if (status < 0 || !pg->hc)
+	uint32_t n = pg->pk->m.hdr->n_layers;
+	if (status < 0 || layer >= n)
 		return;
 	pthread_mutex_lock(&pg->lock);
-	if (pg->closing || layer >= pg->pk->m.hdr->n_layers) {
-		pthread_mutex_unlock(&pg->lock);
-		return;
+	if (!pg->closing && !pg->is_landed[layer]) {
+		pg->landed[(pg->landed_head + pg->n_landed) % n] = layer;
+		pg->n_landed++;
+		pg->is_landed[layer] = 1;
 	}
-	int hinted = pg->hinted[layer];
-	pg->cb_active++;
 	pthread_mutex_unlock(&pg->lock);
+}
 
-	uint64_t dist = predictor_distance(pg->pred, layer);
-	if (hinted || (!(pg->opt.flags & WSP_OPEN_NO_PREFETCH) && !pg->on_demand[layer] &&
-		       dist <= pg->gpu_ahead))
-		early_fill(pg, layer, dist);
-
+void pager_take_landed(struct wsp_pager_s *pg)
+{
+	uint32_t n = pg->pk->m.hdr->n_layers;
 	pthread_mutex_lock(&pg->lock);
-	if (--pg->cb_active == 0)
-		pthread_cond_broadcast(&pg->idle);
+	uint32_t todo = pg->n_landed;   /* what landed before this call: bounded */
 	pthread_mutex_unlock(&pg->lock);
+	for (uint32_t i = 0; i < todo; i++) {
+		pthread_mutex_lock(&pg->lock);
+		if (!pg->n_landed || pg->closing) {
+			pthread_mutex_unlock(&pg->lock);
+			return;
+		}
+		uint32_t layer = pg->landed[pg->landed_head];
+		pg->landed_head = (pg->landed_head + 1) % n;
+		pg->n_landed--;
+		pg->is_landed[layer] = 0;
+		int hinted = pg->hinted[layer];
+		pthread_mutex_unlock(&pg->lock);
+
+		uint64_t dist = predictor_distance(pg->pred, layer);
+		if (hinted || (!(pg->opt.flags & WSP_OPEN_NO_PREFETCH) && !pg->on_demand[layer] &&
+			       dist <= pg->gpu_ahead))
+			early_fill(pg, layer, dist);
+	}
 }
 
 /* Move `layer` up the tiers as needed in `dist` acquires; `certain`: the
@@ -143,7 +161,7 @@ static void hint(struct wsp_pager_s *pg, uint32_t layer, uint64_t dist, int cert
 	if (early_fill(pg, layer, dist) || src_updated(pg, layer))
 		return;   /* in a slot, or in the write-back room: nothing to read */
 	pthread_mutex_lock(&pg->lock);
-	pg->hinted[layer] = 1;   /* on_ready takes it into a slot when it lands */
+	pg->hinted[layer] = 1;   /* taken into a slot when it lands (pager_take_landed) */
 	pthread_mutex_unlock(&pg->lock);
 	(void)hcache_request(pg->hc, layer, !certain);   /* a full tier drops the hint */
 	/* It may have landed between the two calls, before the hint was seen. */
@@ -166,6 +184,7 @@ int wsp_prefetch(wsp_pager *pg, uint32_t layer)
 		return pager_result(pg, &err, pager_bad_layer(pg, layer, &err));
 	}
 	hint(pg, layer, predictor_distance(pg->pred, layer), 0);
+	pager_take_landed(pg);
 	return 0;
 }
 
@@ -214,5 +233,6 @@ int wsp_hint_next(wsp_pager *pg, const uint32_t *layers, size_t n)
 	 * weighs it against the slots' and the host tier's occupants. */
 	for (size_t i = 0; i < n; i++)
 		hint(pg, layers[i], i + 1, 1);
+	pager_take_landed(pg);
 	return 0;
 }

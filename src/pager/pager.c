@@ -146,12 +146,13 @@ static void pager_free(struct wsp_pager_s *pg)
 	readahead_free(pg->ra);
 	pack_close(pg->pk);
 	free(pg->hinted);
+	free(pg->landed);
+	free(pg->is_landed);
 	free(pg->on_demand);
 	for (unsigned i = 0; i < pg->n_notices; i++)
 		free(pg->notices[i]);
 	pthread_mutex_destroy(&pg->log_lock);
 	pthread_mutex_destroy(&pg->save_lock);
-	pthread_cond_destroy(&pg->idle);
 	pthread_cond_destroy(&pg->progress);
 	pthread_mutex_destroy(&pg->lock);
 	wspi_err_destroy(&pg->err);
@@ -177,7 +178,9 @@ static int open_tiers(struct wsp_pager_s *pg, const char *path)
 	}
 	pg->hinted = calloc(n ? n : 1, 1);
 	pg->on_demand = calloc(n ? n : 1, 1);
-	if (!pg->hinted || !pg->on_demand)
+	pg->landed = calloc(n ? n : 1, sizeof(*pg->landed));
+	pg->is_landed = calloc(n ? n : 1, 1);
+	if (!pg->hinted || !pg->on_demand || !pg->landed || !pg->is_landed)
 		return WSP_ERR(err, -ENOMEM, "out of memory");
 	for (const char *const *name = pg->opt.on_demand; name && *name; name++) {
 		const struct wsp_layer *l = wsp_pack_find_layer(pg->pk, *name);
@@ -296,7 +299,6 @@ int wsp_open(const char *path, const struct wsp_options *opt, wsp_pager **out, c
 	}
 	wspi_err_init(&pg->err);
 	pthread_mutex_init(&pg->lock, NULL);
-	pthread_cond_init(&pg->idle, NULL);
 	pthread_cond_init(&pg->progress, NULL);
 	pthread_mutex_init(&pg->log_lock, NULL);
 	pthread_mutex_init(&pg->save_lock, NULL);
@@ -340,11 +342,9 @@ void wsp_close(wsp_pager *pg)
 		pager_free(pg);   /* closes the members */
 		return;
 	}
-	/* No new early fills from the decode threads from here on. */
+	/* Nothing more is posted or taken up from here on. */
 	pthread_mutex_lock(&pg->lock);
 	pg->closing = 1;
-	while (pg->cb_active)
-		pthread_cond_wait(&pg->idle, &pg->lock);
 	for (unsigned i = 0; i < pg->sp.n; i++)
 		pg->sp.slots[i].refs = 0;   /* layers still acquired are released */
 	pthread_mutex_unlock(&pg->lock);

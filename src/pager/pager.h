@@ -37,16 +37,21 @@ struct wsp_pager_s {
 	                                nothing below is used */
 
 	/* Everything below is guarded by lock.  Never held across a call
-	 * into the host cache: its decode threads call back into the pager
+	 * into the host cache: its threads post to `landed` under it
 	 * (on_ready), so the only lock order is pager -> predictor/device. */
 	pthread_mutex_t lock;
-	pthread_cond_t idle;         /* signalled when callbacks drain */
 	pthread_cond_t progress;     /* a holder section ended or a layer was released */
 	unsigned holders;            /* acquires and early fills in progress (they may
 	                                hold host references for a moment) */
 	uint64_t holder_seq;         /* such sections started so far */
 	struct slot_pool sp;
-	unsigned cb_active;          /* on_ready callbacks running */
+	/* Layers the host tier finished loading, posted by its threads
+	 * (on_ready) and taken up by the callers' threads (pager_take_landed):
+	 * a ring of n_layers, each layer in it at most once (is_landed).  So
+	 * every GPU copy starts on a thread that called the pager. */
+	uint32_t *landed;
+	uint8_t *is_landed;
+	uint32_t landed_head, n_landed;
 	int closing;
 	unsigned host_ahead;         /* predicted layers requested into the host tier */
 	unsigned gpu_ahead;          /* predicted layers copied into slots early */
@@ -76,8 +81,11 @@ int pgroup_pass(struct wsp_pager_s *pg, const struct wsp_pager_s *member, int rc
 void pager_forget_errors(const struct wsp_pager_s *pg);
 /* min(8 GiB, RAM / 4). */
 uint64_t pager_default_host_bytes(void);
-/* hcache on_ready hook: copies a predicted layer into a slot early. */
+/* hcache on_ready hook (a host-tier thread): posts the layer to `landed`. */
 void pager_on_ready(void *ctx, uint32_t layer, int status);
+/* Take up what landed: hinted layers, and those predicted near, are copied
+ * into slots early.  Called by the pager's callers' threads. */
+void pager_take_landed(struct wsp_pager_s *pg);
 /* The host tier evicted a prefetched layer unused (cache lock held). */
 void pager_on_unused(void *ctx, uint32_t layer);
 /* Hand back host references whose copies are done (wait: all of them).
