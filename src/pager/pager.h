@@ -114,7 +114,9 @@ void pgroup_reset_prediction(struct wsp_pager_s *pg);
 int pgroup_get_stats(struct wsp_pager_s *pg, struct wsp_stats *out);
 void pgroup_reset_stats(struct wsp_pager_s *pg);
 
-/* source.c: a slot's bytes come from an updated layer or the host cache. */
+/* source.c: a layer's current bytes come from the updated-layer store
+ * (what training made) over the pack's (the host tier, or the pack itself
+ * for a save); acquire, the read-ahead and save ask here alone. */
 /* 1: ref holds the layer's bytes; 0: not in the host tier yet; < 0: an
  * updated layer that could not be read back (err says why). */
 int src_try_get(struct wsp_pager_s *pg, uint32_t layer, struct hcache_ref *ref,
@@ -125,5 +127,11 @@ void src_put(struct wsp_pager_s *pg, struct hcache_ref *ref);
 int src_updated(struct wsp_pager_s *pg, uint32_t layer);
 /* After slots_fill from ref: an updated layer's view gets its checksums. */
 void src_fix_view(struct wsp_pager_s *pg, struct slot *s, const struct hcache_ref *ref);
+/* Hand `layer`'s current bytes to `piece`, tensor by tensor, each checked
+ * against its checksum: an updated layer's from its store (never brought
+ * back into memory if spilled), any other decoded from the pack a chunk at
+ * a time through `cs`.  0 or < 0. */
+int src_stream(struct wsp_pager_s *pg, uint32_t layer, struct chunk_stream *cs,
+	       pack_piece_fn piece, void *ctx, struct wspi_err *err);
 
 #endif

@@ -47,10 +47,7 @@ static int feed_layers(void *ctx, struct pack_writer *pw)
 	struct save_feed *f = ctx;
 	struct wsp_pack_s *pk = f->pg->pk;
 	for (uint32_t li = 0; li < pk->m.hdr->n_layers; li++) {
-		struct dirty *dt = __atomic_load_n(&f->pg->dirty, __ATOMIC_ACQUIRE);
-		int rc = dt ? dirty_stream(dt, li, push_piece, f, &f->err) : 0;
-		if (rc == 0)
-			rc = pack_stream_layer(pk, li, &f->cs, push_piece, f, &f->err);
+		int rc = src_stream(f->pg, li, &f->cs, push_piece, f, &f->err);
 		if (rc < 0) {
 			if (f->err.code)   /* else the writer's own error stopped it */
 				wspi_err_set_first(f->werr, rc, "%s", f->err.msg);

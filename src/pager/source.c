@@ -1,8 +1,10 @@
 /*
- * Where a slot's bytes come from: an updated layer's buffer in the
- * write-back room when training has changed it, else the host cache.  The
- * slot code copies from either the same way (a host reference of pages);
- * this is the one place that knows there are two.
+ * Where a layer's bytes come from: an updated layer's buffer in the
+ * write-back room when training has changed it, else the pack's (the host
+ * cache for a slot, the pack itself for a save).  The slot code copies from
+ * either the same way (a host reference of pages), the save writes from
+ * either the same way (pieces); this is the one place that knows there are
+ * two.
  */
 #include "pager/pager.h"
 
@@ -34,6 +36,16 @@ void src_put(struct wsp_pager_s *pg, struct hcache_ref *ref)
 	if (dt && dirty_put(dt, ref))
 		return;
 	hcache_put(pg->hc, ref);
+}
+
+int src_stream(struct wsp_pager_s *pg, uint32_t layer, struct chunk_stream *cs,
+	       pack_piece_fn piece, void *ctx, struct wspi_err *err)
+{
+	struct dirty *dt = room(pg);
+	int rc = dt ? dirty_stream(dt, layer, piece, ctx, err) : 0;
+	if (rc != 0)      /* handed over from the store, or failed */
+		return rc < 0 ? rc : 0;
+	return pack_stream_layer(pg->pk, layer, cs, piece, ctx, err);
 }
 
 void src_fix_view(struct wsp_pager_s *pg, struct slot *s, const struct hcache_ref *ref)
