@@ -228,31 +228,36 @@ run() {
 		# Before and after in one run: the binaries of an earlier lane
 		# build, copied by hand to .gpu-lane/base/ (tools/wspager,
 		# bench/gpu_bench, lib/), against this lane's, taking turns:
-		# streaming from the host tier, the cold path, a training step.
-		local base=$lane/base
+		# streaming from the host tier, the cold path, a training step
+		# (WSP_LANE_AB: which of "stream cold train", all by default).
+		local base=$lane/base ab=" ${WSP_LANE_AB:-stream cold train} "
 		if [ ! -x "$base/bench/gpu_bench" ] || [ ! -f "$base/lib/libwspager.so" ]; then
 			echo "ab: no earlier build in $base"
 		else
 			mkdir -p "$work/gpu-exprans"
-			for k in 1 2; do
+			case $ab in *" stream "*) for k in 1 2; do
 				step ab-stream-base-$k 400 "$base/bench/gpu_bench" --codec exprans --dir "$work/gpu-exprans"
 				step ab-stream-new-$k 400 "$lane/bench/gpu_bench" --codec exprans --dir "$work/gpu-exprans"
-			done
+			done ;; esac
+			case $ab in *" cold "*)
 			step ab-cold-generate 300 wspack generate "$work/ab-cold-model" --layers 16 --hidden 4096 \
 				--intermediate 11008 --vocab 32000 --shard-size 2G --force
 			step ab-cold-convert 300 wspack convert "$work/ab-cold-model" -o "$work/ab-cold.wsp" --force
 			rm -rf "$work/ab-cold-model"
 			step ab-cold-base 300 "$base/tools/wspager" bench "$work/ab-cold.wsp" --host-cache 2G
-			step ab-cold-new 300 "$lane/tools/wspager" bench "$work/ab-cold.wsp" --host-cache 2G
+			step ab-cold-new 300 "$lane/tools/wspager" bench "$work/ab-cold.wsp" --host-cache 2G ;; esac
 			local base_env=(env "WSPAGER_LIBRARY=$base/lib/libwspager.so" "LD_LIBRARY_PATH=$base/lib")
+			case $ab in *" train "*)
 			step ab-train-base 500 "${py_env[@]}" "${base_env[@]}" python3 "$top/bench/torch_train.py" --dir "$work/train"
-			step ab-train-new 500 "${py_env[@]}" python3 "$top/bench/torch_train.py" --dir "$work/train"
+			step ab-train-new 500 "${py_env[@]}" python3 "$top/bench/torch_train.py" --dir "$work/train" ;; esac
 			for f in "$out"/ab-stream-*.log; do
 				echo "== $(basename "$f" .log)"; grep -E "streaming|rounds' GB/s|all rounds" "$f"
 			done
-			for f in ab-cold-base ab-cold-new; do echo "== $f"; tail -n 12 "$out/$f.log"; done
+			for f in ab-cold-base ab-cold-new; do
+				[ -f "$out/$f.log" ] && { echo "== $f"; tail -n 12 "$out/$f.log"; }
+			done
 			for f in ab-train-base ab-train-new; do
-				echo "== $f"; grep -v "Loading weights" "$out/$f.log" | tail -n 16
+				[ -f "$out/$f.log" ] && { echo "== $f"; grep -v "Loading weights" "$out/$f.log" | tail -n 16; }
 			done
 		fi ;;
 	esac
