@@ -87,10 +87,14 @@ static int open_file(struct io_engine *io, struct io_file *f, int direct, struct
 	return 0;
 }
 
-static void close_files(struct io_engine *io)
+/* Close the descriptors; the caller's duplicates too when `given` (they are
+ * kept while a backend that failed to start gives way to another). */
+static void close_files(struct io_engine *io, int given)
 {
 	for (unsigned i = 0; i < io->n_files; i++) {
 		struct io_file *f = &io->files[i];
+		if (f->given && !given)
+			continue;
 		if (f->fd >= 0)
 			close(f->fd);
 		if (f->old_fd >= 0)
@@ -102,13 +106,31 @@ static void close_files(struct io_engine *io)
 static int open_files(struct io_engine *io, struct wspi_err *err)
 {
 	for (unsigned i = 0; i < io->n_files; i++) {
+		if (io->files[i].given)
+			continue;   /* the caller's, duplicated at open */
 		int rc = open_file(io, &io->files[i], io->direct_wanted, err);
 		if (rc < 0) {
-			close_files(io);
+			close_files(io, 0);
 			return rc;
 		}
 	}
 	return 0;
+}
+
+/* A caller's descriptor without O_DIRECT: a new open file description (so
+ * the flag is its own) would need a path; the duplicate shares the caller's
+ * flags, which is what the caller asked for by giving it: clear it there. */
+static int buffered_dup(int fd, const char *name, struct wspi_err *err)
+{
+	int d = fcntl(fd, F_DUPFD_CLOEXEC, 0);
+	int fl = d >= 0 ? fcntl(d, F_GETFL) : -1;
+	if (fl < 0 || fcntl(d, F_SETFL, fl & ~O_DIRECT) < 0) {
+		int e = errno;
+		if (d >= 0)
+			close(d);
+		return WSP_ERR(err, -e, "%s: buffered descriptor: %s", name, strerror(e));
+	}
+	return d;
 }
 
 /* A direct read of f was refused with EINVAL: continue with a buffered
@@ -120,7 +142,8 @@ static int direct_fallback(struct io_engine *io, unsigned i, struct wspi_err *wh
 
 	pthread_mutex_lock(&io->lock);
 	if (f->direct) {
-		int fd = wspi_open_regular(f->path, O_RDONLY, why);
+		int fd = f->given ? buffered_dup(f->fd, f->path, why)
+				  : wspi_open_regular(f->path, O_RDONLY, why);
 		if (fd < 0) {
 			rc = fd;
 		} else {
@@ -145,6 +168,7 @@ static void engine_free(struct io_engine *io)
 	if (!io)
 		return;
 	if (io->files) {
+		close_files(io, 1);
 		for (unsigned i = 0; i < io->n_files; i++)
 			free((char *)io->files[i].path);
 		free(io->files);
@@ -168,21 +192,19 @@ static int start_backend(struct io_engine *io, const struct io_backend *be, stru
 		return rc;
 	rc = be->start(io, err);
 	if (rc < 0)
-		close_files(io);
+		close_files(io, 0);
 	return rc;
 }
 
-int io_engine_open(const struct io_config *cfg, const char *const *paths, unsigned n_paths,
-		   struct io_engine **out, struct wspi_err *err)
+/* An engine of n files (none open yet) with cfg's defaults filled in. */
+static int engine_new(const struct io_config *cfg, unsigned n, struct io_engine **out,
+		      struct wspi_err *err)
 {
 	struct io_engine *io;
-	int rc;
 
 	*out = NULL;
-	if (!cfg || (!paths && n_paths))
-		return WSP_ERR(err, -EINVAL, "io: no configuration or paths");
-	if (n_paths > 65536)
-		return WSP_ERR(err, WSP_ETOOBIG, "io: %u files is too many", n_paths);
+	if (n > 65536)
+		return WSP_ERR(err, WSP_ETOOBIG, "io: %u files is too many", n);
 	io = calloc(1, sizeof(*io));
 	if (!io)
 		return WSP_ERR(err, -ENOMEM, "io: out of memory");
@@ -201,25 +223,28 @@ int io_engine_open(const struct io_config *cfg, const char *const *paths, unsign
 	/* pieces stay 4096-aligned so that every direct attempt is aligned */
 	io->cfg.max_request = wspi_align_up(WSP_MIN(io->cfg.max_request, IO_MAX_PIECE), IO_ALIGN);
 
-	io->n_files = n_paths;
-	io->files = calloc(n_paths ? n_paths : 1, sizeof(*io->files));
+	io->n_files = n;
+	io->files = calloc(n ? n : 1, sizeof(*io->files));
 	io->pieces = calloc(io->cfg.queue_depth, sizeof(*io->pieces));
 	if (!io->files || !io->pieces) {
 		engine_free(io);
 		return WSP_ERR(err, -ENOMEM, "io: out of memory");
 	}
-	for (unsigned i = 0; i < n_paths; i++) {
+	for (unsigned i = 0; i < n; i++)
 		io->files[i].fd = io->files[i].old_fd = -1;
-		io->files[i].path = strdup(paths[i]);
-		if (!io->files[i].path) {
-			engine_free(io);
-			return WSP_ERR(err, -ENOMEM, "io: out of memory");
-		}
-	}
 	for (unsigned i = 0; i < io->cfg.queue_depth; i++) {
 		io->pieces[i].next = io->free_pieces;
 		io->free_pieces = &io->pieces[i];
 	}
+	*out = io;
+	return 0;
+}
+
+/* Start the configured backend (AUTO: io_uring, else pread); the engine
+ * is freed on failure. */
+static int engine_start(struct io_engine *io, struct io_engine **out, struct wspi_err *err)
+{
+	int rc;
 
 	switch (io->cfg.backend) {
 	case WSP_IO_AUTO:
@@ -253,6 +278,52 @@ int io_engine_open(const struct io_config *cfg, const char *const *paths, unsign
 	return 0;
 }
 
+int io_engine_open(const struct io_config *cfg, const char *const *paths, unsigned n_paths,
+		   struct io_engine **out, struct wspi_err *err)
+{
+	struct io_engine *io;
+
+	*out = NULL;
+	if (!cfg || (!paths && n_paths))
+		return WSP_ERR(err, -EINVAL, "io: no configuration or paths");
+	WSP_TRY(engine_new(cfg, n_paths, &io, err));
+	for (unsigned i = 0; i < n_paths; i++) {
+		io->files[i].path = strdup(paths[i]);
+		if (!io->files[i].path) {
+			engine_free(io);
+			return WSP_ERR(err, -ENOMEM, "io: out of memory");
+		}
+	}
+	return engine_start(io, out, err);
+}
+
+int io_engine_open_fds(const struct io_config *cfg, const int *fds, const char *const *names,
+		       unsigned n, struct io_engine **out, struct wspi_err *err)
+{
+	struct io_engine *io;
+
+	*out = NULL;
+	if (!cfg || (!fds && n) || (!names && n))
+		return WSP_ERR(err, -EINVAL, "io: no configuration or descriptors");
+	if (cfg->backend == WSP_IO_MMAP)
+		return WSP_ERR(err, -EINVAL, "io: the mmap backend cannot write");
+	WSP_TRY(engine_new(cfg, n, &io, err));
+	for (unsigned i = 0; i < n; i++) {
+		struct io_file *f = &io->files[i];
+		int fl = fcntl(fds[i], F_GETFL);
+		f->given = 1;
+		f->path = strdup(names[i]);
+		f->fd = fl < 0 ? -1 : fcntl(fds[i], F_DUPFD_CLOEXEC, 0);
+		if (!f->path || f->fd < 0) {
+			int e = !f->path ? ENOMEM : errno;
+			engine_free(io);
+			return WSP_ERR(err, -e, "io: %s: %s", names[i], strerror(e));
+		}
+		f->direct = (fl & O_DIRECT) != 0;
+	}
+	return engine_start(io, out, err);
+}
+
 void io_engine_close(struct io_engine *io)
 {
 	if (!io)
@@ -262,7 +333,6 @@ void io_engine_close(struct io_engine *io)
 		pthread_cond_wait(&io->idle_cv, &io->lock);
 	pthread_mutex_unlock(&io->lock);
 	io->be->stop(io);
-	close_files(io);
 	engine_free(io);
 }
 
@@ -331,6 +401,7 @@ static void pump(struct io_engine *io)
 		p->buf = (char *)r->buf + start;
 		p->len = rq->read_len > start ? WSP_MIN(max, rq->read_len - start) : 0;
 		p->want = r->length > start ? WSP_MIN(p->len, r->length - start) : 0;
+		p->write = r->write;
 		rq->outstanding++;
 		if (++rq->issued == rq->n_pieces) {
 			io->fifo_head = rq->next;
@@ -361,6 +432,14 @@ int io_submit(struct io_engine *io, struct io_req *r)
 		return WSP_ERR(r->err, WSP_ETOOBIG, "%s: read of %llu bytes at offset %llu overflows",
 			       io->files[r->file].path, (unsigned long long)r->length,
 			       (unsigned long long)r->offset);
+	if (r->write && !io->files[r->file].given)
+		return WSP_ERR(r->err, -EINVAL, "io_submit: %s is open for reading only",
+			       io->files[r->file].path);
+	/* A direct write cannot round its length up as a direct read does. */
+	if (r->write && io->direct_wanted && !wspi_is_aligned(r->length, IO_ALIGN))
+		return WSP_ERR(r->err, -EINVAL, "%s: direct write of %llu bytes: the length must be "
+			       "%u-aligned", io->files[r->file].path, (unsigned long long)r->length,
+			       IO_ALIGN);
 	/* The caller's promise for direct I/O, checked even when the file fell
 	 * back to buffered reads so that a misaligned caller fails everywhere. */
 	if (io->direct_wanted && (!wspi_is_aligned(r->offset, IO_ALIGN) ||
@@ -378,7 +457,7 @@ int io_submit(struct io_engine *io, struct io_req *r)
 	r->priv_result = 0;
 
 	pthread_mutex_lock(&io->lock);
-	rq->read_len = io->files[r->file].direct ? io_span(r->length) : r->length;
+	rq->read_len = io->files[r->file].direct && !r->write ? io_span(r->length) : r->length;
 	rq->n_pieces = rq->read_len ? (rq->read_len + io->cfg.max_request - 1) / io->cfg.max_request
 				    : 1;   /* an empty read still completes through a piece */
 	r->priv_pending = rq->n_pieces;
@@ -430,6 +509,7 @@ static int piece_fail(struct io_engine *io, struct io_piece *p, int code, const 
 int io_piece_step(struct io_engine *io, struct io_piece *p, int64_t res)
 {
 	struct io_file *f = &io->files[p->file];
+	const char *op = p->write ? "write" : "read";
 	uint64_t got;
 
 	if (p->fault < 0)
@@ -443,8 +523,8 @@ int io_piece_step(struct io_engine *io, struct io_piece *p, int64_t res)
 	if (res == -EAGAIN) {
 		if (++p->eagain <= IO_EAGAIN_MAX)
 			return STEP_AGAIN;
-		return piece_fail(io, p, -EAGAIN, "%s: read at offset %llu: %s (gave up after %d retries)",
-				  f->path, (unsigned long long)io_attempt_off(p), strerror(EAGAIN),
+		return piece_fail(io, p, -EAGAIN, "%s: %s at offset %llu: %s (gave up after %d retries)",
+				  f->path, op, (unsigned long long)io_attempt_off(p), strerror(EAGAIN),
 				  IO_EAGAIN_MAX);
 	}
 	/* Attempts are always aligned, so EINVAL from a direct read means the
@@ -461,12 +541,15 @@ int io_piece_step(struct io_engine *io, struct io_piece *p, int64_t res)
 		return rc < 0 ? STEP_DONE : STEP_AGAIN;
 	}
 	if (res < 0)
-		return piece_fail(io, p, (int)res, "%s: read of %llu bytes at offset %llu: %s", f->path,
-				  (unsigned long long)io_attempt_len(p),
+		return piece_fail(io, p, (int)res, "%s: %s of %llu bytes at offset %llu: %s", f->path,
+				  op, (unsigned long long)io_attempt_len(p),
 				  (unsigned long long)io_attempt_off(p), strerror((int)-res));
 	got = p->cur + (uint64_t)res;
 	if (got > p->done) {
 		p->done = got;
+	} else if (p->done < p->want && p->write) {
+		return piece_fail(io, p, -EIO, "%s: write at offset %llu wrote nothing", f->path,
+				  (unsigned long long)(p->off + got));
 	} else if (p->done < p->want) {
 		/* nothing new arrived: the file ends here */
 		return piece_fail(io, p, -EIO, "%s: file shrank or is truncated at offset %llu",
@@ -476,8 +559,8 @@ int io_piece_step(struct io_engine *io, struct io_piece *p, int64_t res)
 	 * the span; what counts is that the bytes asked for arrived. */
 	if (p->done >= p->want)
 		return STEP_DONE;
-	/* Short read: ask for the rest.  A direct attempt must start aligned,
-	 * so it re-reads the partial block. */
+	/* Short: ask for the rest.  A direct attempt must start aligned, so it
+	 * reads (or writes) the partial block again. */
 	p->cur = p->direct ? wspi_align_down(p->done, IO_ALIGN) : p->done;
 	return STEP_AGAIN;
 }
@@ -536,12 +619,12 @@ static void sync_done(struct io_req *r, int result)
 	pthread_mutex_unlock(&w->lock);
 }
 
-int io_read(struct io_engine *io, unsigned file, uint64_t offset, uint64_t length, void *buf,
-	    struct wspi_err *err)
+static int io_sync(struct io_engine *io, int write, unsigned file, uint64_t offset,
+		   uint64_t length, void *buf, struct wspi_err *err)
 {
 	struct sync_wait w = { .finished = 0 };
 	struct io_req r = {
-		.file = file, .offset = offset, .length = length, .buf = buf,
+		.file = file, .offset = offset, .length = length, .buf = buf, .write = write,
 		.done = sync_done, .ctx = &w, .err = err,
 	};
 	int rc;
@@ -559,4 +642,16 @@ int io_read(struct io_engine *io, unsigned file, uint64_t offset, uint64_t lengt
 	pthread_cond_destroy(&w.cv);
 	pthread_mutex_destroy(&w.lock);
 	return rc;
+}
+
+int io_read(struct io_engine *io, unsigned file, uint64_t offset, uint64_t length, void *buf,
+	    struct wspi_err *err)
+{
+	return io_sync(io, 0, file, offset, length, buf, err);
+}
+
+int io_write(struct io_engine *io, unsigned file, uint64_t offset, uint64_t length,
+	     const void *buf, struct wspi_err *err)
+{
+	return io_sync(io, 1, file, offset, length, (void *)buf, err);
 }

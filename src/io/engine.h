@@ -31,6 +31,8 @@ struct io_file {
 	int old_fd;             /* the O_DIRECT descriptor replaced by a buffered one: kept
 	                           open until close, a worker may still be reading it */
 	int direct;             /* reads through fd bypass the page cache */
+	int given;              /* fd came from the caller (io_engine_open_fds): never
+	                           reopened by path, and writable */
 	void *map;              /* mmap backend */
 	uint64_t map_len;
 };
@@ -59,6 +61,7 @@ struct io_piece {
 	uint64_t cur;           /* where the current attempt starts, within the piece */
 	unsigned eagain;
 	int direct;             /* this attempt goes through an O_DIRECT descriptor */
+	int write;              /* the request writes */
 	int fault;              /* fault injected into the current attempt: <0 error, >0 short */
 };
 

@@ -1,5 +1,6 @@
 /*
- * The I/O engine: asynchronous reads of shard files.
+ * The I/O engine: asynchronous reads of shard files, and writes to files a
+ * caller opened itself (io_engine_open_fds: the overflow files).
  *
  * Backends: io_uring (registered files, optional registered buffers, O_DIRECT),
  * a pread thread pool, and mmap+memcpy.  WSP_IO_AUTO tries io_uring and falls
@@ -50,6 +51,8 @@ struct io_req {
 	uint64_t length;           /* bytes wanted; direct I/O reads up to a multiple
 	                              of 4096, so `buf` must hold io_span(length) */
 	void *buf;                 /* direct I/O: 4096-aligned */
+	int write;                 /* write `length` bytes of buf instead (a file of
+	                              io_engine_open_fds; direct: length 4096-aligned) */
 	/* Called exactly once from an engine thread: result 0 when all `length`
 	 * bytes are in buf, else a negative code with detail in *err. */
 	void (*done)(struct io_req *r, int result);
@@ -67,6 +70,12 @@ static inline uint64_t io_span(uint64_t length)
 
 int io_engine_open(const struct io_config *cfg, const char *const *paths, unsigned n_paths,
 		   struct io_engine **out, struct wspi_err *err);
+/* The same over descriptors the caller opened (read-write; the engine
+ * keeps duplicates, so the caller may close its own): reads and writes,
+ * direct where the descriptor is O_DIRECT.  names[i] stands for file i in
+ * messages.  Not with the mmap backend. */
+int io_engine_open_fds(const struct io_config *cfg, const int *fds, const char *const *names,
+		       unsigned n, struct io_engine **out, struct wspi_err *err);
 /* Waits for requests in flight, then frees everything. */
 void io_engine_close(struct io_engine *io);
 /* Register `len` bytes at `buf` as a fixed buffer (io_uring only; a no-op for
@@ -80,6 +89,9 @@ int io_submit(struct io_engine *io, struct io_req *r);
  * may be the one that would complete it. */
 int io_read(struct io_engine *io, unsigned file, uint64_t offset, uint64_t length, void *buf,
 	    struct wspi_err *err);
+/* Synchronous write (submit + wait), the same way. */
+int io_write(struct io_engine *io, unsigned file, uint64_t offset, uint64_t length,
+	     const void *buf, struct wspi_err *err);
 const char *io_engine_backend(const struct io_engine *io);   /* "uring" "pread" "mmap" */
 int io_engine_direct(const struct io_engine *io);            /* reads bypass the page cache */
 

@@ -97,7 +97,8 @@ void io_pool_stop(struct io_engine *io)
 
 static int64_t pread_attempt(struct io_engine *io, struct io_piece *p, int fd)
 {
-	ssize_t n = pread(fd, io_attempt_buf(p), io_attempt_len(p), (off_t)io_attempt_off(p));
+	ssize_t n = p->write ? pwrite(fd, io_attempt_buf(p), io_attempt_len(p), (off_t)io_attempt_off(p))
+			     : pread(fd, io_attempt_buf(p), io_attempt_len(p), (off_t)io_attempt_off(p));
 
 	(void)io;
 	return n < 0 ? -errno : n;

@@ -120,7 +120,11 @@ static void uring_issue(struct io_engine *io, struct io_piece *p)
 	len = (unsigned)io_attempt_len(p);   /* at most max_request <= 1 GiB */
 	off = io_attempt_off(p);
 	idx = io->bufs_registered ? fixed_buffer_index(io, buf, len) : -1;
-	if (idx >= 0)
+	if (p->write && idx >= 0)
+		io_uring_prep_write_fixed(sqe, fd, buf, len, off, idx);
+	else if (p->write)
+		io_uring_prep_write(sqe, fd, buf, len, off);
+	else if (idx >= 0)
 		io_uring_prep_read_fixed(sqe, fd, buf, len, off, idx);
 	else
 		io_uring_prep_read(sqe, fd, buf, len, off);

@@ -2,10 +2,10 @@
  * The overflow file: where updated layers go when the write-back room's
  * memory budget is full.  A nameless file (O_TMPFILE; a name unlinked at
  * once where the filesystem has none), so a crash or kill leaves nothing
- * behind and nothing else can open it.  Written and read with io_uring,
- * several requests in flight, and O_DIRECT where the filesystem takes it:
- * the page cache would otherwise keep in memory what was spilled to save
- * memory.  Offsets and lengths are multiples of 4096, buffers 4096-aligned.
+ * behind and nothing else can open it.  Written and read through the I/O
+ * engine (src/io: io_uring, else pread/pwrite threads), several requests in
+ * flight, and O_DIRECT where the filesystem takes it: the page cache would
+ * otherwise keep in memory what was spilled to save memory.  Offsets and lengths are multiples of 4096, buffers 4096-aligned.
  * The checksums are the caller's (dirty.c keeps each tensor's, in memory).
  */
 #ifndef WSP_WRITEBACK_OVERFLOW_H
