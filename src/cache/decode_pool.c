@@ -27,8 +27,8 @@ static void to_pages(struct hcache *hc, struct hc_entry *e, uint64_t at, const u
 		     uint64_t len)
 {
 	while (len) {
-		uint64_t pg = at / hc->page_bytes, in = at % hc->page_bytes;
-		uint64_t n = WSP_MIN(len, hc->page_bytes - in);
+		uint64_t pg = at / hc->pg.page_bytes, in = at % hc->pg.page_bytes;
+		uint64_t n = WSP_MIN(len, hc->pg.page_bytes - in);
 		memcpy((uint8_t *)e->page_ptr[pg] + in, src, n);
 		at += n;
 		src += n;
@@ -38,15 +38,15 @@ static void to_pages(struct hcache *hc, struct hc_entry *e, uint64_t at, const u
 
 void hc_pool_push(struct hcache *hc, struct hc_slice *s)
 {
-	pthread_mutex_lock(&hc->pool_lock);
+	pthread_mutex_lock(&hc->dp.pool_lock);
 	s->next = NULL;
-	if (hc->dq_tail)
-		hc->dq_tail->next = s;
+	if (hc->dp.dq_tail)
+		hc->dp.dq_tail->next = s;
 	else
-		hc->dq_head = s;
-	hc->dq_tail = s;
-	pthread_cond_broadcast(&hc->pool_cond);
-	pthread_mutex_unlock(&hc->pool_lock);
+		hc->dp.dq_head = s;
+	hc->dp.dq_tail = s;
+	pthread_cond_broadcast(&hc->dp.pool_cond);
+	pthread_mutex_unlock(&hc->dp.pool_lock);
 }
 
 static void run_job(struct hc_worker *w, struct hc_slice *s, uint64_t j)
@@ -58,7 +58,7 @@ static void run_job(struct hc_worker *w, struct hc_slice *s, uint64_t j)
 	const struct hc_job *job = &hc->jobs[s->job0 + j];
 	const struct wspm_chunk *c = &hc->m->chunks[job->chunk];
 	const struct wspm_tensor *T = &hc->m->tensors[job->tensor];
-	const uint8_t *stored = hc->staging + (uint64_t)s->slot * hc->slot_bytes +
+	const uint8_t *stored = hc->ld.staging + (uint64_t)s->slot * hc->ld.slot_bytes +
 				(c->offset - s->file_off);
 	unsigned n = 0;
 	uint64_t d = job->at, left = c->raw_bytes;
@@ -74,8 +74,8 @@ static void run_job(struct hc_worker *w, struct hc_slice *s, uint64_t j)
 		left = 0;
 	}
 	while (left && n < w->max_spans) {
-		uint64_t pg = d / hc->page_bytes, in = d % hc->page_bytes;
-		uint64_t len = WSP_MIN(left, hc->page_bytes - in);
+		uint64_t pg = d / hc->pg.page_bytes, in = d % hc->pg.page_bytes;
+		uint64_t len = WSP_MIN(left, hc->pg.page_bytes - in);
 		w->spans[n++] = (struct wspi_span){ (uint8_t *)e->page_ptr[pg] + in, (size_t)len };
 		d += len;
 		left -= len;
@@ -100,7 +100,7 @@ static void run_job(struct hc_worker *w, struct hc_slice *s, uint64_t j)
 		/* e->provided stays set for the whole load that copies from it */
 		wspi_err_set(&e->err, rc, "%s%s: layer %s, tensor %s, chunk %" PRIu32 " (offset %"
 			    PRIu64 "): %s", e->provided ? "bytes handed in (wsp_provide) for " : "",
-			    hc->paths[hc->m->layers[s->layer].shard], hc_layer_name(hc, s->layer),
+			    hc->ld.paths[hc->m->layers[s->layer].shard], hc_layer_name(hc, s->layer),
 			    wspm_str(hc->m, T->name_off), job->index_in_tensor, c->offset,
 			    msg[0] ? msg : wsp_strerror(rc));
 	}
@@ -111,20 +111,20 @@ static void *worker_main(void *arg)
 	struct hc_worker *w = arg;
 	struct hcache *hc = w->hc;
 	for (;;) {
-		pthread_mutex_lock(&hc->pool_lock);
-		while (!hc->dq_head && !hc->pool_stop)
-			pthread_cond_wait(&hc->pool_cond, &hc->pool_lock);
-		struct hc_slice *s = hc->dq_head;
+		pthread_mutex_lock(&hc->dp.pool_lock);
+		while (!hc->dp.dq_head && !hc->dp.pool_stop)
+			pthread_cond_wait(&hc->dp.pool_cond, &hc->dp.pool_lock);
+		struct hc_slice *s = hc->dp.dq_head;
 		uint64_t j = 0;
 		if (s) {
 			j = s->next_job++;
 			if (s->next_job == s->n_jobs) {
-				hc->dq_head = s->next;
-				if (!hc->dq_head)
-					hc->dq_tail = NULL;
+				hc->dp.dq_head = s->next;
+				if (!hc->dp.dq_head)
+					hc->dp.dq_tail = NULL;
 			}
 		}
-		pthread_mutex_unlock(&hc->pool_lock);
+		pthread_mutex_unlock(&hc->dp.pool_lock);
 		if (!s)
 			break;   /* stopping and the queue is drained */
 		run_job(w, s, j);
@@ -135,7 +135,19 @@ static void *worker_main(void *arg)
 
 static struct hc_worker *workers_of(struct hcache *hc)
 {
-	return hc->wstate;
+	return hc->dp.wstate;
+}
+
+void hc_pool_init(struct hcache *hc)
+{
+	pthread_mutex_init(&hc->dp.pool_lock, NULL);
+	pthread_cond_init(&hc->dp.pool_cond, NULL);
+}
+
+void hc_pool_fini(struct hcache *hc)
+{
+	pthread_mutex_destroy(&hc->dp.pool_lock);
+	pthread_cond_destroy(&hc->dp.pool_cond);
 }
 
 int hc_pool_start(struct hcache *hc, struct wspi_err *err)
@@ -143,19 +155,19 @@ int hc_pool_start(struct hcache *hc, struct wspi_err *err)
 	unsigned n = hc->cfg.decode_threads ? hc->cfg.decode_threads : wspi_cpu_count();
 	if (n > 1024)
 		n = 1024;
-	hc->workers = calloc(n, sizeof(pthread_t));
-	hc->wstate = calloc(n, sizeof(struct hc_worker));
-	if (!hc->workers || !hc->wstate)
+	hc->dp.workers = calloc(n, sizeof(pthread_t));
+	hc->dp.wstate = calloc(n, sizeof(struct hc_worker));
+	if (!hc->dp.workers || !hc->dp.wstate)
 		return WSP_ERR(err, -ENOMEM, "host cache: out of memory for %u decode workers", n);
 	struct hc_worker *ws = workers_of(hc);
-	unsigned max_spans = (unsigned)(hc->max_chunk_raw / hc->page_bytes + 2);
+	unsigned max_spans = (unsigned)(hc->max_chunk_raw / hc->pg.page_bytes + 2);
 	for (unsigned i = 0; i < n; i++) {
 		struct hc_worker *w = &ws[i];
 		w->hc = hc;
 		w->index = i;
 		w->max_spans = max_spans;
 		wspi_err_init(&w->err);
-		hc->n_workers = i + 1;   /* states to free */
+		hc->dp.n_workers = i + 1;   /* states to free */
 		w->spans = calloc(max_spans, sizeof(*w->spans));
 		if (hc->cfg.keep_packed)
 			w->check = malloc(hc->max_chunk_raw ? hc->max_chunk_raw : 1);
@@ -167,11 +179,11 @@ int hc_pool_start(struct hcache *hc, struct wspi_err *err)
 				       wsp_strerror(rc));
 	}
 	for (unsigned i = 0; i < n; i++) {
-		int rc = pthread_create(&hc->workers[i], NULL, worker_main, &ws[i]);
+		int rc = pthread_create(&hc->dp.workers[i], NULL, worker_main, &ws[i]);
 		if (rc)
 			return WSP_ERR(err, -rc, "host cache: cannot start decode worker %u: %s", i,
 				       strerror(rc));
-		hc->n_workers_started++;
+		hc->dp.n_workers_started++;
 	}
 	return 0;
 }
@@ -180,23 +192,23 @@ int hc_pool_start(struct hcache *hc, struct wspi_err *err)
  * flight completes (and frees its pages) before the arena goes away. */
 void hc_pool_stop(struct hcache *hc)
 {
-	pthread_mutex_lock(&hc->pool_lock);
-	hc->pool_stop = 1;
-	pthread_cond_broadcast(&hc->pool_cond);
-	pthread_mutex_unlock(&hc->pool_lock);
-	for (unsigned i = 0; i < hc->n_workers_started; i++)
-		pthread_join(hc->workers[i], NULL);
-	hc->n_workers_started = 0;
+	pthread_mutex_lock(&hc->dp.pool_lock);
+	hc->dp.pool_stop = 1;
+	pthread_cond_broadcast(&hc->dp.pool_cond);
+	pthread_mutex_unlock(&hc->dp.pool_lock);
+	for (unsigned i = 0; i < hc->dp.n_workers_started; i++)
+		pthread_join(hc->dp.workers[i], NULL);
+	hc->dp.n_workers_started = 0;
 	struct hc_worker *ws = workers_of(hc);
-	for (unsigned i = 0; ws && i < hc->n_workers; i++) {
+	for (unsigned i = 0; ws && i < hc->dp.n_workers; i++) {
 		chunk_decoder_free(ws[i].dec);
 		free(ws[i].spans);
 		free(ws[i].check);
 		wspi_err_destroy(&ws[i].err);
 	}
-	free(hc->workers);
-	free(hc->wstate);
-	hc->workers = NULL;
-	hc->wstate = NULL;
-	hc->n_workers = 0;
+	free(hc->dp.workers);
+	free(hc->dp.wstate);
+	hc->dp.workers = NULL;
+	hc->dp.wstate = NULL;
+	hc->dp.n_workers = 0;
 }

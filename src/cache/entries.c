@@ -131,7 +131,7 @@ int hc_entries_init(struct hcache *hc, struct wspi_err *err)
 		lay_out(hc, l, j);
 		wspi_err_init(&e->err);
 		e->err_init = 1;
-		uint64_t np = (hc->layer_bytes[l] + hc->page_bytes - 1) / hc->page_bytes;
+		uint64_t np = (hc->layer_bytes[l] + hc->pg.page_bytes - 1) / hc->pg.page_bytes;
 		e->n_pages = (uint32_t)np;   /* bounded by n_pages: checked at create */
 		e->page_idx = calloc(np ? np : 1, sizeof(*e->page_idx));
 		e->page_ptr = calloc(np ? np : 1, sizeof(*e->page_ptr));
@@ -169,8 +169,7 @@ void hc_entries_fini(struct hcache *hc)
 /* Return an entry's pages to the free stack (lock held). */
 static void release_pages(struct hcache *hc, struct hc_entry *e)
 {
-	for (uint32_t k = e->n_pages; k-- > 0;)
-		hc->free_pages[hc->n_free++] = e->page_idx[k];
+	hc_pages_give(hc, e->page_idx, e->n_pages);
 	e->state = HC_ABSENT;
 }
 
@@ -195,7 +194,8 @@ static void evict(struct hcache *hc, uint32_t layer)
  */
 static int make_room(struct hcache *hc, uint32_t layer, uint32_t need, int is_prefetch)
 {
-	if (hc->n_free >= need)
+	uint32_t free_now = hc_pages_free(hc);
+	if (free_now >= need)
 		return 0;
 	int predictive = hc->cfg.policy == WSP_POLICY_PREDICT && hc->cfg.predictor;
 	unsigned n = 0;
@@ -213,10 +213,10 @@ static int make_room(struct hcache *hc, uint32_t layer, uint32_t need, int is_pr
 	/* The simulator's own plan, admission rule included: a prefetch never
 	 * pushes out what is needed before `layer` (a demand load passes 0). */
 	uint64_t incoming = is_prefetch && predictive ? predictor_distance(hc->cfg.predictor, layer) : 0;
-	int victims = evict_plan(hc->cfg.policy, hc->cand, hc->cand_pages, n, need - hc->n_free,
+	int victims = evict_plan(hc->cfg.policy, hc->cand, hc->cand_pages, n, need - free_now,
 				 incoming);
 	if (victims < 0)
-		return (!is_prefetch && (hc->n_loading || hc->n_unavailable)) ? -EAGAIN : -ENOSPC;
+		return (!is_prefetch && (hc->n_loading || hc_pages_unavailable(hc))) ? -EAGAIN : -ENOSPC;
 	for (int k = 0; k < victims; k++)
 		evict(hc, hc->cand[k].layer);
 	return 0;
@@ -229,10 +229,9 @@ static int start_load(struct hcache *hc, uint32_t layer, int is_prefetch)
 	int rc = make_room(hc, layer, e->n_pages, is_prefetch);
 	if (rc < 0)
 		return rc;
-	for (uint32_t k = 0; k < e->n_pages; k++) {
-		e->page_idx[k] = hc->free_pages[--hc->n_free];
+	hc_pages_take(hc, e->page_idx, e->n_pages);
+	for (uint32_t k = 0; k < e->n_pages; k++)
 		e->page_ptr[k] = hc_page(hc, e->page_idx[k]);
-	}
 	e->state = HC_LOADING;
 	e->last_use = hc->clock;
 	e->loaded_by_prefetch = is_prefetch;
@@ -308,7 +307,7 @@ int hcache_request(struct hcache *hc, uint32_t layer, int is_prefetch)
 			rc = -ENOSPC;
 		/* The arena is still being pinned: keep the hint until the
 		 * next piece is usable instead of dropping it. */
-		if (rc == -ENOSPC && is_prefetch && hc->n_unavailable) {
+		if (rc == -ENOSPC && is_prefetch && hc_pages_unavailable(hc)) {
 			if (!e->deferred) {
 				e->deferred = 1;
 				hc->deferred[hc->n_deferred++] = layer;
@@ -334,7 +333,7 @@ static void deferred_run(struct hcache *hc)
 		if (rc == 1) {
 			e->deferred = 0;
 			hc->started[n++] = l;
-		} else if (rc < 0 && hc->n_unavailable) {
+		} else if (rc < 0 && hc_pages_unavailable(hc)) {
 			hc->deferred[keep++] = l;   /* more pages are coming */
 		} else {
 			e->deferred = 0;            /* present, loading, or refused for good */
@@ -353,12 +352,12 @@ static void fill_ref(struct hcache *hc, uint32_t layer, struct hcache_ref *ref)
 	ref->layer = layer;
 	ref->n_pages = e->n_pages;
 	ref->pages = e->page_ptr;
-	ref->page_bytes = hc->page_bytes;
+	ref->page_bytes = hc->pg.page_bytes;
 	ref->raw_bytes = hc->m->layers[layer].raw_bytes;
 	ref->bytes = hc->layer_bytes[layer];
 	ref->packed = hc->layer_packed[layer];
-	ref->arena = (const char *)hc->arena;
-	ref->piece_bytes = hc->piece_bytes;
+	ref->arena = (const char *)hc->pg.arena;
+	ref->piece_bytes = hc->pg.piece_bytes;
 }
 
 /* Take the reference on a VALID entry (lock held). */
@@ -445,7 +444,7 @@ int hcache_get(struct hcache *hc, uint32_t layer, struct hcache_ref *ref, struct
 			     "host cache: cannot load layer %s (%s): out of memory (%s)",
 			     hc_layer_name(hc, layer),
 			     wsp_format_size(hc->m->layers[layer].raw_bytes, a, sizeof(a)),
-			     wsp_format_size(hc->arena_bytes, b, sizeof(b)));
+			     wsp_format_size(hc->pg.arena_bytes, b, sizeof(b)));
 		break;
 	}
 	if (waiting)

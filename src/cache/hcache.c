@@ -50,10 +50,10 @@ static uint64_t choose_budget(struct hcache *hc, uint64_t want, uint64_t reserve
 static int check_fits(struct hcache *hc, uint64_t budget, uint64_t asked, uint64_t reserve,
 		      struct wspi_err *err)
 {
-	uint64_t pages = budget / hc->page_bytes, most = 0;
+	uint64_t pages = budget / hc->pg.page_bytes, most = 0;
 	uint32_t big = 0;
 	for (uint32_t l = 0; l < hc->n_layers; l++) {
-		uint64_t need = (hc->layer_bytes[l] + hc->page_bytes - 1) / hc->page_bytes;
+		uint64_t need = (hc->layer_bytes[l] + hc->pg.page_bytes - 1) / hc->pg.page_bytes;
 		if (need > most) {
 			most = need;
 			big = l;
@@ -62,7 +62,7 @@ static int check_fits(struct hcache *hc, uint64_t budget, uint64_t asked, uint64
 	if (most > pages) {
 		char a[32], b[32], c[32], d[32], e[32], why[128] = "";
 		/* Under a total budget the least that works includes the rest. */
-		uint64_t least = most * hc->page_bytes + (hc->cfg.budget_total ? reserve : 0);
+		uint64_t least = most * hc->pg.page_bytes + (hc->cfg.budget_total ? reserve : 0);
 		if (hc->cfg.budget_total)
 			snprintf(why, sizeof(why), ", after %s for staging, decode buffers and slots "
 				 "and the tables of %u layers", wsp_format_size(reserve, e, sizeof(e)),
@@ -74,8 +74,8 @@ static int check_fits(struct hcache *hc, uint64_t budget, uint64_t asked, uint64
 			       "holds %" PRIu64 " pages (%s%s); the host cache needs at least %s",
 			       hc_layer_name(hc, big),
 			       wsp_format_size(hc->layer_bytes[big], a, sizeof(a)), most,
-			       wsp_format_size(hc->page_bytes, b, sizeof(b)), pages,
-			       wsp_format_size(pages * hc->page_bytes, c, sizeof(c)), why,
+			       wsp_format_size(hc->pg.page_bytes, b, sizeof(b)), pages,
+			       wsp_format_size(pages * hc->pg.page_bytes, c, sizeof(c)), why,
 			       wsp_format_size(least, d, sizeof(d)));
 	}
 	return 0;
@@ -107,14 +107,11 @@ int hcache_create(const struct hcache_config *cfg, struct wsp_pack_s *pk, struct
 			  wsp_format_size(page, b, sizeof(b)), wsp_format_size(fit, c, sizeof(c)));
 		page = fit;
 	}
-	hc->page_bytes = page;
+	hc_pages_plan(hc, page);
 	pthread_mutex_init(&hc->lock, NULL);
 	pthread_cond_init(&hc->cond, NULL);
-	pthread_mutex_init(&hc->stage_lock, NULL);
-	pthread_cond_init(&hc->stage_cond, NULL);
-	pthread_mutex_init(&hc->pool_lock, NULL);
-	pthread_cond_init(&hc->pool_cond, NULL);
-	pthread_mutex_init(&hc->rd_lock, NULL);
+	hc_loader_init(hc);
+	hc_pool_init(hc);
 
 	/* The chunk table first: staging and decoder sizes depend on it, and
 	 * the budget is clamped net of them. */
@@ -142,20 +139,6 @@ int hcache_create(const struct hcache_config *cfg, struct wsp_pack_s *pk, struct
 	rc = check_fits(hc, budget, cfg->budget_bytes, reserve, err);
 	if (rc < 0)
 		goto fail;
-	uint32_t n_shards = hc->m->hdr->n_shards;
-	hc->paths = calloc(n_shards ? n_shards : 1, sizeof(*hc->paths));
-	if (!hc->paths) {
-		rc = WSP_ERR(err, -ENOMEM, "host cache: out of memory");
-		goto fail;
-	}
-	for (uint32_t i = 0; i < n_shards; i++) {
-		char buf[4096];
-		pack_shard_path(pk, i, buf, sizeof(buf));
-		if (!(hc->paths[i] = strdup(buf))) {
-			rc = WSP_ERR(err, -ENOMEM, "host cache: out of memory");
-			goto fail;
-		}
-	}
 	if ((rc = hc_pages_init(hc, budget, err)) < 0 ||
 	    (rc = hc_pool_start(hc, err)) < 0 || (rc = hc_loader_start(hc, err)) < 0 ||
 	    (!cfg->pin_later && (rc = hcache_pin_start(hc, err)) < 0))
@@ -175,49 +158,27 @@ void hcache_destroy(struct hcache *hc)
 	hc_loader_stop(hc);   /* cancels queued loads, waits for reads in flight */
 	hc_pool_stop(hc);     /* decodes what was read: every load finishes */
 	hc_loader_fini(hc);
+	hc_pool_fini(hc);
 	hc_pages_fini(hc);
 	hc_entries_fini(hc);
-	if (hc->paths)
-		for (uint32_t i = 0; i < hc->m->hdr->n_shards; i++)
-			free(hc->paths[i]);
-	free(hc->paths);
 	pthread_mutex_destroy(&hc->lock);
 	pthread_cond_destroy(&hc->cond);
-	pthread_mutex_destroy(&hc->stage_lock);
-	pthread_cond_destroy(&hc->stage_cond);
-	pthread_mutex_destroy(&hc->pool_lock);
-	pthread_cond_destroy(&hc->pool_cond);
-	pthread_mutex_destroy(&hc->rd_lock);
 	free(hc);
 }
 
 const struct io_engine *hcache_io(const struct hcache *hc)
 {
-	return hc->io;
+	return hc->ld.io;
 }
 
 int hcache_pin_start(struct hcache *hc, struct wspi_err *err)
 {
-	pthread_mutex_lock(&hc->lock);
-	int begun = hc->pin_begun;
-	hc->pin_begun = 1;
-	pthread_mutex_unlock(&hc->lock);
-	return begun ? 0 : hc_pin_start(hc, err);
+	return hc_pin_start(hc, err);
 }
 
 int hcache_pin_wait(struct hcache *hc, struct wspi_err *err)
 {
-	int rc = hcache_pin_start(hc, err);
-	if (rc < 0)
-		return rc;
-	pthread_mutex_lock(&hc->lock);
-	while (hc->n_unavailable && hc->pin_thread_started)
-		pthread_cond_wait(&hc->cond, &hc->lock);
-	rc = hc->pin_status;
-	if (rc < 0)
-		WSP_ERR(err, rc, "%s", hc->pin_msg);
-	pthread_mutex_unlock(&hc->lock);
-	return rc;
+	return hc_pin_wait(hc, err);
 }
 
 #define LD(x) atomic_load(&hc->x)
@@ -236,11 +197,10 @@ void hcache_get_stats(struct hcache *hc, struct hcache_stats *out)
 	out->bytes_decoded = LD(c_bytes_decoded);
 	out->read_ns = LD(c_read_ns);
 	out->decode_ns = LD(c_decode_ns);
-	out->budget_bytes = hc->arena_bytes;
-	out->staging_bytes = hc->staging_bytes;
+	out->budget_bytes = hc->pg.arena_bytes;
+	out->staging_bytes = hc->ld.staging_bytes;
 	pthread_mutex_lock(&hc->lock);
-	out->pinned_bytes = hc->pinned_bytes;
-	out->pin_error = hc->pin_status;
+	out->pinned_bytes = hc_pages_pinned(hc, &out->pin_error);
 	pthread_mutex_unlock(&hc->lock);
 }
 

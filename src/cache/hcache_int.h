@@ -1,11 +1,20 @@
 /*
- * Private state of the host tier, shared by its files:
- *	hcache.c       create/destroy, statistics
- *	entries.c      the entry state machine: request, get, put, eviction
+ * Private state of the host tier.  Its rooms, each with its own state in a
+ * struct of its own (written only by its file; the others read what it set
+ * up at create, or call it):
+ *	hcache.c       create/destroy, statistics         (the front end:
+ *	entries.c      the entry state machine: request,   struct hcache's own
+ *	               get, put, eviction                  fields, hc->lock)
  *	pages.c        the page arena, the free-page stack, background pinning
+ *	               (struct hc_pages, pages.h)
  *	loader.c       the loader thread: staging slots, reads, slices of a layer
+ *	               (struct hc_loader, loader.h)
  *	decode_pool.c  decode workers and the completion of a load
+ *	               (struct hc_pool, decode_pool.h)
  *	report.c       notices, trace events, layer names (used by all of them)
+ * A load in flight is the one state two rooms share: the loader and the
+ * decode pool work on its entry's load fields (pending, status, err), the
+ * front end on the rest of the entry.
  *
  * Calls go one way, as a layer's bytes do: hcache.c (the facade) -> entries
  * -> loader -> decode pool, with pages and report beneath; a lower file
@@ -83,10 +92,9 @@ struct hc_slice {
 	struct hc_slice *next;     /* decode queue link */
 };
 
-struct hc_pin_piece {
-	uint64_t first_page, n_pages;
-	int pinned;
-};
+#include "cache/pages.h"
+#include "cache/loader.h"
+#include "cache/decode_pool.h"
 
 /* What the lower files tell the upper ones (see the top of this file). */
 struct hc_upcalls {
@@ -105,26 +113,13 @@ struct hcache {
 	const struct wspi_manifest *m;
 	uint32_t n_layers;
 
-	/* Pages (pages.c). */
-	uint8_t *arena;
-	uint64_t arena_bytes;
-	uint64_t page_bytes;
-	uint32_t n_pages;
-	uint32_t *free_pages;      /* stack */
-	uint32_t n_free;
-	uint32_t n_unavailable;    /* pages of pieces not yet pinned */
-	struct hc_pin_piece *pieces;
-	unsigned n_pieces;
-	uint64_t piece_bytes;      /* bytes of each pinning piece (the last may be shorter) */
-	pthread_t pin_thread;
-	int pin_thread_started;
-	int pin_begun;              /* hc_pin_start has run (hcache_pin_start) */
-	int pin_stop;              /* under lock */
-	int pin_status;            /* 0, or the first pinning error */
-	char pin_msg[WSP_ERRMSG_MAX];
-	uint64_t pinned_bytes;
+	/* The rooms below the front end, each written only by its own file
+	 * (others read the constants it set up, or call its functions). */
+	struct hc_pages pg;        /* pages.c */
+	struct hc_loader ld;       /* loader.c */
+	struct hc_pool dp;         /* decode_pool.c */
 
-	/* Entries (entries.c). */
+	/* The front end (entries.c, hcache.c). */
 	pthread_mutex_t lock;
 	pthread_cond_t cond;       /* load finished, ref dropped, pages pinned */
 	struct hc_entry *entries;
@@ -143,72 +138,20 @@ struct hcache {
 	uint64_t max_chunk_raw, max_chunk_stored;
 	uint64_t table_bytes;       /* the chunk table and page lists (entries.c) */
 
-	/* Loader (loader.c). */
-	char **paths;              /* shard files, for the engine and messages */
-	struct io_engine *io;
-	uint8_t *staging;
-	uint64_t staging_bytes, slot_bytes;
-	unsigned n_slots;
-	struct hc_slice *slices;   /* one per slot */
-	unsigned *free_slots;
-	unsigned n_free_slots;
-	pthread_mutex_t stage_lock;
-	pthread_cond_t stage_cond; /* load queued, slot freed, stop */
-	struct hc_entry *load_head, *load_tail;
-	int loader_stop;
-	pthread_t loader;
-	int loader_started;
-
-	/* Decode pool (decode_pool.c). */
-	pthread_mutex_t pool_lock;
-	pthread_cond_t pool_cond;
-	struct hc_slice *dq_head, *dq_tail;
-	int pool_stop;
-	unsigned n_workers;
-	pthread_t *workers;
-	void *wstate;              /* struct hc_worker[n_workers] */
-	unsigned n_workers_started;
-
-	/* Time with at least one read in flight (read_ns): overlapping slices
-	 * count once, so it compares with wall time. */
-	pthread_mutex_t rd_lock;
-	unsigned rd_in_flight;
-	uint64_t rd_since;
 	/* Counters: atomics, so workers never take hc->lock for them. */
 	atomic_uint_fast64_t c_hits, c_misses, c_evictions, c_prefetches, c_prefetch_wasted;
 	atomic_uint_fast64_t c_prefetch_hits, c_loads, c_load_failures;
 	atomic_uint_fast64_t c_bytes_read, c_bytes_decoded, c_read_ns, c_decode_ns;
 };
 
-/* pages.c */
-int hc_pages_init(struct hcache *hc, uint64_t budget, struct wspi_err *err);
-void hc_pages_fini(struct hcache *hc);
-int hc_pin_start(struct hcache *hc, struct wspi_err *err);
-void hc_pin_stop(struct hcache *hc);
 static inline void *hc_page(const struct hcache *hc, uint32_t idx)
 {
-	return hc->arena + (uint64_t)idx * hc->page_bytes;
+	return hc->pg.arena + (uint64_t)idx * hc->pg.page_bytes;
 }
 
 /* entries.c */
 int hc_entries_init(struct hcache *hc, struct wspi_err *err);
 void hc_entries_fini(struct hcache *hc);
-
-/* loader.c */
-/* Size the staging arena (slot size and count) from the pack; no memory is
- * taken yet.  Returns its bytes.  hc_loader_start maps what was planned. */
-uint64_t hc_staging_plan(struct hcache *hc);
-int hc_loader_start(struct hcache *hc, struct wspi_err *err);
-void hc_loader_stop(struct hcache *hc);
-void hc_loader_fini(struct hcache *hc);
-void hc_loader_queue(struct hcache *hc, struct hc_entry *e, int demand);
-/* A get waits for a queued prefetch: serve it before the other prefetches. */
-void hc_loader_promote(struct hcache *hc, struct hc_entry *e);
-
-/* decode_pool.c */
-int hc_pool_start(struct hcache *hc, struct wspi_err *err);
-void hc_pool_stop(struct hcache *hc);
-void hc_pool_push(struct hcache *hc, struct hc_slice *s);
 
 /* Messages */
 void hc_notice(struct hcache *hc, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

@@ -43,62 +43,62 @@ static int fail_first(struct hc_entry *e, int rc)
 
 void hc_loader_queue(struct hcache *hc, struct hc_entry *e, int demand)
 {
-	pthread_mutex_lock(&hc->stage_lock);
+	pthread_mutex_lock(&hc->ld.stage_lock);
 	e->next_load = NULL;
-	if (!hc->load_head) {
-		hc->load_head = hc->load_tail = e;
+	if (!hc->ld.load_head) {
+		hc->ld.load_head = hc->ld.load_tail = e;
 	} else if (demand) {
 		/* A get is waiting for it: ahead of prefetches. */
-		e->next_load = hc->load_head;
-		hc->load_head = e;
+		e->next_load = hc->ld.load_head;
+		hc->ld.load_head = e;
 	} else {
-		hc->load_tail->next_load = e;
-		hc->load_tail = e;
+		hc->ld.load_tail->next_load = e;
+		hc->ld.load_tail = e;
 	}
-	pthread_cond_broadcast(&hc->stage_cond);
-	pthread_mutex_unlock(&hc->stage_lock);
+	pthread_cond_broadcast(&hc->ld.stage_cond);
+	pthread_mutex_unlock(&hc->ld.stage_lock);
 }
 
 void hc_loader_promote(struct hcache *hc, struct hc_entry *e)
 {
-	pthread_mutex_lock(&hc->stage_lock);
-	struct hc_entry *prev = NULL, *q = hc->load_head;
+	pthread_mutex_lock(&hc->ld.stage_lock);
+	struct hc_entry *prev = NULL, *q = hc->ld.load_head;
 	while (q && q != e) {
 		prev = q;
 		q = q->next_load;
 	}
 	if (q && prev) {   /* queued, not first: unlink and put in front */
 		prev->next_load = e->next_load;
-		if (hc->load_tail == e)
-			hc->load_tail = prev;
-		e->next_load = hc->load_head;
-		hc->load_head = e;
+		if (hc->ld.load_tail == e)
+			hc->ld.load_tail = prev;
+		e->next_load = hc->ld.load_head;
+		hc->ld.load_head = e;
 	}
-	pthread_mutex_unlock(&hc->stage_lock);
+	pthread_mutex_unlock(&hc->ld.stage_lock);
 }
 
 static void release_slot(struct hcache *hc, unsigned slot)
 {
-	pthread_mutex_lock(&hc->stage_lock);
-	hc->free_slots[hc->n_free_slots++] = slot;
-	pthread_cond_broadcast(&hc->stage_cond);
-	pthread_mutex_unlock(&hc->stage_lock);
+	pthread_mutex_lock(&hc->ld.stage_lock);
+	hc->ld.free_slots[hc->ld.n_free_slots++] = slot;
+	pthread_cond_broadcast(&hc->ld.stage_cond);
+	pthread_mutex_unlock(&hc->ld.stage_lock);
 }
 
 static void reads_begin(struct hcache *hc, uint64_t now)
 {
-	pthread_mutex_lock(&hc->rd_lock);
-	if (hc->rd_in_flight++ == 0)
-		hc->rd_since = now;
-	pthread_mutex_unlock(&hc->rd_lock);
+	pthread_mutex_lock(&hc->ld.rd_lock);
+	if (hc->ld.rd_in_flight++ == 0)
+		hc->ld.rd_since = now;
+	pthread_mutex_unlock(&hc->ld.rd_lock);
 }
 
 static void reads_end(struct hcache *hc, uint64_t now)
 {
-	pthread_mutex_lock(&hc->rd_lock);
-	if (--hc->rd_in_flight == 0)
-		atomic_fetch_add(&hc->c_read_ns, now - hc->rd_since);
-	pthread_mutex_unlock(&hc->rd_lock);
+	pthread_mutex_lock(&hc->ld.rd_lock);
+	if (--hc->ld.rd_in_flight == 0)
+		atomic_fetch_add(&hc->c_read_ns, now - hc->ld.rd_since);
+	pthread_mutex_unlock(&hc->ld.rd_lock);
 }
 
 static void read_done(struct io_req *r, int result)
@@ -120,7 +120,7 @@ static void read_done(struct io_req *r, int result)
 		char msg[WSP_ERRMSG_MAX];
 		wspi_err_copy(&s->io_err, msg, sizeof(msg));
 		wspi_err_set(&e->err, result, "%s: layer %s: reading %" PRIu64 " bytes at offset %" PRIu64 ": %s",
-			    hc->paths[r->file], hc_layer_name(hc, s->layer), r->length, r->offset,
+			    hc->ld.paths[r->file], hc_layer_name(hc, s->layer), r->length, r->offset,
 			    msg[0] ? msg : wsp_strerror(result));
 	}
 	uint64_t n = s->n_jobs;
@@ -139,8 +139,8 @@ static void provided_done(struct hc_slice *s)
 static void zero_range(struct hcache *hc, struct hc_entry *e, uint64_t off, uint64_t len)
 {
 	while (len) {
-		uint64_t pg = off / hc->page_bytes, in = off % hc->page_bytes;
-		uint64_t n = WSP_MIN(len, hc->page_bytes - in);
+		uint64_t pg = off / hc->pg.page_bytes, in = off % hc->pg.page_bytes;
+		uint64_t n = WSP_MIN(len, hc->pg.page_bytes - in);
 		memset((uint8_t *)e->page_ptr[pg] + in, 0, n);
 		off += n;
 		len -= n;
@@ -171,12 +171,12 @@ static void zero_gaps(struct hcache *hc, uint32_t layer, struct hc_entry *e)
 static int get_slot(struct hcache *hc)
 {
 	int slot = -1;
-	pthread_mutex_lock(&hc->stage_lock);
-	while (!hc->n_free_slots && !hc->loader_stop)
-		pthread_cond_wait(&hc->stage_cond, &hc->stage_lock);
-	if (!hc->loader_stop)
-		slot = (int)hc->free_slots[--hc->n_free_slots];
-	pthread_mutex_unlock(&hc->stage_lock);
+	pthread_mutex_lock(&hc->ld.stage_lock);
+	while (!hc->ld.n_free_slots && !hc->ld.loader_stop)
+		pthread_cond_wait(&hc->ld.stage_cond, &hc->ld.stage_lock);
+	if (!hc->ld.loader_stop)
+		slot = (int)hc->ld.free_slots[--hc->ld.n_free_slots];
+	pthread_mutex_unlock(&hc->ld.stage_lock);
 	return slot;
 }
 
@@ -209,18 +209,18 @@ static void run_load(struct hcache *hc, struct hc_entry *e)
 		for (; k < j1; k++) {
 			const struct wspm_chunk *c = &ch[hc->jobs[k].chunk];
 			uint64_t ne = WSP_MAX(end, c->offset + c->stored_bytes);
-			if (io_span(ne - start) > hc->slot_bytes)
+			if (io_span(ne - start) > hc->ld.slot_bytes)
 				break;
 			end = ne;
 		}
-		struct hc_slice *s = &hc->slices[slot];
+		struct hc_slice *s = &hc->ld.slices[slot];
 		s->layer = layer;
 		s->file_off = start;
 		s->job0 = j;
 		s->n_jobs = k - j;
 		s->req = (struct io_req){
 			.file = L->shard, .offset = start, .length = end - start,
-			.buf = hc->staging + (uint64_t)slot * hc->slot_bytes,
+			.buf = hc->ld.staging + (uint64_t)slot * hc->ld.slot_bytes,
 			.done = read_done, .ctx = s, .err = &s->io_err,
 		};
 		wspi_err_clear(&s->io_err);
@@ -232,7 +232,7 @@ static void run_load(struct hcache *hc, struct hc_entry *e)
 		}
 		s->read_begin = wspi_now_ns();
 		reads_begin(hc, s->read_begin);
-		int rc = io_submit(hc->io, &s->req);
+		int rc = io_submit(hc->ld.io, &s->req);
 		if (rc < 0)
 			read_done(&s->req, rc);   /* not queued: done will not be called */
 	}
@@ -244,17 +244,17 @@ static void *loader_main(void *arg)
 {
 	struct hcache *hc = arg;
 	for (;;) {
-		pthread_mutex_lock(&hc->stage_lock);
-		while (!hc->load_head && !hc->loader_stop)
-			pthread_cond_wait(&hc->stage_cond, &hc->stage_lock);
-		struct hc_entry *e = hc->load_head;
+		pthread_mutex_lock(&hc->ld.stage_lock);
+		while (!hc->ld.load_head && !hc->ld.loader_stop)
+			pthread_cond_wait(&hc->ld.stage_cond, &hc->ld.stage_lock);
+		struct hc_entry *e = hc->ld.load_head;
 		if (e) {
-			hc->load_head = e->next_load;
-			if (!hc->load_head)
-				hc->load_tail = NULL;
+			hc->ld.load_head = e->next_load;
+			if (!hc->ld.load_head)
+				hc->ld.load_tail = NULL;
 		}
-		int stop = hc->loader_stop;
-		pthread_mutex_unlock(&hc->stage_lock);
+		int stop = hc->ld.loader_stop;
+		pthread_mutex_unlock(&hc->ld.stage_lock);
 		if (!e)
 			break;
 		if (stop && fail_first(e, -ECANCELED))
@@ -282,14 +282,14 @@ uint64_t hc_staging_plan(struct hcache *hc)
 			want = WSP_MIN(want, hc->cfg.budget_bytes / 8);
 	}
 	/* A small arena: smaller slots, at least two. */
-	hc->slot_bytes = WSP_MAX(chunk_need, wspi_align_down(WSP_MIN(HC_SLOT_MIN, want / 2),
+	hc->ld.slot_bytes = WSP_MAX(chunk_need, wspi_align_down(WSP_MIN(HC_SLOT_MIN, want / 2),
 							    WSP_ALIGN_DIRECT));
-	uint64_t n = WSP_MAX(want / hc->slot_bytes, 2);
+	uint64_t n = WSP_MAX(want / hc->ld.slot_bytes, 2);
 	if (n > 4096)
 		n = 4096;
-	hc->n_slots = (unsigned)n;
-	hc->staging_bytes = n * hc->slot_bytes;
-	return hc->staging_bytes;
+	hc->ld.n_slots = (unsigned)n;
+	hc->ld.staging_bytes = n * hc->ld.slot_bytes;
+	return hc->ld.staging_bytes;
 }
 
 /* The decode pool finished one job of s: the last one frees its staging
@@ -302,30 +302,54 @@ static void job_done(struct hcache *hc, struct hc_slice *s)
 	load_put(hc, e, 1);
 }
 
+void hc_loader_init(struct hcache *hc)
+{
+	pthread_mutex_init(&hc->ld.stage_lock, NULL);
+	pthread_cond_init(&hc->ld.stage_cond, NULL);
+	pthread_mutex_init(&hc->ld.rd_lock, NULL);
+}
+
+/* The shard files' paths, for the engine and for messages. */
+static int make_paths(struct hcache *hc, struct wspi_err *err)
+{
+	uint32_t n = hc->m->hdr->n_shards;
+	hc->ld.paths = calloc(n ? n : 1, sizeof(*hc->ld.paths));
+	if (!hc->ld.paths)
+		return WSP_ERR(err, -ENOMEM, "host cache: out of memory");
+	for (uint32_t i = 0; i < n; i++) {
+		char buf[4096];
+		pack_shard_path(hc->pk, i, buf, sizeof(buf));
+		if (!(hc->ld.paths[i] = strdup(buf)))
+			return WSP_ERR(err, -ENOMEM, "host cache: out of memory");
+	}
+	return 0;
+}
+
 int hc_loader_start(struct hcache *hc, struct wspi_err *err)
 {
 	hc->up.job_done = job_done;
-	if (!hc->staging_bytes)
+	WSP_TRY(make_paths(hc, err));
+	if (!hc->ld.staging_bytes)
 		hc_staging_plan(hc);
-	unsigned n = hc->n_slots;
-	void *p = mmap(NULL, hc->staging_bytes, PROT_READ | PROT_WRITE,
+	unsigned n = hc->ld.n_slots;
+	void *p = mmap(NULL, hc->ld.staging_bytes, PROT_READ | PROT_WRITE,
 		       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	if (p == MAP_FAILED) {
 		int e = errno;
 		char sz[32];
 		return WSP_ERR(err, -e, "host cache: mapping %s of staging failed: %s",
-			       wsp_format_size(hc->staging_bytes, sz, sizeof(sz)), strerror(e));
+			       wsp_format_size(hc->ld.staging_bytes, sz, sizeof(sz)), strerror(e));
 	}
-	hc->staging = p;
-	hc->slices = calloc(n, sizeof(*hc->slices));
-	hc->free_slots = calloc(n, sizeof(*hc->free_slots));
-	if (!hc->slices || !hc->free_slots)
+	hc->ld.staging = p;
+	hc->ld.slices = calloc(n, sizeof(*hc->ld.slices));
+	hc->ld.free_slots = calloc(n, sizeof(*hc->ld.free_slots));
+	if (!hc->ld.slices || !hc->ld.free_slots)
 		return WSP_ERR(err, -ENOMEM, "host cache: out of memory for staging slots");
 	for (unsigned i = 0; i < n; i++) {
-		hc->slices[i].hc = hc;
-		hc->slices[i].slot = i;
-		wspi_err_init(&hc->slices[i].io_err);
-		hc->free_slots[hc->n_free_slots++] = (unsigned)(n - 1 - i);
+		hc->ld.slices[i].hc = hc;
+		hc->ld.slices[i].slot = i;
+		wspi_err_init(&hc->ld.slices[i].io_err);
+		hc->ld.free_slots[hc->ld.n_free_slots++] = (unsigned)(n - 1 - i);
 	}
 
 	struct io_config ioc = hc->cfg.io;
@@ -333,18 +357,18 @@ int hc_loader_start(struct hcache *hc, struct wspi_err *err)
 		ioc.notice = hc->cfg.notice;
 		ioc.notice_ctx = hc->cfg.notice_ctx;
 	}
-	int rc = io_engine_open(&ioc, (const char *const *)hc->paths, hc->m->hdr->n_shards,
-				&hc->io, err);
+	int rc = io_engine_open(&ioc, (const char *const *)hc->ld.paths, hc->m->hdr->n_shards,
+				&hc->ld.io, err);
 	if (rc < 0)
 		return rc;
 	/* Not fatal: the engine reads without a fixed buffer and says so. */
-	(void)io_engine_register_buffer(hc->io, hc->staging, hc->staging_bytes);
+	(void)io_engine_register_buffer(hc->ld.io, hc->ld.staging, hc->ld.staging_bytes);
 
-	rc = pthread_create(&hc->loader, NULL, loader_main, hc);
+	rc = pthread_create(&hc->ld.loader, NULL, loader_main, hc);
 	if (rc)
 		return WSP_ERR(err, -rc, "host cache: cannot start the loader thread: %s",
 			       strerror(rc));
-	hc->loader_started = 1;
+	hc->ld.loader_started = 1;
 	return 0;
 }
 
@@ -352,29 +376,37 @@ int hc_loader_start(struct hcache *hc, struct wspi_err *err)
  * (their completions still feed the decode pool, which is stopped after). */
 void hc_loader_stop(struct hcache *hc)
 {
-	if (hc->loader_started) {
-		pthread_mutex_lock(&hc->stage_lock);
-		hc->loader_stop = 1;
-		pthread_cond_broadcast(&hc->stage_cond);
-		pthread_mutex_unlock(&hc->stage_lock);
-		pthread_join(hc->loader, NULL);
-		hc->loader_started = 0;
+	if (hc->ld.loader_started) {
+		pthread_mutex_lock(&hc->ld.stage_lock);
+		hc->ld.loader_stop = 1;
+		pthread_cond_broadcast(&hc->ld.stage_cond);
+		pthread_mutex_unlock(&hc->ld.stage_lock);
+		pthread_join(hc->ld.loader, NULL);
+		hc->ld.loader_started = 0;
 	}
-	if (hc->io)
-		io_engine_close(hc->io);
-	hc->io = NULL;
+	if (hc->ld.io)
+		io_engine_close(hc->ld.io);
+	hc->ld.io = NULL;
 }
 
 void hc_loader_fini(struct hcache *hc)
 {
-	if (hc->slices)
-		for (unsigned i = 0; i < hc->n_slots; i++)
-			wspi_err_destroy(&hc->slices[i].io_err);
-	free(hc->slices);
-	free(hc->free_slots);
-	if (hc->staging)
-		munmap(hc->staging, hc->staging_bytes);
-	hc->slices = NULL;
-	hc->free_slots = NULL;
-	hc->staging = NULL;
+	if (hc->ld.slices)
+		for (unsigned i = 0; i < hc->ld.n_slots; i++)
+			wspi_err_destroy(&hc->ld.slices[i].io_err);
+	free(hc->ld.slices);
+	free(hc->ld.free_slots);
+	if (hc->ld.staging)
+		munmap(hc->ld.staging, hc->ld.staging_bytes);
+	hc->ld.slices = NULL;
+	hc->ld.free_slots = NULL;
+	hc->ld.staging = NULL;
+	if (hc->ld.paths)
+		for (uint32_t i = 0; i < hc->m->hdr->n_shards; i++)
+			free(hc->ld.paths[i]);
+	free(hc->ld.paths);
+	hc->ld.paths = NULL;
+	pthread_mutex_destroy(&hc->ld.stage_lock);
+	pthread_cond_destroy(&hc->ld.stage_cond);
+	pthread_mutex_destroy(&hc->ld.rd_lock);
 }
