@@ -11,8 +11,9 @@
  *
  * Locking: pg->lock guards the slot pool and counters and is never held
  * while calling into the host cache, whose threads post finished loads
- * under it (pager_on_ready); so the host cache may hold its own lock around
- * that post without any lock-order inversion.
+ * under it (pager_on_ready, for the pager's own thread to take up); so the
+ * host cache may hold its own lock around that post without any lock-order
+ * inversion.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -340,7 +341,6 @@ static int acquire_try(struct wsp_pager_s *pg, uint32_t layer, void *stream,
 		readahead_acquired(pg->ra, layer);
 		if (!(pg->opt.flags & WSP_OPEN_NO_PREFETCH) && !(flags & WSP_ACQUIRE_NO_READAHEAD))
 			pager_prefetch_ahead(pg);
-		pager_take_landed(pg);
 		pager_reap(pg, 0);
 	}
 	pager_holder_leave(pg);
@@ -483,10 +483,8 @@ int wsp_release(wsp_pager *pg, uint32_t layer, void *stream)
 		rc = slots_unuse(&pg->sp, s, stream, NULL, &err);
 	pthread_cond_broadcast(&pg->progress);
 	pthread_mutex_unlock(&pg->lock);
-	if (rc == 0) {
+	if (rc == 0)
 		pager_reap(pg, 0);
-		pager_take_landed(pg);   /* a release comes after the compute: copy what landed */
-	}
 	return pager_result(pg, &err, rc);
 }
 
@@ -511,9 +509,7 @@ int wsp_release_view(wsp_pager *pg, const struct wsp_layer *view, void *stream)
 		rc = slots_unuse(&pg->sp, s, stream, view, &err);
 	pthread_cond_broadcast(&pg->progress);
 	pthread_mutex_unlock(&pg->lock);
-	if (rc == 0) {
+	if (rc == 0)
 		pager_reap(pg, 0);
-		pager_take_landed(pg);   /* a release comes after the compute: copy what landed */
-	}
 	return pager_result(pg, &err, rc);
 }

@@ -4,8 +4,8 @@
  * (wsp_prefetch, wsp_hint_next, wsp_provide).  The first few go into slots
  * when the host tier has them (an early fill, under the admission rule);
  * the rest are requested from the host tier.  When one lands, the host
- * tier's thread only posts it (pager_on_ready); the next call into the
- * pager takes it up (pager_take_landed) and copies it into a slot if it was
+ * tier's thread only posts it (pager_on_ready); the pager's own thread
+ * takes it up (pager_landed_main) and copies it into a slot if it was
  * hinted or is predicted near.
  * Locking as in acquire.c: pg->lock is never held across host-cache calls.
  */
@@ -122,21 +122,22 @@ void pager_on_ready(void *ctx, uint32_t layer, int status)
 		pg->landed[(pg->landed_head + pg->n_landed) % n] = layer;
 		pg->n_landed++;
 		pg->is_landed[layer] = 1;
+		pthread_cond_signal(&pg->landed_cv);
 	}
 	pthread_mutex_unlock(&pg->lock);
 }
 
-void pager_take_landed(struct wsp_pager_s *pg)
+void *pager_landed_main(void *arg)
 {
+	struct wsp_pager_s *pg = arg;
 	uint32_t n = pg->pk->m.hdr->n_layers;
-	pthread_mutex_lock(&pg->lock);
-	uint32_t todo = pg->n_landed;   /* what landed before this call: bounded */
-	pthread_mutex_unlock(&pg->lock);
-	for (uint32_t i = 0; i < todo; i++) {
+	for (;;) {
 		pthread_mutex_lock(&pg->lock);
-		if (!pg->n_landed || pg->closing) {
+		while (!pg->n_landed && !pg->closing)
+			pthread_cond_wait(&pg->landed_cv, &pg->lock);
+		if (pg->closing) {
 			pthread_mutex_unlock(&pg->lock);
-			return;
+			return NULL;
 		}
 		uint32_t layer = pg->landed[pg->landed_head];
 		pg->landed_head = (pg->landed_head + 1) % n;
@@ -161,7 +162,7 @@ static void hint(struct wsp_pager_s *pg, uint32_t layer, uint64_t dist, int cert
 	if (early_fill(pg, layer, dist) || src_updated(pg, layer))
 		return;   /* in a slot, or in the write-back room: nothing to read */
 	pthread_mutex_lock(&pg->lock);
-	pg->hinted[layer] = 1;   /* taken into a slot when it lands (pager_take_landed) */
+	pg->hinted[layer] = 1;   /* taken into a slot when it lands (pager_landed_main) */
 	pthread_mutex_unlock(&pg->lock);
 	(void)hcache_request(pg->hc, layer, !certain);   /* a full tier drops the hint */
 	/* It may have landed between the two calls, before the hint was seen. */
@@ -184,7 +185,6 @@ int wsp_prefetch(wsp_pager *pg, uint32_t layer)
 		return pager_result(pg, &err, pager_bad_layer(pg, layer, &err));
 	}
 	hint(pg, layer, predictor_distance(pg->pred, layer), 0);
-	pager_take_landed(pg);
 	return 0;
 }
 
@@ -233,6 +233,5 @@ int wsp_hint_next(wsp_pager *pg, const uint32_t *layers, size_t n)
 	 * weighs it against the slots' and the host tier's occupants. */
 	for (size_t i = 0; i < n; i++)
 		hint(pg, layers[i], i + 1, 1);
-	pager_take_landed(pg);
 	return 0;
 }

@@ -46,12 +46,16 @@ struct wsp_pager_s {
 	uint64_t holder_seq;         /* such sections started so far */
 	struct slot_pool sp;
 	/* Layers the host tier finished loading, posted by its threads
-	 * (on_ready) and taken up by the callers' threads (pager_take_landed):
-	 * a ring of n_layers, each layer in it at most once (is_landed).  So
-	 * every GPU copy starts on a thread that called the pager. */
+	 * (on_ready) and taken up by the pager's own thread (landed_thread,
+	 * pager_landed_main): a ring of n_layers, each layer in it at most once
+	 * (is_landed).  So no host-tier thread ever runs the pager's slot
+	 * logic; GPU copies start on the callers' threads and on this one. */
 	uint32_t *landed;
 	uint8_t *is_landed;
 	uint32_t landed_head, n_landed;
+	pthread_cond_t landed_cv;    /* a layer was posted, or closing */
+	pthread_t landed_thread;
+	int landed_started;
 	int closing;
 	unsigned host_ahead;         /* predicted layers requested into the host tier */
 	unsigned gpu_ahead;          /* predicted layers copied into slots early */
@@ -83,9 +87,9 @@ void pager_forget_errors(const struct wsp_pager_s *pg);
 uint64_t pager_default_host_bytes(void);
 /* hcache on_ready hook (a host-tier thread): posts the layer to `landed`. */
 void pager_on_ready(void *ctx, uint32_t layer, int status);
-/* Take up what landed: hinted layers, and those predicted near, are copied
- * into slots early.  Called by the pager's callers' threads. */
-void pager_take_landed(struct wsp_pager_s *pg);
+/* The pager's thread that takes up what landed: hinted layers, and those
+ * predicted near, are copied into slots early.  Ends when closing. */
+void *pager_landed_main(void *arg);
 /* The host tier evicted a prefetched layer unused (cache lock held). */
 void pager_on_unused(void *ctx, uint32_t layer);
 /* Hand back host references whose copies are done (wait: all of them).

@@ -16,8 +16,8 @@
 #define SIZE (3u << 20)
 
 struct fault {
-	int mode;   /* 0 none, 1 short writes, 2 ENOSPC */
-	unsigned calls;
+	int mode;          /* 0 none, 1 short writes, 2 ENOSPC; set between requests */
+	unsigned calls;    /* engine threads count at once: atomic */
 };
 
 static int hook(void *ctx, unsigned file, uint64_t off, uint64_t len)
@@ -25,10 +25,11 @@ static int hook(void *ctx, unsigned file, uint64_t off, uint64_t len)
 	struct fault *f = ctx;
 	(void)file;
 	(void)off;
-	f->calls++;
-	if (f->mode == 1 && len > 8192)
+	__atomic_fetch_add(&f->calls, 1, __ATOMIC_RELAXED);
+	int mode = __atomic_load_n(&f->mode, __ATOMIC_RELAXED);
+	if (mode == 1 && len > 8192)
 		return 4096;   /* a short write, aligned so that direct attempts stay aligned */
-	if (f->mode == 2)
+	if (mode == 2)
 		return -ENOSPC;
 	return 0;
 }
@@ -72,20 +73,20 @@ static void run(const char *dir, enum wsp_io_backend be, int direct)
 	close(fd);   /* the engine has its own */
 
 	/* short writes, then the rest: the same bytes at another offset */
-	f.mode = 1;
-	f.calls = 0;
+	__atomic_store_n(&f.mode, 1, __ATOMIC_RELAXED);
+	__atomic_store_n(&f.calls, 0, __ATOMIC_RELAXED);
 	CHECK_RC(io_write(io, 0, SIZE, SIZE, buf, &err), 0);
-	CHECK(f.calls > 3);   /* more attempts than pieces */
-	f.mode = 0;
+	CHECK(__atomic_load_n(&f.calls, __ATOMIC_RELAXED) > 3);   /* more attempts than pieces */
+	__atomic_store_n(&f.mode, 0, __ATOMIC_RELAXED);
 	memset(back, 0, SIZE);
 	CHECK_RC(io_read(io, 0, SIZE, SIZE, back, &err), 0);
 	CHECK(t_check_words(back, 0, SIZE) == UINT64_MAX);
 
-	f.mode = 2;
+	__atomic_store_n(&f.mode, 2, __ATOMIC_RELAXED);
 	CHECK_RC(io_write(io, 0, 0, 1 << 20, buf, &err), -ENOSPC);
 	printf("%s%s: %s\n", t_backend_names[be], direct ? " direct" : "", err.msg);
 	CHECK(strstr(err.msg, "test file: write of") && strstr(err.msg, strerror(ENOSPC)));
-	f.mode = 0;
+	__atomic_store_n(&f.mode, 0, __ATOMIC_RELAXED);
 	wspi_err_clear(&err);
 	if (direct && io_engine_direct(io)) {
 		CHECK_RC(io_write(io, 0, 0, 4096 + 100, buf, &err), -EINVAL);
