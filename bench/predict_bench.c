@@ -11,7 +11,9 @@
  * bring that forward's weights in, for two expert sizes (bytes / the link's
  * GB/s: the link is an argument, `--link-gbps`, default 55, the pinned
  * host->GPU rate of the H100s in docs/PERFORMANCE.md; the predictor's time
- * is measured).  CPU time of one thread; prints microseconds per acquire. */
+ * is measured); once with every layer observed, once with the experts
+ * routed as wspager.torch acquires them (not observed).  CPU time of one
+ * thread; prints microseconds per acquire. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -73,7 +75,17 @@ static uint32_t moe_forward(uint32_t *out, uint64_t *rng)
 	return n;
 }
 
-static void moe(double link_gbps)
+static int is_expert(uint32_t layer)
+{
+	return layer > 0 && layer < moe_attn(MOE_BLOCKS) && (layer - 1) % (1 + MOE_EXPERTS) != 0;
+}
+
+/* routed: the experts are acquired as wspager.torch acquires them
+ * (WSP_ACQUIRE_UNPREDICTED | WSP_ACQUIRE_NO_READAHEAD, hinted by the
+ * router): the predictor neither observes them nor is asked for the next
+ * layers after them; their acquire still asks the distances of a slot's
+ * worth of candidates (the demand victim). */
+static void moe(double link_gbps, int routed)
 {
 	const uint32_t n = moe_attn(MOE_BLOCKS) + 1, per = 2 + MOE_BLOCKS * (1 + MOE_TOPK);
 	uint32_t trace[2 + MOE_BLOCKS * (1 + MOE_TOPK)], next[8];
@@ -87,8 +99,10 @@ static void moe(double link_gbps)
 		uint32_t k = moe_forward(trace, &rng);
 		double t0 = cpu_us();
 		for (uint32_t i = 0; i < k; i++) {
-			predictor_observe(p, trace[i]);
-			sink += predictor_next(p, next, 8);
+			if (!routed || !is_expert(trace[i])) {
+				predictor_observe(p, trace[i]);
+				sink += predictor_next(p, next, 8);
+			}
 			for (uint32_t c = 0; c < 8; c++)
 				sink += predictor_distance(p, (trace[i] + 1 + c * (n / 8)) % n);
 		}
@@ -98,9 +112,11 @@ static void moe(double link_gbps)
 	predictor_free(p);
 	double us_forward = t / timed;
 	printf("\nMoE-shaped pack: %u blocks x (attention + %u experts) = %u layers; a forward "
-	       "acquires %u (top %u)\npredictor: %.2f us per acquire, %.0f us per forward "
-	       "(observe + next 8 + 8 distances)\n", MOE_BLOCKS, MOE_EXPERTS, n, per, MOE_TOPK,
-	       us_forward / per, us_forward);
+	       "acquires %u (top %u); %s\npredictor: %.2f us per acquire, %.0f us per forward "
+	       "(observe + next 8 + 8 distances%s)\n", MOE_BLOCKS, MOE_EXPERTS, n, per, MOE_TOPK,
+	       routed ? "experts routed (not observed, as wspager.torch acquires them)"
+		      : "every layer observed (a C caller that does not flag routed experts)",
+	       us_forward / per, us_forward, routed ? "; an expert: 8 distances" : "");
 	/* bf16 sizes: an expert is 3 matrices of hidden x intermediate; the
 	 * attention of a block as given */
 	static const struct { const char *name; double expert, attn; } shapes[] = {
@@ -131,7 +147,8 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	if (argc > 1 && !strcmp(argv[1], "--moe")) {
-		moe(link_gbps);
+		moe(link_gbps, 0);
+		moe(link_gbps, 1);
 		return 0;
 	}
 	int growth_only = argc > 1 && !strcmp(argv[1], "--growth");
@@ -183,7 +200,9 @@ int main(int argc, char **argv)
 		if (sink == 42)
 			puts("");
 	}
-	if (!growth_only)
-		moe(link_gbps);
+	if (!growth_only) {
+		moe(link_gbps, 0);
+		moe(link_gbps, 1);
+	}
 	return 0;
 }
