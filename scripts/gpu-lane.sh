@@ -9,9 +9,13 @@
 #                               Also a shared libwspager.so (CUDA runtime
 #                               static) with the .so files it needs, for the
 #                               Python package on that machine's own torch.
+#   scripts/gpu-lane.sh pack    the lane again as build-carry/gpu-lane.tar.xz
+#                               (build does it last; again after adding
+#                               .gpu-lane/base): the one path to carry to
+#                               the GPU machine, whatever .gpu-lane weighs.
 #   scripts/gpu-lane.sh run [PART...]
 #                               on the GPU machine, from the repository root
-#                               with .gpu-lane/ beside it; PART is tests (the
+#                               with .gpu-lane/ (or its archive) beside it; PART is tests (the
 #                               C GPU tests), python (the Python tests on CUDA
 #                               and on the host backend), bench (the C
 #                               benchmarks and `wspager bench`), torch-bench
@@ -105,6 +109,16 @@ build() {
 	rm -rf "$lane/pydeps"
 	"$v/bin/pip" download -q --no-deps -d "$lane/pydeps" peft >/dev/null
 	du -sh "$lane"
+	# The static binaries compress ~10x: the lane also travels as one
+	# archive, which `run` unpacks where .gpu-lane/ is missing.  Binaries
+	# of an earlier build for part ab go in .gpu-lane/base/ before this.
+	pack
+}
+
+pack() {
+	mkdir -p "$top/build-carry"
+	tar cJf "$top/build-carry/gpu-lane.tar.xz" -C "$top" .gpu-lane
+	du -sh "$top/build-carry/gpu-lane.tar.xz"
 }
 
 # The Python tests and the torch bench run on the machine's own python3
@@ -126,6 +140,9 @@ step() {
 }
 
 run() {
+	if [ ! -d "$lane" ] && [ -f "$top/build-carry/gpu-lane.tar.xz" ]; then
+		tar xJf "$top/build-carry/gpu-lane.tar.xz" -C "$top"
+	fi
 	out=${OUT:-$lane/out}
 	mkdir -p "$out"
 	export PATH=$lane/tools:$PATH
@@ -394,6 +411,7 @@ lane_bench() {
 
 case "${1:-}" in
 build) build ;;
+pack) pack ;;
 run) shift; run "$@" ;;
-*) echo "usage: $0 build|run" >&2; exit 2 ;;
+*) echo "usage: $0 build|pack|run" >&2; exit 2 ;;
 esac
