@@ -53,7 +53,7 @@ static void run_job(struct hc_worker *w, struct hc_slice *s, uint64_t j)
 {
 	struct hcache *hc = w->hc;
 	struct hc_entry *e = &hc->entries[s->layer];
-	if (atomic_load(&e->status) != 0)
+	if (hc_load_failed(hc, s->layer))
 		return;   /* the layer already failed: its pages are dropped */
 	const struct hc_job *job = &hc->jobs[s->job0 + j];
 	const struct wspm_chunk *c = &hc->m->chunks[job->chunk];
@@ -93,17 +93,14 @@ static void run_job(struct hc_worker *w, struct hc_slice *s, uint64_t j)
 			atomic_fetch_add(&hc->c_bytes_decoded, c->raw_bytes);
 		return;
 	}
-	int zero = 0;
-	if (atomic_compare_exchange_strong(&e->status, &zero, rc)) {
-		char msg[WSP_ERRMSG_MAX];
-		wspi_err_copy(&w->err, msg, sizeof(msg));
-		/* e->provided stays set for the whole load that copies from it */
-		wspi_err_set(&e->err, rc, "%s%s: layer %s, tensor %s, chunk %" PRIu32 " (offset %"
-			    PRIu64 "): %s", e->provided ? "bytes handed in (wsp_provide) for " : "",
-			    hc->ld.paths[hc->m->layers[s->layer].shard], hc_layer_name(hc, s->layer),
-			    wspm_str(hc->m, T->name_off), job->index_in_tensor, c->offset,
-			    msg[0] ? msg : wsp_strerror(rc));
-	}
+	char msg[WSP_ERRMSG_MAX];
+	wspi_err_copy(&w->err, msg, sizeof(msg));
+	/* e->provided stays set for the whole load that copies from it */
+	hc_load_fail(hc, s->layer, rc, "%s%s: layer %s, tensor %s, chunk %" PRIu32 " (offset %"
+		     PRIu64 "): %s", e->provided ? "bytes handed in (wsp_provide) for " : "",
+		     hc->ld.paths[hc->m->layers[s->layer].shard], hc_layer_name(hc, s->layer),
+		     wspm_str(hc->m, T->name_off), job->index_in_tensor, c->offset,
+		     msg[0] ? msg : wsp_strerror(rc));
 }
 
 static void *worker_main(void *arg)

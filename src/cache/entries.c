@@ -6,6 +6,7 @@
  */
 #include <errno.h>
 #include <inttypes.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -129,8 +130,6 @@ int hc_entries_init(struct hcache *hc, struct wspi_err *err)
 			qsort_r(hc->jobs + hc->layer_job0[l], j - hc->layer_job0[l],
 				sizeof(struct hc_job), job_cmp, (void *)m->chunks);
 		lay_out(hc, l, j);
-		wspi_err_init(&e->err);
-		e->err_init = 1;
 		uint64_t np = (hc->layer_bytes[l] + hc->pg.page_bytes - 1) / hc->pg.page_bytes;
 		e->n_pages = (uint32_t)np;   /* bounded by n_pages: checked at create */
 		e->page_idx = calloc(np ? np : 1, sizeof(*e->page_idx));
@@ -148,8 +147,6 @@ void hc_entries_fini(struct hcache *hc)
 	if (hc->entries)
 		for (uint32_t l = 0; l < hc->n_layers; l++) {
 			struct hc_entry *e = &hc->entries[l];
-			if (e->err_init)
-				wspi_err_destroy(&e->err);
 			free(e->provided);
 			free(e->page_idx);
 			free(e->page_ptr);
@@ -238,10 +235,7 @@ static int start_load(struct hcache *hc, uint32_t layer, int is_prefetch)
 	e->prefetched_unused = is_prefetch;
 	e->demand = !is_prefetch;
 	hc->n_loading++;
-	uint64_t n_jobs = hc->layer_job0[layer + 1] - hc->layer_job0[layer];
-	atomic_store(&e->pending, n_jobs + 1);
-	atomic_store(&e->status, 0);
-	wspi_err_clear(&e->err);
+	hc_load_begin(hc, layer, hc->layer_job0[layer + 1] - hc->layer_job0[layer]);
 	atomic_fetch_add(&hc->c_loads, 1);
 	if (is_prefetch)
 		atomic_fetch_add(&hc->c_prefetches, 1);
@@ -251,7 +245,8 @@ static int start_load(struct hcache *hc, uint32_t layer, int is_prefetch)
 static void load_finished(struct hcache *hc, struct hc_entry *e)
 {
 	uint32_t layer = (uint32_t)(e - hc->entries);
-	int status = atomic_load(&e->status);
+	char msg[WSP_ERRMSG_MAX];
+	int status = hc_load_result(hc, layer, msg, sizeof(msg));
 	pthread_mutex_lock(&hc->lock);
 	hc->n_loading--;
 	free(e->provided);   /* used (or found bad) by this load */
@@ -262,7 +257,7 @@ static void load_finished(struct hcache *hc, struct hc_entry *e)
 		e->prefetched_unused = 0;
 		release_pages(hc, e);
 		e->fail_code = status;
-		wspi_err_copy(&e->err, e->fail_msg, sizeof(e->fail_msg));
+		snprintf(e->fail_msg, sizeof(e->fail_msg), "%s", msg);
 		e->fail_seq++;
 		atomic_fetch_add(&hc->c_load_failures, 1);
 	}

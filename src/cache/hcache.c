@@ -110,12 +110,14 @@ int hcache_create(const struct hcache_config *cfg, struct wsp_pack_s *pk, struct
 	hc_pages_plan(hc, page);
 	pthread_mutex_init(&hc->lock, NULL);
 	pthread_cond_init(&hc->cond, NULL);
-	hc_loader_init(hc);
 	hc_pool_init(hc);
+	int rc = hc_loader_init(hc, err);
+	if (rc < 0)
+		goto fail;
 
 	/* The chunk table first: staging and decoder sizes depend on it, and
 	 * the budget is clamped net of them. */
-	int rc = hc_entries_init(hc, err);
+	rc = hc_entries_init(hc, err);
 	if (rc < 0)
 		goto fail;
 	unsigned workers = cfg->decode_threads ? cfg->decode_threads : wspi_cpu_count();

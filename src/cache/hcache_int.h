@@ -12,9 +12,11 @@
  *	decode_pool.c  decode workers and the completion of a load
  *	               (struct hc_pool, decode_pool.h)
  *	report.c       notices, trace events, layer names (used by all of them)
- * A load in flight is the one state two rooms share: the loader and the
- * decode pool work on its entry's load fields (pending, status, err), the
- * front end on the rest of the entry.
+ * A load in flight is the loader's (struct hc_load): the front end starts
+ * it (hc_load_begin) and reads its result when it ends; the decode pool
+ * records a failure through hc_load_fail.  The pipeline reads the entry's
+ * page list and provided bytes, which the front end set before queueing
+ * it and keeps until the load ends.
  *
  * Calls go one way, as a layer's bytes do: hcache.c (the facade) -> entries
  * -> loader -> decode pool, with pages and report beneath; a lower file
@@ -59,16 +61,11 @@ struct hc_entry {
 	uint64_t last_use;         /* logical clock of the last get (or load start) */
 	int prefetched_unused;     /* loaded by a prefetch and not yet got */
 	int loaded_by_prefetch;
-	/* Failure of the latest load, for waiters: fail_seq counts failures. */
+	/* Failure of the latest load, for waiters: fail_seq counts failures.
+	 * The load in flight itself is the loader's (struct hc_load). */
 	uint64_t fail_seq;
 	int fail_code;
 	char fail_msg[WSP_ERRMSG_MAX];
-	/* The load in flight (one at most per entry). */
-	atomic_uint_fast64_t pending;  /* chunk jobs left + 1 held by the loader */
-	atomic_int status;             /* first error of this load, 0 if none */
-	struct wspi_err err;            /* its message */
-	int err_init;
-	struct hc_entry *next_load;    /* load queue link */
 	int demand;                    /* a get waits for it (under hc->lock) */
 	/* The layer's stored bytes handed in by hcache_provide (under
 	 * hc->lock; set only while ABSENT): its next load copies them

@@ -15,6 +15,8 @@
  */
 #include <errno.h>
 #include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -26,34 +28,69 @@
 #define HC_STAGING_MIN (32ull << 20)
 #define HC_STAGING_MAX (256ull << 20)
 
-/* Drop `n` from the entry's pending count; finishes the load at zero. */
-static void load_put(struct hcache *hc, struct hc_entry *e, uint64_t n)
+static uint32_t load_layer(const struct hcache *hc, const struct hc_load *ld)
 {
-	if (n && atomic_fetch_sub(&e->pending, n) == n)
-		hc->up.load_finished(hc, e);
+	return (uint32_t)(ld - hc->ld.loads);
 }
 
-/* Record the load's first failure: 1 if this call is the first (and so
- * writes the message), 0 if the load had already failed. */
-static int fail_first(struct hc_entry *e, int rc)
+/* Drop `n` from the load's pending count; it ends at zero. */
+static void load_put(struct hcache *hc, uint32_t layer, uint64_t n)
 {
+	if (n && atomic_fetch_sub(&hc->ld.loads[layer].pending, n) == n)
+		hc->up.load_finished(hc, &hc->entries[layer]);
+}
+
+void hc_load_begin(struct hcache *hc, uint32_t layer, uint64_t n_jobs)
+{
+	struct hc_load *ld = &hc->ld.loads[layer];
+	atomic_store(&ld->pending, n_jobs + 1);
+	atomic_store(&ld->status, 0);
+	wspi_err_clear(&ld->err);
+}
+
+int hc_load_result(struct hcache *hc, uint32_t layer, char *msg, size_t size)
+{
+	struct hc_load *ld = &hc->ld.loads[layer];
+	int status = atomic_load(&ld->status);
+	if (status)
+		wspi_err_copy(&ld->err, msg, size);
+	return status;
+}
+
+int hc_load_failed(struct hcache *hc, uint32_t layer)
+{
+	return atomic_load(&hc->ld.loads[layer].status) != 0;
+}
+
+int hc_load_fail(struct hcache *hc, uint32_t layer, int rc, const char *fmt, ...)
+{
+	struct hc_load *ld = &hc->ld.loads[layer];
 	int zero = 0;
-	return atomic_compare_exchange_strong(&e->status, &zero, rc);
+	if (!atomic_compare_exchange_strong(&ld->status, &zero, rc))
+		return 0;   /* it had failed already: the first message stays */
+	char msg[WSP_ERRMSG_MAX];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	wspi_err_set(&ld->err, rc, "%s", msg);
+	return 1;
 }
 
 void hc_loader_queue(struct hcache *hc, struct hc_entry *e, int demand)
 {
+	struct hc_load *ld = &hc->ld.loads[e - hc->entries];
 	pthread_mutex_lock(&hc->ld.stage_lock);
-	e->next_load = NULL;
+	ld->next = NULL;
 	if (!hc->ld.load_head) {
-		hc->ld.load_head = hc->ld.load_tail = e;
+		hc->ld.load_head = hc->ld.load_tail = ld;
 	} else if (demand) {
 		/* A get is waiting for it: ahead of prefetches. */
-		e->next_load = hc->ld.load_head;
-		hc->ld.load_head = e;
+		ld->next = hc->ld.load_head;
+		hc->ld.load_head = ld;
 	} else {
-		hc->ld.load_tail->next_load = e;
-		hc->ld.load_tail = e;
+		hc->ld.load_tail->next = ld;
+		hc->ld.load_tail = ld;
 	}
 	pthread_cond_broadcast(&hc->ld.stage_cond);
 	pthread_mutex_unlock(&hc->ld.stage_lock);
@@ -61,18 +98,19 @@ void hc_loader_queue(struct hcache *hc, struct hc_entry *e, int demand)
 
 void hc_loader_promote(struct hcache *hc, struct hc_entry *e)
 {
+	struct hc_load *ld = &hc->ld.loads[e - hc->entries];
 	pthread_mutex_lock(&hc->ld.stage_lock);
-	struct hc_entry *prev = NULL, *q = hc->ld.load_head;
-	while (q && q != e) {
+	struct hc_load *prev = NULL, *q = hc->ld.load_head;
+	while (q && q != ld) {
 		prev = q;
-		q = q->next_load;
+		q = q->next;
 	}
 	if (q && prev) {   /* queued, not first: unlink and put in front */
-		prev->next_load = e->next_load;
-		if (hc->ld.load_tail == e)
+		prev->next = ld->next;
+		if (hc->ld.load_tail == ld)
 			hc->ld.load_tail = prev;
-		e->next_load = hc->ld.load_head;
-		hc->ld.load_head = e;
+		ld->next = hc->ld.load_head;
+		hc->ld.load_head = ld;
 	}
 	pthread_mutex_unlock(&hc->ld.stage_lock);
 }
@@ -105,7 +143,6 @@ static void read_done(struct io_req *r, int result)
 {
 	struct hc_slice *s = r->ctx;
 	struct hcache *hc = s->hc;
-	struct hc_entry *e = &hc->entries[s->layer];
 	uint64_t end = wspi_now_ns();
 	reads_end(hc, end);
 	hc_trace(hc, WSP_STAGE_READ, s->layer, s->read_begin, end, r->length, (int)s->slot);
@@ -116,16 +153,15 @@ static void read_done(struct io_req *r, int result)
 		hc_pool_push(hc, s);
 		return;
 	}
-	if (fail_first(e, result)) {
-		char msg[WSP_ERRMSG_MAX];
-		wspi_err_copy(&s->io_err, msg, sizeof(msg));
-		wspi_err_set(&e->err, result, "%s: layer %s: reading %" PRIu64 " bytes at offset %" PRIu64 ": %s",
-			    hc->ld.paths[r->file], hc_layer_name(hc, s->layer), r->length, r->offset,
-			    msg[0] ? msg : wsp_strerror(result));
-	}
+	char msg[WSP_ERRMSG_MAX];
+	wspi_err_copy(&s->io_err, msg, sizeof(msg));
+	hc_load_fail(hc, s->layer, result, "%s: layer %s: reading %" PRIu64 " bytes at offset %"
+		     PRIu64 ": %s", hc->ld.paths[r->file], hc_layer_name(hc, s->layer), r->length,
+		     r->offset, msg[0] ? msg : wsp_strerror(result));
 	uint64_t n = s->n_jobs;
-	release_slot(hc, s->slot);
-	load_put(hc, e, n);
+	uint32_t layer = s->layer;
+	release_slot(hc, s->slot);   /* s may be reused now */
+	load_put(hc, layer, n);
 }
 
 /* A slice copied from provided bytes: to the decoders as a read would go. */
@@ -180,9 +216,9 @@ static int get_slot(struct hcache *hc)
 	return slot;
 }
 
-static void run_load(struct hcache *hc, struct hc_entry *e)
+static void run_load(struct hcache *hc, uint32_t layer)
 {
-	uint32_t layer = (uint32_t)(e - hc->entries);
+	struct hc_entry *e = &hc->entries[layer];
 	const struct wspm_layer *L = &hc->m->layers[layer];
 	const struct wspm_chunk *ch = hc->m->chunks;
 	uint64_t j = hc->layer_job0[layer], j1 = hc->layer_job0[layer + 1];
@@ -194,13 +230,12 @@ static void run_load(struct hcache *hc, struct hc_entry *e)
 	if (!hc->layer_packed[layer])   /* a packed layer's padding is the GPU's to zero */
 		zero_gaps(hc, layer, e);
 	while (j < j1) {
-		if (atomic_load(&e->status) != 0)
+		if (hc_load_failed(hc, layer))
 			break;
 		int slot = get_slot(hc);
 		if (slot < 0) {
-			if (fail_first(e, -ECANCELED))
-				wspi_err_set(&e->err, -ECANCELED, "layer %s: the host cache is closing",
-					    hc_layer_name(hc, layer));
+			hc_load_fail(hc, layer, -ECANCELED, "layer %s: the host cache is closing",
+				     hc_layer_name(hc, layer));
 			break;
 		}
 		const struct wspm_chunk *c0 = &ch[hc->jobs[j].chunk];
@@ -237,7 +272,7 @@ static void run_load(struct hcache *hc, struct hc_entry *e)
 			read_done(&s->req, rc);   /* not queued: done will not be called */
 	}
 	/* Jobs never dispatched, and the loader's own hold. */
-	load_put(hc, e, (j1 - j) + 1);
+	load_put(hc, layer, (j1 - j) + 1);
 }
 
 static void *loader_main(void *arg)
@@ -247,20 +282,21 @@ static void *loader_main(void *arg)
 		pthread_mutex_lock(&hc->ld.stage_lock);
 		while (!hc->ld.load_head && !hc->ld.loader_stop)
 			pthread_cond_wait(&hc->ld.stage_cond, &hc->ld.stage_lock);
-		struct hc_entry *e = hc->ld.load_head;
-		if (e) {
-			hc->ld.load_head = e->next_load;
+		struct hc_load *ld = hc->ld.load_head;
+		if (ld) {
+			hc->ld.load_head = ld->next;
 			if (!hc->ld.load_head)
 				hc->ld.load_tail = NULL;
 		}
 		int stop = hc->ld.loader_stop;
 		pthread_mutex_unlock(&hc->ld.stage_lock);
-		if (!e)
+		if (!ld)
 			break;
-		if (stop && fail_first(e, -ECANCELED))
-			wspi_err_set(&e->err, -ECANCELED, "layer %s: the host cache is closing",
-				    hc_layer_name(hc, (uint32_t)(e - hc->entries)));
-		run_load(hc, e);   /* cancelled loads only finish */
+		uint32_t layer = load_layer(hc, ld);
+		if (stop)
+			hc_load_fail(hc, layer, -ECANCELED, "layer %s: the host cache is closing",
+				     hc_layer_name(hc, layer));
+		run_load(hc, layer);   /* cancelled loads only finish */
 	}
 	return NULL;
 }
@@ -296,17 +332,23 @@ uint64_t hc_staging_plan(struct hcache *hc)
  * slot, and each gives back its share of the layer's load. */
 static void job_done(struct hcache *hc, struct hc_slice *s)
 {
-	struct hc_entry *e = &hc->entries[s->layer];
+	uint32_t layer = s->layer;
 	if (atomic_fetch_sub(&s->jobs_left, 1) == 1)
 		release_slot(hc, s->slot);   /* s may be reused now */
-	load_put(hc, e, 1);
+	load_put(hc, layer, 1);
 }
 
-void hc_loader_init(struct hcache *hc)
+int hc_loader_init(struct hcache *hc, struct wspi_err *err)
 {
 	pthread_mutex_init(&hc->ld.stage_lock, NULL);
 	pthread_cond_init(&hc->ld.stage_cond, NULL);
 	pthread_mutex_init(&hc->ld.rd_lock, NULL);
+	hc->ld.loads = calloc(hc->n_layers ? hc->n_layers : 1, sizeof(*hc->ld.loads));
+	if (!hc->ld.loads)
+		return WSP_ERR(err, -ENOMEM, "host cache: out of memory");
+	for (uint32_t l = 0; l < hc->n_layers; l++)
+		wspi_err_init(&hc->ld.loads[l].err);
+	return 0;
 }
 
 /* The shard files' paths, for the engine and for messages. */
@@ -406,6 +448,11 @@ void hc_loader_fini(struct hcache *hc)
 			free(hc->ld.paths[i]);
 	free(hc->ld.paths);
 	hc->ld.paths = NULL;
+	if (hc->ld.loads)
+		for (uint32_t l = 0; l < hc->n_layers; l++)
+			wspi_err_destroy(&hc->ld.loads[l].err);
+	free(hc->ld.loads);
+	hc->ld.loads = NULL;
 	pthread_mutex_destroy(&hc->ld.stage_lock);
 	pthread_cond_destroy(&hc->ld.stage_cond);
 	pthread_mutex_destroy(&hc->ld.rd_lock);

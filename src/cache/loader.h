@@ -10,6 +10,8 @@
 #define WSP_CACHE_LOADER_H
 
 #include <pthread.h>
+#include <stdatomic.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "common/error.h"
@@ -18,7 +20,17 @@ struct hcache;
 struct hc_entry;
 struct hc_slice;
 
+/* A layer's load in flight (one at most): started by the front end, carried
+ * by the loader and the decode pool, ended by its last job. */
+struct hc_load {
+	atomic_uint_fast64_t pending;  /* chunk jobs left + 1 held by the loader */
+	atomic_int status;             /* first error of this load, 0 if none */
+	struct wspi_err err;           /* its message, by the first failure */
+	struct hc_load *next;          /* load queue link (stage_lock) */
+};
+
 struct hc_loader {
+	struct hc_load *loads;     /* per layer */
 	char **paths;              /* shard files, for the engine and messages */
 	struct io_engine *io;
 	uint8_t *staging;
@@ -29,7 +41,7 @@ struct hc_loader {
 	unsigned n_free_slots;
 	pthread_mutex_t stage_lock;
 	pthread_cond_t stage_cond; /* load queued, slot freed, stop */
-	struct hc_entry *load_head, *load_tail;
+	struct hc_load *load_head, *load_tail;
 	int loader_stop;
 	pthread_t loader;
 	int loader_started;
@@ -43,13 +55,24 @@ struct hc_loader {
 /* Size the staging arena (slot size and count) from the pack; no memory is
  * taken yet.  Returns its bytes.  hc_loader_start maps what was planned. */
 uint64_t hc_staging_plan(struct hcache *hc);
-/* Its locks, at create (hc_loader_fini undoes it, and all the rest). */
-void hc_loader_init(struct hcache *hc);
+/* Its locks and the loads' records, at create (hc_loader_fini undoes it,
+ * and all the rest). */
+int hc_loader_init(struct hcache *hc, struct wspi_err *err);
 int hc_loader_start(struct hcache *hc, struct wspi_err *err);
 void hc_loader_stop(struct hcache *hc);
 void hc_loader_fini(struct hcache *hc);
 void hc_loader_queue(struct hcache *hc, struct hc_entry *e, int demand);
 /* A get waits for a queued prefetch: serve it before the other prefetches. */
 void hc_loader_promote(struct hcache *hc, struct hc_entry *e);
+/* A load of `layer` starts (under hc->lock, before it is queued), of
+ * n_jobs chunk jobs. */
+void hc_load_begin(struct hcache *hc, uint32_t layer, uint64_t n_jobs);
+/* When it has ended: 0, or its first error with the message in msg. */
+int hc_load_result(struct hcache *hc, uint32_t layer, char *msg, size_t size);
+/* Whether it has failed already (its other jobs are skipped). */
+int hc_load_failed(struct hcache *hc, uint32_t layer);
+/* Record a failure: 1 and the message when it is the load's first. */
+int hc_load_fail(struct hcache *hc, uint32_t layer, int rc, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
 
 #endif
