@@ -429,8 +429,9 @@ int io_submit(struct io_engine *io, struct io_req *r)
 			       io->n_files);
 	if (ckd_add(&end, r->offset, r->length) || ckd_add(&span, r->length, IO_ALIGN) ||
 	    ckd_add(&end, r->offset, span))
-		return WSP_ERR(r->err, WSP_ETOOBIG, "%s: read of %llu bytes at offset %llu overflows",
-			       io->files[r->file].path, (unsigned long long)r->length,
+		return WSP_ERR(r->err, WSP_ETOOBIG, "%s: %s of %llu bytes at offset %llu overflows",
+			       io->files[r->file].path, r->write ? "write" : "read",
+			       (unsigned long long)r->length,
 			       (unsigned long long)r->offset);
 	if (r->write && !io->files[r->file].given)
 		return WSP_ERR(r->err, -EINVAL, "io_submit: %s is open for reading only",

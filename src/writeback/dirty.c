@@ -34,6 +34,14 @@ struct dirty {
 	uint64_t layers, bytes;    /* updated so far */
 };
 
+/* A layer's buffer size: its raw bytes in whole pages (its place in the
+ * file too). */
+static uint64_t layer_cap(const struct dirty *dt, uint32_t layer)
+{
+	uint64_t raw = dt->pk->layers[layer].raw_bytes;
+	return wspi_align_up(raw ? raw : 1, 4096);
+}
+
 int dirty_create(struct dev *d, struct wsp_pack_s *pk, const struct dirty_config *cfg,
 		 struct dirty **out, struct wspi_err *err)
 {
@@ -63,12 +71,12 @@ int dirty_create(struct dev *d, struct wsp_pack_s *pk, const struct dirty_config
 	}
 	/* Each layer its own aligned place: a sparse file as large as the
 	 * model at most, and no allocator for it. */
-	for (uint64_t l = 0, off = 0; l < n; l++) {
-		uint64_t cap = wspi_align_up(pk->layers[l].raw_bytes ? pk->layers[l].raw_bytes : 1, 4096);
-		spill_place(dt->sp, (uint32_t)l, off, cap);
-		off += cap;
-	}
 	dt->pk = pk;
+	uint64_t off = 0;
+	for (uint32_t l = 0; l < n; l++) {
+		spill_place(dt->sp, l, off, layer_cap(dt, l));
+		off += layer_cap(dt, l);
+	}
 	pthread_mutex_init(&dt->lock, NULL);
 	*out = dt;
 	return 0;
@@ -179,8 +187,7 @@ int dirty_get(struct dirty *dt, uint32_t layer, struct hcache_ref *ref, struct w
 		ref->layer = layer;
 		ref->n_pages = 1;
 		ref->pages = b->page;
-		ref->page_bytes = wspi_align_up(dt->pk->layers[layer].raw_bytes ?
-						dt->pk->layers[layer].raw_bytes : 1, 4096);
+		ref->page_bytes = layer_cap(dt, layer);
 		ref->raw_bytes = dt->pk->layers[layer].raw_bytes;
 		ref->bytes = ref->raw_bytes;
 		ref->packed = 0;
@@ -269,7 +276,7 @@ static int stream_from_file(struct dirty *dt, struct dbuf *b, pack_piece_fn piec
 {
 	const struct wsp_layer *L = &dt->pk->layers[b->layer];
 	const struct wspm_tensor *mt = &dt->pk->m.tensors[dt->pk->m.layers[b->layer].first_tensor];
-	uint64_t bytes = wspi_align_up(L->raw_bytes ? L->raw_bytes : 1, 4096);
+	uint64_t bytes = layer_cap(dt, b->layer);
 	uint64_t step = WSP_MIN(bytes, (uint64_t)DIRTY_STREAM_PIECE);
 	void *buf = wspi_map_bytes(step);
 	struct wspi_ck *ck = calloc(L->n_tensors ? L->n_tensors : 1, sizeof(*ck));

@@ -64,8 +64,9 @@ static int open_in(const char *dir, const char *what, struct overflow **out,
 		return WSP_ERR(err, -e, "overflow file for %s in %s: %s", what, dir, strerror(e));
 	}
 	/* The engine's messages name the file by its directory: it has no name. */
-	size_t n = strlen(dir) + 32;
-	char *label = malloc(n);
+	char label[WSP_ERRMSG_MAX];
+	const char *names[1] = { label };
+	snprintf(label, sizeof(label), "overflow file in %s", dir);
 	struct io_config cfg;
 	io_config_init(&cfg);
 	cfg.backend = WSP_IO_AUTO;
@@ -73,14 +74,8 @@ static int open_in(const char *dir, const char *what, struct overflow **out,
 	cfg.threads = 2;
 	cfg.max_request = PIECE_BYTES;
 	cfg.direct = direct;
-	int rc = label ? 0 : WSP_ERR(err, -ENOMEM, "overflow file: out of memory");
-	if (rc == 0) {
-		snprintf(label, n, "overflow file in %s", dir);
-		const char *names[1] = { label };
-		rc = io_engine_open_fds(&cfg, &fd, names, 1, &of->io, err);
-	}
+	int rc = io_engine_open_fds(&cfg, &fd, names, 1, &of->io, err);
 	close(fd);   /* the engine keeps its own descriptor */
-	free(label);
 	if (rc < 0) {
 		free(of->dir);
 		free(of);

@@ -28,7 +28,7 @@ struct slot {
 struct spill {
 	struct dev *dev;
 	struct spill_config cfg;
-	char *dir, *pack_dir, *what;   /* cfg's copies (names: the owner's) */
+	char *dir, *pack_dir;      /* cfg's copies (what and names: the owner's) */
 	uint32_t n;
 	struct slot *s;
 	struct overflow *of;       /* made at the first spill */
@@ -45,8 +45,7 @@ int spill_create(struct dev *d, uint32_t n_keys, const struct spill_config *cfg,
 	*out = NULL;
 	if (!sp || !(sp->s = calloc(n_keys ? n_keys : 1, sizeof(*sp->s))) ||
 	    (cfg->dir && !(sp->dir = strdup(cfg->dir))) ||
-	    (cfg->pack_dir && !(sp->pack_dir = strdup(cfg->pack_dir))) ||
-	    !(sp->what = strdup(cfg->what))) {
+	    (cfg->pack_dir && !(sp->pack_dir = strdup(cfg->pack_dir)))) {
 		spill_destroy(sp);
 		return WSP_ERR(err, -ENOMEM, "%s: out of memory", cfg->what);
 	}
@@ -55,7 +54,6 @@ int spill_create(struct dev *d, uint32_t n_keys, const struct spill_config *cfg,
 	sp->cfg = *cfg;
 	sp->cfg.dir = sp->dir;
 	sp->cfg.pack_dir = sp->pack_dir;
-	sp->cfg.what = sp->what;
 	*out = sp;
 	return 0;
 }
@@ -69,13 +67,11 @@ static const char *key_name(const struct spill *sp, uint32_t key, char *buf, siz
 	return buf;
 }
 
+/* The slot's memory, if any, freed. */
 static void drop_mem(struct spill *sp, struct slot *s)
 {
-	if (s->pinned)
-		sp->dev->ops->unpin(sp->dev, s->mem);
-	if (s->mem)
-		sp->c.resident -= s->cap;
-	wspi_unmap_bytes(s->mem, s->cap);
+	struct spill_mem m = { s->mem, s->cap, s->pinned };
+	spill_free_superseded(sp, &m);
 	s->mem = NULL;
 	s->pinned = 0;
 }
@@ -90,7 +86,6 @@ void spill_destroy(struct spill *sp)
 	free(sp->s);
 	free(sp->dir);
 	free(sp->pack_dir);
-	free(sp->what);
 	free(sp);
 }
 

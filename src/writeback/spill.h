@@ -26,7 +26,8 @@ struct spill_config {
 	uint64_t budget;           /* bytes of buffers in memory (held ones may pass it) */
 	const char *dir;           /* the overflow file's directory (overflow_open), */
 	const char *pack_dir;      /* else the pack's, else a temporary one */
-	const char *what;          /* "updated layers", "training state": in messages */
+	const char *what;          /* "updated layers", "training state": in messages
+	                              (a constant: not copied) */
 	int plural;                /* what is plural ("updated layers go", ...) */
 	const char *const *names;  /* per key, what messages call it; NULL: its number */
 	wsp_log_fn log;            /* where the file is, said once */
@@ -34,7 +35,7 @@ struct spill_config {
 };
 
 struct spill_counters {
-	uint64_t resident;          /* bytes of buffers in memory now (detached ones too) */
+	uint64_t resident;          /* bytes of buffers in memory now (superseded ones too) */
 	uint64_t spilled, read_back;  /* bytes written to / read from the overflow file */
 };
 
