@@ -1,19 +1,20 @@
 /*
- * wsp_acquire / wsp_release: the slot logic of the pager (what moves
- * layers up ahead of need is in ahead.c).
+ * wsp_acquire / wsp_release: the slot logic of the pager as callers meet it
+ * (what moves layers up ahead of need is in ahead.c; the copies themselves
+ * start on the pager's thread, copier.c).
  *
- * An acquire is a GPU hit when a slot already holds the layer (the user's
- * stream then only waits on the fill event), otherwise it takes the host
- * cache's reference (blocking only when the layer is not in the host tier
- * yet), picks a slot and enqueues the copy.  After every acquire
- * pager_prefetch_ahead (ahead.c) starts the predicted successors up the
- * tiers.
+ * An acquire is a GPU hit when a slot already holds the layer: the user's
+ * stream then only waits on the fill event, on the caller's thread.
+ * Otherwise the acquire is a demand, posted to the pager's thread, which
+ * takes the host tier's reference (waiting only when the layer is not in
+ * the host tier yet), picks a slot and enqueues the copy; the caller waits
+ * for that demand alone.  After every acquire pager_prefetch_ahead
+ * (ahead.c) starts the predicted successors up the tiers.
  *
  * Locking: pg->lock guards the slot pool and counters and is never held
  * while calling into the host cache, whose threads post finished loads
- * under it (pager_on_ready, for the pager's own thread to take up); so the
- * host cache may hold its own lock around that post without any lock-order
- * inversion.
+ * under it (pager_on_ready); so the host cache may hold its own lock around
+ * that post without any lock-order inversion.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -51,6 +52,7 @@ void pager_reap(struct wsp_pager_s *pg, int wait)
 	do {
 		pthread_mutex_lock(&pg->lock);
 		n = slots_reap(&pg->sp, done, REAP_BATCH, wait);
+		pg->reaping += n;
 		pthread_mutex_unlock(&pg->lock);
 		for (unsigned i = 0; i < n; i++) {
 			/* Traced here, outside the lock: when the copies ran. */
@@ -66,15 +68,13 @@ void pager_reap(struct wsp_pager_s *pg, int wait)
 				decode_failed(pg, &done[i]);
 			src_put(pg, &done[i].ref);
 		}
+		pthread_mutex_lock(&pg->lock);
+		pg->reaping -= n;
+		pg->reaped += n;
+		if (n && !pg->reaping)
+			pthread_cond_broadcast(&pg->progress);
+		pthread_mutex_unlock(&pg->lock);
 	} while (n == REAP_BATCH);
-}
-
-static unsigned pager_pending(struct wsp_pager_s *pg)
-{
-	pthread_mutex_lock(&pg->lock);
-	unsigned n = pg->sp.n_pend;
-	pthread_mutex_unlock(&pg->lock);
-	return n;
 }
 
 /* Slots `layer` may go into in pass `pass`: pass 0 only those of the
@@ -88,71 +88,10 @@ int pager_slot_fits(const struct wsp_pager_s *pg, const struct slot *s, uint32_t
 	return pass || raw > pg->sp.small_bytes || s->bytes == pg->sp.small_bytes;
 }
 
-/* A slot for demanded `layer`: a free one it fits, else the policy's victim
- * among those no stream uses.  NULL when every such slot is acquired.
- * Under pg->lock. */
-static struct slot *demand_victim(struct wsp_pager_s *pg, uint32_t layer)
-{
-	struct slot_pool *sp = &pg->sp;
-	for (int pass = 0; pass < 2; pass++) {
-		unsigned n = 0;
-		for (unsigned i = 0; i < sp->n; i++) {
-			struct slot *s = &sp->slots[i];
-			if (s->refs || !pager_slot_fits(pg, s, layer, pass))
-				continue;
-			if (s->state == SLOT_FREE)
-				return s;
-			sp->cand[n].layer = s->layer;
-			sp->cand[n].last_use = s->last_use;
-			sp->cand[n].distance = predictor_distance(pg->pred, s->layer);
-			sp->cand_slot[n++] = s;
-		}
-		int k = evict_choose(pg->opt.policy, sp->cand, n);
-		if (k >= 0)
-			return sp->cand_slot[k];
-	}
-	return NULL;
-}
-
-/* Sections that may hold a host reference for a moment (an acquire, an
- * early fill) say so, so that a demand short of pages knows whom to wait for
- * (get_host).  They nest. */
-void pager_holder_enter(struct wsp_pager_s *pg)
-{
-	pthread_mutex_lock(&pg->lock);
-	pg->holders++;
-	pg->holder_seq++;
-	pthread_mutex_unlock(&pg->lock);
-}
-
-void pager_holder_leave(struct wsp_pager_s *pg)
-{
-	pthread_mutex_lock(&pg->lock);
-	pg->holders--;
-	pthread_cond_broadcast(&pg->progress);
-	pthread_mutex_unlock(&pg->lock);
-}
-
 int pager_bad_layer(struct wsp_pager_s *pg, uint32_t layer, struct wspi_err *err)
 {
 	return WSP_ERR(err, WSP_ENOTFOUND, "%s: no layer %u (the pack has %u)", pg->pk->dir, layer,
 		       pg->pk->m.hdr->n_layers);
-}
-
-/* Bounds the waits of get_host on other holders (each at most 20 ms). */
-#define HOLDER_WAITS 5000
-
-/* Whether any other holder of host pages may be at work: an acquire or an
- * early fill (besides the caller's own acquire), or a copy not yet reaped.
- * *seq says which holders have started, so that a change between two looks
- * is seen. */
-static int holders_busy(struct wsp_pager_s *pg, uint64_t *seq)
-{
-	pthread_mutex_lock(&pg->lock);
-	int busy = pg->holders > 1 || pg->sp.n_pend;
-	*seq = pg->holder_seq;
-	pthread_mutex_unlock(&pg->lock);
-	return busy;
 }
 
 /* The CLOCK_REALTIME time `ns` from now, for pthread_cond_timedwait. */
@@ -168,130 +107,31 @@ static struct timespec deadline_in(uint64_t ns)
 	return t;
 }
 
-static void wait_holders(struct wsp_pager_s *pg)
-{
-	struct timespec until = deadline_in(20 * 1000 * 1000);
-
-	if (pager_pending(pg)) {
-		pager_reap(pg, 1);
-		return;
-	}
-	pthread_mutex_lock(&pg->lock);
-	if (pg->holders > 1)
-		pthread_cond_timedwait(&pg->progress, &pg->lock, &until);
-	pthread_mutex_unlock(&pg->lock);
-}
-
-/*
- * The host tier's reference for a demand.  -ENOSPC from the host tier means
- * that every page is held; a page held by a copy in flight, an early fill,
- * or another thread's acquire between its get and its copy is held only for
- * a moment, so a demand waits for those holders and tries again.  It fails
- * only when no such holder was at work before and after a failed get.
- */
-static int get_host(struct wsp_pager_s *pg, uint32_t layer, struct hcache_ref *ref,
-		    struct wspi_err *err)
-{
-	uint64_t seq0, seq1;
-	int rc = -ENOSPC;
-
-	for (int tries = 0; rc == -ENOSPC && tries < HOLDER_WAITS; tries++) {
-		int busy = holders_busy(pg, &seq0);
-		rc = hcache_get(pg->hc, layer, ref, err);
-		if (rc != -ENOSPC)
-			break;
-		if (!busy && !holders_busy(pg, &seq1) && seq0 == seq1)
-			break;   /* nothing but acquired layers holds the pages */
-		wait_holders(pg);
-	}
-	return rc;
-}
-
-enum outcome { GPU_HIT, HOST_HIT, MISS };
-
 /* The body of wsp_acquire; the caller counts the outcome. */
 static int acquire(struct wsp_pager_s *pg, uint32_t layer, void *stream,
-		   const struct wsp_layer **view, enum outcome *how, uint64_t *blocked,
+		   const struct wsp_layer **view, enum pager_outcome *how, uint64_t *blocked,
 		   struct wspi_err *err)
 {
-	struct hcache_ref ref;
-	struct slot *s;
 	int rc;
 
 	pager_reap(pg, 0);
 	pthread_mutex_lock(&pg->lock);
+	pg->hinted[layer] = 0;
+	struct slot *s = slots_find(&pg->sp, layer);
 	if (pg->decode_rc) {
 		rc = WSP_ERR(err, pg->decode_rc, "%s", pg->decode_msg);
-		pthread_mutex_unlock(&pg->lock);
-		return rc;
-	}
-	pg->hinted[layer] = 0;
-	s = slots_find(&pg->sp, layer);
-	if (s) {
-		*how = GPU_HIT;
+	} else if (s) {
+		*how = PAGER_GPU_HIT;
 		rc = slots_use(&pg->sp, s, stream, view, err);
-		pthread_mutex_unlock(&pg->lock);
-		goto done;
+	} else {
+		struct pager_demand d = { .layer = layer, .stream = stream, .view = view,
+					  .err = err, .how = PAGER_MISS };
+		pager_demand_wait(pg, &d);
+		*how = d.how;
+		*blocked = d.blocked_ns;
+		rc = d.rc;
 	}
 	pthread_mutex_unlock(&pg->lock);
-
-	rc = src_try_get(pg, layer, &ref, err);
-	if (rc < 0) {
-		*how = MISS;
-		wspi_err_prefix(err, "acquire of layer %u (%s)", layer, pg->pk->layers[layer].name);
-		return rc;
-	}
-	*how = rc == 1 ? HOST_HIT : MISS;
-	if (*how == MISS) {
-		/* The one place the host blocks (on the load, not the GPU). */
-		uint64_t t0 = wspi_now_ns();
-		rc = get_host(pg, layer, &ref, err);
-		*blocked = wspi_now_ns() - t0;
-		if (pg->opt.trace) {
-			struct wsp_trace_event ev = {
-				.stage = WSP_STAGE_WAIT, .layer = layer, .begin_ns = t0,
-				.end_ns = t0 + *blocked, .bytes = pg->pk->layers[layer].raw_bytes,
-			};
-			pg->opt.trace(pg->opt.trace_ctx, &ev);
-		}
-		if (rc < 0) {
-			wspi_err_prefix(err, "acquire of layer %u (%s)", layer,
-				       pg->pk->layers[layer].name);
-			return rc;
-		}
-	}
-
-	pthread_mutex_lock(&pg->lock);
-	/* Another thread (or an early fill) may have brought it meanwhile. */
-	s = slots_find(&pg->sp, layer);
-	if (s) {
-		rc = slots_use(&pg->sp, s, stream, view, err);
-		pthread_mutex_unlock(&pg->lock);
-		src_put(pg, &ref);
-		goto done;
-	}
-	s = demand_victim(pg, layer);
-	if (!s) {
-		rc = WSP_ERR(err, WSP_ESTATE,
-			     "acquire of layer %u (%s): all %u slots hold acquired layers; "
-			     "release one first or open with more gpu_slots",
-			     layer, pg->pk->layers[layer].name, pg->sp.n);
-		pthread_mutex_unlock(&pg->lock);
-		src_put(pg, &ref);
-		return rc;
-	}
-	rc = slots_fill(&pg->sp, s, pg->pk, layer, &ref, 0, err);
-	if (rc == 0)
-		src_fix_view(pg, s, &ref);
-	if (rc < 0) {
-		wspi_err_prefix(err, "acquire of layer %u (%s)", layer, pg->pk->layers[layer].name);
-		pthread_mutex_unlock(&pg->lock);
-		src_put(pg, &ref);
-		return rc;
-	}
-	rc = slots_use(&pg->sp, s, stream, view, err);
-	pthread_mutex_unlock(&pg->lock);
-done:
 	return rc;
 }
 
@@ -302,7 +142,7 @@ static int acquire_try(struct wsp_pager_s *pg, uint32_t layer, void *stream,
 		       const struct wsp_layer **view, int waiting, int retry, unsigned flags)
 {
 	struct wspi_err err;
-	enum outcome how = MISS;
+	enum pager_outcome how = PAGER_MISS;
 	uint64_t blocked = 0;
 	uint32_t first;
 	int rc, was_predicted = 0;
@@ -320,7 +160,6 @@ static int acquire_try(struct wsp_pager_s *pg, uint32_t layer, void *stream,
 		was_predicted = predictor_next(pg->pred, &first, 1) == 1 && first == layer;
 		predictor_observe(pg->pred, layer);
 	}
-	pager_holder_enter(pg);
 	rc = acquire(pg, layer, stream, view, &how, &blocked, &err);
 
 	/* Counted once the outcome is known: a failed acquire is neither a
@@ -330,9 +169,9 @@ static int acquire_try(struct wsp_pager_s *pg, uint32_t layer, void *stream,
 	if (rc == 0) {
 		pg->acquires++;
 		pg->predicted += was_predicted;
-		pg->gpu_hits += how == GPU_HIT;
-		pg->host_hits += how == HOST_HIT;
-		pg->misses += how == MISS;
+		pg->gpu_hits += how == PAGER_GPU_HIT;
+		pg->host_hits += how == PAGER_HOST_HIT;
+		pg->misses += how == PAGER_MISS;
 	} else if (!(waiting && rc == WSP_ESTATE)) {
 		pg->acquire_failures++;
 	}
@@ -343,7 +182,6 @@ static int acquire_try(struct wsp_pager_s *pg, uint32_t layer, void *stream,
 			pager_prefetch_ahead(pg);
 		pager_reap(pg, 0);
 	}
-	pager_holder_leave(pg);
 	return pager_result(pg, &err, rc);
 }
 

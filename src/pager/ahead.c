@@ -3,10 +3,10 @@
  * predicted successors (pager_prefetch_ahead), and what callers name
  * (wsp_prefetch, wsp_hint_next, wsp_provide).  The first few go into slots
  * when the host tier has them (an early fill, under the admission rule);
- * the rest are requested from the host tier.  When one lands, the host
- * tier's thread only posts it (pager_on_ready); the pager's own thread
- * takes it up (pager_landed_main) and copies it into a slot if it was
- * hinted or is predicted near.
+ * the rest are requested from the host tier.  Early fills are posted to
+ * the pager's thread (copier.c), which alone copies into slots; so is a
+ * layer the host tier finished loading (pager_on_ready), which the thread
+ * copies up if it was hinted or is predicted near.
  * Locking as in acquire.c: pg->lock is never held across host-cache calls.
  */
 #include <errno.h>
@@ -14,70 +14,20 @@
 #include "common/util.h"
 #include "pager/pager.h"
 
-/* Admission for an early fill of `layer` (the host cache's rule): a free
- * slot it fits, or the unused one whose layer is predicted furthest (the
- * predictive policy's victim), if further than `dist`. */
-static struct slot *prefetch_victim(struct wsp_pager_s *pg, uint32_t layer, uint64_t dist)
+/* Ask the pager's thread for an early fill of `layer` if its bytes are at
+ * hand (the host tier, or the updated-layer store).  1 when it is in a slot
+ * or was posted, 0 when it must be read first. */
+static int early_fill(struct wsp_pager_s *pg, uint32_t layer, uint64_t dist)
 {
-	for (int pass = 0; pass < 2; pass++) {
-		struct evict_pick pick;
-		evict_pick_init(&pick, WSP_POLICY_PREDICT);
-		for (unsigned i = 0; i < pg->sp.n; i++) {
-			struct slot *s = &pg->sp.slots[i];
-			if (s->refs || !pager_slot_fits(pg, s, layer, pass))
-				continue;
-			if (s->state == SLOT_FREE)
-				return s;
-			struct evict_cand c = { s->layer, s->last_use,
-						predictor_distance(pg->pred, s->layer) };
-			evict_pick_offer(&pick, (long)i, &c);
-		}
-		if (pick.best >= 0 && pick.cand.distance > dist)
-			return &pg->sp.slots[pick.best];
-	}
-	return NULL;
-}
-
-static int fill_early(struct wsp_pager_s *pg, uint32_t layer, uint64_t dist)
-{
-	struct hcache_ref ref;
-	int used = 0, in_slot = 0;
-
 	pthread_mutex_lock(&pg->lock);
-	in_slot = slots_find(&pg->sp, layer) != NULL;
+	int in_slot = slots_find(&pg->sp, layer) != NULL;
 	pthread_mutex_unlock(&pg->lock);
 	if (in_slot)
 		return 1;
-	if (src_try_get(pg, layer, &ref, NULL) != 1)
-		return 0;   /* an updated layer that fails to come back: the acquire reports */
-	pthread_mutex_lock(&pg->lock);
-	if (slots_find(&pg->sp, layer)) {
-		in_slot = 1;
-	} else if (!pg->closing) {
-		struct slot *s = prefetch_victim(pg, layer, dist);
-		/* A failed early copy is dropped quietly: the acquire that
-		 * needs the layer retries and reports. */
-		if (s && slots_fill(&pg->sp, s, pg->pk, layer, &ref, 1, NULL) == 0) {
-			src_fix_view(pg, s, &ref);
-			used = in_slot = 1;
-			pg->hinted[layer] = 0;
-		}
-	}
-	pthread_mutex_unlock(&pg->lock);
-	if (!used)
-		src_put(pg, &ref);
-	return in_slot;
-}
-
-/* Copy `layer` into a slot ahead of need if the host tier holds it and the
- * admission rule allows.  Returns 1 when the layer is (now) in a slot, 0
- * when the host tier does not have it yet or no slot may be taken. */
-static int early_fill(struct wsp_pager_s *pg, uint32_t layer, uint64_t dist)
-{
-	pager_holder_enter(pg);
-	int in_slot = fill_early(pg, layer, dist);
-	pager_holder_leave(pg);
-	return in_slot;
+	if (!hcache_contains(pg->hc, layer) && !src_updated(pg, layer))
+		return 0;
+	pager_post(pg, layer, 1, dist);
+	return 1;
 }
 
 void pager_prefetch_ahead(struct wsp_pager_s *pg)
@@ -114,43 +64,8 @@ void pager_on_unused(void *ctx, uint32_t layer)
 void pager_on_ready(void *ctx, uint32_t layer, int status)
 {
 	struct wsp_pager_s *pg = ctx;
-	uint32_t n = pg->pk->m.hdr->n_layers;
-	if (status < 0 || layer >= n)
-		return;
-	pthread_mutex_lock(&pg->lock);
-	if (!pg->closing && !pg->is_landed[layer]) {
-		pg->landed[(pg->landed_head + pg->n_landed) % n] = layer;
-		pg->n_landed++;
-		pg->is_landed[layer] = 1;
-		pthread_cond_signal(&pg->landed_cv);
-	}
-	pthread_mutex_unlock(&pg->lock);
-}
-
-void *pager_landed_main(void *arg)
-{
-	struct wsp_pager_s *pg = arg;
-	uint32_t n = pg->pk->m.hdr->n_layers;
-	for (;;) {
-		pthread_mutex_lock(&pg->lock);
-		while (!pg->n_landed && !pg->closing)
-			pthread_cond_wait(&pg->landed_cv, &pg->lock);
-		if (pg->closing) {
-			pthread_mutex_unlock(&pg->lock);
-			return NULL;
-		}
-		uint32_t layer = pg->landed[pg->landed_head];
-		pg->landed_head = (pg->landed_head + 1) % n;
-		pg->n_landed--;
-		pg->is_landed[layer] = 0;
-		int hinted = pg->hinted[layer];
-		pthread_mutex_unlock(&pg->lock);
-
-		uint64_t dist = predictor_distance(pg->pred, layer);
-		if (hinted || (!(pg->opt.flags & WSP_OPEN_NO_PREFETCH) && !pg->on_demand[layer] &&
-			       dist <= pg->gpu_ahead))
-			early_fill(pg, layer, dist);
-	}
+	if (status >= 0 && layer < pg->pk->m.hdr->n_layers)
+		pager_post(pg, layer, 0, 0);
 }
 
 /* Move `layer` up the tiers as needed in `dist` acquires; `certain`: the
@@ -159,15 +74,15 @@ void *pager_landed_main(void *arg)
  * refuse. */
 static void hint(struct wsp_pager_s *pg, uint32_t layer, uint64_t dist, int certain)
 {
-	if (early_fill(pg, layer, dist) || src_updated(pg, layer))
-		return;   /* in a slot, or in the write-back room: nothing to read */
+	if (early_fill(pg, layer, dist))
+		return;   /* in a slot or on its way there: nothing to read */
 	pthread_mutex_lock(&pg->lock);
-	pg->hinted[layer] = 1;   /* taken into a slot when it lands (pager_landed_main) */
+	pg->hinted[layer] = 1;   /* taken into a slot when it lands (copier.c) */
 	pthread_mutex_unlock(&pg->lock);
 	(void)hcache_request(pg->hc, layer, !certain);   /* a full tier drops the hint */
 	/* It may have landed between the two calls, before the hint was seen. */
 	if (hcache_contains(pg->hc, layer))
-		early_fill(pg, layer, dist);
+		pager_post(pg, layer, 1, dist);
 }
 
 int wsp_prefetch(wsp_pager *pg, uint32_t layer)

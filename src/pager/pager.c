@@ -133,22 +133,9 @@ static int slot_sizes(const struct wsp_pack_s *pk, unsigned n, uint64_t *small, 
 	return 0;
 }
 
-/* Stop the thread that takes up landed layers (closing: it copies nothing
- * more), and wait for it. */
-static void stop_landed(struct wsp_pager_s *pg)
-{
-	pthread_mutex_lock(&pg->lock);
-	pg->closing = 1;
-	pthread_cond_broadcast(&pg->landed_cv);
-	pthread_mutex_unlock(&pg->lock);
-	if (pg->landed_started)
-		pthread_join(pg->landed_thread, NULL);
-	pg->landed_started = 0;
-}
-
 static void pager_free(struct wsp_pager_s *pg)
 {
-	stop_landed(pg);
+	pager_copier_free(pg);
 	pgroup_close(pg);
 	wb_destroy(pg->wb);   /* waits for gradient copies still in flight */
 	hcache_destroy(pg->hc);
@@ -160,15 +147,12 @@ static void pager_free(struct wsp_pager_s *pg)
 	readahead_free(pg->ra);
 	pack_close(pg->pk);
 	free(pg->hinted);
-	free(pg->landed);
-	free(pg->is_landed);
 	free(pg->on_demand);
 	for (unsigned i = 0; i < pg->n_notices; i++)
 		free(pg->notices[i]);
 	pthread_mutex_destroy(&pg->log_lock);
 	pthread_mutex_destroy(&pg->save_lock);
 	pthread_cond_destroy(&pg->progress);
-	pthread_cond_destroy(&pg->landed_cv);
 	pthread_mutex_destroy(&pg->lock);
 	wspi_err_destroy(&pg->err);
 	free(pg);
@@ -193,9 +177,7 @@ static int open_tiers(struct wsp_pager_s *pg, const char *path)
 	}
 	pg->hinted = calloc(n ? n : 1, 1);
 	pg->on_demand = calloc(n ? n : 1, 1);
-	pg->landed = calloc(n ? n : 1, sizeof(*pg->landed));
-	pg->is_landed = calloc(n ? n : 1, 1);
-	if (!pg->hinted || !pg->on_demand || !pg->landed || !pg->is_landed)
+	if (!pg->hinted || !pg->on_demand)
 		return WSP_ERR(err, -ENOMEM, "out of memory");
 	for (const char *const *name = pg->opt.on_demand; name && *name; name++) {
 		const struct wsp_layer *l = wsp_pack_find_layer(pg->pk, *name);
@@ -267,9 +249,8 @@ static int open_tiers(struct wsp_pager_s *pg, const char *path)
 	cfg.notice = pager_notice;
 	cfg.notice_ctx = pg;
 	/* Before the host tier: what it finishes loading is posted to it. */
-	if ((rc = pthread_create(&pg->landed_thread, NULL, pager_landed_main, pg)) != 0)
-		return WSP_ERR(err, -rc, "cannot start the pager's thread: %s", strerror(rc));
-	pg->landed_started = 1;
+	if ((rc = pager_copier_start(pg, err)) < 0)
+		return rc;
 	if ((rc = hcache_create(&cfg, pg->pk, &pg->hc, err)) < 0)
 		return rc;
 	struct unpacker *up = NULL;
@@ -319,7 +300,6 @@ int wsp_open(const char *path, const struct wsp_options *opt, wsp_pager **out, c
 	wspi_err_init(&pg->err);
 	pthread_mutex_init(&pg->lock, NULL);
 	pthread_cond_init(&pg->progress, NULL);
-	pthread_cond_init(&pg->landed_cv, NULL);
 	pthread_mutex_init(&pg->log_lock, NULL);
 	pthread_mutex_init(&pg->save_lock, NULL);
 	if (opt)
@@ -362,8 +342,8 @@ void wsp_close(wsp_pager *pg)
 		pager_free(pg);   /* closes the members */
 		return;
 	}
-	/* Nothing more is posted or taken up from here on. */
-	stop_landed(pg);
+	/* Nothing more is posted or copied from here on. */
+	pager_copier_stop(pg);
 	pthread_mutex_lock(&pg->lock);
 	for (unsigned i = 0; i < pg->sp.n; i++)
 		pg->sp.slots[i].refs = 0;   /* layers still acquired are released */

@@ -21,6 +21,39 @@
 #define PAGER_MAX_AHEAD 256u
 #define PAGER_MAX_NOTICES 32u
 
+/* A demand: wsp_acquire of a layer no slot holds, served by the pager's
+ * thread (copier.c).  It carries its own completion. */
+enum pager_outcome { PAGER_GPU_HIT, PAGER_HOST_HIT, PAGER_MISS };
+struct pager_demand {
+	uint32_t layer;
+	void *stream;
+	const struct wsp_layer **view;
+	struct wspi_err *err;          /* the caller's */
+	enum pager_outcome how;        /* set by the thread, with these: */
+	uint64_t blocked_ns;           /* waited for the host tier's load */
+	int rc;
+	unsigned done;                 /* written under the lock, read also spinning */
+	struct pager_demand *next;
+};
+
+/* What is posted to the pager's thread (copier.c, which alone writes it;
+ * under the pager's lock): demands, in order, then layers for an early
+ * fill in a ring of n_layers, each layer in it at most once (queued). */
+struct pager_inbox {
+	struct pager_demand *demands, **tail;
+	uint32_t *ring;
+	uint32_t head, n;
+	uint8_t *queued;
+	uint8_t *asked;              /* posted by the read-ahead or a hint, with: */
+	uint64_t *ask_dist;          /* its admission distance; else landed */
+	unsigned posted;             /* posts so far (written under the lock, read
+	                                also by the thread spinning for work) */
+	pthread_cond_t work;         /* something posted, or closing */
+	pthread_cond_t served;       /* a demand is done */
+	pthread_t thread;
+	int conds, started;
+};
+
 struct wsp_pager_s {
 	struct wsp_pack_s *pk;
 	struct wsp_options opt;
@@ -37,25 +70,18 @@ struct wsp_pager_s {
 	                                nothing below is used */
 
 	/* Everything below is guarded by lock.  Never held across a call
-	 * into the host cache: its threads post to `landed` under it
+	 * into the host cache: its threads post to the inbox under it
 	 * (on_ready), so the only lock order is pager -> predictor/device. */
 	pthread_mutex_t lock;
-	pthread_cond_t progress;     /* a holder section ended or a layer was released */
-	unsigned holders;            /* acquires and early fills in progress (they may
-	                                hold host references for a moment) */
-	uint64_t holder_seq;         /* such sections started so far */
+	pthread_cond_t progress;     /* a layer was released (wsp_acquire_wait), or
+	                                the last reaped reference went back */
 	struct slot_pool sp;
-	/* Layers the host tier finished loading, posted by its threads
-	 * (on_ready) and taken up by the pager's own thread (landed_thread,
-	 * pager_landed_main): a ring of n_layers, each layer in it at most once
-	 * (is_landed).  So no host-tier thread ever runs the pager's slot
-	 * logic; GPU copies start on the callers' threads and on this one. */
-	uint32_t *landed;
-	uint8_t *is_landed;
-	uint32_t landed_head, n_landed;
-	pthread_cond_t landed_cv;    /* a layer was posted, or closing */
-	pthread_t landed_thread;
-	int landed_started;
+	unsigned reaping;            /* host references reaped from finished copies,
+	                                not yet handed back (pager_reap) */
+	uint64_t reaped;             /* such references handed back so far */
+	/* Only the pager's thread starts copies into slots (copier.c): the
+	 * callers' demands and the early fills are posted to it. */
+	struct pager_inbox in;
 	int closing;
 	unsigned host_ahead;         /* predicted layers requested into the host tier */
 	unsigned gpu_ahead;          /* predicted layers copied into slots early */
@@ -85,25 +111,29 @@ int pgroup_pass(struct wsp_pager_s *pg, const struct wsp_pager_s *member, int rc
 void pager_forget_errors(const struct wsp_pager_s *pg);
 /* min(8 GiB, RAM / 4). */
 uint64_t pager_default_host_bytes(void);
-/* hcache on_ready hook (a host-tier thread): posts the layer to `landed`. */
+/* hcache on_ready hook (a host-tier thread): posts the layer to the inbox. */
 void pager_on_ready(void *ctx, uint32_t layer, int status);
-/* The pager's thread that takes up what landed: hinted layers, and those
- * predicted near, are copied into slots early.  Ends when closing. */
-void *pager_landed_main(void *arg);
 /* The host tier evicted a prefetched layer unused (cache lock held). */
 void pager_on_unused(void *ctx, uint32_t layer);
+/* copier.c: start and stop the pager's thread (stop: it copies nothing
+ * more; free: and its inbox goes). */
+int pager_copier_start(struct wsp_pager_s *pg, struct wspi_err *err);
+void pager_copier_stop(struct wsp_pager_s *pg);
+void pager_copier_free(struct wsp_pager_s *pg);
+/* Post `layer` for an early fill: `asked` by the read-ahead or a hint with
+ * admission distance `dist`, else it landed (the thread then decides). */
+void pager_post(struct wsp_pager_s *pg, uint32_t layer, int asked, uint64_t dist);
+/* Queue demand d and wait until the thread has served it (under pg->lock). */
+void pager_demand_wait(struct wsp_pager_s *pg, struct pager_demand *d);
 /* Hand back host references whose copies are done (wait: all of them).
  * Called without the lock. */
 void pager_reap(struct wsp_pager_s *pg, int wait);
 /* Start moving the predicted successors of the last acquire up the tiers. */
 void pager_prefetch_ahead(struct wsp_pager_s *pg);
-/* acquire.c, shared with ahead.c: whether `layer` may go into slot s in
+/* acquire.c, shared with copier.c: whether `layer` may go into slot s in
  * pass 0 (slots of its smallest fitting size) or 1 (any it fits); the
- * sections that may hold a host reference for a moment (they nest); the
  * error for a layer index out of range. */
 int pager_slot_fits(const struct wsp_pager_s *pg, const struct slot *s, uint32_t layer, int pass);
-void pager_holder_enter(struct wsp_pager_s *pg);
-void pager_holder_leave(struct wsp_pager_s *pg);
 int pager_bad_layer(struct wsp_pager_s *pg, uint32_t layer, struct wspi_err *err);
 
 /* group.c: a pager over several devices routes each call to a member. */

@@ -54,10 +54,13 @@ int main(void)
 	__atomic_store_n(&reads_others, 0, __ATOMIC_RELAXED);
 	for (int p = 0; p < 3; p++)
 		pass(pg, n);
+	/* The host tier's threads may still be reading ahead. */
+	uint64_t others = __atomic_load_n(&reads_others, __ATOMIC_RELAXED);
+	uint64_t watched = __atomic_load_n(&reads_watched, __ATOMIC_RELAXED);
 	printf("three passes after the update: %llu reads of other layers, %llu of layer %u\n",
-	       (unsigned long long)reads_others, (unsigned long long)reads_watched, k);
-	CHECK(reads_others >= 3 * (n - 1) / 2);   /* the host tier keeps reading */
-	CHECK(reads_watched == 0);
+	       (unsigned long long)others, (unsigned long long)watched, k);
+	CHECK(others >= 3 * (n - 1) / 2);   /* the host tier keeps reading */
+	CHECK(watched == 0);
 	CHECK_RC(wsp_acquire(pg, k, NULL, &L), 0);
 	CHECK(memcmp(L->tensors[0].data, v, bytes) == 0);
 	CHECK_RC(wsp_release(pg, k, NULL), 0);
