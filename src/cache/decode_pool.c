@@ -125,7 +125,7 @@ static void *worker_main(void *arg)
 		if (!s)
 			break;   /* stopping and the queue is drained */
 		run_job(w, s, j);
-		hc->up.job_done(hc, s);   /* s may be reused after this */
+		hc_loader_job_done(hc, s);   /* s may be reused after this */
 	}
 	return NULL;
 }

@@ -68,13 +68,8 @@ uint64_t hcache_layer_bytes(const struct hcache *hc, uint32_t layer)
 }
 
 /* Lay out every layer's chunks in file order with their destinations. */
-static void load_finished(struct hcache *hc, struct hc_entry *e);
-static void deferred_run(struct hcache *hc);
-
 int hc_entries_init(struct hcache *hc, struct wspi_err *err)
 {
-	hc->up.load_finished = load_finished;
-	hc->up.pages_ready = deferred_run;   /* retry what waited for pinning */
 	const struct wspi_manifest *m = hc->m;
 	uint64_t n_chunks = m->hdr->n_chunks, bytes;
 	if (ckd_mul(&bytes, n_chunks, (uint64_t)sizeof(struct hc_job)))
@@ -242,9 +237,9 @@ static int start_load(struct hcache *hc, uint32_t layer, int is_prefetch)
 	return 1;
 }
 
-static void load_finished(struct hcache *hc, struct hc_entry *e)
+void hc_entry_load_ended(struct hcache *hc, uint32_t layer)
 {
-	uint32_t layer = (uint32_t)(e - hc->entries);
+	struct hc_entry *e = &hc->entries[layer];
 	char msg[WSP_ERRMSG_MAX];
 	int status = hc_load_result(hc, layer, msg, sizeof(msg));
 	pthread_mutex_lock(&hc->lock);
@@ -316,7 +311,7 @@ int hcache_request(struct hcache *hc, uint32_t layer, int is_prefetch)
 	return rc;
 }
 
-static void deferred_run(struct hcache *hc)
+void hc_entries_pages_ready(struct hcache *hc)
 {
 	uint32_t n = 0;
 	pthread_mutex_lock(&hc->lock);
@@ -336,7 +331,7 @@ static void deferred_run(struct hcache *hc)
 	}
 	hc->n_deferred = keep;
 	pthread_mutex_unlock(&hc->lock);
-	/* Only the pinning thread runs this, so `started` is its own. */
+	/* Only the front end's thread runs this, so `started` is its own. */
 	for (uint32_t i = 0; i < n; i++)
 		hc_loader_queue(hc, &hc->entries[hc->started[i]], 0);
 }

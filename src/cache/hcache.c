@@ -118,7 +118,7 @@ int hcache_create(const struct hcache_config *cfg, struct wsp_pack_s *pk, struct
 	/* The chunk table first: staging and decoder sizes depend on it, and
 	 * the budget is clamped net of them. */
 	rc = hc_entries_init(hc, err);
-	if (rc < 0)
+	if (rc < 0 || (rc = hc_inbox_start(hc, err)) < 0)
 		goto fail;
 	unsigned workers = cfg->decode_threads ? cfg->decode_threads : wspi_cpu_count();
 	/* A decoder's buffers; a second chunk to check kept-stored chunks in. */
@@ -156,9 +156,11 @@ void hcache_destroy(struct hcache *hc)
 {
 	if (!hc)
 		return;
-	hc_pin_stop(hc);      /* first: it may start deferred prefetches */
+	hc_pin_stop(hc);      /* first: what it posts may start deferred prefetches */
+	hc_inbox_drain(hc);   /* ... which start now, or never */
 	hc_loader_stop(hc);   /* cancels queued loads, waits for reads in flight */
 	hc_pool_stop(hc);     /* decodes what was read: every load finishes */
+	hc_inbox_fini(hc);    /* the front end takes up their ends */
 	hc_loader_fini(hc);
 	hc_pool_fini(hc);
 	hc_pages_fini(hc);
@@ -180,7 +182,9 @@ int hcache_pin_start(struct hcache *hc, struct wspi_err *err)
 
 int hcache_pin_wait(struct hcache *hc, struct wspi_err *err)
 {
-	return hc_pin_wait(hc, err);
+	int rc = hc_pin_wait(hc, err);
+	hc_inbox_drain(hc);   /* what waited for the pages has started */
+	return rc;
 }
 
 #define LD(x) atomic_load(&hc->x)

@@ -11,6 +11,8 @@
  *	               (struct hc_loader, loader.h)
  *	decode_pool.c  decode workers and the completion of a load
  *	               (struct hc_pool, decode_pool.h)
+ *	inbox.c        the front end's inbox and its thread (struct hc_inbox,
+ *	               inbox.h)
  *	report.c       notices, trace events, layer names (used by all of them)
  * A load in flight is the loader's (struct hc_load): the front end starts
  * it (hc_load_begin) and reads its result when it ends; the decode pool
@@ -19,9 +21,12 @@
  * it and keeps until the load ends.
  *
  * Calls go one way, as a layer's bytes do: hcache.c (the facade) -> entries
- * -> loader -> decode pool, with pages and report beneath; a lower file
- * tells an upper one that something finished only through the upcalls in
- * struct hcache (hc->up), which the upper file sets when it starts.
+ * -> the load pipeline (loader -> decode pool, whose workers hand each
+ * finished job back to the loader's bookkeeping, hc_loader_job_done), with
+ * pages and report beneath.  What a lower room tells the front end (a load
+ * ended, pages became usable) is a message posted to the front end's inbox
+ * (inbox.c) and taken up by the front end's own thread: no thread of a
+ * lower room runs the front end's logic.
  *
  * Locks, in order: hc->lock (entries, free pages, counters that need
  * consistency) -> predictor's own lock.  hc->pool_lock (decode queue) and
@@ -92,19 +97,9 @@ struct hc_slice {
 #include "cache/pages.h"
 #include "cache/loader.h"
 #include "cache/decode_pool.h"
-
-/* What the lower files tell the upper ones (see the top of this file). */
-struct hc_upcalls {
-	/* loader -> entries: a load ended (once per load, any thread, no lock). */
-	void (*load_finished)(struct hcache *hc, struct hc_entry *e);
-	/* decode pool -> loader: a worker finished one job of slice s. */
-	void (*job_done)(struct hcache *hc, struct hc_slice *s);
-	/* pages -> entries: a pinned piece became usable (pin thread, no lock). */
-	void (*pages_ready)(struct hcache *hc);
-};
+#include "cache/inbox.h"
 
 struct hcache {
-	struct hc_upcalls up;      /* set at create, before any thread starts */
 	struct hcache_config cfg;
 	struct wsp_pack_s *pk;
 	const struct wspi_manifest *m;
@@ -116,7 +111,8 @@ struct hcache {
 	struct hc_loader ld;       /* loader.c */
 	struct hc_pool dp;         /* decode_pool.c */
 
-	/* The front end (entries.c, hcache.c). */
+	/* The front end (entries.c, hcache.c, and its inbox, inbox.c). */
+	struct hc_inbox in;
 	pthread_mutex_t lock;
 	pthread_cond_t cond;       /* load finished, ref dropped, pages pinned */
 	struct hc_entry *entries;
@@ -149,6 +145,11 @@ static inline void *hc_page(const struct hcache *hc, uint32_t idx)
 /* entries.c */
 int hc_entries_init(struct hcache *hc, struct wspi_err *err);
 void hc_entries_fini(struct hcache *hc);
+/* The front end's thread (inbox.c) only: a load of `layer` ended (the entry
+ * becomes VALID or records the failure; waiters wake; cfg.on_ready), and
+ * pinning made pages usable (prefetches that waited for them start). */
+void hc_entry_load_ended(struct hcache *hc, uint32_t layer);
+void hc_entries_pages_ready(struct hcache *hc);
 
 /* Messages */
 void hc_notice(struct hcache *hc, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

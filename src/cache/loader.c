@@ -37,7 +37,7 @@ static uint32_t load_layer(const struct hcache *hc, const struct hc_load *ld)
 static void load_put(struct hcache *hc, uint32_t layer, uint64_t n)
 {
 	if (n && atomic_fetch_sub(&hc->ld.loads[layer].pending, n) == n)
-		hc->up.load_finished(hc, &hc->entries[layer]);
+		hc_inbox_post_ended(hc, layer);   /* the front end takes it up */
 }
 
 void hc_load_begin(struct hcache *hc, uint32_t layer, uint64_t n_jobs)
@@ -328,9 +328,7 @@ uint64_t hc_staging_plan(struct hcache *hc)
 	return hc->ld.staging_bytes;
 }
 
-/* The decode pool finished one job of s: the last one frees its staging
- * slot, and each gives back its share of the layer's load. */
-static void job_done(struct hcache *hc, struct hc_slice *s)
+void hc_loader_job_done(struct hcache *hc, struct hc_slice *s)
 {
 	uint32_t layer = s->layer;
 	if (atomic_fetch_sub(&s->jobs_left, 1) == 1)
@@ -369,7 +367,6 @@ static int make_paths(struct hcache *hc, struct wspi_err *err)
 
 int hc_loader_start(struct hcache *hc, struct wspi_err *err)
 {
-	hc->up.job_done = job_done;
 	WSP_TRY(make_paths(hc, err));
 	if (!hc->ld.staging_bytes)
 		hc_staging_plan(hc);

@@ -3,8 +3,8 @@
  * queue of loads, and the thread that turns a load into reads of slices
  * through the I/O engine, handing each read slice to the decode pool.
  * Written only by loader.c; the decode pool reads the staging slots and
- * the shard paths (set at start), and tells the loader of a finished job
- * through hc->up.job_done.  Private to src/cache.
+ * the shard paths (set at start), and hands each finished job back
+ * through hc_loader_job_done.  Private to src/cache.
  */
 #ifndef WSP_CACHE_LOADER_H
 #define WSP_CACHE_LOADER_H
@@ -69,6 +69,11 @@ void hc_loader_promote(struct hcache *hc, struct hc_entry *e);
 void hc_load_begin(struct hcache *hc, uint32_t layer, uint64_t n_jobs);
 /* When it has ended: 0, or its first error with the message in msg. */
 int hc_load_result(struct hcache *hc, uint32_t layer, char *msg, size_t size);
+/* The decode pool finished one job of slice s (a stage of the same
+ * pipeline handing back its share): the last one frees the staging slot,
+ * and each gives back its share of the layer's load, whose end is posted
+ * to the front end's inbox. */
+void hc_loader_job_done(struct hcache *hc, struct hc_slice *s);
 /* Whether it has failed already (its other jobs are skipped). */
 int hc_load_failed(struct hcache *hc, uint32_t layer);
 /* Record a failure: 1 and the message when it is the load's first. */

@@ -106,11 +106,14 @@ static void *pin_main(void *arg)
 		if (pc->pinned)
 			hc->pg.pinned_bytes += len;
 		piece_available(hc, i);
+		/* Told before anyone can see the piece usable, so that once
+		 * hcache_pin_wait has seen it, draining the front end's inbox
+		 * means the prefetches that waited for it have started. */
+		hc_inbox_post_pages(hc);
 		pthread_cond_broadcast(&hc->cond);
 		pthread_mutex_unlock(&hc->lock);
 		if (rc < 0)
 			hc_notice(hc, "%s", hc->pg.pin_msg);
-		hc->up.pages_ready(hc);
 		/* The driver serialises cudaHostRegister with the other CUDA
 		 * calls: pinning piece after piece without a pause kept the
 		 * pager's fills (copies, events, kernel launches) waiting until
@@ -122,10 +125,10 @@ static void *pin_main(void *arg)
 	pthread_mutex_lock(&hc->lock);
 	for (; i < hc->pg.n_pieces; i++)
 		piece_available(hc, i);
+	if (!stopped)
+		hc_inbox_post_pages(hc);   /* the last chance: the rest are dropped */
 	pthread_cond_broadcast(&hc->cond);
 	pthread_mutex_unlock(&hc->lock);
-	if (!stopped)
-		hc->up.pages_ready(hc);   /* the last chance: the rest are dropped */
 	wspi_err_destroy(&perr);
 	return NULL;
 }
