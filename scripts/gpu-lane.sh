@@ -246,8 +246,9 @@ run() {
 		# build, copied by hand to .gpu-lane/base/ (tools/wspager,
 		# bench/gpu_bench, lib/), against this lane's, taking turns:
 		# streaming from the host tier, the cold path, a training step
-		# (WSP_LANE_AB: which of "stream cold train", all by default).
-		local base=$lane/base ab=" ${WSP_LANE_AB:-stream cold train} "
+		# and what an acquire costs its caller (bench/acquire_bench)
+		# (WSP_LANE_AB: which of "stream cold train acquire", all by default).
+		local base=$lane/base ab=" ${WSP_LANE_AB:-stream cold train acquire} "
 		if [ ! -x "$base/bench/gpu_bench" ] || [ ! -f "$base/lib/libwspager.so" ]; then
 			echo "ab: no earlier build in $base"
 		else
@@ -263,12 +264,25 @@ run() {
 			rm -rf "$work/ab-cold-model"
 			step ab-cold-base 300 "$base/tools/wspager" bench "$work/ab-cold.wsp" --host-cache 2G
 			step ab-cold-new 300 "$lane/tools/wspager" bench "$work/ab-cold.wsp" --host-cache 2G ;; esac
+			case $ab in *" acquire "*)
+			# what an acquire costs its caller, on a pack of tiny layers
+			step ab-acquire-generate 120 wspack generate "$work/ab-tiny-model" --layers 8 --hidden 64 \
+				--intermediate 128 --vocab 256 --heads 4 --kv-heads 4 --force
+			step ab-acquire-convert 120 wspack convert "$work/ab-tiny-model" -o "$work/ab-tiny.wsp" --force
+			for k in 1 2; do
+				[ -x "$base/bench/acquire_bench" ] &&
+					step ab-acquire-base-$k 120 "$base/bench/acquire_bench" "$work/ab-tiny.wsp" --device 0
+				step ab-acquire-new-$k 120 "$lane/bench/acquire_bench" "$work/ab-tiny.wsp" --device 0
+			done ;; esac
 			local base_env=(env "WSPAGER_LIBRARY=$base/lib/libwspager.so" "LD_LIBRARY_PATH=$base/lib")
 			case $ab in *" train "*)
 			step ab-train-base 500 "${py_env[@]}" "${base_env[@]}" python3 "$top/bench/torch_train.py" --dir "$work/train"
 			step ab-train-new 500 "${py_env[@]}" python3 "$top/bench/torch_train.py" --dir "$work/train" ;; esac
 			for f in "$out"/ab-stream-*.log; do
 				echo "== $(basename "$f" .log)"; grep -E "streaming|rounds' GB/s|all rounds" "$f"
+			done
+			for f in "$out"/ab-acquire-base-*.log "$out"/ab-acquire-new-*.log; do
+				[ -f "$f" ] && { echo "== $(basename "$f" .log)"; cat "$f"; }
 			done
 			for f in ab-cold-base ab-cold-new; do
 				[ -f "$out/$f.log" ] && { echo "== $f"; tail -n 12 "$out/$f.log"; }
