@@ -17,82 +17,10 @@
  * that post without any lock-order inversion.
  */
 #include <errno.h>
-#include <stdio.h>
 #include <string.h>
 
 #include "common/util.h"
 #include "pager/pager.h"
-
-#define REAP_BATCH 32u
-
-/* The GPU refused a packed layer it was filling a slot with (only a bug or
- * memory changed after the host checked the chunks can do it): the slot is
- * dropped, and every later acquire fails with this error, since streams
- * may already have used the slot. */
-static void decode_failed(struct wsp_pager_s *pg, const struct slot_done *sd)
-{
-	pthread_mutex_lock(&pg->lock);
-	int first = pg->decode_rc == 0;
-	if (first) {
-		pg->decode_rc = WSP_ECHECKSUM;
-		snprintf(pg->decode_msg, sizeof(pg->decode_msg), "GPU decode of %s", sd->decode_msg);
-	}
-	struct slot *s = slots_find(&pg->sp, sd->ref.layer);
-	if (s && !s->refs)
-		slots_forget(&pg->sp, sd->ref.layer);
-	pthread_mutex_unlock(&pg->lock);
-	if (first)
-		pager_notice(pg, pg->decode_msg);
-}
-
-void pager_reap(struct wsp_pager_s *pg, int wait)
-{
-	struct slot_done done[REAP_BATCH];
-	unsigned n;
-	do {
-		pthread_mutex_lock(&pg->lock);
-		n = slots_reap(&pg->sp, done, REAP_BATCH, wait);
-		pg->reaping += n;
-		pthread_mutex_unlock(&pg->lock);
-		for (unsigned i = 0; i < n; i++) {
-			/* Traced here, outside the lock: when the copies ran. */
-			if (pg->opt.trace && done[i].ok && done[i].end_ns) {
-				struct wsp_trace_event ev = {
-					.stage = WSP_STAGE_H2D, .layer = done[i].ref.layer,
-					.begin_ns = done[i].begin_ns, .end_ns = done[i].end_ns,
-					.bytes = done[i].bytes,
-				};
-				pg->opt.trace(pg->opt.trace_ctx, &ev);
-			}
-			if (done[i].decode_status)
-				decode_failed(pg, &done[i]);
-			src_put(pg, &done[i].ref);
-		}
-		pthread_mutex_lock(&pg->lock);
-		pg->reaping -= n;
-		pg->reaped += n;
-		if (n && !pg->reaping)
-			pthread_cond_broadcast(&pg->progress);
-		pthread_mutex_unlock(&pg->lock);
-	} while (n == REAP_BATCH);
-}
-
-/* Slots `layer` may go into in pass `pass`: pass 0 only those of the
- * smallest size that fits it (a small layer keeps off the large slots
- * while small ones serve), pass 1 every slot it fits. */
-int pager_slot_fits(const struct wsp_pager_s *pg, const struct slot *s, uint32_t layer, int pass)
-{
-	uint64_t raw = pg->pk->layers[layer].raw_bytes;
-	if (raw > s->bytes)
-		return 0;
-	return pass || raw > pg->sp.small_bytes || s->bytes == pg->sp.small_bytes;
-}
-
-int pager_bad_layer(struct wsp_pager_s *pg, uint32_t layer, struct wspi_err *err)
-{
-	return WSP_ERR(err, WSP_ENOTFOUND, "%s: no layer %u (the pack has %u)", pg->pk->dir, layer,
-		       pg->pk->m.hdr->n_layers);
-}
 
 /* The CLOCK_REALTIME time `ns` from now, for pthread_cond_timedwait. */
 static struct timespec deadline_in(uint64_t ns)

@@ -11,17 +11,85 @@
  *     (pager_post with its admission distance).
  * So host references are taken only here, and a demand short of host pages
  * knows the only holders there are: its own copies in flight, which it
- * reaps.  Demands go first; early fills wait behind them.
+ * reaps.  Demands go first; early fills wait behind them.  The copies'
+ * completions are handed back here too (pager_reap, on whichever thread
+ * asks: the callers reap as they go).
  *
  * State: struct pager_inbox in struct wsp_pager_s, under pg->lock, written
  * only by this file.  pg->lock is never held across a host-cache call.
  */
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "common/util.h"
 #include "pager/pager.h"
+
+#define REAP_BATCH 32u
+
+/* The GPU refused a packed layer it was filling a slot with (only a bug or
+ * memory changed after the host checked the chunks can do it): the slot is
+ * dropped, and every later acquire fails with this error, since streams
+ * may already have used the slot. */
+static void decode_failed(struct wsp_pager_s *pg, const struct slot_done *sd)
+{
+	pthread_mutex_lock(&pg->lock);
+	int first = pg->decode_rc == 0;
+	if (first) {
+		pg->decode_rc = WSP_ECHECKSUM;
+		snprintf(pg->decode_msg, sizeof(pg->decode_msg), "GPU decode of %s", sd->decode_msg);
+	}
+	struct slot *s = slots_find(&pg->sp, sd->ref.layer);
+	if (s && !s->refs)
+		slots_forget(&pg->sp, sd->ref.layer);
+	pthread_mutex_unlock(&pg->lock);
+	if (first)
+		pager_notice(pg, pg->decode_msg);
+}
+
+void pager_reap(struct wsp_pager_s *pg, int wait)
+{
+	struct slot_done done[REAP_BATCH];
+	unsigned n;
+	do {
+		pthread_mutex_lock(&pg->lock);
+		n = slots_reap(&pg->sp, done, REAP_BATCH, wait);
+		pg->reaping += n;
+		pthread_mutex_unlock(&pg->lock);
+		for (unsigned i = 0; i < n; i++) {
+			/* Traced here, outside the lock: when the copies ran. */
+			if (pg->opt.trace && done[i].ok && done[i].end_ns) {
+				struct wsp_trace_event ev = {
+					.stage = WSP_STAGE_H2D, .layer = done[i].ref.layer,
+					.begin_ns = done[i].begin_ns, .end_ns = done[i].end_ns,
+					.bytes = done[i].bytes,
+				};
+				pg->opt.trace(pg->opt.trace_ctx, &ev);
+			}
+			if (done[i].decode_status)
+				decode_failed(pg, &done[i]);
+			src_put(pg, &done[i].ref);
+		}
+		pthread_mutex_lock(&pg->lock);
+		pg->reaping -= n;
+		pg->reaped += n;
+		if (n && !pg->reaping)
+			pthread_cond_broadcast(&pg->progress);
+		pthread_mutex_unlock(&pg->lock);
+	} while (n == REAP_BATCH);
+}
+
+/* Slots `layer` may go into in pass `pass`: pass 0 only those of the
+ * smallest size that fits it (a small layer keeps off the large slots
+ * while small ones serve), pass 1 every slot it fits. */
+int pager_slot_fits(const struct wsp_pager_s *pg, const struct slot *s, uint32_t layer, int pass)
+{
+	uint64_t raw = pg->pk->layers[layer].raw_bytes;
+	if (raw > s->bytes)
+		return 0;
+	return pass || raw > pg->sp.small_bytes || s->bytes == pg->sp.small_bytes;
+}
 
 /* A slot for demanded `layer`: a free one it fits, else the policy's victim
  * among those no stream uses.  NULL when every such slot is acquired.

@@ -72,3 +72,9 @@ void pager_forget_errors(const struct wsp_pager_s *pg)
 	if (last_error.pg == pg)
 		last_error.pg = NULL;
 }
+
+int pager_bad_layer(struct wsp_pager_s *pg, uint32_t layer, struct wspi_err *err)
+{
+	return WSP_ERR(err, WSP_ENOTFOUND, "%s: no layer %u (the pack has %u)", pg->pk->dir, layer,
+		       pg->pk->m.hdr->n_layers);
+}

@@ -125,15 +125,15 @@ void pager_copier_free(struct wsp_pager_s *pg);
 void pager_post(struct wsp_pager_s *pg, uint32_t layer, int asked, uint64_t dist);
 /* Queue demand d and wait until the thread has served it (under pg->lock). */
 void pager_demand_wait(struct wsp_pager_s *pg, struct pager_demand *d);
-/* Hand back host references whose copies are done (wait: all of them).
- * Called without the lock. */
+/* copier.c: hand back host references whose copies are done (wait: all
+ * of them), on any thread.  Called without the lock. */
 void pager_reap(struct wsp_pager_s *pg, int wait);
 /* Start moving the predicted successors of the last acquire up the tiers. */
 void pager_prefetch_ahead(struct wsp_pager_s *pg);
-/* acquire.c, shared with copier.c: whether `layer` may go into slot s in
- * pass 0 (slots of its smallest fitting size) or 1 (any it fits); the
- * error for a layer index out of range. */
+/* copier.c: whether `layer` may go into slot s in pass 0 (slots of its
+ * smallest fitting size) or 1 (any it fits). */
 int pager_slot_fits(const struct wsp_pager_s *pg, const struct slot *s, uint32_t layer, int pass);
+/* messages.c: the error for a layer index out of range. */
 int pager_bad_layer(struct wsp_pager_s *pg, uint32_t layer, struct wspi_err *err);
 
 /* group.c: a pager over several devices routes each call to a member. */
