@@ -53,7 +53,7 @@ static void run_job(struct hc_worker *w, struct hc_slice *s, uint64_t j)
 {
 	struct hcache *hc = w->hc;
 	struct hc_entry *e = &hc->entries[s->layer];
-	if (hc_load_failed(hc, s->layer))
+	if (hc_load_failed(s->load))
 		return;   /* the layer already failed: its pages are dropped */
 	const struct hc_job *job = &hc->jobs[s->job0 + j];
 	const struct wspm_chunk *c = &hc->m->chunks[job->chunk];
@@ -96,7 +96,7 @@ static void run_job(struct hc_worker *w, struct hc_slice *s, uint64_t j)
 	char msg[WSP_ERRMSG_MAX];
 	wspi_err_copy(&w->err, msg, sizeof(msg));
 	/* e->provided stays set for the whole load that copies from it */
-	hc_load_fail(hc, s->layer, rc, "%s%s: layer %s, tensor %s, chunk %" PRIu32 " (offset %"
+	hc_load_fail(s->load, rc, "%s%s: layer %s, tensor %s, chunk %" PRIu32 " (offset %"
 		     PRIu64 "): %s", e->provided ? "bytes handed in (wsp_provide) for " : "",
 		     hc->ld.paths[hc->m->layers[s->layer].shard], hc_layer_name(hc, s->layer),
 		     wspm_str(hc->m, T->name_off), job->index_in_tensor, c->offset,
@@ -125,7 +125,7 @@ static void *worker_main(void *arg)
 		if (!s)
 			break;   /* stopping and the queue is drained */
 		run_job(w, s, j);
-		hc_loader_job_done(hc, s);   /* s may be reused after this */
+		s->job_done(s);   /* its completion; s may be reused after this */
 	}
 	return NULL;
 }

@@ -230,7 +230,7 @@ static int start_load(struct hcache *hc, uint32_t layer, int is_prefetch)
 	e->prefetched_unused = is_prefetch;
 	e->demand = !is_prefetch;
 	hc->n_loading++;
-	hc_load_begin(hc, layer, hc->layer_job0[layer + 1] - hc->layer_job0[layer]);
+	hc_load_begin(hc_loader_record(hc, layer), hc->layer_job0[layer + 1] - hc->layer_job0[layer]);
 	atomic_fetch_add(&hc->c_loads, 1);
 	if (is_prefetch)
 		atomic_fetch_add(&hc->c_prefetches, 1);
@@ -241,7 +241,7 @@ void hc_entry_load_ended(struct hcache *hc, uint32_t layer)
 {
 	struct hc_entry *e = &hc->entries[layer];
 	char msg[WSP_ERRMSG_MAX];
-	int status = hc_load_result(hc, layer, msg, sizeof(msg));
+	int status = hc_load_result(hc_loader_record(hc, layer), msg, sizeof(msg));
 	pthread_mutex_lock(&hc->lock);
 	hc->n_loading--;
 	free(e->provided);   /* used (or found bad) by this load */

@@ -81,6 +81,40 @@ static int check_fits(struct hcache *hc, uint64_t budget, uint64_t asked, uint64
 	return 0;
 }
 
+/* Messages from the inbox taken up at a time, out of its lock. */
+#define FRONT_BATCH 64u
+
+/* The front end's thread: takes up what the rooms below post to its inbox
+ * (a load ended; pinning made pages usable) and runs the front end's logic
+ * for it (entries.c).  Ends when the inbox is stopped and empty. */
+static void *front_main(void *arg)
+{
+	struct hcache *hc = arg;
+	uint32_t ended[FRONT_BATCH];
+	int pages, k;
+
+	while ((k = hc_inbox_take(hc, ended, FRONT_BATCH, &pages)) >= 0) {
+		for (int i = 0; i < k; i++)
+			hc_entry_load_ended(hc, ended[i]);
+		if (pages)
+			hc_entries_pages_ready(hc);
+		hc_inbox_done(hc);
+	}
+	return NULL;
+}
+
+static int front_start(struct hcache *hc, struct wspi_err *err)
+{
+	int rc = hc_inbox_init(hc, err);
+	if (rc < 0)
+		return rc;
+	rc = pthread_create(&hc->front, NULL, front_main, hc);
+	if (rc)
+		return WSP_ERR(err, -rc, "host cache: cannot start a thread: %s", strerror(rc));
+	hc->front_started = 1;
+	return 0;
+}
+
 int hcache_create(const struct hcache_config *cfg, struct wsp_pack_s *pk, struct hcache **out,
 		  struct wspi_err *err)
 {
@@ -118,7 +152,7 @@ int hcache_create(const struct hcache_config *cfg, struct wsp_pack_s *pk, struct
 	/* The chunk table first: staging and decoder sizes depend on it, and
 	 * the budget is clamped net of them. */
 	rc = hc_entries_init(hc, err);
-	if (rc < 0 || (rc = hc_inbox_start(hc, err)) < 0)
+	if (rc < 0 || (rc = front_start(hc, err)) < 0)
 		goto fail;
 	unsigned workers = cfg->decode_threads ? cfg->decode_threads : wspi_cpu_count();
 	/* A decoder's buffers; a second chunk to check kept-stored chunks in. */
@@ -157,10 +191,14 @@ void hcache_destroy(struct hcache *hc)
 	if (!hc)
 		return;
 	hc_pin_stop(hc);      /* first: what it posts may start deferred prefetches */
-	hc_inbox_drain(hc);   /* ... which start now, or never */
+	if (hc->front_started)
+		hc_inbox_drain(hc);   /* ... which start now, or never */
 	hc_loader_stop(hc);   /* cancels queued loads, waits for reads in flight */
 	hc_pool_stop(hc);     /* decodes what was read: every load finishes */
-	hc_inbox_fini(hc);    /* the front end takes up their ends */
+	hc_inbox_stop(hc);    /* the front end takes up their ends, then stops */
+	if (hc->front_started)
+		pthread_join(hc->front, NULL);
+	hc_inbox_fini(hc);
 	hc_loader_fini(hc);
 	hc_pool_fini(hc);
 	hc_pages_fini(hc);
@@ -183,7 +221,8 @@ int hcache_pin_start(struct hcache *hc, struct wspi_err *err)
 int hcache_pin_wait(struct hcache *hc, struct wspi_err *err)
 {
 	int rc = hc_pin_wait(hc, err);
-	hc_inbox_drain(hc);   /* what waited for the pages has started */
+	if (hc->front_started)
+		hc_inbox_drain(hc);   /* what waited for the pages has started */
 	return rc;
 }
 

@@ -11,21 +11,23 @@
  *	               (struct hc_loader, loader.h)
  *	decode_pool.c  decode workers and the completion of a load
  *	               (struct hc_pool, decode_pool.h)
- *	inbox.c        the front end's inbox and its thread (struct hc_inbox,
- *	               inbox.h)
+ *	inbox.c        the front end's inbox, a mailbox the rooms below post to
+ *	               (struct hc_inbox, inbox.h); hcache.c's thread reads it
  *	report.c       notices, trace events, layer names (used by all of them)
- * A load in flight is the loader's (struct hc_load): the front end starts
- * it (hc_load_begin) and reads its result when it ends; the decode pool
- * records a failure through hc_load_fail.  The pipeline reads the entry's
+ * A load in flight is a record of its own (struct hc_load, load.c), one a
+ * layer, owned by the loader: the front end starts it (hc_load_begin) and
+ * reads its result when it ends; the decode pool, through the slice's
+ * s->load, records a failure (hc_load_fail).  The pipeline reads the entry's
  * page list and provided bytes, which the front end set before queueing
  * it and keeps until the load ends.
  *
  * Calls go one way, as a layer's bytes do: hcache.c (the facade) -> entries
- * -> the load pipeline (loader -> decode pool, whose workers hand each
- * finished job back to the loader's bookkeeping, hc_loader_job_done), with
- * pages and report beneath.  What a lower room tells the front end (a load
- * ended, pages became usable) is a message posted to the front end's inbox
- * (inbox.c) and taken up by the front end's own thread: no thread of a
+ * -> the load pipeline (loader -> decode pool), with pages, the load
+ * records, the inbox and report beneath.  What a lower room tells an upper one travels as a
+ * message: a slice carries its own completion (s->job_done, set by the
+ * loader, as an io_req carries its own), and a load's end and the pages
+ * that pinning made usable are posted to the front end's inbox (inbox.c),
+ * which the front end's own thread takes up (hcache.c): no thread of a
  * lower room runs the front end's logic.
  *
  * Locks, in order: hc->lock (entries, free pages, counters that need
@@ -89,6 +91,9 @@ struct hc_slice {
 	uint64_t next_job;         /* next job a worker takes (pool_lock) */
 	atomic_uint_fast64_t jobs_left;
 	uint64_t read_begin;
+	struct hc_load *load;      /* the load it is part of (load.h) */
+	/* Its completion, set by the loader: a worker finished one job. */
+	void (*job_done)(struct hc_slice *s);
 	struct io_req req;
 	struct wspi_err io_err;
 	struct hc_slice *next;     /* decode queue link */
@@ -111,8 +116,11 @@ struct hcache {
 	struct hc_loader ld;       /* loader.c */
 	struct hc_pool dp;         /* decode_pool.c */
 
-	/* The front end (entries.c, hcache.c, and its inbox, inbox.c). */
+	/* The front end (entries.c, hcache.c): its inbox (inbox.c) and the
+	 * thread that takes it up (hcache.c). */
 	struct hc_inbox in;
+	pthread_t front;
+	int front_started;
 	pthread_mutex_t lock;
 	pthread_cond_t cond;       /* load finished, ref dropped, pages pinned */
 	struct hc_entry *entries;

@@ -15,7 +15,6 @@
  */
 #include <errno.h>
 #include <inttypes.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -36,45 +35,13 @@ static uint32_t load_layer(const struct hcache *hc, const struct hc_load *ld)
 /* Drop `n` from the load's pending count; it ends at zero. */
 static void load_put(struct hcache *hc, uint32_t layer, uint64_t n)
 {
-	if (n && atomic_fetch_sub(&hc->ld.loads[layer].pending, n) == n)
+	if (hc_load_put(&hc->ld.loads[layer], n))
 		hc_inbox_post_ended(hc, layer);   /* the front end takes it up */
 }
 
-void hc_load_begin(struct hcache *hc, uint32_t layer, uint64_t n_jobs)
+struct hc_load *hc_loader_record(struct hcache *hc, uint32_t layer)
 {
-	struct hc_load *ld = &hc->ld.loads[layer];
-	atomic_store(&ld->pending, n_jobs + 1);
-	atomic_store(&ld->status, 0);
-	wspi_err_clear(&ld->err);
-}
-
-int hc_load_result(struct hcache *hc, uint32_t layer, char *msg, size_t size)
-{
-	struct hc_load *ld = &hc->ld.loads[layer];
-	int status = atomic_load(&ld->status);
-	if (status)
-		wspi_err_copy(&ld->err, msg, size);
-	return status;
-}
-
-int hc_load_failed(struct hcache *hc, uint32_t layer)
-{
-	return atomic_load(&hc->ld.loads[layer].status) != 0;
-}
-
-int hc_load_fail(struct hcache *hc, uint32_t layer, int rc, const char *fmt, ...)
-{
-	struct hc_load *ld = &hc->ld.loads[layer];
-	int zero = 0;
-	if (!atomic_compare_exchange_strong(&ld->status, &zero, rc))
-		return 0;   /* it had failed already: the first message stays */
-	char msg[WSP_ERRMSG_MAX];
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(msg, sizeof(msg), fmt, ap);
-	va_end(ap);
-	wspi_err_set(&ld->err, rc, "%s", msg);
-	return 1;
+	return &hc->ld.loads[layer];
 }
 
 void hc_loader_queue(struct hcache *hc, struct hc_entry *e, int demand)
@@ -155,7 +122,7 @@ static void read_done(struct io_req *r, int result)
 	}
 	char msg[WSP_ERRMSG_MAX];
 	wspi_err_copy(&s->io_err, msg, sizeof(msg));
-	hc_load_fail(hc, s->layer, result, "%s: layer %s: reading %" PRIu64 " bytes at offset %"
+	hc_load_fail(&hc->ld.loads[s->layer], result, "%s: layer %s: reading %" PRIu64 " bytes at offset %"
 		     PRIu64 ": %s", hc->ld.paths[r->file], hc_layer_name(hc, s->layer), r->length,
 		     r->offset, msg[0] ? msg : wsp_strerror(result));
 	uint64_t n = s->n_jobs;
@@ -230,11 +197,11 @@ static void run_load(struct hcache *hc, uint32_t layer)
 	if (!hc->layer_packed[layer])   /* a packed layer's padding is the GPU's to zero */
 		zero_gaps(hc, layer, e);
 	while (j < j1) {
-		if (hc_load_failed(hc, layer))
+		if (hc_load_failed(&hc->ld.loads[layer]))
 			break;
 		int slot = get_slot(hc);
 		if (slot < 0) {
-			hc_load_fail(hc, layer, -ECANCELED, "layer %s: the host cache is closing",
+			hc_load_fail(&hc->ld.loads[layer], -ECANCELED, "layer %s: the host cache is closing",
 				     hc_layer_name(hc, layer));
 			break;
 		}
@@ -250,6 +217,7 @@ static void run_load(struct hcache *hc, uint32_t layer)
 		}
 		struct hc_slice *s = &hc->ld.slices[slot];
 		s->layer = layer;
+		s->load = &hc->ld.loads[layer];
 		s->file_off = start;
 		s->job0 = j;
 		s->n_jobs = k - j;
@@ -294,7 +262,7 @@ static void *loader_main(void *arg)
 			break;
 		uint32_t layer = load_layer(hc, ld);
 		if (stop)
-			hc_load_fail(hc, layer, -ECANCELED, "layer %s: the host cache is closing",
+			hc_load_fail(&hc->ld.loads[layer], -ECANCELED, "layer %s: the host cache is closing",
 				     hc_layer_name(hc, layer));
 		run_load(hc, layer);   /* cancelled loads only finish */
 	}
@@ -328,8 +296,12 @@ uint64_t hc_staging_plan(struct hcache *hc)
 	return hc->ld.staging_bytes;
 }
 
-void hc_loader_job_done(struct hcache *hc, struct hc_slice *s)
+/* A slice's completion (the decode pool calls it through s->job_done): the
+ * last job frees its staging slot, and each gives back its share of the
+ * layer's load, whose end is posted to the front end's inbox. */
+static void job_done(struct hc_slice *s)
 {
+	struct hcache *hc = s->hc;
 	uint32_t layer = s->layer;
 	if (atomic_fetch_sub(&s->jobs_left, 1) == 1)
 		release_slot(hc, s->slot);   /* s may be reused now */
@@ -387,6 +359,7 @@ int hc_loader_start(struct hcache *hc, struct wspi_err *err)
 	for (unsigned i = 0; i < n; i++) {
 		hc->ld.slices[i].hc = hc;
 		hc->ld.slices[i].slot = i;
+		hc->ld.slices[i].job_done = job_done;
 		wspi_err_init(&hc->ld.slices[i].io_err);
 		hc->ld.free_slots[hc->ld.n_free_slots++] = (unsigned)(n - 1 - i);
 	}

@@ -4,7 +4,7 @@
  * through the I/O engine, handing each read slice to the decode pool.
  * Written only by loader.c; the decode pool reads the staging slots and
  * the shard paths (set at start), and hands each finished job back
- * through hc_loader_job_done.  Private to src/cache.
+ * through the slice's own completion (s->job_done).  Private to src/cache.
  */
 #ifndef WSP_CACHE_LOADER_H
 #define WSP_CACHE_LOADER_H
@@ -14,20 +14,12 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "cache/load.h"
 #include "common/error.h"
 
 struct hcache;
 struct hc_entry;
 struct hc_slice;
-
-/* A layer's load in flight (one at most): started by the front end, carried
- * by the loader and the decode pool, ended by its last job. */
-struct hc_load {
-	atomic_uint_fast64_t pending;  /* chunk jobs left + 1 held by the loader */
-	atomic_int status;             /* first error of this load, 0 if none */
-	struct wspi_err err;           /* its message, by the first failure */
-	struct hc_load *next;          /* load queue link (stage_lock) */
-};
 
 struct hc_loader {
 	struct hc_load *loads;     /* per layer */
@@ -64,20 +56,8 @@ void hc_loader_fini(struct hcache *hc);
 void hc_loader_queue(struct hcache *hc, struct hc_entry *e, int demand);
 /* A get waits for a queued prefetch: serve it before the other prefetches. */
 void hc_loader_promote(struct hcache *hc, struct hc_entry *e);
-/* A load of `layer` starts (under hc->lock, before it is queued), of
- * n_jobs chunk jobs. */
-void hc_load_begin(struct hcache *hc, uint32_t layer, uint64_t n_jobs);
-/* When it has ended: 0, or its first error with the message in msg. */
-int hc_load_result(struct hcache *hc, uint32_t layer, char *msg, size_t size);
-/* The decode pool finished one job of slice s (a stage of the same
- * pipeline handing back its share): the last one frees the staging slot,
- * and each gives back its share of the layer's load, whose end is posted
- * to the front end's inbox. */
-void hc_loader_job_done(struct hcache *hc, struct hc_slice *s);
-/* Whether it has failed already (its other jobs are skipped). */
-int hc_load_failed(struct hcache *hc, uint32_t layer);
-/* Record a failure: 1 and the message when it is the load's first. */
-int hc_load_fail(struct hcache *hc, uint32_t layer, int rc, const char *fmt, ...)
-	__attribute__((format(printf, 4, 5)));
+/* The record of `layer`'s load (load.h), for the front end to start a
+ * load and read its result. */
+struct hc_load *hc_loader_record(struct hcache *hc, uint32_t layer);
 
 #endif
