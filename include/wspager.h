@@ -53,7 +53,7 @@ extern "C" {
 /* ====================================================================== */
 
 #define WSP_VERSION_MAJOR 0
-#define WSP_VERSION_MINOR 2
+#define WSP_VERSION_MINOR 3
 #define WSP_VERSION_PATCH 0
 #define WSP_VERSION_NUMBER (WSP_VERSION_MAJOR * 10000 + WSP_VERSION_MINOR * 100 + WSP_VERSION_PATCH)
 
