@@ -285,7 +285,9 @@ struct wsp_trace_event {
 	uint64_t bytes;
 	int thread;                  /* worker index within the stage */
 };
-/* Called from library threads, possibly concurrently: must be thread-safe. */
+/* Called from library threads, possibly concurrently: must be thread-safe,
+ * and must not call the pager (the pager's own thread, which starts the
+ * copies, calls it too: an acquire from there would wait for itself). */
 typedef void (*wsp_trace_fn)(void *ctx, const struct wsp_trace_event *ev);
 /* Notices such as "io_uring refused (EPERM): using the pread backend".  Each
  * kind of notice is given once per pager.  Called from any thread. */
