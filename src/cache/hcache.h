@@ -64,9 +64,10 @@ struct hcache_config {
 	 * 100 us after each so that the other threads' CUDA calls, which wait
 	 * for the same driver lock, get their turn; 0: 256 MiB, no pause. */
 	uint64_t pin_piece_bytes;
-	/* Called from a cache thread (decode, I/O completion or loader) when a
-	 * load finishes (status 0 or error), after the entry changed state and
-	 * waiting gets were woken; no cache lock is held. */
+	/* Called from the cache's own thread (the front end's, which takes up
+	 * the pipeline's messages) when a load finishes (status 0 or error),
+	 * after the entry changed state and waiting gets were woken; no cache
+	 * lock is held. */
 	void (*on_ready)(void *ctx, uint32_t layer, int status);
 	/* Called when an entry loaded by a prefetch is evicted before any get
 	 * used it (the read was wasted), with the cache's lock held: it must
@@ -141,7 +142,10 @@ void hcache_destroy(struct hcache *hc);
 const struct io_engine *hcache_io(const struct hcache *hc);
 /* Wait until background pinning has finished: 0 when every page is pinned
  * (or there is no pin hook), else the pinning error with its message.  The
- * pages stay usable, only pageable, after a failure: the caller decides. */
+ * pages stay usable, only pageable, after a failure: the caller decides.
+ * It returns once the prefetches that waited for pages have started, which
+ * the cache's own thread does (and which calls on_ready meanwhile): do not
+ * call it holding a lock that on_ready takes. */
 int hcache_pin_wait(struct hcache *hc, struct wspi_err *err);
 /* Start the pinning that pin_later deferred (no pages are handed out before
  * it); once only, later calls return 0.  hcache_pin_wait starts it too. */
