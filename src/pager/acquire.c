@@ -12,9 +12,9 @@
  * (ahead.c) starts the predicted successors up the tiers.
  *
  * Locking: pg->lock guards the slot pool and counters and is never held
- * while calling into the host cache, whose threads post finished loads
- * under it (pager_on_ready); so the host cache may hold its own lock around
- * that post without any lock-order inversion.
+ * while calling into the host cache, whose thread posts finished loads
+ * under it (pager_on_ready); so the only lock order is pager ->
+ * predictor/device.
  */
 #include <errno.h>
 #include <string.h>

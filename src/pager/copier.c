@@ -73,7 +73,6 @@ void pager_reap(struct wsp_pager_s *pg, int wait)
 		}
 		pthread_mutex_lock(&pg->lock);
 		pg->reaping -= n;
-		pg->reaped += n;
 		if (n && !pg->reaping)
 			pthread_cond_broadcast(&pg->progress);
 		pthread_mutex_unlock(&pg->lock);
@@ -169,32 +168,22 @@ static void early_fill(struct wsp_pager_s *pg, uint32_t layer, uint64_t dist)
 
 /* The host tier's reference for a demand, waiting for its load.  -ENOSPC
  * from the host tier means that every page is held.  Only copies into slots
- * hold host pages, and only this thread starts them: so when a get fails
- * while some were held (in flight, or reaped and on their way back), they
- * are all reaped and the get tried again, which settles it. */
+ * hold host pages, and only this thread starts them: once they are all
+ * back (this thread reaps, and waits for references other threads are
+ * handing back) a second try settles it. */
 static int get_host(struct wsp_pager_s *pg, uint32_t layer, struct hcache_ref *ref,
 		    struct wspi_err *err)
 {
-	for (;;) {
-		pthread_mutex_lock(&pg->lock);
-		int held = pg->sp.n_pend || pg->reaping;
-		uint64_t back = pg->reaped;
-		pthread_mutex_unlock(&pg->lock);
-		int rc = hcache_get(pg->hc, layer, ref, err);
-		if (rc != -ENOSPC)
-			return rc;
-		pthread_mutex_lock(&pg->lock);
-		held |= pg->reaped != back;
-		pthread_mutex_unlock(&pg->lock);
-		if (!held)
-			return rc;   /* no copy held a page: there is no room */
-		pager_reap(pg, 1);
-		pthread_mutex_lock(&pg->lock);
-		while (pg->reaping)   /* another thread's reap, handing pages back */
-			pthread_cond_wait(&pg->progress, &pg->lock);
-		pthread_mutex_unlock(&pg->lock);
-		wspi_err_clear(err);
-	}
+	int rc = hcache_get(pg->hc, layer, ref, err);
+	if (rc != -ENOSPC)
+		return rc;
+	pager_reap(pg, 1);
+	pthread_mutex_lock(&pg->lock);
+	while (pg->reaping)
+		pthread_cond_wait(&pg->progress, &pg->lock);
+	pthread_mutex_unlock(&pg->lock);
+	wspi_err_clear(err);
+	return hcache_get(pg->hc, layer, ref, err);
 }
 
 /* Serve demand d: its layer into a slot (unless one holds it by now) and

@@ -78,7 +78,6 @@ struct wsp_pager_s {
 	struct slot_pool sp;
 	unsigned reaping;            /* host references reaped from finished copies,
 	                                not yet handed back (pager_reap) */
-	uint64_t reaped;             /* such references handed back so far */
 	/* Only the pager's thread starts copies into slots (copier.c): the
 	 * callers' demands and the early fills are posted to it. */
 	struct pager_inbox in;
