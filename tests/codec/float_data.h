@@ -17,10 +17,16 @@ static inline uint16_t bf16_of(float f)
 	return (uint16_t)(x >> 16);
 }
 
-/* The last three are fp32 kinds (other dtypes get GAUSS): Gaussian bf16
+/* From UPCAST on, fp32 kinds (other dtypes get GAUSS): Gaussian bf16
  * widened (low halves zero), the same with the constant low half 0x2a17,
- * and Gaussian fp16 widened (bits 12..0 zero). */
-enum kind { GAUSS, HEAVY, SAME_EXP, SPECIAL, BITS, UPCAST, LOW_CONST, UPCAST_F16 };
+ * Gaussian fp16 widened (bits 12..0 zero), bf16 widened with 4 random low
+ * bits, and bf16 widened with a random byte 1 (0 to 254: a packed plane's
+ * 8-bit indices can name a symbol it lacks) and bit 7 random in byte 0 (an
+ * fp32 checkpoint saved from a model trained near bf16: byte 1 does not
+ * compress, byte 0 holds one bit), and bf16 widened with 7 random bits in
+ * byte 1 and 5 in byte 0 (packed indices that straddle bytes). */
+enum kind { GAUSS, HEAVY, SAME_EXP, SPECIAL, BITS, UPCAST, LOW_CONST, UPCAST_F16, UPCAST_NOISY,
+	    UPCAST_BYTE1, UPCAST_ODD_BITS, LAST_KIND = UPCAST_ODD_BITS };
 
 static inline void fill(uint16_t *v, uint64_t n, enum kind k)
 {
@@ -123,7 +129,13 @@ static inline void fill_values(void *v, uint64_t n, int dtype, enum kind k)
 			     : k == BITS ? (uint32_t)t_rand()
 			     : k == UPCAST ? (uint32_t)bf16_of(f) << 16
 			     : k == LOW_CONST ? (uint32_t)bf16_of(f) << 16 | 0x2a17u
-			     : k == UPCAST_F16 ? widen_f16(f16_of(f)) : b;
+			     : k == UPCAST_F16 ? widen_f16(f16_of(f))
+			     : k == UPCAST_NOISY ? (uint32_t)bf16_of(f) << 16 | (t_rand() & 0xfu)
+			     : k == UPCAST_BYTE1 ? (uint32_t)bf16_of(f) << 16 | (t_rand() % 255u) << 8 |
+						   (t_rand() & 1u) << 7
+			     : k == UPCAST_ODD_BITS ? (uint32_t)bf16_of(f) << 16 |
+						      (t_rand() & 0x7fu) << 8 | (t_rand() & 0x1fu)
+			     : b;
 		}
 	}
 }

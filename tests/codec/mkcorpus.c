@@ -143,6 +143,36 @@ int main(int argc, char **argv)
 		put(argv[1], "ok-f32-coded-low-f16", &c, WSP_DTYPE_F32, 3, buf, c.stored_bytes);
 		buf[7] = buf[6];
 		put(argv[1], "bad-f32-coded-low-order", &c, WSP_DTYPE_F32, 1, buf, c.stored_bytes);
+		/* a byte 0 of two values, one rare: coded with lanes (1/3 bit a
+		 * value), not packed */
+		t_fill(big, sizeof(big), WSP_DTYPE_F32, T_GAUSS);
+		for (size_t q = 0; q + 4 <= sizeof(big); q += 4) {
+			big[q] = (uint8_t)(t_rand() % 16 == 0);
+			big[q + 1] = 0;
+		}
+		CHECK_RC(chunk_encode(e16, big, sizeof(big), WSP_DTYPE_F32, WSP_CODEC_EXPRANS, 1, buf,
+				      &c, &err), 0);
+		CHECK(c.codec == WSP_CODEC_EXPRANS && c.transform == WSPM_XFORM_BYTES);
+		put(argv[1], "ok-f32-coded-low-skewed", &c, WSP_DTYPE_F32, 3, buf, c.stored_bytes);
+		/* packed byte planes: byte 1 of 255 values (8-bit indices), byte 0
+		 * of two (1 bit); then an index naming a symbol the plane lacks */
+		t_fill(big, sizeof(big), WSP_DTYPE_F32, T_GAUSS);
+		for (size_t q = 0; q + 4 <= sizeof(big); q += 4) {
+			big[q] = (uint8_t)(t_rand() & 0x80);
+			big[q + 1] = (uint8_t)(t_rand() % 255);
+		}
+		CHECK_RC(chunk_encode(e16, big, sizeof(big), WSP_DTYPE_F32, WSP_CODEC_EXPRANS, 1, buf,
+				      &c, &err), 0);
+		CHECK(c.codec == WSP_CODEC_EXPRANS && c.transform == WSPM_XFORM_BYTES);
+		put(argv[1], "ok-f32-coded-low-packed", &c, WSP_DTYPE_F32, 3, buf, c.stored_bytes);
+		/* byte 1's plane: its header (255 symbols), then the indices */
+		size_t at = 4;
+		while (at + 4 < c.stored_bytes &&
+		       !(buf[at] == 0xff && buf[at + 1] == 0x40 && buf[at + 2] == 0 && buf[at + 3] == 1))
+			at += 2;
+		CHECK(at + 2 + 256 + 10 < c.stored_bytes);
+		buf[at + 2 + 256 + 10] = 0xff;
+		put(argv[1], "bad-f32-coded-low-index", &c, WSP_DTYPE_F32, 1, buf, c.stored_bytes);
 		chunk_encoder_free(e16);
 	}
 	chunk_encoder_free(enc);

@@ -7,8 +7,10 @@
  *   Gaussian bf16 and fp32 (exprans as small as zstd: exprans, the fp32
  *   low halves raw);
  *   fp32 upcast from bf16 and from fp16, exactly and with a few bits of
- *   noise in the low half (exprans with coded low halves: within 3% of
- *   zstd, and far smaller than with the low halves raw);
+ *   noise in the low half, and bf16 widened with a random byte 1 and one
+ *   random bit in byte 0, as a real fp32 checkpoint showed (exprans with
+ *   coded low halves: no larger than zstd, and far smaller than with the
+ *   low halves raw);
  *
  * and every chunk decodes to its raw bytes.  Printed: each codec's ratio. */
 #include <math.h>
@@ -41,8 +43,8 @@ int main(void)
 	static const char *const names[] = {
 		"gaussian bf16", "gaussian f32", "f32 upcast from bf16",
 		"f32 upcast from bf16, 4 noisy low bits", "f32 upcast from f16",
-		"f32 upcast from f16, 6 noisy low bits" };
-	enum { CASES = 6 };
+		"f32 upcast from f16, 6 noisy low bits", "f32: bf16, random byte 1, byte 0 0 or 128" };
+	enum { CASES = 7 };
 	size_t cap = (size_t)N * 4;
 	uint8_t *raw = malloc(cap), *st = malloc(chunk_encode_bound(cap)), *back = malloc(cap);
 	uint8_t *plain = malloc(exprans_bound(N, 4, 0));
@@ -69,10 +71,12 @@ int main(void)
 			fill(h, N, GAUSS);
 			for (uint32_t i = 0; i < N; i++)
 				f[i] = (uint32_t)h[i] << 16 | (k == 3 ? (uint32_t)(t_rand() & 0xf) : 0);
-		} else {
+		} else if (k < 6) {
 			for (uint32_t i = 0; i < N; i++)
 				f[i] = widen_f16(f16_of((float)t_gauss(0.02))) |
 				       (k == 5 ? (uint32_t)(t_rand() & 0x3f) : 0);
+		} else {
+			fill_values(raw, N, WSP_DTYPE_F32, UPCAST_BYTE1);
 		}
 		struct wspm_chunk cx, cz, ca;
 		unsigned x = encode(enc, dec, raw, bytes, dtype, WSP_CODEC_EXPRANS, st, back, &cx);
@@ -101,14 +105,14 @@ int main(void)
 			CHECK(ca.transform == WSPM_XFORM_NONE);
 		else
 			CHECK(ca.transform == WSPM_XFORM_BYTES && (double)a < 0.8 * (double)r);
-		/* the GPU-decodable codec as small as zstd: an exact upcast's
-		 * zero low bytes cost 4 bytes a section (compact frequencies);
-		 * with noise in the low bits, each coded plane's lanes (4-byte
-		 * states, 2-byte lengths) leave it at most 0.5% behind */
-		if (k == 2)
-			CHECK((double)x <= 1.001 * (double)z);
-		else
+		/* the GPU-decodable codec no larger than zstd: an exact upcast's
+		 * zero low bytes cost 4 bytes a section (compact frequencies), and
+		 * noise of a few bits is packed at its width; on Gaussian weights
+		 * at most 0.5% behind */
+		if (k < 2)
 			CHECK((double)x <= 1.005 * (double)z);
+		else
+			CHECK(x <= z);
 	}
 	chunk_encoder_free(enc);
 	chunk_decoder_free(dec);

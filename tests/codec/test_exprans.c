@@ -163,6 +163,124 @@ static void compact_headers(void)
 	free(v), free(back), free(enc), free(full), free(bad);
 }
 
+/* The section at enc[at]: its length (a compact header's lanes summed). */
+static uint64_t section_len(const uint8_t *enc, uint64_t at, uint64_t n)
+{
+	unsigned h = enc[at] | enc[at + 1] << 8;
+	if ((h & 0xc000u) == 0x4000u) {   /* packed */
+		unsigned k = h & 0x3fffu, b = 1;
+		while ((1u << b) < k)
+			b++;
+		uint64_t bytes = (n * b + 7) / 8;
+		return 2 + k + (k & 1) + bytes + (bytes & 1);
+	}
+	CHECK(h & 0x8000u);
+	unsigned k = h & 0x7fffu;
+	if (k == 1)
+		return 4;
+	uint64_t head = 2 + k + (k & 1) + 2 * k, nb = (n + 32767) / 32768;
+	uint64_t len = head + nb * 32 * 2;
+	for (uint64_t i = 0; i < nb * 32; i++)
+		len += (uint64_t)(enc[at + head + 2 * i] | enc[at + head + 2 * i + 1] << 8);
+	return len;
+}
+
+/* Decoding bad[0, len) fails, naming why, with both decoders. */
+static void refused(const uint8_t *bad, int64_t len, uint64_t n, int planes, const char *why)
+{
+	struct wspi_err err;
+	uint32_t *back = malloc(n * 4);
+	CHECK(back);
+	wspi_err_init(&err);
+	for (int simd = 0; simd < 2; simd++) {
+		exprans_use_simd = simd;
+		CHECK_RC(exprans_decode(bad, (size_t)len, back, n, 4, planes, &err), WSP_EFORMAT);
+		if (!strstr(err.msg, why))
+			fprintf(stderr, "want \"%s\", got: %s\n", why, err.msg);
+		CHECK(strstr(err.msg, why) != NULL);
+	}
+	exprans_use_simd = 1;
+	wspi_err_destroy(&err);
+	free(back);
+}
+
+/* Packed byte planes: a byte 1 of 255 values about equally likely stored
+ * as 8 bits a value, a byte 0 of two values as one bit; each smaller than
+ * the rANS section it replaces, and every malformed packed plane refused
+ * with its reason. */
+static void packed_planes(void)
+{
+	enum { N = 70001 };   /* three blocks, the last short; bits end mid-byte */
+	uint32_t *v = malloc(N * 4), *back = malloc(N * 4);
+	size_t cap = exprans_bound(N, 4, 1);
+	uint8_t *enc = malloc(cap), *bad = malloc(cap);
+	struct wspi_err err;
+	CHECK(v && back && enc && bad);
+	wspi_err_init(&err);
+	fill_values(v, N, WSP_DTYPE_F32, UPCAST_BYTE1);   /* byte 1: 0 to 254 */
+	int64_t len = exprans_encode(v, N, 4, 1, enc, cap);
+	CHECK(len > 0);
+	CHECK_RC(exprans_decode(enc, (size_t)len, back, N, 4, 1, &err), 0);
+	CHECK(memcmp(v, back, N * 4) == 0);
+	uint64_t s1 = 4 + section_len(enc, 4, N), s2 = s1 + section_len(enc, s1, N);
+	CHECK((enc[s1] | enc[s1 + 1] << 8) == (0x4000 | 255));
+	CHECK((enc[s2] | enc[s2 + 1] << 8) == (0x4000 | 2));
+	CHECK(enc[s2 + 2] == 0x00 && enc[s2 + 3] == 0x80);
+	/* the symbols, padded to even, then the indices, padded to even */
+	CHECK(s2 - s1 == 2 + 255 + 1 + N + 1);
+	uint64_t idx1 = s1 + 2 + 255 + 1, idx2 = s2 + 2 + 2, idx2_used = (N + 7) / 8;   /* 8751 */
+	CHECK(section_len(enc, s2, N) == 2 + 2 + idx2_used + 1);
+	CHECK(s2 + section_len(enc, s2, N) + N == (uint64_t)len);
+	exprans_compact = 0;   /* the older writer: full tables, rANS everywhere */
+	int64_t old = exprans_encode(v, N, 4, 1, bad, cap);
+	exprans_compact = 1;
+	CHECK(old > len + 2 * 3 * 32 * 6);   /* the byte planes' lanes' states and lengths */
+	struct { uint64_t at; uint8_t lo, hi; int word; const char *why; } cases[] = {
+		{ s1, 0x01, 0x40, 1, "(bits 15..8): a packed plane of 1 symbols" },
+		{ s2, 0x02, 0x41, 1, "(bits 7..0): a packed plane of 258 symbols" },
+		{ s2 + 3, 0x00, 0, 0, "(bits 7..0): packed symbols out of order" },
+		{ idx2 + idx2_used - 1, 0x02, 0, 0, "(bits 7..0): bits set past a packed plane's last index" },
+		{ idx2 + idx2_used, 0x01, 0, 0, "(bits 7..0): bits set past a packed plane's last index" },
+		{ idx1 + 40000, 0xff, 0, 0,
+		  "(bits 15..8): value 40000 holds an index past the packed plane's symbols" },
+		{ 4, 0x03, 0x40, 1, "a packed plane where the format has none" },   /* the exponents */
+	};
+	for (unsigned c = 0; c < sizeof(cases) / sizeof(cases[0]); c++) {
+		memcpy(bad, enc, (size_t)len);
+		bad[cases[c].at] = cases[c].word ? cases[c].lo : (uint8_t)(bad[cases[c].at] | cases[c].lo);
+		if (cases[c].word)
+			bad[cases[c].at + 1] = cases[c].hi;
+		if (c == 2)
+			bad[cases[c].at] = 0x00;
+		refused(bad, len, N, 1, cases[c].why);
+	}
+	/* 5, 6 and 7 bits an index: eight values in that many bytes; each
+	 * size but the last 8-value group (N % 8 == 1) */
+	for (unsigned k = 32; k <= 128; k *= 2) {
+		for (unsigned i = 0; i < N; i++)
+			v[i] = (v[i] & ~0xffu) | (unsigned)(t_rand() % k);
+		int64_t l = exprans_encode(v, N, 4, 1, enc, cap);
+		CHECK(l > 0);
+		uint64_t b1 = 4 + section_len(enc, 4, N), b0 = b1 + section_len(enc, b1, N);
+		CHECK((unsigned)(enc[b0] | enc[b0 + 1] << 8) == (0x4000u | k));
+		for (int simd = 0; simd < 2; simd++) {
+			exprans_use_simd = simd;
+			memset(back, 0, N * 4);
+			CHECK_RC(exprans_decode(enc, (size_t)l, back, N, 4, 1, &err), 0);
+			CHECK(memcmp(v, back, N * 4) == 0);
+		}
+		exprans_use_simd = 1;
+	}
+	/* a packed header where the format has none: raw low halves */
+	int64_t plain = exprans_encode(v, N, 4, 0, bad, cap);
+	CHECK(plain > 0);
+	bad[4] = 2;
+	bad[5] = 0x40;
+	refused(bad, plain, N, 0, "a packed plane where the format has none");
+	wspi_err_destroy(&err);
+	free(v), free(back), free(enc), free(bad);
+}
+
 static double now(void)
 {
 	struct timespec t;
@@ -176,12 +294,13 @@ int main(void)
 					  32769, 100000 };
 	static const int dtypes[] = { WSP_DTYPE_BF16, WSP_DTYPE_F16, WSP_DTYPE_F32 };
 	for (unsigned d = 0; d < 3; d++)
-		for (unsigned k = GAUSS; k <= (dtypes[d] == WSP_DTYPE_F32 ? UPCAST_F16 : BITS); k++)
+		for (unsigned k = GAUSS; k <= (dtypes[d] == WSP_DTYPE_F32 ? LAST_KIND : BITS); k++)
 			for (unsigned i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++)
 				for (int planes = 0; planes <= (dtypes[d] == WSP_DTYPE_F32); planes++)
 					roundtrip(sizes[i], (enum kind)k, dtypes[d], planes);
 	CHECK(exprans_value_bytes(WSP_DTYPE_I8) == 0 && exprans_value_bytes(WSP_DTYPE_F64) == 0);
 	compact_headers();
+	packed_planes();
 
 	/* Through the chunk codec: bf16, f16 and f32 coded, checksum checked;
 	 * other dtypes fall back to zstd. */

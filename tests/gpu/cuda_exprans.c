@@ -1,12 +1,13 @@
 /* The CUDA EXPRANS decoder against the C reference: every kind of bf16,
  * f16 and f32 data (Gaussian, heavy-tailed, one exponent, NaN/Inf/
  * subnormals, random bits; fp32 upcast from bf16 and fp16, whose coded low
- * halves have byte planes of one symbol, and the full frequency tables of
- * older packs) at odd sizes (0, 1, 2, a lane +-1, a block +-1,
+ * halves have byte planes of one symbol and packed ones, and the full
+ * frequency tables of older packs) at odd sizes (0, 1, 2, a lane +-1, a block +-1,
  * several blocks, a 2 MiB chunk), all in one launch, decodes byte for byte
  * as the CPU does with status 0.  Damaged streams of 16- and 32-bit values
- * (bytes flipped in the header, lane table and lanes; truncated; a wrong
- * value count or width; a misaligned start; a chunk too large) are
+ * (bytes flipped in the header, lane table, lanes and packed indices; an
+ * index past a packed plane's symbols; truncated; a wrong value count or
+ * width; a misaligned start; a chunk too large) are
  * rejected exactly when the reference rejects them, and decode identically
  * when it accepts them.  The same launch's copy and
  * zero jobs (a packed layer's raw chunks and padding) equal memcpy and
@@ -159,9 +160,10 @@ int main(void)
 					  65541, 300000, 1u << 20 };
 	static const int dtypes[] = { WSP_DTYPE_BF16, WSP_DTYPE_F16, WSP_DTYPE_F32 };
 	/* the fourth: f32 with coded low halves; the fifth: the same with the
-	 * full frequency tables of packs written before the compact form.
-	 * The upcast kinds (fp32 only) make byte planes of one symbol. */
-	enum { KINDS = UPCAST_F16 + 1, NS = sizeof(sizes) / sizeof(sizes[0]), NT = 5 };
+	 * full frequency tables of packs written before the compact form.  The
+	 * upcast kinds (fp32 only) make byte planes of one symbol and packed
+	 * ones. */
+	enum { KINDS = LAST_KIND + 1, NS = sizeof(sizes) / sizeof(sizes[0]), NT = 5 };
 	static struct stream good[NT * KINDS * NS];
 	unsigned k = 0;
 	for (int d = 0; d < NT; d++)
@@ -242,19 +244,23 @@ int main(void)
 
 	/* Damaged copies of three-block Gaussian streams, bf16, f32 and f32
 	 * with coded low halves. */
-	enum { TRIALS = 4000, EXTRA = 7 };
+	enum { TRIALS = 4000, EXTRA = 8 };
 	struct stream base16 = encode(70001, GAUSS, WSP_DTYPE_BF16, 0);
 	struct stream base32 = encode(70001, GAUSS, WSP_DTYPE_F32, 0);
 	struct stream base32p = encode(70001, GAUSS, WSP_DTYPE_F32, 1);
-	/* compact frequencies: both planes of one symbol; one plane of 8 */
+	/* compact frequencies: both planes of one symbol; one plane of 8 (packed
+	 * at 3 bits); packed planes of 255 and 2 symbols; one of 16 (4 bits) */
 	struct stream base32c = encode(70001, LOW_CONST, WSP_DTYPE_F32, 1);
 	struct stream base32h = encode(70001, UPCAST_F16, WSP_DTYPE_F32, 1);
+	struct stream base32k = encode(70001, UPCAST_BYTE1, WSP_DTYPE_F32, 1);
+	struct stream base32s = encode(70001, UPCAST_NOISY, WSP_DTYPE_F32, 1);
 	struct stream *bad = calloc(TRIALS + EXTRA, sizeof(*bad));
 	CHECK(bad);
 	for (unsigned t = 0; t < TRIALS; t++) {
 		struct stream *s = &bad[t];
-		struct stream *base = t % 6 == 0 ? &base32 : t % 6 == 1 ? &base32p
-				    : t % 6 == 2 ? &base32c : t % 6 == 3 ? &base32h : &base16;
+		struct stream *base = t % 8 == 0 ? &base32 : t % 8 == 1 ? &base32p
+				    : t % 8 == 2 ? &base32c : t % 8 == 3 ? &base32h
+				    : t % 8 == 4 ? &base32k : t % 8 == 5 ? &base32s : &base16;
 		/* header, lane tables, lanes: not the raw parts */
 		uint64_t body = base->len - base->n * (base->planes ? 1 : base->w - 1);
 		*s = *base;
@@ -285,7 +291,19 @@ int main(void)
 	bad[TRIALS + 4].planes = 0;
 	bad[TRIALS + 5] = base32;    /* and the other way */
 	bad[TRIALS + 5].planes = 1;
-	bad[TRIALS + 6] = base16;    /* placed at an odd address (the last) */
+	/* a packed plane's index naming a symbol it lacks (255 of 256) */
+	bad[TRIALS + 6] = base32k;
+	bad[TRIALS + 6].enc = malloc(base32k.len);
+	CHECK(bad[TRIALS + 6].enc);
+	memcpy(bad[TRIALS + 6].enc, base32k.enc, base32k.len);
+	uint64_t packed = 4;
+	while (packed + 4 < base32k.len &&
+	       !(base32k.enc[packed] == 0xff && base32k.enc[packed + 1] == 0x40 &&
+		 base32k.enc[packed + 2] == 0 && base32k.enc[packed + 3] == 1))
+		packed += 2;
+	CHECK(packed + 2 + 256 + 100 < base32k.len);
+	bad[TRIALS + 6].enc[packed + 2 + 256 + 100] = 0xff;
+	bad[TRIALS + 7] = base16;    /* placed at an odd address (the last) */
 	unsigned nbad = TRIALS + EXTRA;
 	for (unsigned t = 0; t < nbad; t++)
 		if (t != TRIALS + 3)
@@ -316,15 +334,18 @@ int main(void)
 	CHECK(bstatus[TRIALS + 2] & EXPRANS_GPU_BAD_HEADER);
 	CHECK(bstatus[TRIALS + 3] & EXPRANS_GPU_TOO_BIG);
 	CHECK(bstatus[TRIALS + 4] != 0 && bstatus[TRIALS + 5] != 0);   /* layout claimed wrong */
-	CHECK(bstatus[TRIALS + 6] & EXPRANS_GPU_BAD_HEADER);
+	CHECK(bstatus[TRIALS + 6] & EXPRANS_GPU_BAD_PACKED);
+	CHECK(bad[TRIALS + 6].cpu_rc == WSP_EFORMAT);
+	CHECK(bstatus[TRIALS + 7] & EXPRANS_GPU_BAD_HEADER);
 	CHECK(rejected > TRIALS / 2);
-	printf("%u damaged streams (bf16, f32, f32 with coded low halves, full and compact): %u rejected, %u accepted (as by the CPU, same "
-	       "output)\n", nbad - 2, rejected, accepted);
+	printf("%u damaged streams (bf16, f32, f32 with coded low halves: full, compact, "
+	       "packed): %u rejected, %u accepted (as by the CPU, same output)\n", nbad - 2,
+	       rejected, accepted);
 	for (unsigned t = 0; t < nbad; t++) {
 		free(bout[t]);
 		free(bad[t].cpu);
-		if (t < TRIALS)
-			free(bad[t].enc);
+		if (t < TRIALS || t == TRIALS + 6)
+			free(bad[t].enc);   /* the rest share their base's */
 	}
 	free(bout);
 	free(bstatus);
@@ -339,6 +360,8 @@ int main(void)
 	free(base32c.cpu);
 	free(base32h.enc);
 	free(base32h.cpu);
+	free(base32k.enc);
+	free(base32s.enc);
 	for (unsigned i = 0; i < k; i++) {
 		free(good[i].enc);
 		free(good[i].cpu);

@@ -169,29 +169,67 @@ static uint64_t write_freq(const uint16_t *freq, uint64_t n, int compact, uint8_
 	return compact_bytes(k);
 }
 
-/* One section at o: frequencies, lane_bytes[B][32], the lane streams (or,
- * compact and of one symbol, the header alone).  Returns its length. */
-static uint64_t encode_section(const void *src, uint64_t n, unsigned width, enum section sec,
-			       int compact, uint8_t *o)
+/* The packed form of a byte plane (wspack(5)): where its k symbols are
+ * about equally likely (an incompressible byte, a bit or two of noise)
+ * rANS gains nothing on b = ceil(log2 k) bits a value and still pays each
+ * lane's state and length; packed, each value is its symbol's index in b
+ * bits, and no lanes.  Only the byte planes of chunks with coded low
+ * halves take it. */
+#define PACKED_MARK 0x4000u
+
+static unsigned index_bits(unsigned k)
 {
-	uint64_t count[256] = { 0 };
-	for (uint64_t i = 0; i < n; i++)
-		count[symbol_of(src, i, width, sec)]++;
-	uint16_t freq[256];
-	uint32_t cum[257];
-	if (n)
-		quantize(count, n, freq);
-	else
-		memset(freq, 0, sizeof(freq));
-	cum[0] = 0;
+	unsigned b = 1;
+	while ((1u << b) < k)
+		b++;
+	return b;
+}
+
+/* The packed indices' bytes: n * b bits, rounded up to even (the next
+ * section's header stays 2-byte aligned). */
+static uint64_t packed_index_bytes(unsigned k, uint64_t n)
+{
+	uint64_t bytes = (n * index_bits(k) + 7) / 8;
+	return bytes + (bytes & 1);
+}
+
+static uint64_t packed_bytes(unsigned k, uint64_t n)
+{
+	return 2 + k + (k & 1) + packed_index_bytes(k, n);
+}
+
+/* The plane `sec` of n 32-bit values, packed at o; returns its length. */
+static uint64_t write_packed(const void *src, uint64_t n, enum section sec,
+			     const uint16_t *freq, uint8_t *o)
+{
+	unsigned k = symbols_present(freq), b = index_bits(k), i = 0;
+	uint8_t index[256];
+	wr16(o, (uint16_t)(PACKED_MARK | k));
 	for (unsigned s = 0; s < 256; s++)
-		cum[s + 1] = cum[s] + freq[s];
-	int lanes_follow;
-	uint64_t head = write_freq(freq, n, compact, o, &lanes_follow);
-	if (!lanes_follow)
-		return head;
+		if (freq[s]) {
+			o[2 + i] = (uint8_t)s;
+			index[s] = (uint8_t)i++;
+		}
+	if (k & 1)
+		o[2 + k] = 0;
+	uint8_t *q = o + 2 + k + (k & 1);
+	memset(q, 0, packed_index_bytes(k, n));
+	for (uint64_t v = 0, bit = 0; v < n; v++, bit += b) {
+		unsigned x = (unsigned)index[symbol_of(src, v, 4, sec)] << (bit & 7);
+		q[bit >> 3] |= (uint8_t)x;
+		if ((bit & 7) + b > 8)
+			q[(bit >> 3) + 1] |= (uint8_t)(x >> 8);
+	}
+	return packed_bytes(k, n);
+}
+
+/* lane_bytes[B][32] and the lane streams of a section at o; returns their
+ * length. */
+static uint64_t encode_lanes(const void *src, uint64_t n, unsigned width, enum section sec,
+			     const uint16_t *freq, const uint32_t *cum, uint8_t *o)
+{
 	uint64_t nb = n_blocks(n);
-	uint8_t *lens = o + head;
+	uint8_t *lens = o;
 	uint8_t *p = lens + nb * EXPRANS_LANES * 2;
 	uint16_t words[MAX_LANE_BYTES / 2];
 	for (uint64_t b = 0; b < nb; b++) {
@@ -221,6 +259,37 @@ static uint64_t encode_section(const void *src, uint64_t n, unsigned width, enum
 		}
 	}
 	return (uint64_t)(p - o);
+}
+
+/* One section at o: frequencies, lane_bytes[B][32], the lane streams (or,
+ * compact and of one symbol, the header alone; or a byte plane packed where
+ * that is no larger).  Returns its length. */
+static uint64_t encode_section(const void *src, uint64_t n, unsigned width, enum section sec,
+			       int compact, uint8_t *o)
+{
+	uint64_t count[256] = { 0 };
+	for (uint64_t i = 0; i < n; i++)
+		count[symbol_of(src, i, width, sec)]++;
+	uint16_t freq[256];
+	uint32_t cum[257];
+	if (n)
+		quantize(count, n, freq);
+	else
+		memset(freq, 0, sizeof(freq));
+	cum[0] = 0;
+	for (unsigned s = 0; s < 256; s++)
+		cum[s + 1] = cum[s] + freq[s];
+	int lanes_follow;
+	uint64_t head = write_freq(freq, n, compact, o, &lanes_follow);
+	if (!lanes_follow)
+		return head;
+	uint64_t coded = encode_lanes(src, n, width, sec, freq, cum, o + head);
+	unsigned k = symbols_present(freq);
+	/* the coded form was written first: the packed one, when no larger,
+	 * fits where it lies (it decodes faster, so it wins a tie) */
+	if (compact && sec != SEC_EXP && n && k >= 2 && packed_bytes(k, n) <= head + coded)
+		return write_packed(src, n, sec, freq, o);
+	return head + coded;
 }
 
 int64_t exprans_encode(const void *src, uint64_t n, unsigned width, int planes, void *out,
@@ -259,7 +328,8 @@ static double entropy_bits(const uint64_t *count, uint64_t n)
 
 /* Estimated bytes of a byte-plane section: its entropy (and 1% for rANS's
  * 12-bit probabilities), its header, and its lanes' initial states and
- * lengths; a plane of one symbol is its 4-byte header alone. */
+ * lengths; a plane of one symbol is its 4-byte header alone, and one
+ * cheaper packed is that. */
 static double plane_cost(const uint64_t *count, uint64_t n)
 {
 	unsigned k = 0;
@@ -267,8 +337,10 @@ static double plane_cost(const uint64_t *count, uint64_t n)
 		k += count[s] != 0;
 	if (k == 1)
 		return 4;
-	return entropy_bits(count, n) / 8 * 1.01 + (double)WSP_MIN(compact_bytes(k), 2u * 256u) +
-	       (double)(n_blocks(n) * EXPRANS_LANES * (2 + 4));
+	double coded = entropy_bits(count, n) / 8 * 1.01 +
+		       (double)WSP_MIN(compact_bytes(k), 2u * 256u) +
+		       (double)(n_blocks(n) * EXPRANS_LANES * (2 + 4));
+	return exprans_compact ? fmin(coded, (double)packed_bytes(k, n)) : coded;
 }
 
 int exprans_planes_pay(const void *src, uint64_t n)
@@ -381,15 +453,26 @@ static int cpu_has_avx2(void)
 
 /* A section being decoded: its table, its lane table, and where the next
  * block's lane streams start; or, of one symbol in the compact form, that
- * symbol alone. */
+ * symbol alone; or, packed, its indices and what each names. */
 struct section_dec {
-	uint32_t tab[PROB_SCALE];
+	union {
+		uint32_t tab[PROB_SCALE];      /* rANS: slot -> entry */
+		uint16_t wide[256][8];         /* packed, 1, 2 or 4 bits: an index byte's values */
+	};
 	const uint8_t *lens;
 	const uint8_t *lane;
 	int constant;              /* every value's symbol is `symbol`; no lanes */
 	unsigned symbol;
+	int may_pack;              /* a byte plane of a chunk with coded low halves */
+	int packed;                /* packed: each value's index in `bits` bits at `index` */
+	int some_bad;              /* packed: some indices name no symbol (k < 2^bits) */
+	unsigned bits;
+	const uint8_t *index;
+	uint16_t unpack[256];      /* index -> symbol << 7; PACKED_BAD past the k symbols */
 	const char *what;          /* in messages: "" or " (bits 15..8)" */
 };
+
+#define PACKED_BAD 0xffffu
 
 /* The compact frequencies at p[at, len) (wspack(5)): k symbols, strictly
  * increasing, each with a frequency of at least 1, summing to 4096; of one
@@ -462,18 +545,127 @@ static int parse_full(const uint8_t *p, size_t len, uint64_t at, uint64_t n,
 	return 0;
 }
 
+/* The packed plane at p[at, len) (wspack(5)): k symbols, 2 to 256,
+ * strictly increasing, then n indices of ceil(log2 k) bits, the bits past
+ * the last zero.  *head gets the whole section's length. */
+static int parse_packed(const uint8_t *p, size_t len, uint64_t at, uint64_t n,
+			struct section_dec *s, uint64_t *head, struct wspi_err *err)
+{
+	unsigned k = rd16(p + at) & ~PACKED_MARK;
+	if (!s->may_pack)
+		return WSP_ERR(err, WSP_EFORMAT, "exprans%s: a packed plane where the format has "
+			       "none", s->what);
+	if (k < 2 || k > 256)
+		return WSP_ERR(err, WSP_EFORMAT, "exprans%s: a packed plane of %u symbols",
+			       s->what, k);
+	if (!n)
+		return WSP_ERR(err, WSP_EFORMAT, "exprans%s: a packed plane for an empty chunk",
+			       s->what);
+	*head = packed_bytes(k, n);
+	if (at + *head > len)
+		return WSP_ERR(err, WSP_EFORMAT, "exprans%s: a packed plane of %llu bytes beyond "
+			       "the stream", s->what, (unsigned long long)*head);
+	const uint8_t *sym = p + at + 2;
+	for (unsigned i = 0; i < 256; i++)
+		s->unpack[i] = i < k ? (uint16_t)(sym[i] << 7) : PACKED_BAD;
+	for (unsigned i = 1; i < k; i++)
+		if (sym[i] <= sym[i - 1])
+			return WSP_ERR(err, WSP_EFORMAT, "exprans%s: packed symbols out of order",
+				       s->what);
+	s->packed = 1;
+	s->bits = index_bits(k);
+	s->some_bad = k < 1u << s->bits;
+	s->index = sym + k + (k & 1);
+	unsigned mask = (1u << s->bits) - 1;
+	if (8 % s->bits == 0 && s->bits < 8)   /* the values of each index byte */
+		for (unsigned byte = 0; byte < 256; byte++)
+			for (unsigned t = 0; t < 8 / s->bits; t++)
+				s->wide[byte][t] = s->unpack[(byte >> (t * s->bits)) & mask];
+	/* the bits after the last index, to the end of the (even) bytes */
+	uint64_t used = n * s->bits, bytes = packed_index_bytes(k, n);
+	unsigned spare = (used & 7) ? s->index[used >> 3] >> (used & 7) : 0;
+	for (uint64_t i = (used + 7) >> 3; i < bytes; i++)
+		spare |= s->index[i];
+	if (spare)
+		return WSP_ERR(err, WSP_EFORMAT, "exprans%s: bits set past a packed plane's last "
+			       "index", s->what);
+	return 0;
+}
+
+/* Value i's index in a packed plane of `bits` bits an index: the widths
+ * that divide a byte never straddle two. */
+static inline unsigned packed_index(const uint8_t *q, uint64_t i, unsigned bits)
+{
+	uint64_t bit = i * bits;
+	unsigned w = q[bit >> 3];
+	if ((bit & 7) + bits > 8)
+		w |= (unsigned)q[(bit >> 3) + 1] << 8;
+	return (w >> (bit & 7)) & ((1u << bits) - 1);
+}
+
+/* Values [first, end) of a packed plane into out, as symbol << 7 (as a
+ * coded byte plane comes out of decode_block); first is a block's start.
+ * Widths that divide a byte: an index byte's values at a time, from
+ * `wide` (2.5x one value at a time). */
+static int unpack_range(const struct section_dec *s, uint64_t first, uint64_t end,
+			uint16_t *out, struct wspi_err *err)
+{
+	const uint8_t *q = s->index;
+	unsigned bits = s->bits, per = 8 % bits == 0 && bits < 8 ? 8 / bits : 0;
+	uint64_t count = end - first, i = 0;
+	if (bits == 8) {
+		for (; i < count; i++)
+			out[i] = s->unpack[q[first + i]];
+	} else if (per) {
+		const uint8_t *b = q + first / per;
+		uint16_t *o = out;
+		for (uint64_t m = 0; m < count / per; m++, o += per)
+			memcpy(o, s->wide[b[m]], per * sizeof(*out));
+		i = count / per * per;
+	} else {
+		/* 3, 5, 6 or 7 bits: eight values in `bits` bytes at a time */
+		const uint8_t *b = q + first / 8 * bits;
+		unsigned mask = (1u << bits) - 1;
+		for (; i + 8 <= count; i += 8, b += bits) {
+			uint64_t w = 0;
+			for (unsigned j = 0; j < bits; j++)
+				w |= (uint64_t)b[j] << (8 * j);
+			for (unsigned t = 0; t < 8; t++)
+				out[i + t] = s->unpack[(w >> (t * bits)) & mask];
+		}
+	}
+	for (; i < count; i++)   /* the last values */
+		out[i] = s->unpack[packed_index(q, first + i, bits)];
+	/* every index names a symbol unless k is short of 2^bits */
+	unsigned bad = 0;
+	for (i = 0; s->some_bad && i < count; i++)
+		bad |= out[i] == PACKED_BAD;
+	for (i = 0; bad && i < count; i++)
+		if (out[i] == PACKED_BAD)
+			return WSP_ERR(err, WSP_EFORMAT, "exprans%s: value %llu holds an index past "
+				       "the packed plane's symbols", s->what,
+				       (unsigned long long)(first + i));
+	return 0;
+}
+
 /* Parse the section at p[*at, len): frequencies (building the table) and
  * lane table, checked; *at moves past its lane streams.  compact: the
  * compact header may be used (chunks with coded low halves). */
 static int parse_section(const uint8_t *p, size_t len, uint64_t *at, uint64_t n, int compact,
 			 struct section_dec *s, struct wspi_err *err)
 {
-	uint64_t nb = n_blocks(n), head = 2 * 256;
+	uint64_t head = 2 * 256;
 	s->constant = 0;
 	s->symbol = 0;
+	s->packed = 0;
 	if (*at + 2 > len)
 		return WSP_ERR(err, WSP_EFORMAT, "exprans%s: %zu bytes, shorter than the header",
 			       s->what, len);
+	if ((rd16(p + *at) & (COMPACT_MARK | PACKED_MARK)) == PACKED_MARK) {
+		int rc = parse_packed(p, len, *at, n, s, &head, err);
+		*at += head;
+		return rc;
+	}
 	if (rd16(p + *at) & COMPACT_MARK) {
 		if (!compact)
 			return WSP_ERR(err, WSP_EFORMAT, "exprans%s: a compact header in a chunk "
@@ -486,6 +678,7 @@ static int parse_section(const uint8_t *p, size_t len, uint64_t *at, uint64_t n,
 	} else {
 		WSP_TRY(parse_full(p, len, *at, n, s, err));
 	}
+	uint64_t nb = n_blocks(n);
 	uint64_t lens_at = *at + head, streams_at = lens_at + nb * EXPRANS_LANES * 2;
 	if (streams_at > len)
 		return WSP_ERR(err, WSP_EFORMAT, "exprans%s: lane table beyond the stream", s->what);
@@ -603,7 +796,7 @@ int exprans_decode(const void *in, size_t len, void *dst, uint64_t n, unsigned w
 	if (rd32(p) != n)
 		return WSP_ERR(err, WSP_EFORMAT, "exprans: stream of %u values where %llu are expected",
 			       rd32(p), (unsigned long long)n);
-	/* On the stack (48 KiB at most): decoders run per chunk on every
+	/* On the stack (about 50 KiB): decoders run per chunk on every
 	 * worker, and an allocation each would churn the heap. */
 	unsigned n_sec = planes ? 3 : 1;
 	struct section_dec sec[3];
@@ -613,6 +806,7 @@ int exprans_decode(const void *in, size_t len, void *dst, uint64_t n, unsigned w
 	int rc = 0;
 	for (unsigned k = 0; k < n_sec && rc == 0; k++) {
 		sec[k].what = what[k];
+		sec[k].may_pack = k > 0;
 		rc = parse_section(p, len, &at, n, planes, &sec[k], err);
 	}
 	uint64_t raw_after = planes ? n : n * (width - 1);
@@ -632,7 +826,9 @@ int exprans_decode(const void *in, size_t len, void *dst, uint64_t n, unsigned w
 		uint16_t *out = width == 2 ? (uint16_t *)dst + first : buf;
 		rc = decode_block(&sec[0], p, b, first, end, sm + first, out, simd, err);
 		for (unsigned k = 1; k < n_sec && rc == 0; k++)
-			if (!sec[k].constant)   /* joined below as it is */
+			if (sec[k].packed)
+				rc = unpack_range(&sec[k], first, end, buf + k * EXPRANS_BLOCK, err);
+			else if (!sec[k].constant)   /* joined below as it is */
 				rc = decode_block(&sec[k], p, b, first, end, no_raw_bytes,
 						  buf + k * EXPRANS_BLOCK, simd, err);
 		uint32_t *d32 = (uint32_t *)dst + first;
@@ -664,5 +860,7 @@ const char *exprans_gpu_status_text(uint32_t s)
 		return "a lane reads past its stream";
 	if (s & EXPRANS_GPU_BAD_END)
 		return "a lane does not end where it should (corrupt stream)";
+	if (s & EXPRANS_GPU_BAD_PACKED)
+		return "a packed byte plane malformed, or an index past its symbols";
 	return s ? "unknown status" : "ok";
 }

@@ -26,7 +26,10 @@
  * sm[n]; no lo[].  In such chunks a section's frequencies may take a
  * compact form (u16 0x8000 | k, then the k symbols present and their
  * frequencies); a section of one symbol is then that header alone, with no
- * lane table and no lanes.
+ * lane table and no lanes.  A byte plane may instead be packed (u16 0x4000
+ * | k, the k symbols, then each value's index in ceil(log2 k) bits): an
+ * incompressible byte is stored as it is, one bit of noise as one bit, with
+ * no lanes.
  *
  * Lane j of block b codes the symbols of values b*32768 + j + 32*k: at
  * step k the 32 lanes of a warp decode 32 consecutive values.  The coder
@@ -78,8 +81,8 @@ int exprans_decode(const void *in, size_t len, void *dst, uint64_t n, unsigned w
  * decoder only (tests compare the two). */
 extern int exprans_use_simd;
 /* 1 (default): chunks with coded low halves use the compact frequencies
- * where they are smaller; 0: the full table everywhere, as packs written
- * before the compact form (tests read both). */
+ * and packed planes where they are smaller; 0: the full table and rANS
+ * everywhere, as packs written before those forms (tests read both). */
 extern int exprans_compact;
 
 #endif

@@ -14,7 +14,10 @@
  * a section, the table of each built in place of the last: the upper
  * halves, then bits 15..8 and bits 7..0 stored as bytes into the values;
  * a byte plane of one symbol (compact frequencies, no lanes) is stored
- * as it is, or left as the first pass wrote it when that symbol is 0.
+ * as it is, or left as the first pass wrote it when that symbol is 0, and
+ * a packed one from its indices.  Each value's bytes are written by one
+ * thread in every pass (lane j of the warp of its block), so the passes
+ * need no ordering beyond program order.
  */
 #include <cuda_runtime.h>
 #include <stdint.h>
@@ -250,26 +253,95 @@ __device__ static void build_table(const uint32_t *cum, uint32_t *tab, unsigned 
 	}
 }
 
-/* A section's frequencies: their bytes (512, or a compact form's), or 0 when
- * malformed; *constant set for a compact one of one symbol (no lane table
- * or lanes follow).  compact: allowed (chunks with coded low halves). */
-__device__ static inline uint64_t freq_bytes(const uint8_t *p, uint64_t at, uint64_t len,
-					     uint64_t n, int compact, int *constant)
+/* How a section's symbols are stored (wspack(5)): rANS lanes; one symbol
+ * (compact, no lanes); or packed indices (a byte plane, no lanes). */
+enum form { LANES_FORM, ONE_FORM, PACKED_FORM };
+
+/* Bits a packed plane of k symbols gives a value's index. */
+__device__ static inline uint32_t index_bits(uint32_t k)
 {
-	*constant = 0;
+	return 32u - __clz(k - 1u);
+}
+
+/* A packed plane's index bytes: n * bits, rounded up to even. */
+__device__ static inline uint64_t packed_index_bytes(uint32_t k, uint64_t n)
+{
+	uint64_t bytes = (n * index_bits(k) + 7) / 8;
+	return bytes + (bytes & 1u);
+}
+
+/* A section's header: its bytes (512 frequencies, a compact form's, or a
+ * packed plane's symbols), or 0 when malformed; *form set.  compact: the
+ * compact and packed forms allowed (chunks with coded low halves); packed
+ * only in a byte plane. */
+__device__ static inline uint64_t freq_bytes(const uint8_t *p, uint64_t at, uint64_t len,
+					     uint64_t n, int compact, int byte_plane, int *form)
+{
+	*form = LANES_FORM;
 	if (at + 2 > len)
 		return 0;
 	uint32_t h = ld16(p + at);
+	if ((h & 0xc000u) == 0x4000u) {
+		uint32_t k = h & 0x3fffu;
+		*form = PACKED_FORM;
+		if (!compact || !byte_plane || !n || k < 2 || k > 256)
+			return 0;
+		return 2 + k + (k & 1u);
+	}
 	if (!(h & 0x8000u))
 		return 2u * 256u;
 	uint32_t k = h & 0x7fffu;
 	if (!compact || !n || k < 1 || k > 256)
 		return 0;
 	if (k == 1) {
-		*constant = 1;
+		*form = ONE_FORM;
 		return at + 4 <= len && ld16(p + at + 2) <= 255 ? 4 : 0;
 	}
 	return 2 + k + (k & 1u) + 2 * k;
+}
+
+/* A packed plane's header (k symbols at sym, strictly increasing) and the
+ * bits past its last index (zero), by warp 0. */
+__device__ static uint32_t packed_check(const uint8_t *sym, uint32_t k, uint64_t n,
+					unsigned warp, unsigned lane)
+{
+	uint32_t my = 0;
+	if (warp != 0)
+		return 0;
+	for (uint32_t j = 1 + lane; j < k; j += 32)
+		if (sym[j - 1] >= sym[j])
+			my |= EXPRANS_GPU_BAD_PACKED;
+	if (lane == 0) {
+		const uint8_t *q = sym + k + (k & 1u);
+		uint64_t used = n * index_bits(k), bytes = packed_index_bytes(k, n);
+		uint32_t spare = (used & 7) ? q[used >> 3] >> (used & 7) : 0;
+		for (uint64_t i = (used + 7) >> 3; i < bytes; i++)
+			spare |= q[i];
+		if (spare)
+			my |= EXPRANS_GPU_BAD_PACKED;
+	}
+	return my;
+}
+
+/* Values [first, end) of a packed plane: each value's byte (byte 1 or 0 of
+ * the 32-bit value) is the symbol its index names. */
+__device__ static uint32_t unpack_block(const uint8_t *sym, uint32_t k, uint8_t *out,
+					int byte1, uint64_t first, uint64_t end, unsigned lane)
+{
+	const uint8_t *q = sym + k + (k & 1u);
+	uint32_t bits = index_bits(k), mask = (1u << bits) - 1, my = 0;
+	for (uint64_t i = first + lane; i < end; i += LANES) {
+		uint64_t bit = i * bits;
+		uint32_t w = q[bit >> 3];
+		if ((bit & 7) + bits > 8)
+			w |= (uint32_t)q[(bit >> 3) + 1] << 8;
+		uint32_t x = (w >> (bit & 7)) & mask;
+		if (x >= k)
+			my |= EXPRANS_GPU_BAD_PACKED;
+		else
+			out[4 * i + byte1] = sym[x];
+	}
+	return my;
 }
 
 __global__ void __launch_bounds__(THREADS)
@@ -282,7 +354,7 @@ exprans_decode_kernel(const uint8_t *in, uint8_t *outb, const struct exprans_gpu
 	__shared__ uint32_t blk[3][MAX_BLOCKS];
 	__shared__ uint64_t sec_at[3];    /* each section's start */
 	__shared__ uint32_t sec_head[3];  /* its frequencies' bytes */
-	__shared__ int sec_one[3];        /* of one symbol: no lanes (compact form) */
+	__shared__ int sec_form[3];       /* enum form */
 	__shared__ uint64_t sm_at;        /* the sign|mantissa bytes (lo[] before them) */
 	__shared__ uint32_t bad;
 	const struct exprans_gpu_job J = jobs[blockIdx.x];
@@ -319,27 +391,35 @@ exprans_decode_kernel(const uint8_t *in, uint8_t *outb, const struct exprans_gpu
 	 * sm[]. */
 	for (unsigned k = 0; k < n_sec; k++) {
 		uint64_t at = sec_at[k];
-		int one;
-		uint64_t head = freq_bytes(p, at, len, n, n_sec == 3, &one);
-		uint64_t table = one ? 0 : nb * LANES * 2;
+		int form;
+		uint64_t head = freq_bytes(p, at, len, n, n_sec == 3, k > 0, &form);
+		/* a packed plane's symbol count (its header is in the stream) */
+		uint32_t k_packed = form == PACKED_FORM ? ld16(p + at) & 0x3fffu : 0;
+		/* the lane table, or a packed plane's indices */
+		uint64_t table = form == LANES_FORM ? nb * LANES * 2
+			       : form == PACKED_FORM && head ? packed_index_bytes(k_packed, n)
+			       : 0;
 		if (head == 0) {
-			my |= at + 2 > len ? EXPRANS_GPU_BAD_LANES : EXPRANS_GPU_BAD_FREQ;
+			my |= at + 2 > len ? EXPRANS_GPU_BAD_LANES
+			      : form == PACKED_FORM ? EXPRANS_GPU_BAD_PACKED : EXPRANS_GPU_BAD_FREQ;
 		} else if (at + head + table > len) {
-			my |= EXPRANS_GPU_BAD_LANES;
+			my |= form == PACKED_FORM ? EXPRANS_GPU_BAD_PACKED : EXPRANS_GPU_BAD_LANES;
+		} else if (form == PACKED_FORM) {
+			my |= packed_check(p + at + 2, k_packed, n, warp, lane);
 		} else {
 			if (k == 0)
 				my |= running_sums(p + at, tab, cum, n, warp, lane);
-			if (!one)
+			if (form == LANES_FORM)
 				my |= lane_sums(p + at + head, nb, blk[k], warp, lane);
 		}
 		if (__syncthreads_or(my))
 			goto out;
 		if (warp == 0) {
-			uint32_t total = one ? 0 : block_starts(blk[k], nb, lane);
+			uint32_t total = form == LANES_FORM ? block_starts(blk[k], nb, lane) : 0;
 			if (lane == 0) {
 				uint64_t next = at + head + table + total;
 				sec_head[k] = (uint32_t)head;
-				sec_one[k] = one;
+				sec_form[k] = form;
 				if (k + 1 < n_sec)
 					sec_at[k + 1] = next;
 				else
@@ -358,7 +438,15 @@ exprans_decode_kernel(const uint8_t *in, uint8_t *outb, const struct exprans_gpu
 	/* The sections in turn: the values (or the upper halves), then each
 	 * byte plane, its table built in place of the last one's. */
 	for (unsigned k = 0; k < n_sec; k++) {
-		const int one = sec_one[k];
+		const int one = sec_form[k] == ONE_FORM;
+		if (sec_form[k] == PACKED_FORM) {   /* each value's byte from its index */
+			uint64_t first = b * BLOCK, end = n < first + BLOCK ? n : first + BLOCK;
+			uint32_t k_packed = ld16(p + sec_at[k]) & 0x3fffu;
+			if (b < nb)
+				my |= unpack_block(p + sec_at[k] + 2, k_packed, out, k == 1, first, end,
+						   lane);
+			continue;
+		}
 		if (k > 0 && one) {
 			/* a byte plane of one symbol: stored as it is, each value's byte
 			 * by the thread that wrote the value in the first pass; the
