@@ -54,7 +54,7 @@ extern "C" {
 
 #define WSP_VERSION_MAJOR 0
 #define WSP_VERSION_MINOR 3
-#define WSP_VERSION_PATCH 0
+#define WSP_VERSION_PATCH 1
 #define WSP_VERSION_NUMBER (WSP_VERSION_MAJOR * 10000 + WSP_VERSION_MINOR * 100 + WSP_VERSION_PATCH)
 
 /* The version of the library actually linked, as WSP_VERSION_NUMBER. */
