@@ -13,17 +13,18 @@
  *    buffers), GB/s of raw weights delivered, and its ratio to the
  *    ceiling (the link carries compressed bytes, so it can pass 1.0).
  *
- * Then fp32 of four kinds (trained: Gaussian; upcast from bf16, exactly and
- * with 4 noisy low bits; with fp16's 10 mantissa bits), chunks coded as
- * the converter codes them (the low halves coded where that pays): ratio
- * beside zstd's (with its byte transform), CPU decode on one thread, GPU
- * decode, against the same ceiling (--f32-size bytes of each).
+ * Then fp32 of five kinds (trained: Gaussian; upcast from bf16, exactly and
+ * with 4 noisy low bits; with fp16's 10 mantissa bits; bf16 widened with a
+ * random byte 1 and one random bit in byte 0), chunks of --f32-chunk bytes
+ * coded as the converter codes them (the low halves coded where that pays):
+ * ratio beside zstd's (with its byte transform), CPU decode on one thread,
+ * GPU decode, against the same ceiling (--f32-size bytes of each).
  *
  * Every GPU output is compared with the original bytes; a mismatch or a
  * non-zero status is an error (exit 1).  Numbers only, no targets asserted.
  * Exits 77 without a CUDA device.
  *	exprans_bench [--size BYTES] [--chunk BYTES] [--group BYTES] [--reps N]
- *	              [--f32-size BYTES]
+ *	              [--f32-size BYTES] [--f32-chunk BYTES]
  * (--group: one group size instead of 16, 64 and 256 MiB).
  */
 #include <getopt.h>
@@ -382,7 +383,9 @@ static void bench_kind(int heavy, uint64_t size, uint64_t chunk_bytes, uint64_t 
 
 static const char *const f32_kinds[] = { "trained (Gaussian)", "upcast from bf16",
 					 "upcast from bf16, 4 noisy low bits",
-					 "fp16's 10 mantissa bits" };
+					 "fp16's 10 mantissa bits",
+					 "bf16 widened, random byte 1, byte 0 0 or 128" };
+#define F32_KINDS 5u
 
 static uint32_t f32_value(unsigned kind, uint64_t *s)
 {
@@ -393,6 +396,8 @@ static uint32_t f32_value(unsigned kind, uint64_t *s)
 	case 1: return (uint32_t)bf16(f) << 16;
 	case 2: return (uint32_t)bf16(f) << 16 | (uint32_t)(next(s) & 0xf);
 	case 3: return x & 0xffffe000u;
+	case 4: return (uint32_t)bf16(f) << 16 | (uint32_t)(next(s) & 0xff) << 8 |
+		       (uint32_t)(next(s) & 1) << 7;
 	default: return x;
 	}
 }
@@ -478,12 +483,13 @@ static void bench_f32(unsigned kind, uint64_t size, uint64_t chunk_bytes, unsign
 	CU(cudaEventRecord(e1, NULL));
 	CU(cudaEventSynchronize(e1));
 	double gpu_gbs = (double)size * reps / (ms_between(e0, e1) * 1e-3) / 1e9;
-	printf("f32 %s, %.2f GiB: ratio %.3f (zstd with its transform %.3f; low halves coded in "
-	       "%llu of %llu chunks); CPU decode, 1 thread: %.2f GB/s; GPU decode: %.1f GB/s of "
-	       "raw output = %.1f x the link's %.1f GB/s\n", f32_kinds[kind],
-	       (double)size / (1 << 30), (double)size / (double)stored,
-	       (double)size / (double)zstored, (unsigned long long)coded,
-	       (unsigned long long)chunks, cpu_gbs, gpu_gbs, gpu_gbs / h2d_gbs, h2d_gbs);
+	printf("f32 %s, %.2f GiB in %llu KiB chunks: ratio %.3f (zstd with its transform %.3f; "
+	       "low halves coded in %llu of %llu chunks); CPU decode, 1 thread: %.2f GB/s; GPU "
+	       "decode: %.1f GB/s of raw output = %.1f x the link's %.1f GB/s\n", f32_kinds[kind],
+	       (double)size / (1 << 30), (unsigned long long)(chunk_bytes >> 10),
+	       (double)size / (double)stored, (double)size / (double)zstored,
+	       (unsigned long long)coded, (unsigned long long)chunks, cpu_gbs, gpu_gbs,
+	       gpu_gbs / h2d_gbs, h2d_gbs);
 	cudaEventDestroy(e0);
 	cudaEventDestroy(e1);
 	cudaFree(dcomp);
@@ -525,11 +531,13 @@ static double h2d_ceiling(uint64_t size)
 int main(int argc, char **argv)
 {
 	uint64_t size = 1ull << 30, chunk = 1ull << 20, group = 0, f32_size = 256ull << 20;
+	uint64_t f32_chunk = 0;   /* 0: --chunk */
 	unsigned reps = 5;
 	static const struct option opts[] = {
 		{ "size", required_argument, NULL, 's' }, { "chunk", required_argument, NULL, 'c' },
 		{ "group", required_argument, NULL, 'g' }, { "reps", required_argument, NULL, 'r' },
 		{ "f32-size", required_argument, NULL, 'f' },
+		{ "f32-chunk", required_argument, NULL, 'k' },
 		{ NULL, 0, NULL, 0 },
 	};
 	int o;
@@ -540,9 +548,10 @@ int main(int argc, char **argv)
 		case 'g': group = strtoull(optarg, NULL, 0); break;
 		case 'r': reps = (unsigned)strtoul(optarg, NULL, 0); break;
 		case 'f': f32_size = strtoull(optarg, NULL, 0); break;
+		case 'k': f32_chunk = strtoull(optarg, NULL, 0); break;
 		default:
 			fprintf(stderr, "usage: exprans_bench [--size B] [--chunk B] [--group B] [--reps N] "
-				"[--f32-size B]\n");
+				"[--f32-size B] [--f32-chunk B]\n");
 			return 2;
 		}
 	}
@@ -564,11 +573,18 @@ int main(int argc, char **argv)
 	printf("exprans_bench on %s, %ld CPU threads\n", prop.name, nt);
 	bench_kind(0, size, chunk, group, reps, (unsigned)nt);
 	bench_kind(1, size, chunk, group, reps, (unsigned)nt);
-	f32_size -= f32_size % chunk;
-	if (f32_size && chunk % 4 == 0) {
+	f32_chunk = f32_chunk ? f32_chunk : chunk;
+	if (f32_size && (f32_chunk % 4 || f32_chunk / 4 > EXPRANS_GPU_MAX_VALUES ||
+			 f32_size < f32_chunk)) {
+		fprintf(stderr, "exprans_bench: --f32-chunk must be a multiple of 4 of at most %llu "
+			"bytes, and at most --f32-size (0: no fp32)\n", EXPRANS_GPU_MAX_VALUES * 4);
+		return 2;
+	}
+	f32_size -= f32_size % f32_chunk;
+	if (f32_size) {
 		double link = h2d_ceiling(f32_size);
-		for (unsigned k = 0; k < 4; k++)
-			bench_f32(k, f32_size, chunk, reps, link);
+		for (unsigned k = 0; k < F32_KINDS; k++)
+			bench_f32(k, f32_size, f32_chunk, reps, link);
 	}
 	return 0;
 }
