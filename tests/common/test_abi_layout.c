@@ -11,6 +11,7 @@
 #include <stddef.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "../lib/testlib.h"
 #include "abi_0_2.h"
@@ -178,13 +179,26 @@ int main(void)
 	 * later fields took out of its reserved space hold what those fields
 	 * say (the same bytes a current caller gets, each buffer filled with a
 	 * different pattern first), and what is still reserved is zero. */
+	/* The pager's own threads may still move a counter between the two
+	 * calls (pinning the host tier in the background, a read ahead
+	 * finishing): the two agree once it is quiet, never if a field moved. */
 	struct wsp_stats now;
-	memset(&st, 0xa5, sizeof(st));
-	memset(&now, 0x5a, sizeof(now));
-	CHECK_RC(wsp_get_stats(pg, (struct wsp_stats *)&st), 0);
-	CHECK_RC(wsp_get_stats(pg, &now), 0);
+	int same = 0;
+	for (int tries = 0; tries < 400 && !same; tries++) {
+		if (tries)
+			usleep(5000);
+		memset(&st, 0xa5, sizeof(st));
+		memset(&now, 0x5a, sizeof(now));
+		CHECK_RC(wsp_get_stats(pg, (struct wsp_stats *)&st), 0);
+		CHECK_RC(wsp_get_stats(pg, &now), 0);
+		same = memcmp(&st, &now, sizeof(st)) == 0;
+	}
+	for (size_t i = 0; !same && i < sizeof(st); i++)
+		if (((const uint8_t *)&st)[i] != ((const uint8_t *)&now)[i])
+			fprintf(stderr, "stats byte %zu: %02x in the 0.2 struct, %02x now\n", i,
+				((const uint8_t *)&st)[i], ((const uint8_t *)&now)[i]);
 	CHECK(st.acquires == sum.n_layers);
-	CHECK(memcmp(&st, &now, sizeof(st)) == 0);
+	CHECK(same);
 	for (size_t i = 0; i < sizeof(now.reserved) / sizeof(now.reserved[0]); i++)
 		CHECK(now.reserved[i] == 0);
 	wsp_close(pg);
