@@ -49,7 +49,7 @@ struct exprans_gpu_job {
 #define EXPRANS_GPU_OVERRUN 16u      /* a lane reads past its stream */
 #define EXPRANS_GPU_BAD_END 32u      /* a lane does not end used up, in 2^16 */
 #define EXPRANS_GPU_TOO_BIG 64u      /* more blocks than a chunk may have here */
-#define EXPRANS_GPU_BAD_PACKED 128u  /* a packed byte plane malformed, or an index past its symbols */
+#define EXPRANS_GPU_BAD_PACKED 128u  /* a packed byte plane malformed, or naming no symbol */
 
 /* Values a chunk may hold for the GPU decoder (512 blocks: 32 MiB of bf16,
  * 64 MiB of f32). */
