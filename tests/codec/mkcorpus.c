@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <xxhash.h>
 #include "codec_test.h"
+#include "exprans_sections.h"
 #include "pack/exprans/exprans.h"
 
 static uint8_t buf[1u << 17];
@@ -166,11 +167,8 @@ int main(int argc, char **argv)
 		CHECK(c.codec == WSP_CODEC_EXPRANS && c.transform == WSPM_XFORM_BYTES);
 		put(argv[1], "ok-f32-coded-low-packed", &c, WSP_DTYPE_F32, 3, buf, c.stored_bytes);
 		/* byte 1's plane: its header (255 symbols), then the indices */
-		size_t at = 4;
-		while (at + 4 < c.stored_bytes &&
-		       !(buf[at] == 0xff && buf[at + 1] == 0x40 && buf[at + 2] == 0 && buf[at + 3] == 1))
-			at += 2;
-		CHECK(at + 2 + 256 + 10 < c.stored_bytes);
+		uint64_t at = 4 + exprans_section_len(buf, 4, sizeof(big) / 4);
+		CHECK(buf[at] == 0xff && buf[at + 1] == 0x40 && at + 2 + 256 + 10 < c.stored_bytes);
 		buf[at + 2 + 256 + 10] = 0xff;
 		put(argv[1], "bad-f32-coded-low-index", &c, WSP_DTYPE_F32, 1, buf, c.stored_bytes);
 		chunk_encoder_free(e16);

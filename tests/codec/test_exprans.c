@@ -14,6 +14,7 @@
 
 #include "codec_test.h"
 #include "pack/exprans/exprans.h"
+#include "exprans_sections.h"
 #include "float_data.h"
 
 /* planes: f32 with the low halves coded (chunk transform 1) */
@@ -90,6 +91,25 @@ static void roundtrip(uint64_t n, enum kind k, int dtype, int planes)
 	free(v), free(back), free(back2), free(enc);
 }
 
+/* Decoding bad[0, len) fails, naming why, with both decoders. */
+static void refused(const uint8_t *bad, int64_t len, uint64_t n, int planes, const char *why)
+{
+	struct wspi_err err;
+	uint32_t *back = malloc(n * 4);
+	CHECK(back);
+	wspi_err_init(&err);
+	for (int simd = 0; simd < 2; simd++) {
+		exprans_use_simd = simd;
+		CHECK_RC(exprans_decode(bad, (size_t)len, back, n, 4, planes, &err), WSP_EFORMAT);
+		if (!strstr(err.msg, why))
+			fprintf(stderr, "want \"%s\", got: %s\n", why, err.msg);
+		CHECK(strstr(err.msg, why) != NULL);
+	}
+	exprans_use_simd = 1;
+	wspi_err_destroy(&err);
+	free(back);
+}
+
 /* The compact frequencies (chunks with coded low halves): a section of
  * one symbol is a 4-byte header, and every malformed compact header is
  * refused with its reason. */
@@ -116,7 +136,6 @@ static void compact_headers(void)
 	/* the exponent section's compact header: k symbols, then the planes' */
 	unsigned k = (unsigned)(enc[4] | enc[5] << 8) & 0x7fffu;
 	CHECK((enc[5] & 0x80) && k > 1 && k < 64);
-	uint64_t exp_head = 2 + k + (k & 1) + 2 * k;
 	struct { uint64_t at; uint16_t word; int byte; const char *why; } cases[] = {
 		{ 4, 0x8000, 0, "a compact header of 0 symbols" },
 		{ 4, 0x8101, 0, "a compact header of 257 symbols" },
@@ -132,76 +151,24 @@ static void compact_headers(void)
 			bad[cases[c].at] = (uint8_t)cases[c].word;
 			bad[cases[c].at + 1] = (uint8_t)(cases[c].word >> 8);
 		}
-		for (int simd = 0; simd < 2; simd++) {
-			exprans_use_simd = simd;
-			CHECK_RC(exprans_decode(bad, (size_t)len, back, N, 4, 1, &err), WSP_EFORMAT);
-			if (!strstr(err.msg, cases[c].why))
-				fprintf(stderr, "case %u: %s\n", c, err.msg);
-			CHECK(strstr(err.msg, cases[c].why) != NULL);
-		}
+		refused(bad, len, N, 1, cases[c].why);
 	}
-	exprans_use_simd = 1;
 	/* the first constant plane's symbol above 255 */
-	uint64_t plane = 4 + exp_head + 2 * 32 * 2;   /* past the lane table's two blocks */
-	for (unsigned i = 0; i < 2 * 32; i++)          /* and the lanes */
-		plane += (uint64_t)(enc[4 + exp_head + 2 * i] | enc[4 + exp_head + 2 * i + 1] << 8);
+	uint64_t plane = 4 + exprans_section_len(enc, 4, N);
 	CHECK(plane + 4 <= (uint64_t)len && enc[plane] == 1 && enc[plane + 1] == 0x80 &&
 	      enc[plane + 2] == 0x2a && enc[plane + 3] == 0);   /* bits 15..8 of 0x2a17 */
 	memcpy(bad, enc, (size_t)len);
 	bad[plane + 3] = 1;
-	CHECK_RC(exprans_decode(bad, (size_t)len, back, N, 4, 1, &err), WSP_EFORMAT);
-	CHECK(strstr(err.msg, "(bits 15..8): symbol 298") != NULL);
+	refused(bad, len, N, 1, "(bits 15..8): symbol 298");
 	/* a compact header where the format has none: a chunk of 16-bit values
 	 * or of 32-bit values with raw low halves */
 	int64_t plain = exprans_encode(v, N, 4, 0, full, cap);
 	CHECK(plain > 0);
 	full[4] = 0x01;
 	full[5] = 0x80;
-	CHECK_RC(exprans_decode(full, (size_t)plain, back, N, 4, 0, &err), WSP_EFORMAT);
-	CHECK(strstr(err.msg, "compact header in a chunk without coded low halves") != NULL);
+	refused(full, plain, N, 0, "compact header in a chunk without coded low halves");
 	wspi_err_destroy(&err);
 	free(v), free(back), free(enc), free(full), free(bad);
-}
-
-/* The section at enc[at]: its length (a compact header's lanes summed). */
-static uint64_t section_len(const uint8_t *enc, uint64_t at, uint64_t n)
-{
-	unsigned h = enc[at] | enc[at + 1] << 8;
-	if ((h & 0xc000u) == 0x4000u) {   /* packed */
-		unsigned k = h & 0x3fffu, b = 1;
-		while ((1u << b) < k)
-			b++;
-		uint64_t bytes = (n * b + 7) / 8;
-		return 2 + k + (k & 1) + bytes + (bytes & 1);
-	}
-	CHECK(h & 0x8000u);
-	unsigned k = h & 0x7fffu;
-	if (k == 1)
-		return 4;
-	uint64_t head = 2 + k + (k & 1) + 2 * k, nb = (n + 32767) / 32768;
-	uint64_t len = head + nb * 32 * 2;
-	for (uint64_t i = 0; i < nb * 32; i++)
-		len += (uint64_t)(enc[at + head + 2 * i] | enc[at + head + 2 * i + 1] << 8);
-	return len;
-}
-
-/* Decoding bad[0, len) fails, naming why, with both decoders. */
-static void refused(const uint8_t *bad, int64_t len, uint64_t n, int planes, const char *why)
-{
-	struct wspi_err err;
-	uint32_t *back = malloc(n * 4);
-	CHECK(back);
-	wspi_err_init(&err);
-	for (int simd = 0; simd < 2; simd++) {
-		exprans_use_simd = simd;
-		CHECK_RC(exprans_decode(bad, (size_t)len, back, n, 4, planes, &err), WSP_EFORMAT);
-		if (!strstr(err.msg, why))
-			fprintf(stderr, "want \"%s\", got: %s\n", why, err.msg);
-		CHECK(strstr(err.msg, why) != NULL);
-	}
-	exprans_use_simd = 1;
-	wspi_err_destroy(&err);
-	free(back);
 }
 
 /* Packed byte planes: a byte 1 of 255 values about equally likely stored
@@ -222,15 +189,15 @@ static void packed_planes(void)
 	CHECK(len > 0);
 	CHECK_RC(exprans_decode(enc, (size_t)len, back, N, 4, 1, &err), 0);
 	CHECK(memcmp(v, back, N * 4) == 0);
-	uint64_t s1 = 4 + section_len(enc, 4, N), s2 = s1 + section_len(enc, s1, N);
+	uint64_t s1 = 4 + exprans_section_len(enc, 4, N), s2 = s1 + exprans_section_len(enc, s1, N);
 	CHECK((enc[s1] | enc[s1 + 1] << 8) == (0x4000 | 255));
 	CHECK((enc[s2] | enc[s2 + 1] << 8) == (0x4000 | 2));
 	CHECK(enc[s2 + 2] == 0x00 && enc[s2 + 3] == 0x80);
 	/* the symbols, padded to even, then the indices, padded to even */
 	CHECK(s2 - s1 == 2 + 255 + 1 + N + 1);
 	uint64_t idx1 = s1 + 2 + 255 + 1, idx2 = s2 + 2 + 2, idx2_used = (N + 7) / 8;   /* 8751 */
-	CHECK(section_len(enc, s2, N) == 2 + 2 + idx2_used + 1);
-	CHECK(s2 + section_len(enc, s2, N) + N == (uint64_t)len);
+	CHECK(exprans_section_len(enc, s2, N) == 2 + 2 + idx2_used + 1);
+	CHECK(s2 + exprans_section_len(enc, s2, N) + N == (uint64_t)len);
 	exprans_compact = 0;   /* the older writer: full tables, rANS everywhere */
 	int64_t old = exprans_encode(v, N, 4, 1, bad, cap);
 	exprans_compact = 1;
@@ -261,7 +228,7 @@ static void packed_planes(void)
 			v[i] = (v[i] & ~0xffu) | (unsigned)(t_rand() % k);
 		int64_t l = exprans_encode(v, N, 4, 1, enc, cap);
 		CHECK(l > 0);
-		uint64_t b1 = 4 + section_len(enc, 4, N), b0 = b1 + section_len(enc, b1, N);
+		uint64_t b1 = 4 + exprans_section_len(enc, 4, N), b0 = b1 + exprans_section_len(enc, b1, N);
 		CHECK((unsigned)(enc[b0] | enc[b0 + 1] << 8) == (0x4000u | k));
 		for (int simd = 0; simd < 2; simd++) {
 			exprans_use_simd = simd;

@@ -21,6 +21,7 @@
 #include "cuda_check.h"
 
 #include "../codec/codec_test.h"
+#include "../codec/exprans_sections.h"
 #include "../codec/float_data.h"
 #include "pack/exprans/exprans.h"
 #include "pack/exprans/exprans_gpu.h"
@@ -253,14 +254,14 @@ int main(void)
 	struct stream base32c = encode(70001, LOW_CONST, WSP_DTYPE_F32, 1);
 	struct stream base32h = encode(70001, UPCAST_F16, WSP_DTYPE_F32, 1);
 	struct stream base32k = encode(70001, UPCAST_BYTE1, WSP_DTYPE_F32, 1);
-	struct stream base32s = encode(70001, UPCAST_NOISY, WSP_DTYPE_F32, 1);
+	struct stream base32n = encode(70001, UPCAST_NOISY, WSP_DTYPE_F32, 1);
 	struct stream *bad = calloc(TRIALS + EXTRA, sizeof(*bad));
 	CHECK(bad);
 	for (unsigned t = 0; t < TRIALS; t++) {
 		struct stream *s = &bad[t];
 		struct stream *base = t % 8 == 0 ? &base32 : t % 8 == 1 ? &base32p
 				    : t % 8 == 2 ? &base32c : t % 8 == 3 ? &base32h
-				    : t % 8 == 4 ? &base32k : t % 8 == 5 ? &base32s : &base16;
+				    : t % 8 == 4 ? &base32k : t % 8 == 5 ? &base32n : &base16;
 		/* header, lane tables, lanes: not the raw parts */
 		uint64_t body = base->len - base->n * (base->planes ? 1 : base->w - 1);
 		*s = *base;
@@ -296,12 +297,9 @@ int main(void)
 	bad[TRIALS + 6].enc = malloc(base32k.len);
 	CHECK(bad[TRIALS + 6].enc);
 	memcpy(bad[TRIALS + 6].enc, base32k.enc, base32k.len);
-	uint64_t packed = 4;
-	while (packed + 4 < base32k.len &&
-	       !(base32k.enc[packed] == 0xff && base32k.enc[packed + 1] == 0x40 &&
-		 base32k.enc[packed + 2] == 0 && base32k.enc[packed + 3] == 1))
-		packed += 2;
-	CHECK(packed + 2 + 256 + 100 < base32k.len);
+	uint64_t packed = 4 + exprans_section_len(base32k.enc, 4, base32k.n);
+	CHECK(base32k.enc[packed] == 0xff && base32k.enc[packed + 1] == 0x40 &&
+	      packed + 2 + 256 + 100 < base32k.len);
 	bad[TRIALS + 6].enc[packed + 2 + 256 + 100] = 0xff;
 	bad[TRIALS + 7] = base16;    /* placed at an odd address (the last) */
 	unsigned nbad = TRIALS + EXTRA;
@@ -361,7 +359,7 @@ int main(void)
 	free(base32h.enc);
 	free(base32h.cpu);
 	free(base32k.enc);
-	free(base32s.enc);
+	free(base32n.enc);
 	for (unsigned i = 0; i < k; i++) {
 		free(good[i].enc);
 		free(good[i].cpu);
