@@ -112,7 +112,8 @@ int main(void)
 		CHECK(!pthread_equal(seen[0], c[t].self));
 	CHECK(!pthread_equal(seen[0], pthread_self()));
 	pthread_mutex_unlock(&seen_lock);
-	pg->dev->ops = real;
+	/* The wrapper stays in until the pager is closed: its thread may still
+	 * be reading ahead, and reads the operations only under its lock. */
 	wsp_close(pg);
 	t_model_remove(&m);
 	return 0;
