@@ -47,14 +47,16 @@ def read_rate(pack: str) -> float:
     return total / (time.perf_counter() - t0) / 1e9
 
 
-def timed(model, ids, passes: int, reps: int):
-    """(cold forward seconds, median warm seconds of `passes` forwards)."""
+def timed(model, ids, passes: int, reps: int, after_cold=lambda: None):
+    """(cold forward seconds, median warm seconds of `passes` forwards);
+    after_cold() is called between the two."""
     dev = ids.device
     with torch.no_grad():
         t0 = time.perf_counter()
         out = model(ids).logits
         torch.cuda.synchronize(dev)
         cold = time.perf_counter() - t0
+        after_cold()
         for _ in range(2):
             model(ids)
         times = []
@@ -82,10 +84,15 @@ def rank_main(a) -> None:
                                process_group=dist.group.WORLD)
     opened = time.perf_counter() - t_open
     dist.barrier()
-    cold, warm, out = timed(model, ids, a.passes, a.reps)
     off = model._wspager
+    at_cold = {}
+
+    def after_cold():   # where the cold pass spent its time, before warm passes add to it
+        st = off.pager.stats()
+        at_cold.update(off.feed.stats(), acquire_block_s=st["acquire_block_ns"] / 1e9)
+    cold, warm, out = timed(model, ids, a.passes, a.reps, after_cold)
     res = {"rank": rank, "open_s": opened, "cold_s": cold, "warm_s": warm,
-           "pager_bytes_read": off.pager.stats()["bytes_read"], **off.feed.stats()}
+           "pager_bytes_read": off.pager.stats()["bytes_read"], **at_cold}
     torch.save(out, os.path.join(a.dir, f"logits-{rank}.pt"))
     json.dump(res, open(os.path.join(a.dir, f"dist-{rank}.json"), "w"))
     wt.remove(model)
@@ -164,6 +171,10 @@ def main():
             f"its pager), received {r['bytes_received'] / stored:.2f}x; warm "
             f"{a.passes * raw / r['warm_s'] / 1e9:.1f} GB/s raw "
             f"({warm / r['warm_s']:.2f}x one process); logits identical: {torch.equal(got, want)}")
+        log(f"rank {r['rank']}, cold pass: reading its shares {r['read_s']:.2f} s (a thread); the "
+            f"forward's thread waited {r['share_wait_s']:.2f} s for them, "
+            f"{r['exchange_wait_s']:.2f} s for exchanges, {r['provide_s']:.2f} s handing them to "
+            f"the pager, {r['acquire_block_s']:.2f} s in acquires")
     log(f"the group read {group_read / stored:.3f}x the pack's stored bytes in its cold pass")
 
 

@@ -20,6 +20,7 @@ import hashlib
 import os
 import queue
 import threading
+import time
 from typing import Dict, List, Tuple
 
 import torch
@@ -68,20 +69,35 @@ class GroupFeed:
         self.window = max(1, min(window, len(self.order)))
         nccl = dist.get_backend(group) == "nccl"
         self.wire = torch.device("cuda", torch.cuda.current_device()) if nccl else torch.device("cpu")
-        self.issued: Dict[int, tuple] = {}
+        # The exchanges and their copies run on a stream of their own, so
+        # that neither waits for the forward's queued compute, nor the
+        # forward for them (NCCL's collectives follow the issuing stream).
+        self.side = torch.cuda.Stream(self.wire) if nccl else None
+        self.issued: Dict[int, tuple] = {}   # in the order issued
         self.done: set = set()
+        self.fresh: set = set()     # provided, not yet needed: their loads use the bytes given
+        self.last = None            # the layer needed last (a lower one starts a new pass)
         self.seq = 0                # exchanges issued so far (the fixed order, cyclic)
         self.bytes_read = 0         # this rank's own reads of the pack
         self.bytes_received = 0     # stored bytes that came from the other ranks
         self.exchanges = 0
+        # Seconds, for finding what a pass waits on: the reader's file reads,
+        # the caller's waits for exchanges, and its hand-overs to the pager.
+        self.read_s = self.share_wait_s = self.wait_s = self.provide_s = 0.0
         self.fds: Dict[str, int] = {}
         # Once per layer when every rank's host tier holds the whole model
         # (then nothing is evicted), else whenever an acquire needs it.
+        # Otherwise the layers exchanged ahead of need wait in the host tier
+        # (each load starts when its bytes arrive): at most half of the
+        # smallest rank's tier, so that none is evicted before its use and
+        # read from the disk after all.  Both rules from figures every rank
+        # agrees on, so that every rank issues the same collectives.
         pk = pager.pack
         page = pager.page_bytes
-        need = sum((L.raw_bytes + page - 1) // page * page for L in pk.layers)
-        fits = torch.tensor([1 if need <= pager.stats()["host_cache_bytes"] else 0])
-        self.once = self._agree(fits)
+        self.footprint = [(L.raw_bytes + page - 1) // page * page for L in pk.layers]
+        host = self._agree_min(pager.stats()["host_cache_bytes"])
+        self.once = sum(self.footprint) <= host
+        self.lead_bytes = host // 2
         self.shares: "queue.Queue" = queue.Queue(maxsize=self.window)
         self.stop = False
         self.reader = threading.Thread(target=self._read_ahead, name="wspager-shares",
@@ -89,10 +105,10 @@ class GroupFeed:
         if self.order:   # nothing to exchange: no reader
             self.reader.start()
 
-    def _agree(self, flag: torch.Tensor) -> bool:
-        t = flag.to(self.wire)
+    def _agree_min(self, value: int) -> int:
+        t = torch.tensor([value], dtype=torch.int64, device=self.wire)
         dist.all_reduce(t, op=dist.ReduceOp.MIN, group=self.group)
-        return bool(t.item())
+        return int(t.item())
 
     def close(self) -> None:
         self.stop = True
@@ -122,6 +138,7 @@ class GroupFeed:
         if fd is None:
             fd = self.fds[path] = os.open(path, os.O_RDONLY)
         view, done = memoryview(share.numpy()), 0
+        t0 = time.perf_counter()
         while done < hi - lo:   # straight into the tensor; pread may return less
             got = os.preadv(fd, [view[done:hi - lo]], offset + lo + done)
             if got <= 0:
@@ -129,6 +146,7 @@ class GroupFeed:
                               f"{hi - lo - done} bytes short of layer data")
             done += got
         self.bytes_read += hi - lo
+        self.read_s += time.perf_counter() - t0
         return share, hi - lo, n
 
     def _read_ahead(self) -> None:
@@ -156,52 +174,120 @@ class GroupFeed:
                             f"failed (did another rank stop?): {e}")
 
     def _issue_next(self) -> None:
+        t0 = time.perf_counter()
         item = self.shares.get()
+        self.share_wait_s += time.perf_counter() - t0
         layer = item[0]
         if len(item) == 2:
             raise self._failed(layer, item[1]) from item[1]
         _, share, mine, n = item
-        if not self.once and self.seq and self.seq % len(self.order) == 0:
-            self.done.clear()   # a new pass: each layer is exchanged again
         self.seq += 1
-        w = share.to(self.wire, non_blocking=True)
-        parts = [torch.empty_like(w) for _ in range(self.n)]
-        work = dist.all_gather(parts, w, group=self.group, async_op=True)
-        self.issued[layer] = (work, parts, n, mine, share)   # share: alive until sent
+        if self.side is None:   # gloo: straight into the parts of one buffer
+            whole = torch.empty(self.n * share.numel(), dtype=torch.uint8)
+            work = dist.all_gather(list(whole.chunk(self.n)), share, group=self.group,
+                                   async_op=True)
+        else:
+            with torch.cuda.stream(self.side):
+                w = share.to(self.wire, non_blocking=True)
+                whole = torch.empty(self.n * w.numel(), dtype=torch.uint8, device=self.wire)
+                work = dist.all_gather_into_tensor(whole, w, group=self.group, async_op=True)
+        self.issued[layer] = (work, whole, n, mine, share)   # share: alive until sent
 
     def _finish(self, layer: int) -> None:
-        work, parts, n, mine, _ = self.issued.pop(layer)
+        """Wait for `layer`'s exchange (only for it: not for the forward's
+        compute) and hand its bytes to the pager, whose load starts now."""
+        work, whole, n, mine, _ = self.issued.pop(layer)
+        t0 = time.perf_counter()
         try:
-            work.wait()
-            whole = torch.cat(parts)[:n]
-            if whole.device.type != "cpu":
-                whole = whole.cpu()
+            if self.side is None:
+                work.wait()
+                got = whole[:n]
+            else:
+                with torch.cuda.stream(self.side):
+                    work.wait()   # the side stream waits for the collective
+                    got = torch.empty(n, dtype=torch.uint8, pin_memory=True)
+                    got.copy_(whole[:n], non_blocking=True)
+                    copied = torch.cuda.Event()
+                    copied.record()
+                copied.synchronize()
         except Exception as e:
             raise self._failed(layer, e) from e
         self.bytes_received += n - mine
-        self.pager.provide(layer, whole)
+        t1 = time.perf_counter()
+        self.pager.provide(layer, got)
+        self.wait_s += t1 - t0
+        self.provide_s += time.perf_counter() - t1
         self.exchanges += 1
         self.done.add(layer)
+        self.fresh.add(layer)
+
+    def _finish_arrived(self) -> None:
+        """Provide the exchanges issued ahead that have completed, oldest
+        first, without waiting: their loads and fills overlap the forward."""
+        while self.issued:
+            layer, item = next(iter(self.issued.items()))
+            if not item[0].is_completed():
+                return
+            self._finish(layer)
+
+    def _fill_ahead(self, layer: int) -> None:
+        """Explicit read-ahead of the next layers in order, only those whose
+        bytes the pager has (its own read-ahead is off: it would read them
+        from the disk): into slots now, as a lone process's pager would."""
+        k = self.pos[layer]
+        for d in range(1, self.window + 1):
+            nxt = self.order[(k + d) % len(self.order)]
+            if nxt in self.fresh or (self.once and nxt in self.done):
+                self.pager.prefetch(nxt)
 
     def _more(self) -> bool:
         return not self.once or self.seq < len(self.order)
 
+    def _room(self) -> bool:
+        """Whether the next exchange may be issued ahead of need: at most
+        `window` layers ahead (exchanged or not), within `lead_bytes` of
+        host tier unless it holds the model.  The layers ahead are the
+        same on every rank (an exchange finishing early only moves a layer
+        from issued to fresh), so every rank issues the same collectives."""
+        if len(self.issued) + len(self.fresh) >= self.window or not self._more():
+            return False
+        if self.once:
+            return True
+        ahead = sum(self.footprint[l] for l in self.issued) + \
+            sum(self.footprint[l] for l in self.fresh)
+        nxt = self.order[self.seq % len(self.order)]
+        return ahead + self.footprint[nxt] <= self.lead_bytes
+
     def need(self, layer: int) -> None:
         """Before `layer` is acquired: its bytes handed to the pager (unless
-        known present), and the next exchanges issued."""
-        if layer not in self.pos or layer in self.done:
+        known present), the next exchanges issued, and the next layers
+        moved up the tiers where their bytes are at hand."""
+        if layer not in self.pos:
             return
-        while layer not in self.issued:
-            if not self._more():
-                return   # exchanged once already (once: never evicted)
+        if not self.once and self.last is not None and self.pos[layer] < self.pos[self.last]:
+            # A new pass: each layer is exchanged again, but those exchanged
+            # ahead for it are here already.
+            self.done = set(self.fresh)
+        self.last = layer
+        if layer not in self.done:
+            while layer not in self.issued and self._more():
+                self._issue_next()
+            if layer in self.issued:
+                self._finish(layer)
+        self.fresh.discard(layer)
+        self._finish_arrived()
+        while self._room():
             self._issue_next()
-        self._finish(layer)
-        while len(self.issued) < self.window and self._more():
-            self._issue_next()
+        self._fill_ahead(layer)
 
-    def stats(self) -> Dict[str, int]:
+    def stats(self) -> Dict[str, float]:
+        """Counts, and seconds: the reader's file reads (read_s); the
+        caller's waits for the reader (share_wait_s), for exchanges
+        (exchange_wait_s), and in handing bytes to the pager (provide_s)."""
         return {"bytes_read": self.bytes_read, "bytes_received": self.bytes_received,
-                "exchanges": self.exchanges, "once": int(self.once)}
+                "exchanges": self.exchanges, "once": int(self.once),
+                "read_s": self.read_s, "share_wait_s": self.share_wait_s,
+                "exchange_wait_s": self.wait_s, "provide_s": self.provide_s}
 
 
 class GradientSum:

@@ -7,8 +7,9 @@ Checked on every rank: logits and greedy generate() bit-identical to the
 resident model; with the host tier holding the model, each layer exchanged
 once and each rank's own reads of the pack at most 0.6x its stored size,
 the pager reading nothing itself; with a host tier too small for the
-model, exchanges at every use and still identical logits; ranks whose packs
-differ refused at open on both, naming both; a rank that stops mid-pass
+model, exchanges at every use (none read again from the disk by the
+pager) and still identical logits; ranks whose packs differ refused at
+open on both, naming both; a rank that stops mid-pass
 makes the other fail with the reason within the group's timeout (gloo;
 over NCCL its watchdog ends the process after the timeout instead).
 Training (train=True with the group): two AdamW steps with clipping, each
@@ -225,6 +226,10 @@ def main(mode: str) -> None:
         check(r["diff"] == 0 and r["gen_equal"], f"small, rank {r['rank']}: output differs")
         check(r["once"] == 0 and r["exchanges"] > r["layers"],
               f"small, rank {r['rank']}: {r['exchanges']} exchanges, once={r['once']}")
+        # exchanged ahead of need only as far as the tier keeps them: none
+        # evicted before its use and read again
+        check(r["pager_bytes_read"] == 0, f"small, rank {r['rank']}: the pager read "
+                                          f"{r['pager_bytes_read']} bytes itself")
 
     # Training: one process accumulating both halves is what the ranks equal.
     import wspager.torch as wt
