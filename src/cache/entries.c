@@ -146,6 +146,8 @@ void hc_entries_fini(struct hcache *hc)
 			free(e->page_idx);
 			free(e->page_ptr);
 		}
+	for (unsigned i = 0; i < HC_SPARES; i++)
+		free(hc->spare[i]);
 	free(hc->entries);
 	free(hc->cand);
 	free(hc->cand_pages);
@@ -237,6 +239,46 @@ static int start_load(struct hcache *hc, uint32_t layer, int is_prefetch)
 	return 1;
 }
 
+/* Under hc->lock: keep `buf` (`cap` bytes; NULL: nothing) as a spare for
+ * the next handed-in layer, in place of a smaller one if the spares are
+ * full.  Returns what is not kept, for the caller to free after unlocking.
+ * Measured on a VM host: a fresh 250 MB copy faulted its pages in at ~1
+ * GB/s, and took as long as the data-parallel pass it fed. */
+static void *spare_put(struct hcache *hc, uint8_t *buf, uint64_t cap)
+{
+	uint64_t held = 0, limit = (uint64_t)hc->pg.n_pages * hc->pg.page_bytes / 4;
+	unsigned small = 0;
+	for (unsigned i = 0; i < HC_SPARES; i++) {
+		held += hc->spare_cap[i];
+		if (hc->spare_cap[i] < hc->spare_cap[small])
+			small = i;   /* an empty place first (its cap is 0) */
+	}
+	if (!buf || cap <= hc->spare_cap[small] || held - hc->spare_cap[small] + cap > limit)
+		return buf;
+	void *out = hc->spare[small];
+	hc->spare[small] = buf;
+	hc->spare_cap[small] = cap;
+	return out;
+}
+
+/* Under hc->lock: the smallest spare of at least `len` bytes, taken out of
+ * the spares (its size in *cap), or NULL. */
+static uint8_t *spare_take(struct hcache *hc, uint64_t len, uint64_t *cap)
+{
+	int best = -1;
+	for (unsigned i = 0; i < HC_SPARES; i++)
+		if (hc->spare[i] && hc->spare_cap[i] >= len &&
+		    (best < 0 || hc->spare_cap[i] < hc->spare_cap[best]))
+			best = (int)i;
+	if (best < 0)
+		return NULL;
+	uint8_t *buf = hc->spare[best];
+	*cap = hc->spare_cap[best];
+	hc->spare[best] = NULL;
+	hc->spare_cap[best] = 0;
+	return buf;
+}
+
 void hc_entry_load_ended(struct hcache *hc, uint32_t layer)
 {
 	struct hc_entry *e = &hc->entries[layer];
@@ -244,7 +286,7 @@ void hc_entry_load_ended(struct hcache *hc, uint32_t layer)
 	int status = hc_load_result(hc_loader_record(hc, layer), msg, sizeof(msg));
 	pthread_mutex_lock(&hc->lock);
 	hc->n_loading--;
-	free(e->provided);   /* used (or found bad) by this load */
+	void *unused = spare_put(hc, e->provided, e->provided_cap);   /* used (or found bad) */
 	e->provided = NULL;
 	if (status == 0) {
 		e->state = HC_VALID;
@@ -258,6 +300,7 @@ void hc_entry_load_ended(struct hcache *hc, uint32_t layer)
 	}
 	pthread_cond_broadcast(&hc->cond);
 	pthread_mutex_unlock(&hc->lock);
+	free(unused);
 	if (hc->cfg.on_ready)
 		hc->cfg.on_ready(hc->cfg.ready_ctx, layer, status);
 }
@@ -266,21 +309,26 @@ int hcache_provide(struct hcache *hc, uint32_t layer, const void *stored)
 {
 	if (layer >= hc->n_layers)
 		return WSP_ENOTFOUND;
-	uint64_t len = hc->m->layers[layer].stored_bytes;
-	uint8_t *copy = malloc(len ? len : 1);
-	if (!copy)
+	uint64_t len = hc->m->layers[layer].stored_bytes, cap = len ? len : 1;
+	pthread_mutex_lock(&hc->lock);
+	uint8_t *copy = spare_take(hc, len, &cap);
+	pthread_mutex_unlock(&hc->lock);
+	if (!copy && !(copy = malloc(cap)))
 		return -ENOMEM;
 	memcpy(copy, stored, len);
 	pthread_mutex_lock(&hc->lock);
 	struct hc_entry *e = &hc->entries[layer];
 	int taken = e->state == HC_ABSENT;
-	if (taken) {
-		free(e->provided);   /* handed in twice before a load: the later */
+	void *unused;
+	if (taken) {   /* handed in twice before a load: the later */
+		unused = spare_put(hc, e->provided, e->provided_cap);
 		e->provided = copy;
+		e->provided_cap = cap;
+	} else {
+		unused = spare_put(hc, copy, cap);
 	}
 	pthread_mutex_unlock(&hc->lock);
-	if (!taken)
-		free(copy);
+	free(unused);
 	return taken;
 }
 

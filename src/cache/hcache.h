@@ -163,7 +163,8 @@ int hcache_pin_start(struct hcache *hc, struct wspi_err *err);
 int hcache_request(struct hcache *hc, uint32_t layer, int is_prefetch);
 /* The layer's stored bytes (its whole extent, wsp_pack_layer_extent), got
  * by the caller from elsewhere (another process that read them): copied,
- * and used by the layer's next load instead of a disk read, then dropped.
+ * and used by the layer's next load instead of a disk read (the buffer then
+ * kept for the next one's copy, a few at most: entries.c).
  * Returns 1 when taken, 0 when the layer is loading or present already (the
  * bytes are not needed), -ENOMEM.  The load checks them as it checks what
  * it reads: bytes that do not match the manifest fail that load. */

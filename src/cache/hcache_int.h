@@ -76,8 +76,9 @@ struct hc_entry {
 	int demand;                    /* a get waits for it (under hc->lock) */
 	/* The layer's stored bytes handed in by hcache_provide (under
 	 * hc->lock; set only while ABSENT): its next load copies them
-	 * instead of reading the disk, then frees them. */
+	 * instead of reading the disk, then gives them back (hc_spare_put). */
 	uint8_t *provided;
+	uint64_t provided_cap;         /* its buffer's size (a spare may be larger) */
 	int deferred;                  /* in hc->deferred */
 };
 
@@ -103,6 +104,8 @@ struct hc_slice {
 #include "cache/loader.h"
 #include "cache/decode_pool.h"
 #include "cache/inbox.h"
+
+#define HC_SPARES 4u   /* and at most a quarter of the tier's bytes */
 
 struct hcache {
 	struct hcache_config cfg;
@@ -138,6 +141,11 @@ struct hcache {
 	unsigned n_loading;
 	uint64_t max_chunk_raw, max_chunk_stored;
 	uint64_t table_bytes;       /* the chunk table and page lists (entries.c) */
+	/* Buffers of handed-in bytes kept after their loads for the next ones
+	 * (entries.c, under lock): a process that gets every layer handed in
+	 * would otherwise fault fresh pages in for each copy. */
+	uint8_t *spare[HC_SPARES];
+	uint64_t spare_cap[HC_SPARES];
 
 	/* Counters: atomics, so workers never take hc->lock for them. */
 	atomic_uint_fast64_t c_hits, c_misses, c_evictions, c_prefetches, c_prefetch_wasted;

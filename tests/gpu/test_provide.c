@@ -1,6 +1,8 @@
 /* wsp_provide and wsp_pack_layer_extent, host backend: with the pager
  * reading nothing ahead, layers whose stored bytes are handed in load
- * without a disk read and acquire intact; bytes for a present layer are
+ * without a disk read and acquire intact (from the second layer on, in a
+ * buffer an earlier layer's bytes were copied into, of its size or
+ * larger: the host tier keeps them for reuse); bytes for a present layer are
  * not needed (0); a wrong length is -EINVAL and an unknown layer
  * WSP_ENOTFOUND, each saying why; damaged bytes fail the load that uses
  * them (an acquire that joins that load says so), and the disk gives the
