@@ -52,6 +52,18 @@ def check_same_pack(group, pack_path: str) -> None:
                              f"pages {other[1]} (manifest sha256 {other[2][:16]}...)")
 
 
+class _Exchange:
+    """One layer's all-gather in flight, until the receiver has handed its
+    bytes to the pager (`handed` set; `error` if that failed)."""
+
+    def __init__(self, layer: int, work, whole: torch.Tensor, n: int, mine: int,
+                 share: torch.Tensor):
+        self.layer, self.work, self.whole, self.n, self.mine = layer, work, whole, n, mine
+        self.share = share                  # alive until sent
+        self.handed = threading.Event()
+        self.error = None
+
+
 class GroupFeed:
     """The layers of `order` (pack indices, the same on every rank) reach
     `pager` by exchange.  A thread reads this rank's shares from the pack
@@ -59,8 +71,10 @@ class GroupFeed:
     by the caller's thread, in the same order, `window` of them ahead of the
     forward, on the caller's group - so they never interleave differently
     on two ranks with the caller's own collectives (gloo, or NCCL through
-    the GPU).  When every rank's host tier holds the model each layer is
-    exchanged once; otherwise at each use."""
+    the GPU); a second thread waits for each in turn and hands its bytes to
+    the pager (a copy of the whole layer: off the forward's thread).  When
+    every rank's host tier holds the model each layer is exchanged once;
+    otherwise at each use."""
 
     def __init__(self, pager: Pager, group, order: List[int], window: int = 4):
         self.pager, self.group, self.order = pager, group, list(order)
@@ -73,7 +87,7 @@ class GroupFeed:
         # that neither waits for the forward's queued compute, nor the
         # forward for them (NCCL's collectives follow the issuing stream).
         self.side = torch.cuda.Stream(self.wire) if nccl else None
-        self.issued: Dict[int, tuple] = {}   # in the order issued
+        self.issued: Dict[int, _Exchange] = {}   # in the order issued
         self.done: set = set()
         self.fresh: set = set()     # provided, not yet needed: their loads use the bytes given
         self.last = None            # the layer needed last (a lower one starts a new pass)
@@ -84,6 +98,7 @@ class GroupFeed:
         # Seconds, for finding what a pass waits on: the reader's file reads,
         # the caller's waits for exchanges, and its hand-overs to the pager.
         self.read_s = self.share_wait_s = self.wait_s = self.provide_s = 0.0
+        self.received: "queue.Queue" = queue.Queue()   # _Exchange, then None to stop
         self.fds: Dict[str, int] = {}
         # Once per layer when every rank's host tier holds the whole model
         # (then nothing is evicted), else whenever an acquire needs it.
@@ -98,12 +113,16 @@ class GroupFeed:
         host = self._agree_min(pager.stats()["host_cache_bytes"])
         self.once = sum(self.footprint) <= host
         self.lead_bytes = host // 2
+        self.slots = pager.stats()["gpu_slots"]
         self.shares: "queue.Queue" = queue.Queue(maxsize=self.window)
         self.stop = False
         self.reader = threading.Thread(target=self._read_ahead, name="wspager-shares",
                                        daemon=True)
-        if self.order:   # nothing to exchange: no reader
+        self.receiver = threading.Thread(target=self._receive, name="wspager-received",
+                                         daemon=True)
+        if self.order:   # nothing to exchange: no threads
             self.reader.start()
+            self.receiver.start()
 
     def _agree_min(self, value: int) -> int:
         t = torch.tensor([value], dtype=torch.int64, device=self.wire)
@@ -117,11 +136,10 @@ class GroupFeed:
                 self.shares.get(timeout=0.1)
             except queue.Empty:
                 pass
-        for layer in list(self.issued):
-            try:
-                self.issued.pop(layer)[0].wait()
-            except Exception:   # closing after a failure: nothing left to report to
-                pass
+        self.received.put(None)   # after the exchanges issued: each is waited for
+        if self.receiver.is_alive():
+            self.receiver.join()
+        self.issued.clear()
         for fd in self.fds.values():
             os.close(fd)
         self.fds.clear()
@@ -191,51 +209,70 @@ class GroupFeed:
                 w = share.to(self.wire, non_blocking=True)
                 whole = torch.empty(self.n * w.numel(), dtype=torch.uint8, device=self.wire)
                 work = dist.all_gather_into_tensor(whole, w, group=self.group, async_op=True)
-        self.issued[layer] = (work, whole, n, mine, share)   # share: alive until sent
+        ex = _Exchange(layer, work, whole, n, mine, share)
+        self.issued[layer] = ex
+        self.received.put(ex)
+
+    def _hand_over(self, ex: _Exchange) -> None:
+        """Wait for `ex` (only for it: not for the forward's compute) and
+        hand its bytes to the pager, whose load starts now."""
+        if self.side is None:
+            ex.work.wait()
+            got = ex.whole[:ex.n]
+        else:
+            with torch.cuda.device(self.wire), torch.cuda.stream(self.side):
+                ex.work.wait()   # the side stream waits for the collective
+                got = torch.empty(ex.n, dtype=torch.uint8, pin_memory=True)
+                got.copy_(ex.whole[:ex.n], non_blocking=True)
+                copied = torch.cuda.Event()
+                copied.record()
+            copied.synchronize()
+        t0 = time.perf_counter()
+        self.pager.provide(ex.layer, got)
+        self.provide_s += time.perf_counter() - t0
+
+    def _receive(self) -> None:
+        """The receiver's thread: the exchanges in the order issued."""
+        while True:
+            ex = self.received.get()
+            if ex is None:
+                return
+            try:
+                self._hand_over(ex)
+            except BaseException as e:   # given to the acquire that needs it
+                ex.error = e
+            ex.whole = ex.share = None
+            ex.handed.set()
 
     def _finish(self, layer: int) -> None:
-        """Wait for `layer`'s exchange (only for it: not for the forward's
-        compute) and hand its bytes to the pager, whose load starts now."""
-        work, whole, n, mine, _ = self.issued.pop(layer)
+        """`layer`'s exchange handed over: wait for it if it is not."""
+        ex = self.issued.pop(layer)
         t0 = time.perf_counter()
-        try:
-            if self.side is None:
-                work.wait()
-                got = whole[:n]
-            else:
-                with torch.cuda.stream(self.side):
-                    work.wait()   # the side stream waits for the collective
-                    got = torch.empty(n, dtype=torch.uint8, pin_memory=True)
-                    got.copy_(whole[:n], non_blocking=True)
-                    copied = torch.cuda.Event()
-                    copied.record()
-                copied.synchronize()
-        except Exception as e:
-            raise self._failed(layer, e) from e
-        self.bytes_received += n - mine
-        t1 = time.perf_counter()
-        self.pager.provide(layer, got)
-        self.wait_s += t1 - t0
-        self.provide_s += time.perf_counter() - t1
+        ex.handed.wait()
+        self.wait_s += time.perf_counter() - t0
+        if ex.error is not None:
+            raise self._failed(layer, ex.error) from ex.error
+        self.bytes_received += ex.n - ex.mine
         self.exchanges += 1
         self.done.add(layer)
         self.fresh.add(layer)
 
     def _finish_arrived(self) -> None:
-        """Provide the exchanges issued ahead that have completed, oldest
-        first, without waiting: their loads and fills overlap the forward."""
+        """Count as arrived the exchanges issued ahead that are handed over
+        already, oldest first, without waiting."""
         while self.issued:
-            layer, item = next(iter(self.issued.items()))
-            if not item[0].is_completed():
+            layer, ex = next(iter(self.issued.items()))
+            if not ex.handed.is_set():
                 return
             self._finish(layer)
 
     def _fill_ahead(self, layer: int) -> None:
         """Explicit read-ahead of the next layers in order, only those whose
         bytes the pager has (its own read-ahead is off: it would read them
-        from the disk): into slots now, as a lone process's pager would."""
+        from the disk): into slots now, as many as a lone pager fills ahead
+        (all slots but the one in use; more would evict each other)."""
         k = self.pos[layer]
-        for d in range(1, self.window + 1):
+        for d in range(1, min(self.window, self.slots - 1) + 1):
             nxt = self.order[(k + d) % len(self.order)]
             if nxt in self.fresh or (self.once and nxt in self.done):
                 self.pager.prefetch(nxt)
@@ -282,8 +319,9 @@ class GroupFeed:
 
     def stats(self) -> Dict[str, float]:
         """Counts, and seconds: the reader's file reads (read_s); the
-        caller's waits for the reader (share_wait_s), for exchanges
-        (exchange_wait_s), and in handing bytes to the pager (provide_s)."""
+        caller's waits for the reader (share_wait_s) and for exchanges to
+        be handed over (exchange_wait_s); the receiver's time in handing
+        bytes to the pager (provide_s)."""
         return {"bytes_read": self.bytes_read, "bytes_received": self.bytes_received,
                 "exchanges": self.exchanges, "once": int(self.once),
                 "read_s": self.read_s, "share_wait_s": self.share_wait_s,
