@@ -54,12 +54,16 @@ def check_same_pack(group, pack_path: str) -> None:
 
 class _Exchange:
     """One layer's all-gather in flight, until the receiver has handed its
-    bytes to the pager (`handed` set; `error` if that failed)."""
+    bytes to the pager (`handed` set; `error` if that failed), which it does
+    once they are `wanted`."""
 
     def __init__(self, layer: int, work, whole: torch.Tensor, n: int, mine: int,
-                 share: torch.Tensor):
+                 share: torch.Tensor, wanted: bool):
         self.layer, self.work, self.whole, self.n, self.mine = layer, work, whole, n, mine
         self.share = share                  # alive until sent
+        self.wanted = threading.Event()
+        if wanted:
+            self.wanted.set()
         self.handed = threading.Event()
         self.error = None
 
@@ -101,18 +105,13 @@ class GroupFeed:
         self.received: "queue.Queue" = queue.Queue()   # _Exchange, then None to stop
         self.fds: Dict[str, int] = {}
         # Once per layer when every rank's host tier holds the whole model
-        # (then nothing is evicted), else whenever an acquire needs it.
-        # Otherwise the layers exchanged ahead of need wait in the host tier
-        # (each load starts when its bytes arrive): at most half of the
-        # smallest rank's tier, so that none is evicted before its use and
-        # read from the disk after all.  Both rules from figures every rank
-        # agrees on, so that every rank issues the same collectives.
+        # (then nothing is evicted), else whenever an acquire needs it: from
+        # the smallest rank's tier, so that every rank issues the same
+        # collectives.
         pk = pager.pack
         page = pager.page_bytes
-        self.footprint = [(L.raw_bytes + page - 1) // page * page for L in pk.layers]
-        host = self._agree_min(pager.stats()["host_cache_bytes"])
-        self.once = sum(self.footprint) <= host
-        self.lead_bytes = host // 2
+        need = sum((L.raw_bytes + page - 1) // page * page for L in pk.layers)
+        self.once = need <= self._agree_min(pager.stats()["host_cache_bytes"])
         self.slots = pager.stats()["gpu_slots"]
         self.shares: "queue.Queue" = queue.Queue(maxsize=self.window)
         self.stop = False
@@ -136,6 +135,8 @@ class GroupFeed:
                 self.shares.get(timeout=0.1)
             except queue.Empty:
                 pass
+        for ex in self.issued.values():
+            ex.wanted.set()
         self.received.put(None)   # after the exchanges issued: each is waited for
         if self.receiver.is_alive():
             self.receiver.join()
@@ -209,13 +210,17 @@ class GroupFeed:
                 w = share.to(self.wire, non_blocking=True)
                 whole = torch.empty(self.n * w.numel(), dtype=torch.uint8, device=self.wire)
                 work = dist.all_gather_into_tensor(whole, w, group=self.group, async_op=True)
-        ex = _Exchange(layer, work, whole, n, mine, share)
+        # Handed over as soon as it arrives when the host tier holds the
+        # model; else only when needed: a layer present in a smaller tier
+        # when its bytes arrive takes none of them, and could be evicted
+        # before its use and read from the disk after all.
+        ex = _Exchange(layer, work, whole, n, mine, share, wanted=self.once)
         self.issued[layer] = ex
         self.received.put(ex)
 
     def _hand_over(self, ex: _Exchange) -> None:
-        """Wait for `ex` (only for it: not for the forward's compute) and
-        hand its bytes to the pager, whose load starts now."""
+        """Wait for `ex` (only for it: not for the forward's compute) and,
+        once wanted, hand its bytes to the pager, whose load starts now."""
         if self.side is None:
             ex.work.wait()
             got = ex.whole[:ex.n]
@@ -227,6 +232,7 @@ class GroupFeed:
                 copied = torch.cuda.Event()
                 copied.record()
             copied.synchronize()
+        ex.wanted.wait()
         t0 = time.perf_counter()
         self.pager.provide(ex.layer, got)
         self.provide_s += time.perf_counter() - t0
@@ -246,6 +252,10 @@ class GroupFeed:
 
     def _finish(self, layer: int) -> None:
         """`layer`'s exchange handed over: wait for it if it is not."""
+        for ex in self.issued.values():   # those issued before it too: the
+            ex.wanted.set()               # receiver takes them in order
+            if ex.layer == layer:
+                break
         ex = self.issued.pop(layer)
         t0 = time.perf_counter()
         ex.handed.wait()
@@ -282,18 +292,10 @@ class GroupFeed:
 
     def _room(self) -> bool:
         """Whether the next exchange may be issued ahead of need: at most
-        `window` layers ahead (exchanged or not), within `lead_bytes` of
-        host tier unless it holds the model.  The layers ahead are the
-        same on every rank (an exchange finishing early only moves a layer
-        from issued to fresh), so every rank issues the same collectives."""
-        if len(self.issued) + len(self.fresh) >= self.window or not self._more():
-            return False
-        if self.once:
-            return True
-        ahead = sum(self.footprint[l] for l in self.issued) + \
-            sum(self.footprint[l] for l in self.fresh)
-        nxt = self.order[self.seq % len(self.order)]
-        return ahead + self.footprint[nxt] <= self.lead_bytes
+        `window` layers ahead, exchanged or not.  That count is the same on
+        every rank (an exchange arriving early only moves a layer from
+        issued to fresh), so every rank issues the same collectives."""
+        return len(self.issued) + len(self.fresh) < self.window and self._more()
 
     def need(self, layer: int) -> None:
         """Before `layer` is acquired: its bytes handed to the pager (unless
