@@ -172,9 +172,10 @@ def main():
             f"{a.passes * raw / r['warm_s'] / 1e9:.1f} GB/s raw "
             f"({warm / r['warm_s']:.2f}x one process); logits identical: {torch.equal(got, want)}")
         log(f"rank {r['rank']}, cold pass: reading its shares {r['read_s']:.2f} s (a thread); the "
-            f"forward's thread waited {r['share_wait_s']:.2f} s for them, "
-            f"{r['exchange_wait_s']:.2f} s for exchanges, {r['provide_s']:.2f} s handing them to "
-            f"the pager, {r['acquire_block_s']:.2f} s in acquires")
+            f"forward's thread {r['need_s']:.2f} s in the feed, of which it waited "
+            f"{r['share_wait_s']:.2f} s for shares and {r['exchange_wait_s']:.2f} s for "
+            f"exchanges; {r['provide_s']:.2f} s handing them to the pager (a thread); "
+            f"{r['acquire_block_s']:.2f} s in acquires")
     log(f"the group read {group_read / stored:.3f}x the pack's stored bytes in its cold pass")
 
 

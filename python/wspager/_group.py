@@ -101,7 +101,7 @@ class GroupFeed:
         self.exchanges = 0
         # Seconds, for finding what a pass waits on: the reader's file reads,
         # the caller's waits for exchanges, and its hand-overs to the pager.
-        self.read_s = self.share_wait_s = self.wait_s = self.provide_s = 0.0
+        self.read_s = self.share_wait_s = self.wait_s = self.provide_s = self.need_s = 0.0
         self.received: "queue.Queue" = queue.Queue()   # _Exchange, then None to stop
         self.fds: Dict[str, int] = {}
         # Once per layer when every rank's host tier holds the whole model
@@ -303,6 +303,13 @@ class GroupFeed:
         moved up the tiers where their bytes are at hand."""
         if layer not in self.pos:
             return
+        t0 = time.perf_counter()
+        try:
+            self._need(layer)
+        finally:
+            self.need_s += time.perf_counter() - t0
+
+    def _need(self, layer: int) -> None:
         if not self.once and self.last is not None and self.pos[layer] < self.pos[self.last]:
             # A new pass: each layer is exchanged again, but those exchanged
             # ahead for it are here already.
@@ -321,13 +328,15 @@ class GroupFeed:
 
     def stats(self) -> Dict[str, float]:
         """Counts, and seconds: the reader's file reads (read_s); the
-        caller's waits for the reader (share_wait_s) and for exchanges to
-        be handed over (exchange_wait_s); the receiver's time in handing
-        bytes to the pager (provide_s)."""
+        caller's time in need() (need_s), of which waiting for the reader
+        (share_wait_s) and for exchanges to be handed over
+        (exchange_wait_s); the receiver's time in handing bytes to the
+        pager (provide_s)."""
         return {"bytes_read": self.bytes_read, "bytes_received": self.bytes_received,
                 "exchanges": self.exchanges, "once": int(self.once),
                 "read_s": self.read_s, "share_wait_s": self.share_wait_s,
-                "exchange_wait_s": self.wait_s, "provide_s": self.provide_s}
+                "exchange_wait_s": self.wait_s, "provide_s": self.provide_s,
+                "need_s": self.need_s}
 
 
 class GradientSum:
