@@ -99,8 +99,7 @@ class GroupFeed:
         self.bytes_read = 0         # this rank's own reads of the pack
         self.bytes_received = 0     # stored bytes that came from the other ranks
         self.exchanges = 0
-        # Seconds, for finding what a pass waits on: the reader's file reads,
-        # the caller's waits for exchanges, and its hand-overs to the pager.
+        # Seconds, for finding what a pass waits on (stats() says which).
         self.read_s = self.share_wait_s = self.wait_s = self.provide_s = self.need_s = 0.0
         self.received: "queue.Queue" = queue.Queue()   # _Exchange, then None to stop
         self.fds: Dict[str, int] = {}
