@@ -202,23 +202,27 @@ static void packed_planes(void)
 	int64_t old = exprans_encode(v, N, 4, 1, bad, cap);
 	exprans_compact = 1;
 	CHECK(old > len + 2 * 3 * 32 * 6);   /* the byte planes' lanes' states and lengths */
-	struct { uint64_t at; uint8_t lo, hi; int word; const char *why; } cases[] = {
-		{ s1, 0x01, 0x40, 1, "(bits 15..8): a packed plane of 1 symbols" },
-		{ s2, 0x02, 0x41, 1, "(bits 7..0): a packed plane of 258 symbols" },
-		{ s2 + 3, 0x00, 0, 0, "(bits 7..0): packed symbols out of order" },
-		{ idx2 + idx2_used - 1, 0x02, 0, 0, "(bits 7..0): bits set past a packed plane's last index" },
-		{ idx2 + idx2_used, 0x01, 0, 0, "(bits 7..0): bits set past a packed plane's last index" },
-		{ idx1 + 40000, 0xff, 0, 0,
+	/* each case a header word written, a byte written, or bits set */
+	enum edit { SET_WORD, SET_BYTE, OR_BITS };
+	struct { uint64_t at; enum edit how; uint16_t val; const char *why; } cases[] = {
+		{ s1, SET_WORD, 0x4001, "(bits 15..8): a packed plane of 1 symbols" },
+		{ s2, SET_WORD, 0x4102, "(bits 7..0): a packed plane of 258 symbols" },
+		{ s2 + 3, SET_BYTE, 0x00, "(bits 7..0): packed symbols out of order" },   /* 0, 0 */
+		{ idx2 + idx2_used - 1, OR_BITS, 0x02, "(bits 7..0): bits set past a packed plane's last index" },
+		{ idx2 + idx2_used, OR_BITS, 0x01, "(bits 7..0): bits set past a packed plane's last index" },
+		{ idx1 + 40000, OR_BITS, 0xff,
 		  "(bits 15..8): value 40000 holds an index past the packed plane's symbols" },
-		{ 4, 0x03, 0x40, 1, "a packed plane where the format has none" },   /* the exponents */
+		{ 4, SET_WORD, 0x4003, "a packed plane where the format has none" },   /* the exponents */
 	};
 	for (unsigned c = 0; c < sizeof(cases) / sizeof(cases[0]); c++) {
+		uint8_t *at = bad + cases[c].at;
 		memcpy(bad, enc, (size_t)len);
-		bad[cases[c].at] = cases[c].word ? cases[c].lo : (uint8_t)(bad[cases[c].at] | cases[c].lo);
-		if (cases[c].word)
-			bad[cases[c].at + 1] = cases[c].hi;
-		if (c == 2)
-			bad[cases[c].at] = 0x00;
+		if (cases[c].how == OR_BITS)
+			*at |= (uint8_t)cases[c].val;
+		else
+			*at = (uint8_t)cases[c].val;
+		if (cases[c].how == SET_WORD)
+			at[1] = (uint8_t)(cases[c].val >> 8);
 		refused(bad, len, N, 1, cases[c].why);
 	}
 	/* 5, 6 and 7 bits an index: eight values in that many bytes; each
