@@ -280,10 +280,10 @@ class GroupFeed:
         bytes the pager has (its own read-ahead is off: it would read them
         from the disk): into slots now, as many as a lone pager fills ahead
         (all slots but the one in use; more would evict each other)."""
-        k = self.pos[layer]
+        k, have = self.pos[layer], self.done if self.once else self.fresh
         for d in range(1, min(self.window, self.slots - 1) + 1):
             nxt = self.order[(k + d) % len(self.order)]
-            if nxt in self.fresh or (self.once and nxt in self.done):
+            if nxt in have:
                 self.pager.prefetch(nxt)
 
     def _more(self) -> bool:
