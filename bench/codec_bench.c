@@ -10,7 +10,10 @@
  * For each level and transform (none, bytes, exp) it prints the ratio
  * raw/stored, compression GB/s on all threads, decode GB/s of raw output on
  * one thread and on all threads (decode + inverse transform + XXH3 verify),
- * and, as a ceiling, memcpy GB/s on one thread.  Numbers only; no assertion.
+ * and, as a ceiling, memcpy GB/s on one thread.  A last row does the same
+ * for the exprans codec (the converter's default) on the same data, so the
+ * two codecs' decode speeds compare within one run.  Numbers only; no
+ * assertion.
  */
 #include <getopt.h>
 #include <math.h>
@@ -36,6 +39,7 @@ struct job {
 	size_t n_chunks;
 	unsigned spans;            /* destination segments per chunk (decode) */
 	int level, dtype, failed;
+	enum wsp_codec codec;      /* zstd (with xform) or exprans */
 	enum wspm_transform xform;
 	atomic_size_t next;
 	atomic_uint_least64_t cpu_ns;   /* CPU time of all workers of the last run */
@@ -98,7 +102,7 @@ static void *encode_worker(void *arg)
 	}
 	while ((k = atomic_fetch_add(&j->next, 1)) < j->n_chunks) {
 		uint64_t off = k * j->chunk, n = WSP_MIN(j->chunk, j->total - off);
-		if (chunk_encode_xform(e, j->raw + off, n, j->dtype, WSP_CODEC_ZSTD, j->xform,
+		if (chunk_encode_xform(e, j->raw + off, n, j->dtype, j->codec, j->xform,
 				 j->stored + k * j->slot, &j->chunks[k], &err) < 0) {
 			fprintf(stderr, "encode: %s\n", err.msg);
 			j->failed = 1;
@@ -229,6 +233,38 @@ static double best_of(struct job *j, void *(*fn)(void *), unsigned threads, int 
 	return best;
 }
 
+/* Encode with j's codec, decode on one thread and on all, check the bytes
+ * and print the row. */
+static int measure(struct job *j, const uint8_t *raw, unsigned threads, int reps,
+		   const char *name, int prof)
+{
+	uint64_t stored = 0, size = j->total;
+	double ce, d1, dn, cc, dc;
+	size_t k;
+
+	ce = best_of(j, encode_worker, threads, 1, &cc);
+	for (k = 0; k < j->n_chunks; k++)
+		stored += j->chunks[k].stored_bytes;
+	d1 = best_of(j, decode_worker, 1, reps, &dc);
+	dn = best_of(j, decode_worker, threads, reps, NULL);
+	if (memcmp(j->out, raw, size) != 0) {
+		fprintf(stderr, "decoded bytes differ (%s)\n", name);
+		return -1;
+	}
+	memset(j->out, 0, size);
+	if (j->codec == WSP_CODEC_ZSTD)
+		printf("%6d", j->level);
+	else
+		printf("%6s", "-");
+	printf(" %-7s %7.3f %8.2f %8.2f %8.2f %8.2f %8.2f\n", name,
+	       (double)size / (double)stored, (double)size / ce / 1e9, (double)size / cc / 1e9,
+	       (double)size / d1 / 1e9, (double)size / dc / 1e9, (double)size / dn / 1e9);
+	if (prof)
+		profile(j, reps);
+	fflush(stdout);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	static const struct option opts[] = {
@@ -305,46 +341,33 @@ int main(int argc, char **argv)
 	       (double)size / csecs / 1e9);
 	printf("GB/s of raw bytes; compN/decN: wall time on all threads; dec1: wall time on one\n"
 	       "thread; comp1c/dec1c: per CPU-second of the workers (robust on a busy machine)\n\n");
-	printf("%6s %-6s %7s %8s %8s %8s %8s %8s\n", "level", "xform", "ratio", "compN",
+	printf("%6s %-7s %7s %8s %8s %8s %8s %8s\n", "level", "xform", "ratio", "compN",
 	       "comp1c", "dec1", "dec1c", "decN");
 
 	lv = strdup(levels);
+	j.codec = WSP_CODEC_ZSTD;
 	for (tok = strtok_r(lv, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
 		static const char *names[] = { "none", "bytes", "exp" };
 		static const enum wspm_transform xf[] = { WSPM_XFORM_NONE, WSPM_XFORM_BYTES,
 							  WSPM_XFORM_EXP_BF16 };
 		int x;
 		for (x = 0; x < 3; x++) {
-			uint64_t stored = 0;
-			double ce, d1, dn, cc, dc;
-			size_t k;
-
 			j.level = atoi(tok);
 			j.xform = xf[x];
 			if (x == 2 && dtype == WSP_DTYPE_F32)
 				j.xform = WSPM_XFORM_EXP_F32;
 			if (x == 2 && dtype == WSP_DTYPE_F16)
 				continue;
-			ce = best_of(&j, encode_worker, threads, 1, &cc);
-			for (k = 0; k < j.n_chunks; k++)
-				stored += j.chunks[k].stored_bytes;
-			d1 = best_of(&j, decode_worker, 1, reps, &dc);
-			dn = best_of(&j, decode_worker, threads, reps, NULL);
-			if (memcmp(j.out, raw, size) != 0) {
-				fprintf(stderr, "decoded bytes differ\n");
+			if (measure(&j, raw, threads, reps, names[x], prof) < 0)
 				return 1;
-			}
-			memset(j.out, 0, size);
-			printf("%6d %-6s %7.3f %8.2f %8.2f %8.2f %8.2f %8.2f\n", j.level, names[x],
-			       (double)size / (double)stored, (double)size / ce / 1e9,
-			       (double)size / cc / 1e9, (double)size / d1 / 1e9,
-			       (double)size / dc / 1e9, (double)size / dn / 1e9);
-			if (prof)
-				profile(&j, reps);
-			fflush(stdout);
 		}
 	}
 	free(lv);
+	/* exprans has no level or transform: one row */
+	j.codec = WSP_CODEC_EXPRANS;
+	j.xform = WSPM_XFORM_NONE;
+	if (measure(&j, raw, threads, reps, "exprans", 0) < 0)
+		return 1;
 	free(raw);
 	free(copy);
 	free(j.out);
