@@ -25,7 +25,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
-#include <xxhash.h>
+#include "common/hash.h"
 /* ZSTD_compressSequences is in zstd's "experimental" section; it is exported
  * by libzstd and has kept its signature since 1.5.0. */
 #define ZSTD_STATIC_LINKING_ONLY
@@ -240,19 +240,19 @@ static uint64_t inverse_into_spans(struct chunk_decoder *d, enum wspm_transform 
 	uint64_t off = 0;
 	unsigned k;
 
-	XXH3_64bits_reset(d->xxh);
+	wspi_xxh3_reset(d->xxh);
 	for (k = 0; k < n_dst; k++) {
 		size_t pos = 0;
 		while (pos < dst[k].len) {
 			size_t take = WSP_MIN(dst[k].len - pos, (size_t)CHUNK_HASH_STEP);
 			uint8_t *o = (uint8_t *)dst[k].ptr + pos;
 			xform_inverse_range(t, es, src, len, off, take, o);
-			XXH3_64bits_update(d->xxh, o, take);
+			wspi_xxh3_update(d->xxh, o, take);
 			pos += take;
 			off += take;
 		}
 	}
-	return XXH3_64bits_digest(d->xxh);
+	return wspi_xxh3_digest(d->xxh);
 }
 
 static uint64_t hash_spans(struct chunk_decoder *d, const struct wspi_span *dst, unsigned n_dst)
@@ -260,11 +260,11 @@ static uint64_t hash_spans(struct chunk_decoder *d, const struct wspi_span *dst,
 	unsigned k;
 
 	if (n_dst == 1)
-		return XXH3_64bits(dst[0].ptr, dst[0].len);
-	XXH3_64bits_reset(d->xxh);
+		return wspi_xxh3(dst[0].ptr, dst[0].len);
+	wspi_xxh3_reset(d->xxh);
 	for (k = 0; k < n_dst; k++)
-		XXH3_64bits_update(d->xxh, dst[k].ptr, dst[k].len);
-	return XXH3_64bits_digest(d->xxh);
+		wspi_xxh3_update(d->xxh, dst[k].ptr, dst[k].len);
+	return wspi_xxh3_digest(d->xxh);
 }
 
 static const char *dt_name(int dtype)
@@ -543,7 +543,7 @@ int chunk_encode_xform(struct chunk_encoder *e, const void *raw, uint64_t raw_by
 			       dt_name(dtype));
 	memset(c->stored_check, 0, sizeof(c->stored_check));
 	c->raw_bytes = (uint32_t)raw_bytes;
-	c->checksum = XXH3_64bits(raw, raw_bytes);
+	c->checksum = wspi_xxh3(raw, raw_bytes);
 
 	if (codec == WSP_CODEC_EXPRANS && raw_bytes > 0) {
 		/* fp32 whose low halves have structure (upcast): code them too */

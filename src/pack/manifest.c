@@ -14,9 +14,8 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
-#define XXH_STATIC_LINKING_ONLY   /* XXH3_state_t on the stack */
-#include <xxhash.h>
 
+#include "common/hash.h"   /* XXH3_state_t on the stack */
 #include "common/util.h"
 #include "common/fdio.h"
 #include "pack/exprans/exprans.h"
@@ -38,16 +37,16 @@ uint64_t wspm_checksum(const void *data, uint64_t len)
 	XXH3_state_t st;
 
 	/* Hash as if the checksum field held zero, without copying the file. */
-	XXH3_64bits_reset(&st);
-	XXH3_64bits_update(&st, p, at);
-	XXH3_64bits_update(&st, zero, 8);
-	XXH3_64bits_update(&st, p + at + 8, len - at - 8);
-	return XXH3_64bits_digest(&st);
+	wspi_xxh3_reset(&st);
+	wspi_xxh3_update(&st, p, at);
+	wspi_xxh3_update(&st, zero, 8);
+	wspi_xxh3_update(&st, p + at + 8, len - at - 8);
+	return wspi_xxh3_digest(&st);
 }
 
 uint64_t wspm_stored_check(const void *stored, uint64_t len)
 {
-	return (XXH3_64bits(stored, (size_t)len) & 0xffffffffffffull) | 1;
+	return (wspi_xxh3(stored, (size_t)len) & 0xffffffffffffull) | 1;
 }
 
 uint64_t wspm_chunk_stored_check(const struct wspm_chunk *c)

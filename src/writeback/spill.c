@@ -4,8 +4,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <xxhash.h>
 
+#include "common/hash.h"
 #include "common/util.h"
 #include "predict/predict.h"
 #include "writeback/overflow.h"
@@ -119,7 +119,7 @@ static int spill_out(struct spill *sp, uint32_t key, struct wspi_err *err)
 			s->file_cap = s->cap;
 			sp->file_end += s->cap;
 		}
-		s->checksum = XXH3_64bits(s->mem, s->bytes);
+		s->checksum = wspi_xxh3(s->mem, s->bytes);
 		rc = overflow_write(sp->of, s->file_off, s->mem, s->cap, err);
 		if (rc == 0)
 			sp->c.spilled += s->cap;
@@ -252,7 +252,7 @@ int spill_get(struct spill *sp, uint32_t key, void **mem, struct wspi_err *err)
 		rc = overflow_read(sp->of, s->file_off, m.mem, s->cap, err);
 		if (rc == 0) {
 			sp->c.read_back += s->cap;
-			if (XXH3_64bits(m.mem, s->bytes) != s->checksum)
+			if (wspi_xxh3(m.mem, s->bytes) != s->checksum)
 				rc = WSP_ERR(err, WSP_ECHECKSUM, "%s: %s read back from the overflow "
 					     "file in %s differs from what was written (the disk "
 					     "returned other bytes)", sp->cfg.what,

@@ -1,6 +1,8 @@
-/* src/common: error strings, size parsing, checksum, dtype sizes, array growth. */
+/* src/common: error strings, size parsing, checksum, hashes, dtype sizes,
+ * array growth. */
 #include <stdint.h>
 
+#include "common/hash.h"
 #include "common/util.h"
 #include "testlib.h"
 #include "wspager.h"
@@ -74,6 +76,40 @@ static void test_checksum(void)
 	}
 }
 
+/* wspi_xxh3 (the AVX2 build where the CPU has it) gives libxxhash's
+ * values, in one call and fed in pieces: packs written by either read with
+ * the other.  Lengths cover XXH3's size classes (0-16, 17-128, 129-240,
+ * its 1 KiB stripes and blocks) and unaligned starts. */
+static void test_xxh3(void)
+{
+	enum { MAX = 70000 };
+	unsigned char *buf = malloc(MAX + 7);
+	XXH3_state_t *st = XXH3_createState();
+	CHECK(buf && st);
+	uint64_t z = 0x9E3779B97F4A7C15ull;
+	for (size_t i = 0; i < MAX + 7; i++) {
+		z ^= z << 13, z ^= z >> 7, z ^= z << 17;
+		buf[i] = (unsigned char)z;
+	}
+	static const size_t lens[] = { 0, 1, 3, 4, 8, 9, 16, 17, 64, 128, 129, 200, 240, 241,
+				       1023, 1024, 1025, 4096, 65536, 69999, MAX };
+	for (size_t i = 0; i < sizeof(lens) / sizeof(lens[0]); i++)
+		for (size_t at = 0; at < 8; at += 7) {
+			const unsigned char *p = buf + at;
+			size_t n = lens[i];
+			uint64_t want = XXH3_64bits(p, n);
+			CHECK(wspi_xxh3(p, n) == want);
+			for (size_t piece = 1; piece <= 4096; piece *= 64) {
+				wspi_xxh3_reset(st);
+				for (size_t o = 0; o < n; o += piece)
+					wspi_xxh3_update(st, p + o, o + piece < n ? piece : n - o);
+				CHECK(wspi_xxh3_digest(st) == want);
+			}
+		}
+	XXH3_freeState(st);
+	free(buf);
+}
+
 static void test_dtypes(void)
 {
 	CHECK(wsp_dtype_from_name("BF16") == WSP_DTYPE_BF16);
@@ -128,6 +164,7 @@ int main(void)
 	test_strerror();
 	test_sizes();
 	test_checksum();
+	test_xxh3();
 	test_dtypes();
 	test_grow();
 	CHECK(wsp_version_number() == WSP_VERSION_NUMBER);
