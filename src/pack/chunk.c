@@ -291,7 +291,7 @@ int chunk_decode(struct chunk_decoder *d, const struct wspm_chunk *c, int dtype,
 {
 	enum wspm_transform t = c->transform;
 	const uint8_t *planes = NULL;   /* bytes still to copy/inverse into dst */
-	uint64_t total = 0, sum;
+	uint64_t total = 0, sum = 0;
 	unsigned k;
 	int es, rc;
 
@@ -323,13 +323,20 @@ int chunk_decode(struct chunk_decoder *d, const struct wspm_chunk *c, int dtype,
 		if (c->raw_bytes > d->cap)
 			return WSP_ERR(err, WSP_EFORMAT, "chunk raw size %u above the decoder's %llu",
 				       c->raw_bytes, (unsigned long long)d->cap);
-		if ((rc = chunk_check_stored(c, stored, err)) < 0 ||
-		    (rc = exprans_decode(stored, c->stored_bytes, d->scratch, c->raw_bytes / w, w,
-					 coded_low, err)) < 0)
+		if ((rc = chunk_check_stored(c, stored, err)) < 0)
 			return rc;
-		planes = d->scratch;
-		t = WSPM_XFORM_NONE;   /* the decoded values are the raw bytes */
-		es = 0;
+		/* One destination (the usual case): decoded in place.  Either way
+		 * each block is hashed as it comes out, while in cache. */
+		void *into = n_dst == 1 ? dst[0].ptr : d->scratch;
+		wspi_xxh3_reset(d->xxh);
+		rc = exprans_decode_hashed(stored, c->stored_bytes, into, c->raw_bytes / w, w,
+					   coded_low, d->xxh, err);
+		if (rc < 0)
+			return rc;
+		uint64_t at = 0;
+		for (k = 0; n_dst > 1 && k < n_dst; at += dst[k].len, k++)
+			memcpy(dst[k].ptr, d->scratch + at, dst[k].len);
+		sum = wspi_xxh3_digest(d->xxh);
 		break;
 	}
 	case WSP_CODEC_ZSTD:
@@ -362,7 +369,9 @@ int chunk_decode(struct chunk_decoder *d, const struct wspm_chunk *c, int dtype,
 		return WSP_ERR(err, WSP_EFORMAT, "unknown chunk codec %u", c->codec);
 	}
 
-	if (c->codec == WSP_CODEC_RAW || c->codec == WSP_CODEC_EXPRANS || t != WSPM_XFORM_NONE)
+	if (c->codec == WSP_CODEC_EXPRANS)
+		;   /* hashed as decoded */
+	else if (c->codec == WSP_CODEC_RAW || t != WSPM_XFORM_NONE)
 		sum = inverse_into_spans(d, t, (unsigned)es, planes, c->raw_bytes, dst, n_dst);
 	else
 		sum = hash_spans(d, dst, n_dst);

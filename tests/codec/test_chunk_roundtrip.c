@@ -1,5 +1,5 @@
 /* chunk_encode + chunk_decode restore every byte: every dtype size, with and
- * without transforms, zstd and raw codecs, odd and zero lengths, and the
+ * without transforms, zstd, raw and exprans codecs, odd and zero lengths, and the
  * destination cut into segments at many element-aligned points (and, for
  * robustness, inside elements).  Guard bytes between segments must stay
  * untouched. */
@@ -10,7 +10,7 @@
 static struct chunk_encoder *enc;
 static struct chunk_decoder *dec;
 static uint8_t *raw, *stored;
-static unsigned n_zstd, n_raw, n_xform;
+static unsigned n_zstd, n_raw, n_xform, n_exprans;
 
 static void roundtrip(int dtype, size_t len, enum t_data kind, enum wsp_codec codec, int xform)
 {
@@ -27,8 +27,11 @@ static void roundtrip(int dtype, size_t len, enum t_data kind, enum wsp_codec co
 	CHECK_RC(chunk_encode(enc, raw, len, dtype, codec, xform, stored, &c, &err), 0);
 	CHECK(c.raw_bytes == len);
 	CHECK(c.stored_bytes <= chunk_encode_bound(len));
-	CHECK(c.codec == WSP_CODEC_ZSTD || c.codec == WSP_CODEC_RAW);
-	if (c.codec == WSP_CODEC_ZSTD) {
+	CHECK(c.codec == WSP_CODEC_ZSTD || c.codec == WSP_CODEC_RAW ||
+	      (c.codec == WSP_CODEC_EXPRANS && codec == WSP_CODEC_EXPRANS));
+	if (c.codec == WSP_CODEC_EXPRANS) {
+		n_exprans++;
+	} else if (c.codec == WSP_CODEC_ZSTD) {
 		CHECK(c.stored_bytes < len);
 		n_zstd++;
 	} else {
@@ -38,9 +41,9 @@ static void roundtrip(int dtype, size_t len, enum t_data kind, enum wsp_codec co
 	}
 	if (codec == WSP_CODEC_RAW)
 		CHECK(c.codec == WSP_CODEC_RAW);
-	if (!xform)
+	if (!xform && c.codec != WSP_CODEC_EXPRANS)   /* its transform 1: fp32 low halves coded */
 		CHECK(c.transform == WSPM_XFORM_NONE);
-	if (c.transform != WSPM_XFORM_NONE) {
+	if (c.transform != WSPM_XFORM_NONE && c.codec != WSP_CODEC_EXPRANS) {
 		CHECK(c.transform == chunk_transform_for(dtype));
 		n_xform++;
 	}
@@ -106,14 +109,15 @@ int main(void)
 		for (i = 0; i < WSP_ARRAY_SIZE(dtypes); i++)
 			for (j = 0; j < WSP_ARRAY_SIZE(lens); j++)
 				for (kind = T_RANDOM; kind <= T_SMALLINT; kind++)
-					for (x = 0; x < 3; x++)
+					for (x = 0; x < 4; x++)
 						roundtrip(dtypes[i], lens[j], kind,
+							  x == 3 ? WSP_CODEC_EXPRANS :
 							  x == 2 ? WSP_CODEC_RAW : WSP_CODEC_ZSTD,
 							  x == 1);
 		chunk_encoder_free(enc);
 	}
 	/* every path was taken */
-	CHECK(n_zstd > 0 && n_raw > 0 && n_xform > 0);
+	CHECK(n_zstd > 0 && n_raw > 0 && n_xform > 0 && n_exprans > 0);
 	CHECK(chunk_transform_for(WSP_DTYPE_BF16) == WSPM_XFORM_EXP_BF16);
 	CHECK(chunk_transform_for(WSP_DTYPE_F32) == WSPM_XFORM_EXP_F32);
 	CHECK(chunk_transform_for(WSP_DTYPE_F16) == WSPM_XFORM_BYTES);

@@ -45,6 +45,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include "common/hash.h"
 #include "common/error.h"
 
 #define EXPRANS_LANES 32u
@@ -77,6 +78,11 @@ int exprans_planes_pay(const void *src, uint64_t n);
  * initial state, trailing bytes. */
 int exprans_decode(const void *in, size_t len, void *dst, uint64_t n, unsigned width, int planes,
 		   struct wspi_err *err);
+/* The same, feeding the decoded bytes to `hash` (XXH3, reset by the
+ * caller) block by block while they are still in cache: one pass over the
+ * output instead of a decode and then a hash. */
+int exprans_decode_hashed(const void *in, size_t len, void *dst, uint64_t n, unsigned width,
+			  int planes, XXH3_state_t *hash, struct wspi_err *err);
 /* 1 (default): decode with AVX2 where the CPU has it; 0: the portable
  * decoder only (tests compare the two). */
 extern int exprans_use_simd;
