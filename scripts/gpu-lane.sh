@@ -33,7 +33,8 @@
 #                               parallel: tests/python/test_dist.py on NCCL
 #                               and bench/torch_dist.py; two GPUs),
 #                               exprans-bench
-#                               (bench/exprans_bench alone), adamw-bench
+#                               (bench/exprans_bench and the host decoders
+#                               in bench/codec_bench), adamw-bench
 #                               (bench/adamw_bench: the host AdamW step
 #                               against memory bandwidth), codec-bench
 #                               (bench/exprans_bench, gpu_bench with zstd
@@ -202,7 +203,9 @@ run() {
 	esac
 	case $parts in *" exprans-bench "*)
 		step bench-exprans 400 "$lane/bench/exprans_bench"
-		echo "== bench-exprans"; tail -n 20 "$out/bench-exprans.log" ;;
+		# the host decoders on one thread, exprans beside zstd on one data set
+		step bench-codec-cpu 400 "$lane/bench/codec_bench" --levels 1,3 --size 256 --threads 1
+		for f in bench-exprans bench-codec-cpu; do echo "== $f"; tail -n 20 "$out/$f.log"; done ;;
 	esac
 	case $parts in *" adamw-bench "*|*" train-bench "*)
 		step bench-adamw 300 "$lane/bench/adamw_bench"
