@@ -61,13 +61,13 @@ _HOOKS: list = []
 def _step_pre(opt, _args, _kwargs) -> None:
     for tr in list(_TRAINERS):
         tr.refuse_placeholders(opt)
-        if tr.steps_with(opt):
+        if tr.steps_with(opt) and tr.enter_step(opt):
             tr.before_step(opt)
 
 
 def _step_post(opt, _args, _kwargs) -> None:
     for tr in list(_TRAINERS):
-        if tr.steps_with(opt):
+        if tr.steps_with(opt) and tr.leave_step(opt):
             try:
                 tr.apply_masters()
             finally:
@@ -140,6 +140,7 @@ class Trainer:
         self.own_bound: set = set()     # ids of own parameters whose .grad we bound
         self.dropped: set = set()       # layers whose own .grad the user set to None
         self.lent: List[Tuple[torch.nn.Parameter, torch.Tensor]] = []   # (param, its data)
+        self.stepping: list = []                     # optimizers whose step runs, outermost first
         self.masters_bound: set = set()   # layers whose masters' .grad we bound (ever)
         for m in self._row_embeddings(model):
             self.row_ids[id(m.weight)] = []
@@ -446,6 +447,26 @@ class Trainer:
         return g.index in self.dropped or any(
             id(g.params[i][0]) in self.own_bound and g.params[i][0].grad is None
             for i in self.own.get(g.index, ()))
+
+    def enter_step(self, opt) -> bool:
+        """Whether opt's step is the outermost: an optimizer may step
+        another inside its own (torch's ZeroRedundancyOptimizer steps each
+        rank's share with an inner one, then broadcasts it).  The outer
+        step binds the gradients and, after the broadcast, applies the
+        masters to the layers, once.  A step that raised leaves opt on
+        the stack; seen again, the stack is stale and starts over."""
+        if opt in self.stepping:
+            self.stepping.clear()
+        self.stepping.append(opt)
+        return len(self.stepping) == 1
+
+    def leave_step(self, opt) -> bool:
+        """Whether opt's step, now ending, was the outermost."""
+        if not self.stepping or self.stepping[-1] is not opt:
+            self.stepping.clear()   # not entered through enter_step: as before
+            return True
+        self.stepping.pop()
+        return not self.stepping
 
     def before_step(self, opt) -> None:
         """Gradients bound for the step.  For an optimizer over the model's

@@ -145,8 +145,12 @@ def offload(model: torch.nn.Module, pack: Union[str, os.PathLike], device=None, 
         over the group and divided by its size (as DistributedDataParallel
         averages them) before clipping or a step reads them, and every rank
         steps its masters alike; :func:`no_sync` skips that for the
-        micro-batches before the last of an accumulation.  Not with routed
-        experts or :func:`step_in_backward` yet.
+        micro-batches before the last of an accumulation.  To share the
+        step and its state (ZeRO-1): torch's
+        ``ZeroRedundancyOptimizer(parameters(model),
+        optimizer_class=AdamW)`` (its process group gloo where masters are
+        host memory and the group is NCCL).  Not with routed experts or
+        :func:`step_in_backward` yet.
 
     Returns the model, hooked.  Every disagreement between pack and model
     (missing tensors, shapes, tensors that match nothing, buffers without

@@ -15,10 +15,14 @@ over NCCL its watchdog ends the process after the timeout instead).
 Training (train=True with the group): two AdamW steps with clipping, each
 rank a half of the global batch, give on both ranks the gradient norms and
 fp32 masters of one process that accumulates the two halves (loss / 2
-each) - bit for bit on the CPU; with two micro-batches a rank, the first
-inside wspager.torch.no_sync, the norms of one process accumulating the
-four quarters (the sums associate differently: within 1e-6); ranks whose
-backward passes differ (one froze a layer) refused on both, naming it.
+each) - bit for bit on the CPU; so does torch's ZeroRedundancyOptimizer
+(each rank steps its share of the masters, with wspager.torch.AdamW on the
+CPU, and broadcasts it: state on each rank for a part only, the masters
+applied to the layers once a step); with two micro-batches a rank, the
+first inside wspager.torch.no_sync, the norms of one process accumulating
+the four quarters (the sums associate differently: within 1e-6); ranks
+whose backward passes differ (one froze a layer) refused on both, naming
+it.
 
 Run as `test_dist.py [cpu|cuda]`: builds the checkpoint and packs, then
 starts the two ranks of each case (this file with argv "rank CASE MODE")
@@ -46,13 +50,14 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def train_steps(model, batches, scale: float, no_sync: bool = False):
-    """Two AdamW steps over model.parameters() with clipping; each step's
-    micro-batches (loss x scale each; all but the last inside no_sync when
-    asked).  Returns the gradient norms and a digest of the fp32 masters."""
+def train_steps(model, batches, scale: float, no_sync: bool = False, opt=None):
+    """Two AdamW steps (torch's over model.parameters(), or `opt`) with
+    clipping; each step's micro-batches (loss x scale each; all but the last
+    inside no_sync when asked).  Returns the gradient norms and a digest of
+    the fp32 masters."""
     import contextlib
     import wspager.torch as wt
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    opt = opt or torch.optim.AdamW(model.parameters(), lr=1e-3)
     norms = []
     for step in batches:
         for k, x in enumerate(step):
@@ -104,6 +109,25 @@ def rank_main(case: str, mode: str) -> None:
         quarters = [[b[2 * rank:2 * rank + 1], b[2 * rank + 1:2 * rank + 2]]
                     for b in global_batches(model.config.vocab_size, dev)]
         out["accum_norms"], _ = train_steps(model, quarters, 0.5, no_sync=True)
+        wt.remove(model)
+        # ZeRO-1 as torch does it: each rank steps its share of the masters
+        # and broadcasts it.  The library's AdamW steps CPU tensors only;
+        # on GPUs some parameters stay on the device, so torch's.  NCCL
+        # moves device memory only: the host masters go over gloo.
+        from torch.distributed.optim import ZeroRedundancyOptimizer
+        model = wt.from_pretrained(pack, config=ckpt, device=dev, host_cache="64M",
+                                   train=True, process_group=dist.group.WORLD)
+        opt = ZeroRedundancyOptimizer(
+            wt.parameters(model), lr=1e-3,
+            optimizer_class=wt.AdamW if mode == "cpu" else torch.optim.AdamW,
+            process_group=None if mode == "cpu" else dist.new_group(backend="gloo"))
+        tr, applied = model._wspager.trainer, []   # the masters applied once a step
+        apply = tr.apply_masters
+        tr.apply_masters = lambda: (applied.append(1), apply())[1]
+        out["zero_norms"], out["zero_digest"] = train_steps(model, mine, 1.0, opt=opt)
+        out["zero_applied"] = len(applied)
+        out["zero_state"] = len(opt.optim.state)   # this rank's share
+        out["zero_params"] = sum(len(g["params"]) for g in opt.param_groups)
         wt.remove(model)
         # ranks whose backward passes differ (rank 1 freezes the head):
         # refused on both, naming the layer
@@ -244,6 +268,11 @@ def main(mode: str) -> None:
     quarters = [[b[k:k + 1] for k in range(4)] for b in global_batches(one.config.vocab_size, dev)]
     want_accum, _ = train_steps(one, quarters, 0.25)
     wt.remove(one)
+    one = wt.from_pretrained(os.path.join(T, "rank0.wsp"), config=ckpt, device=dev,
+                             host_cache="64M", train=True)
+    opt = (wt.AdamW if mode == "cpu" else torch.optim.AdamW)(wt.parameters(one), lr=1e-3)
+    want_zero_norms, want_zero = train_steps(one, halves, 0.5, opt=opt)
+    wt.remove(one)
     for r in ranks("train"):
         print(f"train, rank {r['rank']}: gradient norms {r['norms']} (one process: {want_norms});"
               f" masters {'equal' if r['digest'] == want else 'DIFFER'}")
@@ -254,12 +283,26 @@ def main(mode: str) -> None:
         print(f"train, rank {r['rank']}: uneven backward passes: {r.get('uneven_error')}")
         check("lm_head" in r.get("uneven_error", "") and "differ" in r["uneven_error"],
               f"train, rank {r['rank']}: uneven backward passes: {r.get('uneven_error')}")
+        print(f"train, rank {r['rank']}: ZeroRedundancyOptimizer: norms {r['zero_norms']} "
+              f"(one process: {want_zero_norms}), masters "
+              f"{'equal' if r['zero_digest'] == want_zero else 'DIFFER'}; optimizer state "
+              f"for {r['zero_state']} of {r['zero_params']} parameters")
+        check(r["zero_applied"] == 2, f"train, rank {r['rank']}: the masters were "
+              f"applied {r['zero_applied']} times in two steps (the inner step's too?)")
+        check(0 < r["zero_state"] < r["zero_params"],
+              f"train, rank {r['rank']}: state for {r['zero_state']} of "
+              f"{r['zero_params']} parameters: the step is not shared")
         if mode == "cpu":
             check(r["norms"] == want_norms and r["digest"] == want,
                   f"train, rank {r['rank']}: not bit for bit one process's")
+            check(r["zero_norms"] == want_zero_norms and r["zero_digest"] == want_zero,
+                  f"train, rank {r['rank']}: ZeRO steps not bit for bit one process's")
         else:   # two GPUs' kernels: report, and the norms within rounding
             check(all(abs(a - b) <= 1e-5 * abs(b) for a, b in zip(r["norms"], want_norms)),
                   f"train, rank {r['rank']}: norms {r['norms']} vs {want_norms}")
+            check(all(abs(a - b) <= 1e-5 * abs(b)
+                      for a, b in zip(r["zero_norms"], want_zero_norms)),
+                  f"train, rank {r['rank']}: ZeRO norms {r['zero_norms']} vs {want_zero_norms}")
 
     for r in launch("differ", mode):
         check(r is not None and "open_error" in r, f"differ: a rank opened: {r}")
