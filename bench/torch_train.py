@@ -3,7 +3,8 @@ whose weights stream through wspager (train=True, the host cache holding
 the model), its gradients leaving on the pager's write-back stream, against
 the same model resident on the GPU (gradients zeroed before each step, as
 a training loop does); then one step over the fp32 host masters with
-torch's AdamW and with the library's (wspager.torch.AdamW); then whole
+torch's AdamW, the library's (wspager.torch.AdamW) and, where installed,
+DeepSpeed's CPU Adam (ZeRO-Offload's); then whole
 training steps with the step on the GPU inside the backward
 (wspager.torch.step_in_backward); or, with --lora, LoRA fine-tuning (peft)
 over the frozen model, resident against paged.  Printed: seconds per forward+backward; the bytes the link carried
@@ -247,11 +248,21 @@ def main():
 
     n = sum(p.numel() for p in wt.parameters(model))
     # torch's fused CPU AdamW is what torchao's CPUOffloadOptimizer steps its
-    # CPU copies with (its default for AdamW)
-    for name, cls in (("torch.optim.AdamW", torch.optim.AdamW),
-                      ("torch.optim.AdamW(fused=True), torchao's CPU-offload step",
-                       functools.partial(torch.optim.AdamW, fused=True)),
-                      ("wspager.torch.AdamW", wt.AdamW)):
+    # CPU copies with (its default for AdamW); DeepSpeed's CPU Adam is
+    # ZeRO-Offload's step, where the package is installed (its op builds
+    # when first used).  All with torch.optim.AdamW's defaults.
+    steppers = [("torch.optim.AdamW", torch.optim.AdamW),
+                ("torch.optim.AdamW(fused=True), torchao's CPU-offload step",
+                 functools.partial(torch.optim.AdamW, fused=True)),
+                ("wspager.torch.AdamW", wt.AdamW)]
+    try:
+        from deepspeed.ops.adam import DeepSpeedCPUAdam
+        steppers.append(("deepspeed.ops.adam.DeepSpeedCPUAdam, ZeRO-Offload's step",
+                         functools.partial(DeepSpeedCPUAdam, adamw_mode=True,
+                                           weight_decay=1e-2)))
+    except ImportError as e:
+        print(f"DeepSpeed's CPU Adam: not installed ({e})")
+    for name, cls in steppers:
         opt = cls(wt.parameters(model), lr=1e-5)
         t_step = []
         for _ in range(2):   # the first makes the state; the second is every later step
