@@ -8,12 +8,10 @@ void wspi_xxh3_reset_avx2(XXH3_state_t *st);
 void wspi_xxh3_update_avx2(XXH3_state_t *st, const void *p, size_t n);
 uint64_t wspi_xxh3_digest_avx2(const XXH3_state_t *st);
 
+/* A load and a test of what the runtime read from cpuid at start-up. */
 static int have_avx2(void)
 {
-	static int known = -1;   /* a race here writes the same value */
-	if (known < 0)
-		known = __builtin_cpu_supports("avx2") ? 1 : 0;
-	return known;
+	return __builtin_cpu_supports("avx2");
 }
 #else
 #define WSP_HASH_AVX2 0
