@@ -1,8 +1,8 @@
 /* chunk_encode + chunk_decode restore every byte: every dtype size, with and
- * without transforms, zstd, raw and exprans codecs, odd and zero lengths, and the
- * destination cut into segments at many element-aligned points (and, for
- * robustness, inside elements).  Guard bytes between segments must stay
- * untouched. */
+ * without transforms, zstd, raw and exprans codecs, odd and zero lengths,
+ * and the destination cut into segments at many element-aligned points
+ * (and, for robustness, inside elements).  Guard bytes between segments
+ * must stay untouched. */
 #include "codec_test.h"
 
 #define MAX_RAW (256u << 10)
