@@ -78,6 +78,11 @@ def rank_main(a) -> None:
     dist.init_process_group("nccl")
     ids = torch.randint(0, a.vocab, (1, a.tokens), generator=torch.Generator().manual_seed(3))
     ids = ids.to(dev)
+    # transformers imports a model's modules at its first use, seconds in a
+    # fresh process; the one process had them from making the checkpoint
+    import transformers
+    import transformers.models.llama.modeling_llama  # noqa: F401
+    transformers.AutoConfig.from_pretrained(a.ck)
     dist.barrier()
     t_open = time.perf_counter()
     model = wt.from_pretrained(a.pack, config=a.ck, device=dev, host_cache=a.host_cache,
