@@ -12,6 +12,7 @@ rank read from the pack (the group's sum against the pack's stored size),
 and the warm GB/s per GPU.  Logits of the ranks against one process.
 
   python3 bench/torch_dist.py --dir /var/tmp/wsp-dist [--layers 16 --hidden 4096]
+      [--profile DIR: each rank's cold forward traced, DIR/dist-rankN.json]
   (drops the page cache: run as root, or the cold rows are warm and say so)
 """
 import argparse
@@ -47,15 +48,22 @@ def read_rate(pack: str) -> float:
     return total / (time.perf_counter() - t0) / 1e9
 
 
-def timed(model, ids, passes: int, reps: int, after_cold=lambda: None):
+def timed(model, ids, passes: int, reps: int, after_cold=lambda: None, trace=None):
     """(cold forward seconds, median warm seconds of `passes` forwards);
-    after_cold() is called between the two."""
+    after_cold() is called between the two.  trace: a path, to record the
+    cold forward's device activity there (torch.profiler, Chrome trace)."""
+    import contextlib
+    from torch.profiler import ProfilerActivity, profile
     dev = ids.device
     with torch.no_grad():
-        t0 = time.perf_counter()
-        out = model(ids).logits
-        torch.cuda.synchronize(dev)
-        cold = time.perf_counter() - t0
+        with profile(activities=[ProfilerActivity.CUDA]) if trace else \
+                contextlib.nullcontext() as prof:
+            t0 = time.perf_counter()
+            out = model(ids).logits
+            torch.cuda.synchronize(dev)
+            cold = time.perf_counter() - t0
+        if trace:
+            prof.export_chrome_trace(trace)
         after_cold()
         for _ in range(2):
             model(ids)
@@ -95,7 +103,8 @@ def rank_main(a) -> None:
     def after_cold():   # where the cold pass spent its time, before warm passes add to it
         st = off.pager.stats()
         at_cold.update(off.feed.stats(), acquire_block_s=st["acquire_block_ns"] / 1e9)
-    cold, warm, out = timed(model, ids, a.passes, a.reps, after_cold)
+    trace = os.path.join(a.profile, f"dist-rank{rank}.json") if a.profile else None
+    cold, warm, out = timed(model, ids, a.passes, a.reps, after_cold, trace)
     res = {"rank": rank, "open_s": opened, "cold_s": cold, "warm_s": warm,
            "pager_bytes_read": off.pager.stats()["bytes_read"], **at_cold}
     torch.save(out, os.path.join(a.dir, f"logits-{rank}.pt"))
@@ -110,6 +119,8 @@ def main():
     ap.add_argument("--passes", type=int, default=6)
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--host-cache", default="16G")
+    ap.add_argument("--profile", metavar="DIR",
+                    help="trace each rank's cold forward (torch.profiler) into DIR")
     ap.add_argument("--rank", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--pack", help=argparse.SUPPRESS)
     ap.add_argument("--ck", help=argparse.SUPPRESS)
@@ -163,6 +174,9 @@ def main():
     argv = [sys.executable, __file__, "--rank", "--pack", pack, "--ck", ck, "--dir", a.dir,
             "--vocab", str(a.vocab), "--tokens", str(a.tokens), "--passes", str(a.passes),
             "--reps", str(a.reps), "--host-cache", a.host_cache]
+    if a.profile:
+        os.makedirs(a.profile, exist_ok=True)
+        argv += ["--profile", a.profile]
     procs = [subprocess.Popen(argv, env=dict(env, RANK=str(r))) for r in range(2)]
     for p in procs:
         p.wait(timeout=900)
