@@ -294,7 +294,8 @@ typedef void (*wsp_trace_fn)(void *ctx, const struct wsp_trace_event *ev);
 typedef void (*wsp_log_fn)(void *ctx, const char *message);
 
 struct wsp_options {
-	uint64_t host_cache_bytes;  /* pinned host tier budget; default 1/4 of RAM, at most 8 GiB */
+	uint64_t host_cache_bytes;  /* pinned host tier budget; default 1/4 of RAM, at most 8 GiB;
+	                               the tier takes no more than the pack's layers */
 	unsigned gpu_slots;         /* GPU tier: slots for acquired and prefetched layers;
 	                               default 3.  When a few layers (embeddings, heads)
 	                               are much larger than the rest, up to two slots take

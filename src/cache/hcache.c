@@ -47,6 +47,16 @@ static uint64_t choose_budget(struct hcache *hc, uint64_t want, uint64_t reserve
 	return want;
 }
 
+/* What the tier can ever hold: every layer at once, each in whole pages
+ * of its raw bytes (the most a layer takes, packed or not). */
+static uint64_t most_held(const struct hcache *hc)
+{
+	uint64_t sum = 0, page = hc->pg.page_bytes;
+	for (uint32_t l = 0; l < hc->n_layers; l++)
+		sum += (hc->m->layers[l].raw_bytes + page - 1) / page * page;
+	return sum;
+}
+
 static int check_fits(struct hcache *hc, uint64_t budget, uint64_t asked, uint64_t reserve,
 		      struct wspi_err *err)
 {
@@ -172,6 +182,12 @@ int hcache_create(const struct hcache_config *cfg, struct wsp_pack_s *pk, struct
 	if (cfg->budget_total && want)   /* the cache gets what the rest leaves */
 		want = want > reserve ? want - reserve : 0;
 	uint64_t budget = want || !cfg->budget_total ? choose_budget(hc, want, reserve) : 0;
+	/* No bigger than the pack: the arena is page-locked whole, in the
+	 * background, and a 64 GB budget for a 6 GB model would lock 58 GB the
+	 * tier can never fill (and, on two ranks of one host, locking 16 GB
+	 * each while the forwards ran held them up for seconds). */
+	if (cfg->fit_pack)
+		budget = WSP_MIN(budget, most_held(hc));
 	rc = check_fits(hc, budget, cfg->budget_bytes, reserve, err);
 	if (rc < 0)
 		goto fail;
