@@ -2,7 +2,8 @@
  * exprans_bench: the exponent-rANS codec (codec 2) against this machine's
  * ceilings, in one run, on SIZE bytes of bf16 of two kinds (Gaussian, std
  * 0.02; heavy-tailed: a Gaussian over a log-normal scale), in chunks of
- * CHUNK raw bytes (a pack's default):
+ * CHUNK raw bytes (a pack's default), each coded twice: plain, then with
+ * the top mantissa bit coded with the exponent (EXPRANS_TOP_BIT):
  *
  *  - ratio (raw / stored) and encode GB/s on all cores;
  *  - CPU decode GB/s of raw output on one thread (the C reference);
@@ -16,7 +17,8 @@
  * Then fp32 of five kinds (trained: Gaussian; upcast from bf16, exactly and
  * with 4 noisy low bits; with fp16's 10 mantissa bits; bf16 widened with a
  * random byte 1 and one random bit in byte 0), chunks of --f32-chunk bytes
- * coded as the converter codes them (the low halves coded where that pays):
+ * coded as the converter codes them (the low halves coded where that pays,
+ * the top bit where that is smaller):
  * ratio beside zstd's (with its byte transform), CPU decode on one thread,
  * GPU decode, against the same ceiling (--f32-size bytes of each).
  *
@@ -78,6 +80,7 @@ static uint16_t bf16(float f)
 
 struct job {
 	int heavy;
+	unsigned flags;       /* the layout: 0, or EXPRANS_TOP_BIT */
 	uint16_t *raw;
 	uint64_t n;           /* values in the whole buffer */
 	uint64_t chunk;       /* values a chunk */
@@ -105,7 +108,8 @@ static void *enc_part(void *arg)
 	uint64_t chunks = (j->n + j->chunk - 1) / j->chunk;
 	for (uint64_t c = j->t; c < chunks; c += j->nt) {
 		uint64_t n = WSP_MIN(j->chunk, j->n - c * j->chunk);
-		int64_t len = exprans_encode(j->raw + c * j->chunk, n, 2, 0, j->enc + c * j->slot, j->slot);
+		int64_t len = exprans_encode(j->raw + c * j->chunk, n, 2, j->flags, j->enc + c * j->slot,
+					     j->slot);
 		if (len < 0) {
 			fprintf(stderr, "encode failed: %lld\n", (long long)len);
 			exit(1);
@@ -197,7 +201,7 @@ static double streaming(const struct job *j, const uint8_t *hcomp, const uint64_
 							      .out_off = c * chunk_bytes,
 							      .in_bytes = j->len[c],
 							      .n = WSP_MIN(j->chunk, j->n - c * j->chunk),
-							      .width = 2 };
+							      .width = 2, .flags = j->flags };
 	}
 	CU(cudaMemset(dout, 0, size));
 	double best = 0;
@@ -221,8 +225,8 @@ static double streaming(const struct job *j, const uint8_t *hcomp, const uint64_
 					   cudaMemcpyHostToDevice, copy));
 			CU(cudaEventRecord(copied[s], copy));
 			CU(cudaStreamWaitEvent(dec, copied[s], 0));
-			if (exprans_gpu_decode(stage[s], (uint8_t *)dout, sjobs[s], (unsigned)(b - a), chunk_bytes,
-					       dstatus + a, dec)) {
+			if (exprans_gpu_decode(stage[s], (uint8_t *)dout, sjobs[s], (unsigned)(b - a),
+					       j->flags, chunk_bytes, dstatus + a, dec)) {
 				fprintf(stderr, "launch failed\n");
 				exit(1);
 			}
@@ -250,13 +254,13 @@ static double streaming(const struct job *j, const uint8_t *hcomp, const uint64_
 	return best;
 }
 
-static void bench_kind(int heavy, uint64_t size, uint64_t chunk_bytes, uint64_t group_bytes,
-		       unsigned reps, unsigned nt)
+static void bench_kind(int heavy, unsigned flags, uint64_t size, uint64_t chunk_bytes,
+		       uint64_t group_bytes, unsigned reps, unsigned nt)
 {
 	const char *name = heavy ? "heavy-tailed" : "Gaussian";
-	struct job j = { .heavy = heavy, .n = size / 2, .chunk = chunk_bytes / 2 };
+	struct job j = { .heavy = heavy, .flags = flags, .n = size / 2, .chunk = chunk_bytes / 2 };
 	uint64_t chunks = (j.n + j.chunk - 1) / j.chunk;
-	j.slot = wspi_align_up(exprans_bound(j.chunk, 2, 0), 16);
+	j.slot = wspi_align_up(exprans_bound(j.chunk, 2, flags), 16);
 	CU(cudaMallocHost((void **)&j.raw, size));
 	j.enc = malloc(chunks * j.slot);
 	j.len = calloc(chunks, sizeof(*j.len));
@@ -288,7 +292,7 @@ static void bench_kind(int heavy, uint64_t size, uint64_t chunk_bytes, uint64_t 
 	t0 = now_s();
 	for (uint64_t c = 0; c < cpu_chunks; c++) {
 		uint64_t n = WSP_MIN(j.chunk, j.n - c * j.chunk);
-		if (exprans_decode(hcomp + at[c], j.len[c], cpu_out, n, 2, 0, NULL) < 0) {
+		if (exprans_decode(hcomp + at[c], j.len[c], cpu_out, n, 2, flags, NULL) < 0) {
 			fprintf(stderr, "CPU decode failed\n");
 			exit(1);
 		}
@@ -310,13 +314,14 @@ static void bench_kind(int heavy, uint64_t size, uint64_t chunk_bytes, uint64_t 
 		jobs[c] = (struct exprans_gpu_job){ .in_off = at[c], .out_off = c * chunk_bytes,
 						    .in_bytes = j.len[c],
 						    .n = WSP_MIN(j.chunk, j.n - c * j.chunk),
-						    .width = 2 };
+						    .width = 2, .flags = flags };
 	CU(cudaMemcpy(djobs, jobs, chunks * sizeof(*jobs), cudaMemcpyHostToDevice));
 	cudaEvent_t e0, e1;
 	CU(cudaEventCreate(&e0));
 	CU(cudaEventCreate(&e1));
 	CU(cudaMemset(dout, 0, size));
-	if (exprans_gpu_decode(dcomp, (uint8_t *)dout, djobs, (unsigned)chunks, chunk_bytes, dstatus, NULL)) {   /* warm-up, checked */
+	if (exprans_gpu_decode(dcomp, (uint8_t *)dout, djobs, (unsigned)chunks, flags, chunk_bytes,
+			       dstatus, NULL)) {   /* warm-up, checked */
 		fprintf(stderr, "launch failed\n");
 		exit(1);
 	}
@@ -324,7 +329,8 @@ static void bench_kind(int heavy, uint64_t size, uint64_t chunk_bytes, uint64_t 
 	check_output(dout, j.raw, j.n, dstatus, chunks, "GPU decode");
 	CU(cudaEventRecord(e0, NULL));
 	for (unsigned r = 0; r < reps; r++)
-		exprans_gpu_decode(dcomp, (uint8_t *)dout, djobs, (unsigned)chunks, chunk_bytes, dstatus, NULL);
+		exprans_gpu_decode(dcomp, (uint8_t *)dout, djobs, (unsigned)chunks, flags, chunk_bytes,
+				   dstatus, NULL);
 	CU(cudaEventRecord(e1, NULL));
 	CU(cudaEventSynchronize(e1));
 	double gpu_gbs = (double)size * reps / (ms_between(e0, e1) * 1e-3) / 1e9;
@@ -352,7 +358,8 @@ static void bench_kind(int heavy, uint64_t size, uint64_t chunk_bytes, uint64_t 
 	}
 	check_output(dout, j.raw, j.n, dstatus, chunks, "streaming");
 
-	printf("%s bf16, %.2f GiB in %llu chunks of %llu KiB:\n", name, (double)size / (1 << 30),
+	printf("%s bf16%s, %.2f GiB in %llu chunks of %llu KiB:\n", name,
+	       flags ? ", top mantissa bit coded" : "", (double)size / (1 << 30),
 	       (unsigned long long)chunks, (unsigned long long)(chunk_bytes >> 10));
 	printf("  ratio %.3f; encode %.2f GB/s on %u threads (%.3f a thread)\n", ratio,
 	       (double)size / enc_s / 1e9, nt, (double)size / enc_s / 1e9 / nt);
@@ -410,6 +417,8 @@ static void bench_f32(unsigned kind, uint64_t size, uint64_t chunk_bytes, unsign
 	uint32_t *raw, *back = malloc(chunk_bytes);
 	uint8_t *enc = malloc(chunks * slot), *zs = malloc(slot), *hcomp;
 	uint64_t *at = malloc((chunks + 1) * sizeof(*at)), stored = 0, zstored = 0, coded = 0;
+	uint64_t top = 0;
+	unsigned layouts = 0;
 	struct exprans_gpu_job *jobs = malloc(chunks * sizeof(*jobs)), *djobs;
 	struct chunk_encoder *ce;
 	struct wspm_chunk c, z;
@@ -432,11 +441,12 @@ static void bench_f32(unsigned kind, uint64_t size, uint64_t chunk_bytes, unsign
 			fprintf(stderr, "f32 %s: encode failed: %s\n", f32_kinds[kind], err.msg);
 			exit(1);
 		}
-		coded += c.transform == WSPM_XFORM_BYTES;
+		coded += !!(c.transform & EXPRANS_LOW_PLANES);
+		top += !!(c.transform & EXPRANS_TOP_BIT);
+		layouts |= c.transform;
 		jobs[k] = (struct exprans_gpu_job){
 			.in_off = at[k], .out_off = k * chunk_bytes, .in_bytes = c.stored_bytes, .n = m,
-			.width = 4, .kind = c.transform == WSPM_XFORM_BYTES ? EXPRANS_GPU_DECODE_PLANES
-									    : EXPRANS_GPU_DECODE };
+			.width = 4, .kind = EXPRANS_GPU_DECODE, .flags = c.transform };
 		stored += c.stored_bytes;
 		zstored += z.stored_bytes;
 		at[k + 1] = at[k] + wspi_align_up(c.stored_bytes, 16);
@@ -448,8 +458,7 @@ static void bench_f32(unsigned kind, uint64_t size, uint64_t chunk_bytes, unsign
 	/* CPU decode, one thread, every chunk checked */
 	double t0 = now_s();
 	for (uint64_t k = 0; k < chunks; k++) {
-		int planes = jobs[k].kind == EXPRANS_GPU_DECODE_PLANES;
-		if (exprans_decode(hcomp + at[k], jobs[k].in_bytes, back, jobs[k].n, 4, planes,
+		if (exprans_decode(hcomp + at[k], jobs[k].in_bytes, back, jobs[k].n, 4, jobs[k].flags,
 				   &err) < 0 || memcmp(back, raw + k * per, jobs[k].n * 4)) {
 			fprintf(stderr, "f32 %s: CPU decode of chunk %llu wrong\n", f32_kinds[kind],
 				(unsigned long long)k);
@@ -467,7 +476,8 @@ static void bench_f32(unsigned kind, uint64_t size, uint64_t chunk_bytes, unsign
 	CU(cudaMemcpy(dcomp, hcomp, at[chunks], cudaMemcpyHostToDevice));
 	CU(cudaMemcpy(djobs, jobs, chunks * sizeof(*jobs), cudaMemcpyHostToDevice));
 	CU(cudaMemset(dout, 0, size));
-	if (exprans_gpu_decode(dcomp, dout, djobs, (unsigned)chunks, chunk_bytes, dstatus, NULL)) {
+	if (exprans_gpu_decode(dcomp, dout, djobs, (unsigned)chunks, layouts, chunk_bytes, dstatus,
+			       NULL)) {
 		fprintf(stderr, "launch failed\n");
 		exit(1);
 	}
@@ -479,16 +489,19 @@ static void bench_f32(unsigned kind, uint64_t size, uint64_t chunk_bytes, unsign
 	CU(cudaEventCreate(&e1));
 	CU(cudaEventRecord(e0, NULL));
 	for (unsigned r = 0; r < reps; r++)
-		exprans_gpu_decode(dcomp, dout, djobs, (unsigned)chunks, chunk_bytes, dstatus, NULL);
+		exprans_gpu_decode(dcomp, dout, djobs, (unsigned)chunks, layouts, chunk_bytes, dstatus,
+				   NULL);
 	CU(cudaEventRecord(e1, NULL));
 	CU(cudaEventSynchronize(e1));
 	double gpu_gbs = (double)size * reps / (ms_between(e0, e1) * 1e-3) / 1e9;
 	printf("f32 %s, %.2f GiB in %llu KiB chunks: ratio %.3f (zstd with its transform %.3f; "
-	       "low halves coded in %llu of %llu chunks); CPU decode, 1 thread: %.2f GB/s; GPU "
+	       "low halves coded in %llu, top bit in %llu of %llu chunks); CPU decode, 1 thread: "
+	       "%.2f GB/s; GPU "
 	       "decode: %.1f GB/s of raw output = %.1f x the link's %.1f GB/s\n", f32_kinds[kind],
 	       (double)size / (1 << 30), (unsigned long long)(chunk_bytes >> 10),
 	       (double)size / (double)stored, (double)size / (double)zstored,
-	       (unsigned long long)coded, (unsigned long long)chunks, cpu_gbs, gpu_gbs,
+	       (unsigned long long)coded, (unsigned long long)top, (unsigned long long)chunks,
+	       cpu_gbs, gpu_gbs,
 	       gpu_gbs / h2d_gbs, h2d_gbs);
 	cudaEventDestroy(e0);
 	cudaEventDestroy(e1);
@@ -571,8 +584,10 @@ int main(int argc, char **argv)
 	long nt = sysconf(_SC_NPROCESSORS_ONLN);
 	nt = nt < 1 ? 1 : nt > 256 ? 256 : nt;
 	printf("exprans_bench on %s, %ld CPU threads\n", prop.name, nt);
-	bench_kind(0, size, chunk, group, reps, (unsigned)nt);
-	bench_kind(1, size, chunk, group, reps, (unsigned)nt);
+	for (unsigned flags = 0; flags <= EXPRANS_TOP_BIT; flags += EXPRANS_TOP_BIT) {
+		bench_kind(0, flags, size, chunk, group, reps, (unsigned)nt);
+		bench_kind(1, flags, size, chunk, group, reps, (unsigned)nt);
+	}
 	f32_chunk = f32_chunk ? f32_chunk : chunk;
 	if (f32_size && (f32_chunk % 4 || f32_chunk / 4 > EXPRANS_GPU_MAX_VALUES ||
 			 f32_size < f32_chunk)) {

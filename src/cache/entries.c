@@ -55,8 +55,8 @@ uint32_t hcache_pieces(const struct hcache *hc, uint32_t layer, struct hcache_pi
 		out[n] = (struct hcache_piece){ .at = job->at, .dst = job->dst,
 						.stored = job->keep_stored ? c->stored_bytes : c->raw_bytes,
 						.raw = c->raw_bytes,
-						.exprans = !job->keep_stored ? 0
-							   : c->transform == WSPM_XFORM_BYTES ? 2 : 1,
+						.exprans = job->keep_stored,
+						.layout = c->transform,
 						.tensor = job->tensor, .index = job->index_in_tensor };
 	}
 	return n;

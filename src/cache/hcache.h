@@ -109,7 +109,8 @@ struct hcache_ref {
  * covers (padding) are zero. */
 struct hcache_piece {
 	uint64_t at, dst, stored, raw;
-	int exprans;                /* 0 raw bytes, 1 exprans, 2 exprans with coded low halves */
+	int exprans;                /* 0 raw bytes, 1 an exprans stream */
+	unsigned layout;            /* exprans: its flags (the chunk's transform) */
 	uint32_t tensor, index;     /* global tensor index, chunk in it (messages) */
 };
 /* The layer's pieces into out[0..max): returns their number, 0 when the

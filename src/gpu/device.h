@@ -71,7 +71,8 @@ struct dev_ops {
 	/* Wait for everything enqueued on the copy and decode streams. */
 	int (*sync_copy)(struct dev *d, struct wspi_err *err);
 	/* On decode queue q: run jobs[0..n_jobs) (device memory) from `in`
-	 * to `out` (src/pack/exprans/exprans_gpu.h); their n_jobs status
+	 * to `out` (src/pack/exprans/exprans_gpu.h; layouts: the OR of the
+	 * jobs' flags, which kernels to launch); their n_jobs status
 	 * words end in status_host.  With status_view (status_host as the
 	 * device sees it: host_view) a kernel stores them there and leaves
 	 * status_dev zero, as it must be on entry; without, status_dev is
@@ -80,7 +81,7 @@ struct dev_ops {
 	 * without a GPU. */
 	int (*unpack)(struct dev *d, int q, const void *in, void *out,
 		      const struct exprans_gpu_job *jobs,
-		      unsigned n_jobs, uint64_t max_out, uint32_t *status_dev,
+		      unsigned n_jobs, unsigned layouts, uint64_t max_out, uint32_t *status_dev,
 		      uint32_t *status_host, uint32_t *status_view, struct wspi_err *err);
 	/* Stream-ordered device memory from the pager's own pool: allocated
 	 * in the order of queue q, freed in the order of queue q (never a

@@ -266,7 +266,7 @@ static int cuda_sync_copy(struct dev *d, struct wspi_err *err)
 
 static int cuda_unpack(struct dev *d, int q, const void *in, void *out,
 		       const struct exprans_gpu_job *jobs,
-		       unsigned n_jobs, uint64_t max_out, uint32_t *status_dev,
+		       unsigned n_jobs, unsigned layouts, uint64_t max_out, uint32_t *status_dev,
 		       uint32_t *status_host, uint32_t *status_view, struct wspi_err *err)
 {
 	int prev, ret;
@@ -276,10 +276,11 @@ static int cuda_unpack(struct dev *d, int q, const void *in, void *out,
 	cudaError_t rc;
 	const char *what = n_jobs ? "the decode kernel's launch" : "loading the decode kernel";
 	if (status_view || !n_jobs) {
-		rc = (cudaError_t)exprans_gpu_decode_report(in, out, jobs, n_jobs, max_out, status_dev,
-							    status_view, s);
+		rc = (cudaError_t)exprans_gpu_decode_report(in, out, jobs, n_jobs, layouts, max_out,
+							    status_dev, status_view, s);
 	} else {
-		rc = (cudaError_t)exprans_gpu_decode(in, out, jobs, n_jobs, max_out, status_dev, s);
+		rc = (cudaError_t)exprans_gpu_decode(in, out, jobs, n_jobs, layouts, max_out,
+						     status_dev, s);
 		if (rc == cudaSuccess) {
 			rc = cudaMemcpyAsync(status_host, status_dev, n_jobs * sizeof(*status_dev),
 					     cudaMemcpyDeviceToHost, s);

@@ -18,6 +18,7 @@ struct unpacker {
 	uint32_t n_layers;
 	uint64_t *job0;                  /* n_layers + 1: each layer's jobs in the table */
 	uint64_t *max_out;               /* per layer: its largest job's output */
+	uint8_t *layouts;                /* per layer: the OR of its decode jobs' flags */
 	uint32_t *chunk_of;              /* per job: chunk index in its tensor (messages) */
 	uint32_t *tensor_of;             /* per job: global tensor index */
 	struct exprans_gpu_job *jobs_dev;
@@ -78,7 +79,8 @@ static int by_dst(const void *a, const void *b)
  * the raw layout that no piece covers.  Returns their number. */
 static uint64_t layer_jobs(const struct wsp_pack_s *pk, const struct hcache *hc, uint32_t l,
 			   struct hcache_piece *pc, uint32_t n_pc, struct exprans_gpu_job *jobs,
-			   uint32_t *chunk_of, uint32_t *tensor_of, uint64_t *max_out)
+			   uint32_t *chunk_of, uint32_t *tensor_of, uint64_t *max_out,
+			   uint8_t *layouts)
 {
 	uint32_t n = hcache_pieces(hc, l, pc, n_pc);
 	uint64_t k = 0, most = 0;
@@ -88,9 +90,10 @@ static uint64_t layer_jobs(const struct wsp_pack_s *pk, const struct hcache *hc,
 		jobs[k] = (struct exprans_gpu_job){
 			.in_off = pc[i].at, .out_off = pc[i].dst, .in_bytes = pc[i].stored,
 			.n = pc[i].exprans ? pc[i].raw / w : 0, .width = w,
-			.kind = pc[i].exprans == 2 ? EXPRANS_GPU_DECODE_PLANES
-				: pc[i].exprans ? EXPRANS_GPU_DECODE : EXPRANS_GPU_COPY,
+			.kind = pc[i].exprans ? EXPRANS_GPU_DECODE : EXPRANS_GPU_COPY,
+			.flags = pc[i].exprans ? pc[i].layout : 0,
 		};
+		*layouts |= (uint8_t)jobs[k].flags;
 		tensor_of[k] = pc[i].tensor;
 		chunk_of[k] = pc[i].index;
 		most = WSP_MAX(most, pc[i].raw);
@@ -141,6 +144,7 @@ void unpacker_destroy(struct unpacker *u)
 	free(u->status_host);
 	free(u->job0);
 	free(u->max_out);
+	free(u->layouts);
 	free(u->chunk_of);
 	free(u->tensor_of);
 	free(u);
@@ -172,6 +176,7 @@ int unpacker_create(struct dev *d, const struct wsp_pack_s *pk, const struct hca
 		u->n_layers = n_layers;
 		u->job0 = calloc((size_t)n_layers + 1, sizeof(*u->job0));
 		u->max_out = calloc(n_layers ? n_layers : 1, sizeof(*u->max_out));
+		u->layouts = calloc(n_layers ? n_layers : 1, sizeof(*u->layouts));
 		u->chunk_of = malloc(total * sizeof(*u->chunk_of));
 		u->tensor_of = malloc(total * sizeof(*u->tensor_of));
 		u->status_host = aligned_alloc(4096, status_bytes(total));
@@ -180,7 +185,8 @@ int unpacker_create(struct dev *d, const struct wsp_pack_s *pk, const struct hca
 		u->kept_bytes = calloc(n_layers ? n_layers : 1, sizeof(*u->kept_bytes));
 		u->uses = calloc(n_layers ? n_layers : 1, sizeof(*u->uses));
 	}
-	if (!u || !jobs || !pc || !u->job0 || !u->max_out || !u->chunk_of || !u->tensor_of ||
+	if (!u || !jobs || !pc || !u->job0 || !u->max_out || !u->layouts || !u->chunk_of ||
+	    !u->tensor_of ||
 	    !u->status_host || !u->kept || !u->kept_bytes || !u->uses) {
 		free(jobs);
 		free(pc);
@@ -192,7 +198,7 @@ int unpacker_create(struct dev *d, const struct wsp_pack_s *pk, const struct hca
 		u->job0[l] = k;
 		if (hcache_pieces(hc, l, &one, 1)) {
 			k += layer_jobs(pk, hc, l, pc, (uint32_t)max_pieces, jobs + k, u->chunk_of + k,
-					u->tensor_of + k, &u->max_out[l]);
+					u->tensor_of + k, &u->max_out[l], &u->layouts[l]);
 			stage = WSP_MAX(stage, hcache_layer_bytes(hc, l));
 		}
 	}
@@ -208,7 +214,8 @@ int unpacker_create(struct dev *d, const struct wsp_pack_s *pk, const struct hca
 	    (rc = d->ops->alloc(d, status_bytes(k), (void **)&u->status_dev, err)) < 0 ||
 	    (rc = d->ops->event_create(d, 0, &u->copied, err)) < 0 ||
 	    (rc = d->ops->event_create(d, 0, &u->decoded, err)) < 0 ||
-	    (rc = d->ops->unpack(d, DEV_Q_DECODE, NULL, NULL, NULL, 0, 0, NULL, NULL, NULL, err)) < 0)
+	    (rc = d->ops->unpack(d, DEV_Q_DECODE, NULL, NULL, NULL, 0, 0, 0, NULL, NULL, NULL,
+				 err)) < 0)
 		goto fail;
 	/* Status words copied into pageable memory would make each fill wait
 	 * for its decode: said by the pager (unpacker_pinned), not fatal.
@@ -343,7 +350,8 @@ int unpacker_fill(struct unpacker *u, void *slot, const struct hcache_ref *ref,
 	uint64_t j0 = u->job0[l], n = u->job0[l + 1] - j0, row = j0 + k * u->n_jobs;
 	if ((rc = d->ops->record(d, u->copied, DEV_Q_COPY, NULL, err)) < 0 ||
 	    (rc = d->ops->wait(d, dq, NULL, u->copied, err)) < 0 ||
-	    (rc = d->ops->unpack(d, dq, src, slot, u->jobs_dev + j0, (unsigned)n, u->max_out[l],
+	    (rc = d->ops->unpack(d, dq, src, slot, u->jobs_dev + j0, (unsigned)n, u->layouts[l],
+				 u->max_out[l],
 				 u->status_dev + row, u->status_host + row,
 				 u->status_view ? u->status_view + row : NULL, err)) < 0)
 		return rc;

@@ -66,7 +66,8 @@ struct chunk_decoder {
 struct chunk_encoder {
 	ZSTD_CCtx *cctx;           /* normal frames at the chosen level */
 	uint8_t *scratch;          /* transformed bytes */
-	uint8_t *trial;            /* WSP_CODEC_AUTO: the zstd attempt beside exprans */
+	uint8_t *trial;            /* the zstd attempt beside exprans (WSP_CODEC_AUTO), or
+				      exprans with the top bit beside without */
 	uint64_t cap;
 #ifdef CHUNK_ENTROPY_FRAMES
 	ZSTD_CCtx *ectx;           /* entropy-only frames */
@@ -315,9 +316,11 @@ int chunk_decode(struct chunk_decoder *d, const struct wspm_chunk *c, int dtype,
 		break;
 	case WSP_CODEC_EXPRANS: {
 		unsigned w = exprans_value_bytes(dtype);
-		/* transform 1 on an exprans chunk: fp32 with coded low halves */
-		int coded_low = t == WSPM_XFORM_BYTES && w == 4;
-		if (!w || (t != WSPM_XFORM_NONE && !coded_low) || c->raw_bytes % w)
+		/* an exprans chunk's transform is its layout flags: bit 0, fp32
+		 * with coded low halves; bit 1, the top mantissa bit coded */
+		unsigned flags = (unsigned)t;
+		if (!w || flags > (EXPRANS_LOW_PLANES | EXPRANS_TOP_BIT) ||
+		    ((flags & EXPRANS_LOW_PLANES) && w != 4) || c->raw_bytes % w)
 			return WSP_ERR(err, WSP_EFORMAT, "exprans chunk of dtype %s, transform %u, "
 				       "%u bytes", dt_name(dtype), c->transform, c->raw_bytes);
 		if (c->raw_bytes > d->cap)
@@ -330,7 +333,7 @@ int chunk_decode(struct chunk_decoder *d, const struct wspm_chunk *c, int dtype,
 		void *into = n_dst == 1 ? dst[0].ptr : d->scratch;
 		wspi_xxh3_reset(d->xxh);
 		rc = exprans_decode_hashed(stored, c->stored_bytes, into, c->raw_bytes / w, w,
-					   coded_low, d->xxh, err);
+					   flags, d->xxh, err);
 		if (rc < 0)
 			return rc;
 		uint64_t at = 0;
@@ -470,7 +473,8 @@ void chunk_encoder_free(struct chunk_encoder *e)
 size_t chunk_encode_bound(uint64_t raw_bytes)
 {
 	size_t z = ZSTD_compressBound((size_t)raw_bytes);
-	size_t x2 = exprans_bound(raw_bytes / 2, 2, 0), x4 = exprans_bound(raw_bytes / 4, 4, 1);
+	size_t x2 = exprans_bound(raw_bytes / 2, 2, EXPRANS_TOP_BIT);
+	size_t x4 = exprans_bound(raw_bytes / 4, 4, EXPRANS_LOW_PLANES | EXPRANS_TOP_BIT);
 	return WSP_MAX(z, WSP_MAX(x2, x4));
 }
 
@@ -499,6 +503,35 @@ static size_t entropy_frame(struct chunk_encoder *e, const void *src, size_t len
 	return ZSTD_compressSequences(e->ectx, out, cap, e->seqs, n_seqs, src, len);
 }
 #endif
+
+/* Stored bytes a top-bit chunk must keep, as a fraction of its raw bytes:
+ * its GPU decode (two passes more) ran at 173-260 GB/s on fp32 against
+ * 55 GB/s of link, so it stays ahead of the link only where the link
+ * carries less than 2x the raw bytes.  bf16 never takes it: its decode
+ * fell from 561 to 192 GB/s and streaming from 1.47x to 1.28x the link,
+ * which 0.6% of ratio does not pay for (docs/PERFORMANCE.md). */
+#define TOP_BIT_MAX_RATIO 2
+
+/* n values of w bytes as exprans into out; *flags gets the layout (the
+ * chunk's transform).  fp32 whose low halves have structure (upcast)
+ * codes them too; fp32 codes the top mantissa bit with the exponent where
+ * that is smaller and the ratio stays under TOP_BIT_MAX_RATIO (tried in
+ * e->trial; the plain layout decodes faster and wins a tie). */
+static int64_t encode_exprans(struct chunk_encoder *e, const void *raw, uint64_t n, unsigned w,
+			      void *out, size_t cap, uint8_t *flags)
+{
+	unsigned base = w == 4 && exprans_planes_pay(raw, n) ? EXPRANS_LOW_PLANES : 0;
+	int64_t len = exprans_encode(raw, n, w, base, out, cap);
+	*flags = (uint8_t)base;
+	if (len < 0 || w != 4 || !exprans_top_bit_fits(raw, n, w))
+		return len;
+	int64_t top = exprans_encode(raw, n, w, base | EXPRANS_TOP_BIT, e->trial, cap);
+	if (top < 0 || top >= len || n * w >= (uint64_t)top * TOP_BIT_MAX_RATIO)
+		return top < 0 ? top : len;
+	memcpy(out, e->trial, (size_t)top);
+	*flags = (uint8_t)(base | EXPRANS_TOP_BIT);
+	return top;
+}
 
 /* WSP_CODEC_AUTO: exprans (which a GPU decodes) unless zstd with the
  * dtype's byte transform is clearly smaller: more than AUTO_ZSTD_GAIN_PCT
@@ -555,15 +588,13 @@ int chunk_encode_xform(struct chunk_encoder *e, const void *raw, uint64_t raw_by
 	c->checksum = wspi_xxh3(raw, raw_bytes);
 
 	if (codec == WSP_CODEC_EXPRANS && raw_bytes > 0) {
-		/* fp32 whose low halves have structure (upcast): code them too */
-		int coded_low = w == 4 && exprans_planes_pay(raw, raw_bytes / w);
-		int64_t n = exprans_encode(raw, raw_bytes / w, w, coded_low, out, cap);
+		int64_t n = encode_exprans(e, raw, raw_bytes / w, w, out, cap, &c->transform);
 		if (n < 0)
 			return WSP_ERR(err, (int)n, "exprans: output of %zu bytes too small", cap);
 		if ((uint64_t)n < raw_bytes) {
 			/* Readers that check only the stored bytes rely on this. */
-			int rc = exprans_decode(out, (size_t)n, e->scratch, raw_bytes / w, w, coded_low,
-						err);
+			int rc = exprans_decode(out, (size_t)n, e->scratch, raw_bytes / w, w,
+						c->transform, err);
 			if (rc < 0) {
 				wspi_err_prefix(err, "exprans: the encoded chunk does not decode");
 				return rc;
@@ -572,7 +603,6 @@ int chunk_encode_xform(struct chunk_encoder *e, const void *raw, uint64_t raw_by
 				return WSP_ERR(err, WSP_EFORMAT, "exprans: the encoded chunk decodes to "
 					       "other bytes than its input");
 			c->codec = WSP_CODEC_EXPRANS;
-			c->transform = coded_low ? WSPM_XFORM_BYTES : WSPM_XFORM_NONE;
 			c->stored_bytes = (uint32_t)n;
 			wspm_chunk_set_stored_check(c, wspm_stored_check(out, (uint64_t)n));
 			return 0;

@@ -242,14 +242,16 @@ static int check_chunks(const struct wspi_manifest *m, uint32_t li, uint32_t ti,
 		    c->codec != WSP_CODEC_EXPRANS)
 			return FMT("chunk %llu of tensor %s: unknown codec %u",
 				   (unsigned long long)ci, tname, c->codec);
+		/* codec 2's transform is its layout: bit 0 coded low halves (f32
+		 * only), bit 1 the top mantissa bit coded */
 		if (c->codec == WSP_CODEC_EXPRANS &&
 		    (!exprans_value_bytes(t->dtype) ||
-		     (c->transform != WSPM_XFORM_NONE &&
-		      !(c->transform == WSPM_XFORM_BYTES && t->dtype == WSP_DTYPE_F32)) ||
+		     c->transform > (EXPRANS_LOW_PLANES | EXPRANS_TOP_BIT) ||
+		     ((c->transform & EXPRANS_LOW_PLANES) && t->dtype != WSP_DTYPE_F32) ||
 		     c->raw_bytes % exprans_value_bytes(t->dtype)))
 			return FMT("chunk %llu of tensor %s: codec %u is for whole bf16, f16 or f32 "
-				   "values without a transform (f32: or transform 1, coded low "
-				   "halves)", (unsigned long long)ci, tname, c->codec);
+				   "values, transform 0 or 2 (f32: or 1 or 3, coded low halves)",
+				   (unsigned long long)ci, tname, c->codec);
 		if (c->transform > WSPM_XFORM_EXP_F32)
 			return FMT("chunk %llu of tensor %s: unknown transform %u",
 				   (unsigned long long)ci, tname, c->transform);

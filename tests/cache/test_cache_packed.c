@@ -34,7 +34,7 @@ static void unpack_on_host(struct hcache *hc, const struct wsp_pack_s *pk,
 			unsigned w = exprans_value_bytes(pk->m.tensors[pc[i].tensor].dtype);
 			CHECK(w != 0);
 			CHECK_RC(exprans_decode(stored, pc[i].stored, raw + pc[i].dst, pc[i].raw / w, w,
-						pc[i].exprans == 2, &err), 0);
+						pc[i].layout, &err), 0);
 			wspi_err_destroy(&err);
 		} else {
 			CHECK(pc[i].stored == pc[i].raw);

@@ -17,61 +17,71 @@
 #include "exprans_sections.h"
 #include "float_data.h"
 
-/* planes: f32 with the low halves coded (chunk transform 1) */
-static void roundtrip(uint64_t n, enum kind k, int dtype, int planes)
+/* flags: the layout (the chunk's transform): EXPRANS_LOW_PLANES, f32 with
+ * the low halves coded; EXPRANS_TOP_BIT, the top mantissa bit coded with
+ * the exponent (refused by the encoder where the values do not fit it) */
+static void roundtrip(uint64_t n, enum kind k, int dtype, unsigned flags)
 {
-	unsigned w = exprans_value_bytes(dtype);
+	unsigned w = exprans_value_bytes(dtype), planes = flags & EXPRANS_LOW_PLANES;
 	uint8_t *v = malloc(n * w + 4), *back = malloc(n * w + 4), *back2 = malloc(n * w + 4);
-	size_t cap = exprans_bound(n, w, planes);
+	size_t cap = exprans_bound(n, w, flags);
 	uint8_t *enc = malloc(cap);
 	struct wspi_err err;
 	CHECK(v && back && back2 && enc);
 	fill_values(v, n, dtype, k);
-	int64_t len = exprans_encode(v, n, w, planes, enc, cap);
+	if ((flags & EXPRANS_TOP_BIT) && !exprans_top_bit_fits(v, n, w)) {
+		CHECK_RC(exprans_encode(v, n, w, flags, enc, cap), WSP_ETOOBIG);
+		free(v), free(back), free(back2), free(enc);
+		return;
+	}
+	int64_t len = exprans_encode(v, n, w, flags, enc, cap);
 	CHECK(len > 0 && (size_t)len <= cap);
 	wspi_err_init(&err);
 	for (int simd = 0; simd < 2; simd++) {
 		exprans_use_simd = simd;
 		memset(back, 0xee, n * w);
-		int rc = exprans_decode(enc, (size_t)len, back, n, w, planes, &err);
+		int rc = exprans_decode(enc, (size_t)len, back, n, w, flags, &err);
 		if (rc != 0)
-			fprintf(stderr, "%s n %llu kind %d planes %d simd %d: %s\n",
-				wsp_dtype_name(dtype), (unsigned long long)n, k, planes, simd, err.msg);
+			fprintf(stderr, "%s n %llu kind %d flags %u simd %d: %s\n",
+				wsp_dtype_name(dtype), (unsigned long long)n, k, flags, simd, err.msg);
 		CHECK_RC(rc, 0);
 		CHECK(memcmp(v, back, n * w) == 0);
 	}
-	/* coded low halves: the full frequency tables of packs written before
-	 * the compact form still decode, and are never smaller */
-	if (planes) {
+	/* coded low halves or top bit: the full frequency tables of packs
+	 * written before the compact form still decode, and are never smaller */
+	if (flags) {
 		uint8_t *full = malloc(cap);
 		CHECK(full);
 		exprans_compact = 0;
-		int64_t flen = exprans_encode(v, n, w, planes, full, cap);
+		int64_t flen = exprans_encode(v, n, w, flags, full, cap);
 		exprans_compact = 1;
 		CHECK(flen >= len);
 		memset(back, 0xee, n * w);
-		CHECK_RC(exprans_decode(full, (size_t)flen, back, n, w, planes, &err), 0);
+		CHECK_RC(exprans_decode(full, (size_t)flen, back, n, w, flags, &err), 0);
 		CHECK(memcmp(v, back, n * w) == 0);
 		free(full);
 	}
 	/* one byte short, one too many, the wrong count, the other width, the
-	 * other f32 layout: refused */
+	 * other f32 layout, the other top-bit layout: refused */
 	if (len > 0) {
-		CHECK_RC(exprans_decode(enc, (size_t)len - 1, back, n, w, planes, &err), WSP_EFORMAT);
-		CHECK_RC(exprans_decode(enc, (size_t)len, back, n + 1, w, planes, &err), WSP_EFORMAT);
+		CHECK_RC(exprans_decode(enc, (size_t)len - 1, back, n, w, flags, &err), WSP_EFORMAT);
+		CHECK_RC(exprans_decode(enc, (size_t)len, back, n + 1, w, flags, &err), WSP_EFORMAT);
 		if (n && !planes)
-			CHECK_RC(exprans_decode(enc, (size_t)len, back2, n, 6 - w, 0, &err),
+			CHECK_RC(exprans_decode(enc, (size_t)len, back2, n, 6 - w, flags, &err),
 				 WSP_EFORMAT);
 		if (n && w == 4)
-			CHECK_RC(exprans_decode(enc, (size_t)len, back2, n, w, !planes, &err),
-				 WSP_EFORMAT);
+			CHECK_RC(exprans_decode(enc, (size_t)len, back2, n, w, flags ^ EXPRANS_LOW_PLANES,
+						&err), WSP_EFORMAT);
+		if (n)
+			CHECK_RC(exprans_decode(enc, (size_t)len, back2, n, w, flags ^ EXPRANS_TOP_BIT,
+						&err), WSP_EFORMAT);
 	}
 	if (w == 2)   /* planes are for 32-bit values only */
 		CHECK_RC(exprans_decode(enc, (size_t)len, back2, n, w, 1, &err), -EINVAL);
 	uint8_t *longer = malloc((size_t)len + 1);
 	memcpy(longer, enc, (size_t)len);
 	longer[len] = 0;
-	CHECK_RC(exprans_decode(longer, (size_t)len + 1, back, n, w, planes, &err), WSP_EFORMAT);
+	CHECK_RC(exprans_decode(longer, (size_t)len + 1, back, n, w, flags, &err), WSP_EFORMAT);
 	free(longer);
 	/* flipped bytes: an error, or (rarely, in the raw bytes) different
 	 * values; never a crash (ASan) */
@@ -80,9 +90,9 @@ static void roundtrip(uint64_t n, enum kind k, int dtype, int planes)
 		uint8_t old = enc[at];
 		enc[at] ^= (uint8_t)(1u << (t_rand() % 8));
 		exprans_use_simd = 1;
-		int r1 = exprans_decode(enc, (size_t)len, back, n, w, planes, &err);
+		int r1 = exprans_decode(enc, (size_t)len, back, n, w, flags, &err);
 		exprans_use_simd = 0;
-		int r0 = exprans_decode(enc, (size_t)len, back2, n, w, planes, &err);
+		int r0 = exprans_decode(enc, (size_t)len, back2, n, w, flags, &err);
 		CHECK(r0 == r1 && (r0 != 0 || memcmp(back, back2, n * w) == 0));
 		enc[at] = old;
 	}
@@ -91,7 +101,8 @@ static void roundtrip(uint64_t n, enum kind k, int dtype, int planes)
 	free(v), free(back), free(back2), free(enc);
 }
 
-/* Decoding bad[0, len) fails, naming why, with both decoders. */
+/* Decoding bad[0, len) (n 32-bit values) fails, naming why, with both
+ * decoders. */
 static void refused(const uint8_t *bad, int64_t len, uint64_t n, int planes, const char *why)
 {
 	struct wspi_err err;
@@ -252,6 +263,41 @@ static void packed_planes(void)
 	free(v), free(back), free(enc), free(bad);
 }
 
+/* The top bit's stream: a base past 511, a symbol that base + symbol puts
+ * past 511, a sign|mantissa symbol past 127: each refused with its reason
+ * (the GPU decoder's test damages such streams at random). */
+static void top_bit_headers(void)
+{
+	enum { N = 70001 };
+	uint32_t *v = malloc(N * 4);
+	size_t cap = exprans_bound(N, 4, EXPRANS_TOP_BIT);
+	uint8_t *enc = malloc(cap), *bad = malloc(cap);
+	CHECK(v && enc && bad);
+	fill_values(v, N, WSP_DTYPE_F32, GAUSS);
+	CHECK(exprans_top_bit_fits(v, N, 4));
+	int64_t len = exprans_encode(v, N, 4, EXPRANS_TOP_BIT, enc, cap);
+	CHECK(len > 0);
+	uint64_t sm = 6 + exprans_section_len(enc, 6, N);
+	unsigned h = enc[sm] | enc[sm + 1] << 8, k = h & 0x3fffu;
+	/* Gaussian: the sign and 6 mantissa bits all occur, packed at 7 bits */
+	CHECK((h & 0xc000u) == 0x4000u && k == 128 && enc[sm + 2 + k - 1] == 127);
+	memcpy(bad, enc, (size_t)len);
+	bad[4] = 0x00, bad[5] = 0x02;   /* base 512 */
+	refused(bad, len, N, EXPRANS_TOP_BIT, "symbols start at pair 512");
+	memcpy(bad, enc, (size_t)len);
+	bad[4] = 0xff, bad[5] = 0x01;   /* base 511: only symbol 0 fits */
+	refused(bad, len, N, EXPRANS_TOP_BIT, "exprans: symbol");
+	memcpy(bad, enc, (size_t)len);
+	bad[sm + 2 + k - 1] = 0x80;     /* a sign|mantissa symbol of 8 bits */
+	refused(bad, len, N, EXPRANS_TOP_BIT, "(sign and mantissa): symbol 128");
+	/* a value of each exponent and zero (pairs 0 to 511): no base fits */
+	for (uint32_t i = 0; i < 256; i++)
+		v[i] = i << 23;
+	CHECK(!exprans_top_bit_fits(v, N, 4));
+	CHECK_RC(exprans_encode(v, N, 4, EXPRANS_TOP_BIT, enc, cap), WSP_ETOOBIG);
+	free(v), free(enc), free(bad);
+}
+
 static double now(void)
 {
 	struct timespec t;
@@ -267,11 +313,13 @@ int main(void)
 	for (unsigned d = 0; d < 3; d++)
 		for (unsigned k = GAUSS; k <= (dtypes[d] == WSP_DTYPE_F32 ? LAST_KIND : BITS); k++)
 			for (unsigned i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++)
-				for (int planes = 0; planes <= (dtypes[d] == WSP_DTYPE_F32); planes++)
-					roundtrip(sizes[i], (enum kind)k, dtypes[d], planes);
+				for (unsigned flags = 0; flags < 4; flags++)
+					if (!(flags & EXPRANS_LOW_PLANES) || dtypes[d] == WSP_DTYPE_F32)
+						roundtrip(sizes[i], (enum kind)k, dtypes[d], flags);
 	CHECK(exprans_value_bytes(WSP_DTYPE_I8) == 0 && exprans_value_bytes(WSP_DTYPE_F64) == 0);
 	compact_headers();
 	packed_planes();
+	top_bit_headers();
 
 	/* Through the chunk codec: bf16, f16 and f32 coded, checksum checked;
 	 * other dtypes fall back to zstd. */
@@ -287,7 +335,7 @@ int main(void)
 	fill(v, raw / 2, GAUSS);
 	struct wspm_chunk c;
 	CHECK_RC(chunk_encode(enc, v, raw, WSP_DTYPE_BF16, WSP_CODEC_EXPRANS, 1, stored, &c, &err), 0);
-	CHECK(c.codec == WSP_CODEC_EXPRANS && c.transform == WSPM_XFORM_NONE && c.stored_bytes < raw);
+	CHECK(c.codec == WSP_CODEC_EXPRANS && c.transform == 0 && c.stored_bytes < raw);
 	printf("Gaussian bf16 (std 0.02), 1 MiB chunk: ratio %.3f\n", (double)raw / c.stored_bytes);
 	CHECK((double)raw / c.stored_bytes >= 1.45);
 	struct wspi_span sp = { back, raw };
@@ -307,17 +355,30 @@ int main(void)
 	}
 	double copy_gbs = 20 * (double)raw / (now() - tc) / 1e9;
 	printf("ceiling: memcpy of the raw bytes, %.2f GB/s on one thread\n", copy_gbs);
-	for (int simd = 1; simd >= 0; simd--) {
-		exprans_use_simd = simd;
-		double t0 = now();
-		int reps = 20;
-		for (int r = 0; r < reps; r++)
-			CHECK_RC(exprans_decode(stored, c.stored_bytes, back, raw / 2, 2, 0, &err), 0);
-		double gbs = reps * (double)raw / (now() - t0) / 1e9;
-		printf("CPU decode (%s): %.2f GB/s of raw bf16 on one thread = %.3f of memcpy\n",
-		       simd ? "AVX2 where the CPU has it" : "portable", gbs, gbs / copy_gbs);
-	}
+	/* the chunk as coded (bf16: plain), and with the top bit coded (the
+	 * converter does that for fp32 only) beside it */
+	CHECK(c.transform == 0);
+	uint8_t *topc = malloc(exprans_bound(raw / 2, 2, EXPRANS_TOP_BIT));
+	CHECK(topc);
+	int64_t top_len = exprans_encode(v, raw / 2, 2, EXPRANS_TOP_BIT, topc,
+					 exprans_bound(raw / 2, 2, EXPRANS_TOP_BIT));
+	CHECK(top_len > 0 && top_len < (int64_t)c.stored_bytes);
+	for (int simd = 1; simd >= 0; simd--)
+		for (unsigned flags = 0; flags <= EXPRANS_TOP_BIT; flags += EXPRANS_TOP_BIT) {
+			const uint8_t *in = flags ? topc : stored;
+			size_t len = flags ? (size_t)top_len : c.stored_bytes;
+			exprans_use_simd = simd;
+			double t0 = now();
+			int reps = 20;
+			for (int r = 0; r < reps; r++)
+				CHECK_RC(exprans_decode(in, len, back, raw / 2, 2, flags, &err), 0);
+			double gbs = reps * (double)raw / (now() - t0) / 1e9;
+			printf("CPU decode (%s, %s): %.2f GB/s of raw bf16 on one thread = %.3f of "
+			       "memcpy\n", simd ? "AVX2 where the CPU has it" : "portable",
+			       flags ? "top bit coded" : "plain", gbs, gbs / copy_gbs);
+		}
 	exprans_use_simd = 1;
+	free(topc);
 	/* f16 and f32 Gaussian weights: coded too, about as small as zstd with
 	 * the dtype's transform makes them (wspack(5)). */
 	static const int wide[] = { WSP_DTYPE_F16, WSP_DTYPE_F32 };

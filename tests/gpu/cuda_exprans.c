@@ -31,7 +31,7 @@ struct stream {
 	size_t len;
 	uint64_t n;         /* values the job claims */
 	unsigned w;         /* bytes a value the job claims (2, 4; others refused) */
-	int planes;         /* 32-bit values with coded low halves (a DECODE_PLANES job) */
+	unsigned flags;     /* the layout: coded low halves (32-bit), top bit coded */
 	uint64_t at;        /* offset in the device input buffer */
 	int cpu_rc;
 	char cpu_msg[160];   /* the reference's reason, when it refuses */
@@ -52,7 +52,9 @@ static void gpu_decode(struct stream *s, unsigned k, unsigned misalign_last, uin
 		       uint32_t *status)
 {
 	uint64_t in_total = 0, out_total = 0, max_out = 0;
+	unsigned layouts = 0;
 	for (unsigned i = 0; i < k; i++) {
+		layouts |= s[i].flags;
 		if (s[i].n <= EXPRANS_GPU_MAX_VALUES && out_bytes(&s[i]) > max_out)
 			max_out = out_bytes(&s[i]);   /* a larger one fails before decoding */
 		s[i].at = in_total + (i == k - 1 ? misalign_last : 0);
@@ -73,14 +75,12 @@ static void gpu_decode(struct stream *s, unsigned k, unsigned misalign_last, uin
 	for (unsigned i = 0; i < k; i++) {
 		CU(cudaMemcpy(din + s[i].at, s[i].enc, s[i].len, cudaMemcpyHostToDevice));
 		jobs[i] = (struct exprans_gpu_job){ .in_off = s[i].at, .out_off = o, .in_bytes = s[i].len,
-						    .n = s[i].n,
-						    .kind = s[i].planes ? EXPRANS_GPU_DECODE_PLANES
-									: EXPRANS_GPU_DECODE,
-						    .width = s[i].w };
+						    .n = s[i].n, .kind = EXPRANS_GPU_DECODE,
+						    .width = s[i].w, .flags = s[i].flags };
 		o += (out_bytes(&s[i]) + 15) & ~15ull;
 	}
 	CU(cudaMemcpy(djobs, jobs, k * sizeof(*jobs), cudaMemcpyHostToDevice));
-	CHECK_RC(exprans_gpu_decode(din, dout, djobs, k, max_out, dstatus, NULL), 0);
+	CHECK_RC(exprans_gpu_decode(din, dout, djobs, k, layouts, max_out, dstatus, NULL), 0);
 	CU(cudaDeviceSynchronize());
 	CU(cudaMemcpy(status, dstatus, k * sizeof(uint32_t), cudaMemcpyDeviceToHost));
 	for (unsigned i = 0; i < k; i++) {
@@ -98,7 +98,8 @@ static void gpu_decode(struct stream *s, unsigned k, unsigned misalign_last, uin
 	CU(cudaMemset(dout, 0xee, out_total + 16));
 	CU(cudaMemset(dstatus, 0, k * sizeof(uint32_t)));
 	for (int round = 0; round < 2; round++) {   /* the second on the words the first left */
-		CHECK_RC(exprans_gpu_decode_report(din, dout, djobs, k, max_out, dstatus, view, NULL), 0);
+		CHECK_RC(exprans_gpu_decode_report(din, dout, djobs, k, layouts, max_out, dstatus, view,
+						   NULL), 0);
 		CU(cudaDeviceSynchronize());
 		CU(cudaMemcpy(left, dstatus, k * sizeof(uint32_t), cudaMemcpyDeviceToHost));
 		for (unsigned i = 0; i < k; i++) {
@@ -128,26 +129,30 @@ static void reference(struct stream *s)
 	wspi_err_init(&err);
 	s->cpu = malloc(out_bytes(s) + 4);
 	CHECK(s->cpu);
-	s->cpu_rc = exprans_decode(s->enc, s->len, s->cpu, s->n, s->w, s->planes, &err);
+	s->cpu_rc = exprans_decode(s->enc, s->len, s->cpu, s->n, s->w, s->flags, &err);
 	snprintf(s->cpu_msg, sizeof(s->cpu_msg), "%s", s->cpu_rc ? err.msg : "");
 	wspi_err_destroy(&err);
 }
 
-static struct stream encode(uint64_t n, enum kind kind, int dtype, int planes)
+/* n values of a kind coded with `flags`; without the top bit where it
+ * does not fit them. */
+static struct stream encode(uint64_t n, enum kind kind, int dtype, unsigned flags)
 {
 	struct stream s = { 0 };
 	unsigned w = exprans_value_bytes(dtype);
 	uint8_t *v = malloc(n * w + 4);
-	size_t cap = exprans_bound(n, w, planes);
+	size_t cap = exprans_bound(n, w, flags);
 	s.enc = malloc(cap);
 	CHECK(v && s.enc);
 	fill_values(v, n, dtype, kind);
-	int64_t len = exprans_encode(v, n, w, planes, s.enc, cap);
+	if (!exprans_top_bit_fits(v, n, w))
+		flags &= ~EXPRANS_TOP_BIT;
+	int64_t len = exprans_encode(v, n, w, flags, s.enc, cap);
 	CHECK(len > 0);
 	s.len = (size_t)len;
 	s.n = n;
 	s.w = w;
-	s.planes = planes;
+	s.flags = flags;
 	free(v);
 	return s;
 }
@@ -159,22 +164,32 @@ int main(void)
 	/* Good streams: every kind, odd sizes. */
 	static const uint64_t sizes[] = { 0, 1, 2, 3, 31, 32, 33, 1000, 32767, 32768, 32769,
 					  65541, 300000, 1u << 20 };
-	static const int dtypes[] = { WSP_DTYPE_BF16, WSP_DTYPE_F16, WSP_DTYPE_F32 };
-	/* the fourth: f32 with coded low halves; the fifth: the same with the
-	 * full frequency tables of packs written before the compact form.  The
-	 * upcast kinds (fp32 only) make byte planes of one symbol and packed
-	 * ones. */
-	enum { KINDS = LAST_KIND + 1, NS = sizeof(sizes) / sizeof(sizes[0]), NT = 5 };
+	/* layouts: plain; f32 with coded low halves; the same with the full
+	 * frequency tables of packs written before the compact form; the top
+	 * bit coded (where the values' pairs fit), with and without coded low
+	 * halves.  The upcast kinds (fp32 only) make byte planes of one
+	 * symbol and packed ones. */
+	static const struct { int dtype; unsigned flags; int compact; } layout[] = {
+		{ WSP_DTYPE_BF16, 0, 1 }, { WSP_DTYPE_F16, 0, 1 }, { WSP_DTYPE_F32, 0, 1 },
+		{ WSP_DTYPE_F32, EXPRANS_LOW_PLANES, 1 }, { WSP_DTYPE_F32, EXPRANS_LOW_PLANES, 0 },
+		{ WSP_DTYPE_BF16, EXPRANS_TOP_BIT, 1 }, { WSP_DTYPE_F16, EXPRANS_TOP_BIT, 1 },
+		{ WSP_DTYPE_F32, EXPRANS_TOP_BIT, 1 },
+		{ WSP_DTYPE_F32, EXPRANS_LOW_PLANES | EXPRANS_TOP_BIT, 1 },
+	};
+	enum { KINDS = LAST_KIND + 1, NS = sizeof(sizes) / sizeof(sizes[0]),
+	       NT = sizeof(layout) / sizeof(layout[0]) };
 	static struct stream good[NT * KINDS * NS];
-	unsigned k = 0;
+	unsigned k = 0, top = 0;
 	for (int d = 0; d < NT; d++)
 		for (int kind = 0; kind < KINDS; kind++)
 			for (unsigned i = 0; i < NS; i++) {
-				if (d < 2 && kind > BITS)
+				if (layout[d].dtype != WSP_DTYPE_F32 && kind > BITS)
 					continue;   /* upcasts are fp32 */
-				exprans_compact = d != 4;
-				good[k] = encode(sizes[i], (enum kind)kind, dtypes[d < 3 ? d : 2], d >= 3);
+				exprans_compact = layout[d].compact;
+				good[k] = encode(sizes[i], (enum kind)kind, layout[d].dtype,
+						 layout[d].flags);
 				exprans_compact = 1;
+				top += !!(good[k].flags & EXPRANS_TOP_BIT);
 				reference(&good[k]);
 				CHECK_RC(good[k].cpu_rc, 0);
 				k++;
@@ -192,8 +207,9 @@ int main(void)
 		values += good[i].n;
 		free(out[i]);
 	}
-	printf("%u good streams, %llu values: the GPU decodes each as the CPU does\n", k,
-	       (unsigned long long)values);
+	CHECK(top > 200);
+	printf("%u good streams (%u with the top bit coded), %llu values: the GPU decodes each "
+	       "as the CPU does\n", k, top, (unsigned long long)values);
 
 	/* COPY and ZERO jobs (a packed layer's raw chunks and padding):
 	 * aligned and not, and one larger than the grid (40 MiB). */
@@ -227,7 +243,7 @@ int main(void)
 		CU(cudaMemcpy(din, hin, cap, cudaMemcpyHostToDevice));
 		CU(cudaMemset(dout, 0xee, cap));
 		CU(cudaMemcpy(dj, cj, sizeof(cj), cudaMemcpyHostToDevice));
-		CHECK_RC(exprans_gpu_decode(din, dout, dj, NJ, big, dst, NULL), 0);
+		CHECK_RC(exprans_gpu_decode(din, dout, dj, NJ, 0, big, dst, NULL), 0);
 		CU(cudaMemcpy(hout, dout, cap, cudaMemcpyDeviceToHost));
 		CU(cudaMemcpy(st, dst, sizeof(st), cudaMemcpyDeviceToHost));
 		for (int i = 0; i < NJ; i++)
@@ -245,7 +261,7 @@ int main(void)
 
 	/* Damaged copies of three-block Gaussian streams, bf16, f32 and f32
 	 * with coded low halves. */
-	enum { TRIALS = 4000, EXTRA = 8 };
+	enum { TRIALS = 4400, EXTRA = 10 };
 	struct stream base16 = encode(70001, GAUSS, WSP_DTYPE_BF16, 0);
 	struct stream base32 = encode(70001, GAUSS, WSP_DTYPE_F32, 0);
 	struct stream base32p = encode(70001, GAUSS, WSP_DTYPE_F32, 1);
@@ -255,15 +271,24 @@ int main(void)
 	struct stream base32h = encode(70001, UPCAST_F16, WSP_DTYPE_F32, 1);
 	struct stream base32k = encode(70001, UPCAST_BYTE1, WSP_DTYPE_F32, 1);
 	struct stream base32n = encode(70001, UPCAST_NOISY, WSP_DTYPE_F32, 1);
+	/* the top bit coded: bf16, f32, and f32 with coded low halves */
+	struct stream base16t = encode(70001, GAUSS, WSP_DTYPE_BF16, EXPRANS_TOP_BIT);
+	struct stream base32t = encode(70001, GAUSS, WSP_DTYPE_F32, EXPRANS_TOP_BIT);
+	struct stream base32pt = encode(70001, UPCAST_NOISY, WSP_DTYPE_F32,
+					EXPRANS_LOW_PLANES | EXPRANS_TOP_BIT);
+	CHECK(base16t.flags && base32t.flags == EXPRANS_TOP_BIT && base32pt.flags == 3);
 	struct stream *bad = calloc(TRIALS + EXTRA, sizeof(*bad));
 	CHECK(bad);
 	for (unsigned t = 0; t < TRIALS; t++) {
 		struct stream *s = &bad[t];
-		struct stream *base = t % 8 == 0 ? &base32 : t % 8 == 1 ? &base32p
-				    : t % 8 == 2 ? &base32c : t % 8 == 3 ? &base32h
-				    : t % 8 == 4 ? &base32k : t % 8 == 5 ? &base32n : &base16;
-		/* header, lane tables, lanes: not the raw parts */
-		uint64_t body = base->len - base->n * (base->planes ? 1 : base->w - 1);
+		struct stream *const bases[11] = { &base32, &base32p, &base32c, &base32h, &base32k,
+						   &base32n, &base16, &base16, &base16t, &base32t,
+						   &base32pt };
+		struct stream *base = bases[t % 11];
+		/* header, sections: not the raw parts (low halves, sign|mantissa) */
+		unsigned planes = base->flags & EXPRANS_LOW_PLANES, topb = base->flags & EXPRANS_TOP_BIT;
+		uint64_t body = base->len - (base->w == 4 && !planes ? 2 * base->n : 0) -
+				(topb ? 0 : base->n);
 		*s = *base;
 		s->enc = malloc(base->len);
 		CHECK(s->enc);
@@ -289,9 +314,9 @@ int main(void)
 	memcpy(huge, &too_many, 4);
 	bad[TRIALS + 3] = (struct stream){ .enc = huge, .len = sizeof(huge), .n = too_many, .w = 2 };
 	bad[TRIALS + 4] = base32p;   /* coded low halves, claimed raw */
-	bad[TRIALS + 4].planes = 0;
+	bad[TRIALS + 4].flags = 0;
 	bad[TRIALS + 5] = base32;    /* and the other way */
-	bad[TRIALS + 5].planes = 1;
+	bad[TRIALS + 5].flags = EXPRANS_LOW_PLANES;
 	/* a packed plane's index naming a symbol it lacks (255 of 256) */
 	bad[TRIALS + 6] = base32k;
 	bad[TRIALS + 6].enc = malloc(base32k.len);
@@ -301,7 +326,11 @@ int main(void)
 	CHECK(base32k.enc[packed] == 0xff && base32k.enc[packed + 1] == 0x40 &&
 	      packed + 2 + 256 + 100 < base32k.len);
 	bad[TRIALS + 6].enc[packed + 2 + 256 + 100] = 0xff;
-	bad[TRIALS + 7] = base16;    /* placed at an odd address (the last) */
+	bad[TRIALS + 7] = base16t;   /* the top bit coded, claimed not */
+	bad[TRIALS + 7].flags = 0;
+	bad[TRIALS + 8] = base16;    /* and the other way */
+	bad[TRIALS + 8].flags = EXPRANS_TOP_BIT;
+	bad[TRIALS + 9] = base16;    /* placed at an odd address (the last) */
 	unsigned nbad = TRIALS + EXTRA;
 	for (unsigned t = 0; t < nbad; t++)
 		if (t != TRIALS + 3)
@@ -319,7 +348,7 @@ int main(void)
 		int cpu_ok = bad[t].cpu_rc == 0, gpu_ok = bstatus[t] == 0;
 		if (cpu_ok != gpu_ok)
 			fprintf(stderr, "trial %u (%zu bytes, %s): CPU %d (%s), GPU %s\n", t, bad[t].len,
-				bad[t].planes ? "coded low halves" : "values", bad[t].cpu_rc,
+				bad[t].flags & EXPRANS_LOW_PLANES ? "coded low halves" : "values", bad[t].cpu_rc,
 				bad[t].cpu_msg, exprans_gpu_status_text(bstatus[t]));
 		CHECK(cpu_ok == gpu_ok);
 		if (cpu_ok)
@@ -334,11 +363,12 @@ int main(void)
 	CHECK(bstatus[TRIALS + 4] != 0 && bstatus[TRIALS + 5] != 0);   /* layout claimed wrong */
 	CHECK(bstatus[TRIALS + 6] & EXPRANS_GPU_BAD_PACKED);
 	CHECK(bad[TRIALS + 6].cpu_rc == WSP_EFORMAT);
-	CHECK(bstatus[TRIALS + 7] & EXPRANS_GPU_BAD_HEADER);
+	CHECK(bstatus[TRIALS + 7] != 0 && bstatus[TRIALS + 8] != 0);   /* layout claimed wrong */
+	CHECK(bstatus[TRIALS + 9] & EXPRANS_GPU_BAD_HEADER);
 	CHECK(rejected > TRIALS / 2);
 	printf("%u damaged streams (bf16, f32, f32 with coded low halves: full, compact, "
-	       "packed): %u rejected, %u accepted (as by the CPU, same output)\n", nbad - 2,
-	       rejected, accepted);
+	       "packed; the top bit coded): %u rejected, %u accepted (as by the CPU, same "
+	       "output)\n", nbad - 2, rejected, accepted);
 	for (unsigned t = 0; t < nbad; t++) {
 		free(bout[t]);
 		free(bad[t].cpu);
@@ -358,6 +388,12 @@ int main(void)
 	free(base32c.cpu);
 	free(base32h.enc);
 	free(base32h.cpu);
+	free(base16t.enc);
+	free(base16t.cpu);
+	free(base32t.enc);
+	free(base32t.cpu);
+	free(base32pt.enc);
+	free(base32pt.cpu);
 	free(base32k.enc);
 	free(base32n.enc);
 	for (unsigned i = 0; i < k; i++) {

@@ -19,6 +19,7 @@
 #include "../codec/float_data.h"
 
 #include "pager_util.h"
+#include "pack/exprans/exprans_layout.h"
 #include "pack/writer.h"
 #include "pager/pager.h"
 
@@ -102,7 +103,7 @@ static uint64_t packed_model_bytes(const char *pack)
 		b += hcache_layer_bytes(hc, l);
 		uint32_t n = hcache_pieces(hc, l, pc, 64);
 		for (uint32_t i = 0; i < n; i++)
-			coded_low += pc[i].exprans == 2;
+			coded_low += pc[i].exprans && (pc[i].layout & EXPRANS_LOW_PLANES);
 	}
 	wsp_close(pg);
 	return b;

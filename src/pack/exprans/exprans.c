@@ -66,11 +66,11 @@ static uint64_t section_bound(uint64_t n)
 	return 2u * 256u + n_blocks(n) * EXPRANS_LANES * (2 + MAX_LANE_BYTES);
 }
 
-size_t exprans_bound(uint64_t n, unsigned width, int planes)
+size_t exprans_bound(uint64_t n, unsigned width, unsigned flags)
 {
-	if (planes)
-		return 4 + 3 * section_bound(n) + n;
-	return 4 + section_bound(n) + n * (width - 1);
+	unsigned planes = flags & EXPRANS_LOW_PLANES, top = flags & EXPRANS_TOP_BIT;
+	uint64_t raw = (width == 4 && !planes ? 2 * n : 0) + (top ? 0 : n);
+	return 4 + (top ? 2 : 0) + (1 + 2 * !!planes + !!top) * section_bound(n) + raw;
 }
 
 /* Value i's upper 16 bits: the value itself (16-bit), or its high half. */
@@ -81,16 +81,50 @@ static inline uint16_t high16(const void *src, uint64_t i, unsigned width)
 	return (uint16_t)(((const uint32_t *)src)[i] >> 16);
 }
 
-/* What a section codes: the exponent symbol of the upper half, or (32-bit
- * values with coded low halves) bits 15..8 or bits 7..0. */
-enum section { SEC_EXP, SEC_BITS15_8, SEC_BITS7_0 };
+/* What a section codes: the exponent symbol of the upper half; (32-bit
+ * values with coded low halves) bits 15..8 or bits 7..0; or (the top
+ * mantissa bit coded with the exponent) the rest of the upper half. */
+enum section { SEC_EXP, SEC_BITS15_8, SEC_BITS7_0, SEC_SIGN_MANT };
 
-static inline unsigned symbol_of(const void *src, uint64_t i, unsigned width, enum section sec)
+/* How the upper halves are split: top = 0, the symbol is bits 14..7 and
+ * the sign|mantissa byte is stored raw; top = 1 (EXPRANS_TOP_BIT), the
+ * symbol is bits 14..6 less `base` and SEC_SIGN_MANT codes the sign and
+ * bits 5..0. */
+struct split {
+	int top;
+	unsigned base;
+};
+
+static inline unsigned symbol_of(const void *src, uint64_t i, unsigned width, enum section sec,
+				 struct split sp)
 {
+	unsigned h = high16(src, i, width);
 	if (sec == SEC_EXP)
-		return (high16(src, i, width) >> 7) & 0xff;
+		return sp.top ? ((h >> 6) & 0x1ff) - sp.base : (h >> 7) & 0xff;
+	if (sec == SEC_SIGN_MANT)
+		return (h >> 9 & 0x40) | (h & 0x3f);
 	uint32_t v = ((const uint32_t *)src)[i];
 	return sec == SEC_BITS15_8 ? (v >> 8) & 0xff : v & 0xff;
+}
+
+/* The lowest pair (bits 14..6 of the upper half) of n values; the split
+ * fits when no pair lies 256 or more above it. */
+static int top_split(const void *src, uint64_t n, unsigned width, struct split *sp)
+{
+	unsigned lo = 0x1ff, hi = 0;
+	for (uint64_t i = 0; i < n; i++) {
+		unsigned pair = (high16(src, i, width) >> 6) & 0x1ff;
+		lo = WSP_MIN(lo, pair);
+		hi = WSP_MAX(hi, pair);
+	}
+	*sp = (struct split){ .top = 1, .base = n ? lo : 0 };
+	return n == 0 || hi - lo < 256;
+}
+
+int exprans_top_bit_fits(const void *src, uint64_t n, unsigned width)
+{
+	struct split sp;
+	return (width == 2 || width == 4) && top_split(src, n, width, &sp);
 }
 
 /* Frequencies summing to PROB_SCALE, each symbol present at least 1. */
@@ -199,8 +233,8 @@ static uint64_t packed_bytes(unsigned k, uint64_t n)
 }
 
 /* The plane `sec` of n 32-bit values, packed at o; returns its length. */
-static uint64_t write_packed(const void *src, uint64_t n, enum section sec,
-			     const uint16_t *freq, uint8_t *o)
+static uint64_t write_packed(const void *src, uint64_t n, unsigned width, enum section sec,
+			     struct split sp, const uint16_t *freq, uint8_t *o)
 {
 	unsigned k = symbols_present(freq), b = index_bits(k), i = 0;
 	uint8_t index[256];
@@ -215,7 +249,7 @@ static uint64_t write_packed(const void *src, uint64_t n, enum section sec,
 	uint8_t *q = o + 2 + k + (k & 1);
 	memset(q, 0, packed_index_bytes(k, n));
 	for (uint64_t v = 0, bit = 0; v < n; v++, bit += b) {
-		unsigned x = (unsigned)index[symbol_of(src, v, 4, sec)] << (bit & 7);
+		unsigned x = (unsigned)index[symbol_of(src, v, width, sec, sp)] << (bit & 7);
 		q[bit >> 3] |= (uint8_t)x;
 		if ((bit & 7) + b > 8)
 			q[(bit >> 3) + 1] |= (uint8_t)(x >> 8);
@@ -226,7 +260,7 @@ static uint64_t write_packed(const void *src, uint64_t n, enum section sec,
 /* lane_bytes[B][32] and the lane streams of a section at o; returns their
  * length. */
 static uint64_t encode_lanes(const void *src, uint64_t n, unsigned width, enum section sec,
-			     const uint16_t *freq, const uint32_t *cum, uint8_t *o)
+			     struct split sp, const uint16_t *freq, const uint32_t *cum, uint8_t *o)
 {
 	uint64_t nb = n_blocks(n);
 	uint8_t *lens = o;
@@ -241,7 +275,7 @@ static uint64_t encode_lanes(const void *src, uint64_t n, unsigned width, enum s
 			unsigned nw = 0;
 			uint64_t cnt = first + j < end ? (end - first - j + EXPRANS_LANES - 1) / EXPRANS_LANES : 0;
 			for (uint64_t k = cnt; k-- > 0;) {
-				unsigned s = symbol_of(src, first + j + k * EXPRANS_LANES, width, sec);
+				unsigned s = symbol_of(src, first + j + k * EXPRANS_LANES, width, sec, sp);
 				uint32_t f = freq[s];
 				uint64_t x_max = (uint64_t)((RANS_L >> EXPRANS_PROB_BITS) << 16) * f;
 				if (x >= x_max) {
@@ -265,11 +299,11 @@ static uint64_t encode_lanes(const void *src, uint64_t n, unsigned width, enum s
  * compact and of one symbol, the header alone; or a byte plane packed where
  * that is no larger).  Returns its length. */
 static uint64_t encode_section(const void *src, uint64_t n, unsigned width, enum section sec,
-			       int compact, uint8_t *o)
+			       struct split sp, int compact, uint8_t *o)
 {
 	uint64_t count[256] = { 0 };
 	for (uint64_t i = 0; i < n; i++)
-		count[symbol_of(src, i, width, sec)]++;
+		count[symbol_of(src, i, width, sec, sp)]++;
 	uint16_t freq[256];
 	uint32_t cum[257];
 	if (n)
@@ -283,33 +317,44 @@ static uint64_t encode_section(const void *src, uint64_t n, unsigned width, enum
 	uint64_t head = write_freq(freq, n, compact, o, &lanes_follow);
 	if (!lanes_follow)
 		return head;
-	uint64_t coded = encode_lanes(src, n, width, sec, freq, cum, o + head);
+	uint64_t coded = encode_lanes(src, n, width, sec, sp, freq, cum, o + head);
 	unsigned k = symbols_present(freq);
 	/* the coded form was written first: the packed one, when no larger,
 	 * fits where it lies (it decodes faster, so it wins a tie) */
 	if (compact && sec != SEC_EXP && n && k >= 2 && packed_bytes(k, n) <= head + coded)
-		return write_packed(src, n, sec, freq, o);
+		return write_packed(src, n, width, sec, sp, freq, o);
 	return head + coded;
 }
 
-int64_t exprans_encode(const void *src, uint64_t n, unsigned width, int planes, void *out,
+int64_t exprans_encode(const void *src, uint64_t n, unsigned width, unsigned flags, void *out,
 		       size_t cap)
 {
 	uint8_t *o = out;
+	unsigned planes = flags & EXPRANS_LOW_PLANES;
+	struct split sp = { 0 };
 	if ((width != 2 && width != 4) || (planes && width != 4) ||
-	    cap < exprans_bound(n, width, planes) || n > UINT32_MAX)
+	    (flags & ~(EXPRANS_LOW_PLANES | EXPRANS_TOP_BIT)) ||
+	    cap < exprans_bound(n, width, flags) || n > UINT32_MAX)
+		return WSP_ETOOBIG;
+	if ((flags & EXPRANS_TOP_BIT) && !top_split(src, n, width, &sp))
 		return WSP_ETOOBIG;
 	wr32(o, (uint32_t)n);
 	uint8_t *p = o + 4;
-	int compact = planes && exprans_compact;
-	p += encode_section(src, n, width, SEC_EXP, compact, p);
-	if (planes) {
-		p += encode_section(src, n, width, SEC_BITS15_8, compact, p);
-		p += encode_section(src, n, width, SEC_BITS7_0, compact, p);
+	if (sp.top) {
+		wr16(p, (uint16_t)sp.base);
+		p += 2;
 	}
+	int compact = (planes || sp.top) && exprans_compact;
+	p += encode_section(src, n, width, SEC_EXP, sp, compact, p);
+	if (planes) {
+		p += encode_section(src, n, width, SEC_BITS15_8, sp, compact, p);
+		p += encode_section(src, n, width, SEC_BITS7_0, sp, compact, p);
+	}
+	if (sp.top)
+		p += encode_section(src, n, width, SEC_SIGN_MANT, sp, compact, p);
 	for (uint64_t i = 0; width == 4 && !planes && i < n; i++, p += 2)   /* low halves, raw */
 		wr16(p, (uint16_t)((const uint32_t *)src)[i]);
-	for (uint64_t i = 0; i < n; i++) {
+	for (uint64_t i = 0; !sp.top && i < n; i++) {
 		uint16_t h = high16(src, i, width);
 		*p++ = (uint8_t)(((h >> 8) & 0x80) | (h & 0x7f));
 	}
@@ -366,11 +411,18 @@ static inline uint32_t dec_entry(uint32_t freq, uint32_t bias, uint32_t sym)
 
 int exprans_use_simd = 1;
 
+/* An upper half with the top bit coded: bits 14..6 base + symbol, the
+ * sign and bits 5..0 from the 7-bit sign|mantissa symbol v. */
+static inline uint16_t upper_top(unsigned sym, unsigned v, unsigned base)
+{
+	return (uint16_t)((sym + base) << 6 | (v & 0x40) << 9 | (v & 0x3f));
+}
+
 /* Values [from, end) of a block, all 32 lanes a step (the last step may be
  * short); returns 1 when a lane needed a word past its stream. */
 static unsigned steps_scalar(const uint32_t *tab, uint32_t *x, int32_t *off, const int32_t *stop,
 			     const uint8_t *p, const uint8_t *sm, uint16_t *dst, uint64_t from,
-			     uint64_t end)
+			     uint64_t end, struct split sp)
 {
 	unsigned overrun = 0;
 	for (uint64_t base = from; base < end; base += EXPRANS_LANES) {
@@ -385,7 +437,8 @@ static unsigned steps_scalar(const uint32_t *tab, uint32_t *x, int32_t *off, con
 			x[j] = (y & ~m) | ((y << 16 | w) & m);
 			off[j] += (int32_t)(2 * (need & have));
 			uint8_t v = sm[base + j];
-			dst[base + j] = (uint16_t)((v & 0x80) << 8 | (e >> 24) << 7 | (v & 0x7f));
+			dst[base + j] = sp.top ? upper_top(e >> 24, v, sp.base)
+					       : (uint16_t)((v & 0x80) << 8 | (e >> 24) << 7 | (v & 0x7f));
 		}
 	}
 	return overrun;
@@ -446,6 +499,39 @@ static inline void join_step(const __m256i *E, const uint8_t *sm, uint16_t *dst)
 	_mm256_storeu_si256((__m256i *)(dst + 16), _mm256_permute2x128_si256(a, b, 0x31));
 }
 
+/* The same with the top bit coded (upper_top): sm7 holds each value's
+ * 7-bit sign|mantissa symbol, base16 the base in every 16-bit lane. */
+__attribute__((target("avx2"), always_inline))
+static inline void join_step_top(const __m256i *E, const uint8_t *sm7, uint16_t *dst,
+				 __m256i base16)
+{
+	const __m256i b6 = _mm256_set1_epi16(0x40), low6 = _mm256_set1_epi16(0x3f);
+	/* 16-bit symbols: packus interleaves the halves of E[0] and E[1];
+	 * the 64-bit permute puts values 0..15 (16..31) in order */
+	__m256i e01 = _mm256_packus_epi32(_mm256_srli_epi32(E[0], 24), _mm256_srli_epi32(E[1], 24));
+	__m256i e23 = _mm256_packus_epi32(_mm256_srli_epi32(E[2], 24), _mm256_srli_epi32(E[3], 24));
+	__m256i s[2] = { _mm256_permute4x64_epi64(e01, 0xd8), _mm256_permute4x64_epi64(e23, 0xd8) };
+	for (int h = 0; h < 2; h++) {
+		__m256i v = _mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)(sm7 + 16 * h)));
+		__m256i hi = _mm256_or_si256(
+			_mm256_slli_epi16(_mm256_add_epi16(s[h], base16), 6),
+			_mm256_or_si256(_mm256_slli_epi16(_mm256_and_si256(v, b6), 9),
+					_mm256_and_si256(v, low6)));
+		_mm256_storeu_si256((__m256i *)(dst + 16 * h), hi);
+	}
+}
+
+/* A step's join, plain or with the top bit coded. */
+__attribute__((target("avx2"), always_inline))
+static inline void join_any(const __m256i *E, const uint8_t *sm, uint16_t *dst, struct split sp,
+			    __m256i base16)
+{
+	if (sp.top)
+		join_step_top(E, sm, dst, base16);
+	else
+		join_step(E, sm, dst);
+}
+
 /* `steps` full steps from value `first`, 8 lanes an instruction: the same
  * arithmetic as steps_scalar.  Steps go in pairs: a lane takes one word a
  * step at most, so one gather of 4 bytes at each lane's offset serves both
@@ -453,9 +539,10 @@ static inline void join_step(const __m256i *E, const uint8_t *sm, uint16_t *dst)
 __attribute__((target("avx2"), always_inline))
 static inline unsigned steps_avx2_body(const uint32_t *tab, uint32_t *x, int32_t *off,
 				       const int32_t *stop, const uint8_t *p, const uint8_t *sm,
-				       uint16_t *dst, uint64_t first, uint64_t steps, int checked)
+				       uint16_t *dst, uint64_t first, uint64_t steps, int checked,
+				       struct split sp)
 {
-	const __m256i sixteen = _mm256_set1_epi32(16);
+	const __m256i sixteen = _mm256_set1_epi32(16), base16 = _mm256_set1_epi16((short)sp.base);
 	__m256i X[4], O[4], S[4], E[4], ovr = _mm256_setzero_si256();
 	for (int g = 0; g < 4; g++) {
 		X[g] = _mm256_loadu_si256((const __m256i *)(x + 8 * g));
@@ -470,19 +557,19 @@ static inline unsigned steps_avx2_body(const uint32_t *tab, uint32_t *x, int32_t
 			W[g] = _mm256_i32gather_epi32((const int *)p, O[g], 1);
 			took[g] = lanes_step(tab, &X[g], &O[g], S[g], &ovr, W[g], &E[g], checked);
 		}
-		join_step(E, sm + base, dst + base);
+		join_any(E, sm + base, dst + base, sp, base16);
 		for (int g = 0; g < 4; g++) {
 			__m256i w = _mm256_srlv_epi32(W[g], _mm256_and_si256(took[g], sixteen));
 			lanes_step(tab, &X[g], &O[g], S[g], &ovr, w, &E[g], checked);
 		}
-		join_step(E, sm + base + EXPRANS_LANES, dst + base + EXPRANS_LANES);
+		join_any(E, sm + base + EXPRANS_LANES, dst + base + EXPRANS_LANES, sp, base16);
 	}
 	if (k < steps) {   /* an odd step */
 		uint64_t base = first + k * EXPRANS_LANES;
 		for (int g = 0; g < 4; g++)
 			lanes_step(tab, &X[g], &O[g], S[g], &ovr,
 				   _mm256_i32gather_epi32((const int *)p, O[g], 1), &E[g], checked);
-		join_step(E, sm + base, dst + base);
+		join_any(E, sm + base, dst + base, sp, base16);
 	}
 	for (int g = 0; g < 4; g++) {
 		_mm256_storeu_si256((__m256i *)(x + 8 * g), X[g]);
@@ -498,14 +585,14 @@ static inline unsigned steps_avx2_body(const uint32_t *tab, uint32_t *x, int32_t
 __attribute__((target("avx2")))
 static unsigned steps_avx2(const uint32_t *tab, uint32_t *x, int32_t *off, const int32_t *stop,
 			   const uint8_t *p, uint64_t len, const uint8_t *sm, uint16_t *dst,
-			   uint64_t first, uint64_t steps)
+			   uint64_t first, uint64_t steps, struct split sp)
 {
 	int64_t far = 0;
 	for (unsigned j = 0; j < EXPRANS_LANES; j++)
 		far = WSP_MAX(far, (int64_t)off[j]);
 	if ((uint64_t)far + 2 * steps + 4 <= len)
-		return steps_avx2_body(tab, x, off, stop, p, sm, dst, first, steps, 0);
-	return steps_avx2_body(tab, x, off, stop, p, sm, dst, first, steps, 1);
+		return steps_avx2_body(tab, x, off, stop, p, sm, dst, first, steps, 0, sp);
+	return steps_avx2_body(tab, x, off, stop, p, sm, dst, first, steps, 1, sp);
 }
 #else
 static int cpu_has_avx2(void)
@@ -528,10 +615,11 @@ struct section_dec {
 	int constant;              /* every value's symbol is `symbol`; no lanes */
 	unsigned symbol;
 	int may_pack;              /* a byte plane of a chunk with coded low halves */
+	unsigned limit;            /* the largest symbol the section may code */
 	int packed;                /* packed: each value's index in `bits` bits at `index` */
 	int some_bad;              /* packed: some indices name no symbol (k < 2^bits) */
 	unsigned bits;
-	const uint8_t *index;
+	const uint8_t *index, *index_end;
 	uint16_t unpack[256];      /* index -> symbol << 7; PACKED_BAD past the k symbols */
 	const char *what;          /* in messages: "" or " (bits 15..8)" */
 };
@@ -558,7 +646,7 @@ static int parse_compact(const uint8_t *p, size_t len, uint64_t at, uint64_t n,
 	if (k == 1) {
 		s->constant = 1;
 		s->symbol = rd16(p + at + 2);
-		if (s->symbol > 255)
+		if (s->symbol > s->limit)
 			return WSP_ERR(err, WSP_EFORMAT, "exprans%s: symbol %u", s->what, s->symbol);
 		return 0;
 	}
@@ -569,6 +657,8 @@ static int parse_compact(const uint8_t *p, size_t len, uint64_t at, uint64_t n,
 		if (i && sym[i] <= sym[i - 1])
 			return WSP_ERR(err, WSP_EFORMAT, "exprans%s: compact symbols out of order",
 				       s->what);
+		if (sym[i] > s->limit)
+			return WSP_ERR(err, WSP_EFORMAT, "exprans%s: symbol %u", s->what, sym[i]);
 		if (f < 1 || f > PROB_SCALE - sum)
 			return WSP_ERR(err, WSP_EFORMAT, "exprans%s: compact frequency %u of symbol "
 				       "%u (each at least 1, summing to %u)", s->what, f, sym[i],
@@ -597,6 +687,8 @@ static int parse_full(const uint8_t *p, size_t len, uint64_t at, uint64_t n,
 		if (f > PROB_SCALE - sum)
 			return WSP_ERR(err, WSP_EFORMAT, "exprans%s: frequencies sum above %u", s->what,
 				       PROB_SCALE);
+		if (f && k > s->limit)
+			return WSP_ERR(err, WSP_EFORMAT, "exprans%s: symbol %u", s->what, k);
 		for (uint32_t i = 0; i < f; i++)
 			s->tab[sum + i] = dec_entry(f, i, k);
 		sum += f;
@@ -636,6 +728,8 @@ static int parse_packed(const uint8_t *p, size_t len, uint64_t at, uint64_t n,
 		if (sym[i] <= sym[i - 1])
 			return WSP_ERR(err, WSP_EFORMAT, "exprans%s: packed symbols out of order",
 				       s->what);
+	if (sym[k - 1] > s->limit)
+		return WSP_ERR(err, WSP_EFORMAT, "exprans%s: symbol %u", s->what, sym[k - 1]);
 	s->packed = 1;
 	s->bits = index_bits(k);
 	s->some_bad = k < 1u << s->bits;
@@ -647,6 +741,7 @@ static int parse_packed(const uint8_t *p, size_t len, uint64_t at, uint64_t n,
 				s->wide[byte][t] = s->unpack[(byte >> (t * s->bits)) & mask];
 	/* the bits after the last index, to the end of the (even) bytes */
 	uint64_t used = n * s->bits, bytes = packed_index_bytes(k, n);
+	s->index_end = s->index + bytes;
 	unsigned spare = (used & 7) ? s->index[used >> 3] >> (used & 7) : 0;
 	for (uint64_t i = (used + 7) >> 3; i < bytes; i++)
 		spare |= s->index[i];
@@ -714,7 +809,8 @@ static int unpack_range(const struct section_dec *s, uint64_t first, uint64_t en
 
 /* Parse the section at p[*at, len): frequencies (building the table) and
  * lane table, checked; *at moves past its lane streams.  compact: the
- * compact header may be used (chunks with coded low halves). */
+ * compact header may be used (chunks with coded low halves or the top
+ * mantissa bit coded). */
 static int parse_section(const uint8_t *p, size_t len, uint64_t *at, uint64_t n, int compact,
 			 struct section_dec *s, struct wspi_err *err)
 {
@@ -733,7 +829,7 @@ static int parse_section(const uint8_t *p, size_t len, uint64_t *at, uint64_t n,
 	if (rd16(p + *at) & COMPACT_MARK) {
 		if (!compact)
 			return WSP_ERR(err, WSP_EFORMAT, "exprans%s: a compact header in a chunk "
-				       "without coded low halves", s->what);
+				       "without coded low halves or top bit", s->what);
 		int rc = parse_compact(p, len, *at, n, s, &head, err);
 		if (rc || s->constant) {
 			*at += head;
@@ -785,16 +881,19 @@ static void prefetch(const uint8_t *p, uint64_t n, int locality)
 
 /* Block b's values [first, end) of section s into out (sm: the raw
  * sign|mantissa bytes, or zeros for a byte-plane section, whose symbols
- * then come out as symbol << 7).  Checks the lanes' start and end. */
+ * then come out as symbol << 7; with sp.top, the exponent section and
+ * each value's 7-bit sign|mantissa symbol, joined by upper_top).  Checks
+ * the lanes' start and end. */
 static int decode_block(struct section_dec *s, const uint8_t *p, uint64_t len, uint64_t b,
 			uint64_t first, uint64_t end, const uint8_t *sm, uint16_t *out, int simd,
-			struct wspi_err *err)
+			struct split sp, struct wspi_err *err)
 {
 	int32_t off[EXPRANS_LANES], stop[EXPRANS_LANES];
 	uint32_t x[EXPRANS_LANES];
 	if (s->constant) {
 		for (uint64_t i = 0; i < end - first; i++)
-			out[i] = (uint16_t)((sm[i] & 0x80) << 8 | s->symbol << 7 | (sm[i] & 0x7f));
+			out[i] = sp.top ? upper_top(s->symbol, sm[i], sp.base)
+					: (uint16_t)((sm[i] & 0x80) << 8 | s->symbol << 7 | (sm[i] & 0x7f));
 		return 0;
 	}
 	/* A block's 32 lane streams lie back to back, each read 2 bytes at a
@@ -824,7 +923,7 @@ static int decode_block(struct section_dec *s, const uint8_t *p, uint64_t len, u
 	unsigned overrun = 0;
 #if WSP_EXPRANS_AVX2
 	if (simd) {
-		overrun |= steps_avx2(s->tab, x, off, stop, p, len, sm, out, 0, full);
+		overrun |= steps_avx2(s->tab, x, off, stop, p, len, sm, out, 0, full, sp);
 		done = full;
 	}
 #else
@@ -832,7 +931,8 @@ static int decode_block(struct section_dec *s, const uint8_t *p, uint64_t len, u
 	(void)full;
 	(void)len;
 #endif
-	overrun |= steps_scalar(s->tab, x, off, stop, p, sm, out, done * EXPRANS_LANES, end - first);
+	overrun |= steps_scalar(s->tab, x, off, stop, p, sm, out, done * EXPRANS_LANES, end - first,
+				sp);
 	if (overrun)
 		return WSP_ERR(err, WSP_EFORMAT, "exprans%s: block %llu reads past a lane's stream",
 			       s->what, (unsigned long long)b);
@@ -867,71 +967,133 @@ static void join_planes(uint32_t *d32, const uint16_t *buf, const struct section
 				 (uint32_t)(b0[i] >> 7);
 }
 
+/* Values [first, end) of a packed plane of 7-bit indices naming every
+ * one of its symbols (128, the sign|mantissa symbols of most weights) as
+ * bytes: eight values from seven bytes at a time. */
+static void unpack7_bytes(const struct section_dec *s, uint64_t first, uint64_t end,
+			  uint8_t *out)
+{
+	uint8_t sym[128];
+	for (unsigned i = 0; i < 128; i++)
+		sym[i] = (uint8_t)(s->unpack[i] >> 7);
+	const uint8_t *q = s->index + first / 8 * 7;   /* first is a block's start */
+	uint64_t count = end - first, i = 0;
+	for (; i + 8 <= count; i += 8, q += 7) {
+		/* 8 bytes where the indices go on (7 copied would stall the
+		 * load that follows the copy) */
+		uint64_t w = 0;
+		memcpy(&w, q, q + 8 <= s->index_end ? 8 : 7);
+		for (unsigned t = 0; t < 8; t++)
+			out[i + t] = sym[(w >> (7 * t)) & 0x7f];
+	}
+	for (; i < count; i++)
+		out[i] = sym[packed_index(s->index, first + i, 7)];
+}
+
+/* A block's 7-bit sign|mantissa symbols as bytes, from its section:
+ * decoded or unpacked as symbol << 7 into dec, or of one symbol. */
+static void sign_mant_bytes(uint8_t *sm7, const uint16_t *dec, const struct section_dec *s,
+			    uint64_t count)
+{
+	if (s->constant)
+		memset(sm7, (int)s->symbol, count);
+	else
+		for (uint64_t i = 0; i < count; i++)
+			sm7[i] = (uint8_t)(dec[i] >> 7);
+}
+
 /* The sign|mantissa bytes of a byte-plane section: none. */
 static const uint8_t no_raw_bytes[EXPRANS_BLOCK];
 
-int exprans_decode(const void *in, size_t len, void *dst, uint64_t n, unsigned width, int planes,
-		   struct wspi_err *err)
+int exprans_decode(const void *in, size_t len, void *dst, uint64_t n, unsigned width,
+		   unsigned flags, struct wspi_err *err)
 {
-	return exprans_decode_hashed(in, len, dst, n, width, planes, NULL, err);
+	return exprans_decode_hashed(in, len, dst, n, width, flags, NULL, err);
 }
 
 int exprans_decode_hashed(const void *in, size_t len, void *dst, uint64_t n, unsigned width,
-			  int planes, XXH3_state_t *hash, struct wspi_err *err)
+			  unsigned flags, XXH3_state_t *hash, struct wspi_err *err)
 {
 	const uint8_t *p = in;
-	if ((width != 2 && width != 4) || (planes && width != 4))
-		return WSP_ERR(err, -EINVAL, "exprans: values of %u bytes%s (2 or 4; coded low "
-			       "halves: 4)", width, planes ? " with coded low halves" : "");
+	unsigned planes = flags & EXPRANS_LOW_PLANES, top = !!(flags & EXPRANS_TOP_BIT);
+	if ((width != 2 && width != 4) || (planes && width != 4) ||
+	    (flags & ~(EXPRANS_LOW_PLANES | EXPRANS_TOP_BIT)))
+		return WSP_ERR(err, -EINVAL, "exprans: values of %u bytes with flags %#x (2 or 4; "
+			       "coded low halves: 4)", width, flags);
 	/* The lanes' reads past their end land in the next section or sm[],
 	 * which must hold two bytes: a one-value stream is decoded from a
 	 * padded copy. */
-	uint8_t small[4 + 3 * (2 * 256 + EXPRANS_LANES * (2 + 6)) + 3 + 2];
+	uint8_t small[4 + 2 + 4 * (2 * 256 + EXPRANS_LANES * (2 + 6)) + 3 + 2];
 	if (n == 1 && len <= sizeof(small) - 2) {
 		memset(small, 0, sizeof(small));
 		memcpy(small, in, len);
 		p = small;
 	}
-	if (len < (planes ? 4u + 4u : EXPRANS_HEADER))   /* the count and a compact header */
+	/* the count (and base), then a compact header at least */
+	int compact = planes || top;
+	if (len < (compact ? 4u + 2u * top + 4u : EXPRANS_HEADER))
 		return WSP_ERR(err, WSP_EFORMAT, "exprans: %zu bytes, shorter than the header", len);
 	if (rd32(p) != n)
 		return WSP_ERR(err, WSP_EFORMAT, "exprans: stream of %u values where %llu are expected",
 			       rd32(p), (unsigned long long)n);
-	/* On the stack (about 50 KiB): decoders run per chunk on every
+	unsigned base = top ? rd16(p + 4) : 0;
+	if (base > 0x1ff)
+		return WSP_ERR(err, WSP_EFORMAT, "exprans: symbols start at pair %u (at most 511)",
+			       base);
+	/* On the stack (about 66 KiB): decoders run per chunk on every
 	 * worker, and an allocation each would churn the heap. */
-	unsigned n_sec = planes ? 3 : 1;
-	struct section_dec sec[3];
+	unsigned n_sec = 1 + 2 * !!planes + top, k_sm = n_sec - 1;
+	struct section_dec sec[4];
 	uint16_t *buf = NULL;
-	static const char *const what[3] = { "", " (bits 15..8)", " (bits 7..0)" };
-	uint64_t at = 4;
+	static const char *const what[4] = { "", " (bits 15..8)", " (bits 7..0)",
+					     " (sign and mantissa)" };
+	uint64_t at = 4 + 2 * top;
 	int rc = 0;
 	for (unsigned k = 0; k < n_sec && rc == 0; k++) {
-		sec[k].what = what[k];
+		int is_sm = top && k == k_sm;
+		sec[k].what = what[is_sm ? 3 : k];
 		sec[k].may_pack = k > 0;
-		rc = parse_section(p, len, &at, n, planes, &sec[k], err);
+		sec[k].limit = k == 0 ? (top ? 0x1ffu - base : 0xffu) : is_sm ? 0x7fu : 0xffu;
+		rc = parse_section(p, len, &at, n, compact, &sec[k], err);
 	}
-	uint64_t raw_after = planes ? n : n * (width - 1);
+	uint64_t raw_after = (width == 4 && !planes ? 2 * n : 0) + (top ? 0 : n);
 	if (rc == 0 && at + raw_after != len)
 		rc = WSP_ERR(err, WSP_EFORMAT, "exprans: %zu bytes where the lanes and values need "
 			     "%llu", len, (unsigned long long)(at + raw_after));
 	const uint8_t *lo = p + at;                              /* 32-bit values' low halves */
-	const uint8_t *sm = p + at + raw_after - n;
-	/* 32-bit values: a block's upper halves (and low byte planes) are
-	 * decoded here, then joined. */
-	if (rc == 0 && width == 4 && n && !(buf = malloc(n_sec * EXPRANS_BLOCK * sizeof(*buf))))
+	const uint8_t *sm = top ? no_raw_bytes : p + at + raw_after - n;
+	/* 32-bit values, and any with the top bit coded: a block's symbols
+	 * (and the other sections) are decoded here, then joined. */
+	if (rc == 0 && (width == 4 || top) && n &&
+	    !(buf = malloc(n_sec * EXPRANS_BLOCK * sizeof(*buf))))
 		rc = WSP_ERR(err, -ENOMEM, "exprans: out of memory");
 	/* SIMD reads 4 bytes at a lane's position: 4 must follow any lane end. */
 	int simd = exprans_use_simd && n >= 4 && len < (1u << 30) && cpu_has_avx2();
+	struct split sp = { .top = (int)top, .base = base }, plain = { 0 };
+	/* with the top bit: a block's sign|mantissa symbols, joined as the
+	 * exponents are decoded (32 bytes of slack for a SIMD load) */
+	uint8_t *sm7 = rc == 0 && top && n ? malloc(EXPRANS_BLOCK + 32) : NULL;
+	if (rc == 0 && top && n && !sm7)
+		rc = WSP_ERR(err, -ENOMEM, "exprans: out of memory");
 	for (uint64_t b = 0; rc == 0 && b < n_blocks(n); b++) {
 		uint64_t first = b * EXPRANS_BLOCK, end = WSP_MIN(n, first + EXPRANS_BLOCK);
-		uint16_t *out = width == 2 ? (uint16_t *)dst + first : buf;
-		rc = decode_block(&sec[0], p, len, b, first, end, sm + first, out, simd, err);
+		/* the other sections first (their symbols << 7 into buf; the
+		 * sign|mantissa symbols as bytes into sm7) */
 		for (unsigned k = 1; k < n_sec && rc == 0; k++)
-			if (sec[k].packed)
+			if (top && k == k_sm && sec[k].packed && sec[k].bits == 7 && !sec[k].some_bad)
+				unpack7_bytes(&sec[k], first, end, sm7);
+			else if (sec[k].packed)
 				rc = unpack_range(&sec[k], first, end, buf + k * EXPRANS_BLOCK, err);
 			else if (!sec[k].constant)   /* joined below as it is */
 				rc = decode_block(&sec[k], p, len, b, first, end, no_raw_bytes,
-						  buf + k * EXPRANS_BLOCK, simd, err);
+						  buf + k * EXPRANS_BLOCK, simd, plain, err);
+		if (rc == 0 && top && !(sec[k_sm].packed && sec[k_sm].bits == 7 && !sec[k_sm].some_bad))
+			sign_mant_bytes(sm7, buf + k_sm * EXPRANS_BLOCK, &sec[k_sm], end - first);
+		/* then the upper halves: 16-bit values straight into dst */
+		uint16_t *out = width == 2 ? (uint16_t *)dst + first : buf;
+		if (rc == 0)
+			rc = decode_block(&sec[0], p, len, b, first, end, top ? sm7 : sm + first, out,
+					  simd, sp, err);
 		uint32_t *d32 = (uint32_t *)dst + first;
 		if (rc == 0 && width == 4 && planes)
 			join_planes(d32, buf, sec, end - first);
@@ -941,6 +1103,7 @@ int exprans_decode_hashed(const void *in, size_t len, void *dst, uint64_t n, uns
 		if (rc == 0 && hash)
 			wspi_xxh3_update(hash, (uint8_t *)dst + first * width, (end - first) * width);
 	}
+	free(sm7);
 	free(buf);
 	return rc;
 }

@@ -17,7 +17,10 @@
  * as it is, or left as the first pass wrote it when that symbol is 0, and
  * a packed one from its indices.  Each value's bytes are written by one
  * thread in every pass (lane j of the warp of its block), so the passes
- * need no ordering beyond program order.
+ * need no ordering beyond program order.  With the top mantissa bit coded
+ * (EXPRANS_TOP_BIT) the first pass writes bits 14..6 of each upper half
+ * (and raw low halves) and a last pass ORs in the sign and bits 5..0 from
+ * their own section, whatever its form.
  */
 #include <cuda_runtime.h>
 #include <stdint.h>
@@ -75,29 +78,45 @@ __device__ static void copy_part(const uint8_t *in, uint8_t *out, uint64_t len, 
 
 /* What a pass over a block writes: whole values (16-bit, or 32-bit with
  * raw low halves); the upper halves of 32-bit values whose low halves are
- * coded (the low half left zero); or one byte of each 32-bit value (byte
- * 1: bits 15..8, byte 0: bits 7..0), the symbol itself. */
-enum pass { VALUES, UPPER, BYTE1, BYTE0 };
+ * coded (the low half left zero); one byte of each 32-bit value (byte
+ * 1: bits 15..8, byte 0: bits 7..0), the symbol itself; with the top bit
+ * coded, the same two first without the sign and bits 5..0 (TOP_*), then
+ * those ORed in (SIGN_MANT). */
+enum pass { VALUES, UPPER, BYTE1, BYTE0, TOP_VALUES, TOP_UPPER, SIGN_MANT };
 
 /* The raw part of value i: its sign|mantissa byte, and for 32-bit values
  * with raw low halves the low half above it (one register, loaded ahead
- * of use); nothing for a byte pass. */
+ * of use); with the top bit coded, the raw low half alone; nothing for a
+ * byte pass. */
 template <unsigned W, int PASS>
 __device__ static inline uint32_t raw_part(const uint8_t *sm, const uint8_t *lo, uint64_t i,
 					   uint64_t end)
 {
-	if (i >= end || PASS == BYTE1 || PASS == BYTE0)
+	if (i >= end || (PASS != VALUES && PASS != UPPER && PASS != TOP_VALUES))
 		return 0;
+	if (PASS == TOP_VALUES)
+		return W == 4 ? ld16(lo + 2 * i) << 8 : 0u;
 	return W == 4 && PASS == VALUES ? (uint32_t)sm[i] | ld16(lo + 2 * i) << 8 : (uint32_t)sm[i];
+}
+
+/* The sign and bits 5..0 of value i's upper half, from its 7-bit symbol
+ * (sign << 6 | bits), ORed into what the first pass wrote there. */
+template <unsigned W>
+__device__ static inline void or_sign_mant(uint8_t *outb, uint64_t i, uint32_t sym)
+{
+	uint16_t *h = (uint16_t *)(outb + W * i + (W - 2));
+	*h |= (uint16_t)((sym & 0x40u) << 9 | (sym & 0x3fu));
 }
 
 /* Decode block b of one section of a chunk's values: the calling warp's
  * lane runs rANS lane `lane` from its stream [start, stop) of p, with the
- * section's table.  Returns status bits. */
+ * section's table (symbols of TOP_* passes stand for base + symbol).
+ * Returns status bits. */
 template <unsigned W, int PASS>
 __device__ static uint32_t decode_block(const uint8_t *p, uint8_t *outb, const uint8_t *sm,
 					const uint8_t *lo, const uint32_t *tab, uint32_t start,
-					uint32_t stop, uint64_t first, uint64_t end, unsigned lane)
+					uint32_t stop, uint64_t first, uint64_t end, unsigned lane,
+					uint32_t base)
 {
 	uint32_t my = 0, off = start + 4;
 	/* a section of one symbol has no lanes (start == stop): its table
@@ -139,10 +158,15 @@ __device__ static uint32_t decode_block(const uint8_t *p, uint8_t *outb, const u
 			x = y;
 			uint32_t v = cur[s];
 			uint32_t hi = (v & 0x80u) << 8 | (e >> 24) << 7 | (v & 0x7fu);
+			if (PASS == TOP_VALUES || PASS == TOP_UPPER)
+				hi = ((e >> 24) + base) << 6;
 			if (PASS == BYTE1 || PASS == BYTE0)
 				outb[4 * i + (PASS == BYTE1)] = (uint8_t)(e >> 24);
+			else if (PASS == SIGN_MANT)
+				or_sign_mant<W>(outb, i, e >> 24);
 			else if (W == 4)
-				((uint32_t *)outb)[i] = hi << 16 | (PASS == VALUES ? v >> 8 : 0u);
+				((uint32_t *)outb)[i] = hi << 16 |
+							(PASS == VALUES || PASS == TOP_VALUES ? v >> 8 : 0u);
 			else
 				((uint16_t *)outb)[i] = (uint16_t)hi;
 		}
@@ -156,13 +180,14 @@ __device__ static uint32_t decode_block(const uint8_t *p, uint8_t *outb, const u
 }
 
 /* A section's frequencies at f -> cum[0..256], by warp 0, eight symbols a
- * lane; BAD_FREQ unless they sum to 4096 (0 for no values).  The full form
+ * lane; BAD_FREQ unless they sum to 4096 (0 for no values) and every
+ * symbol present is at most `limit`.  The full form
  * is 256 u16; the compact one (0x8000 | k, checked by the caller to be 1 to
  * 256) lists the symbols present, spread here through `scratch` (256
  * words no one else uses meanwhile): symbols strictly increasing, each
  * frequency at least 1.  One symbol: frequency 4096. */
 __device__ static uint32_t running_sums(const uint8_t *f, uint32_t *scratch, uint32_t *cum,
-					uint64_t n, unsigned warp, unsigned lane)
+					uint64_t n, uint32_t limit, unsigned warp, unsigned lane)
 {
 	uint32_t my = 0;
 	if (warp == 0) {
@@ -189,8 +214,11 @@ __device__ static uint32_t running_sums(const uint8_t *f, uint32_t *scratch, uin
 			for (unsigned i = 0; i < 8; i++)
 				v[i] = ld16(f + 2 * (lane * 8 + i));
 		}
-		for (unsigned i = 0; i < 8; i++)
+		for (unsigned i = 0; i < 8; i++) {
 			s += v[i];
+			if (v[i] && lane * 8 + i > limit)
+				my |= EXPRANS_GPU_BAD_FREQ;
+		}
 		uint32_t incl = warp_inclusive_sum(s, lane), c = incl - s;
 		for (unsigned i = 0; i < 8; i++) {
 			cum[lane * 8 + i] = c;
@@ -272,10 +300,12 @@ __device__ static inline uint64_t packed_index_bytes(uint32_t k, uint64_t n)
 
 /* A section's header: its bytes (512 frequencies, a compact form's, or a
  * packed plane's symbols), or 0 when malformed; *form set.  compact: the
- * compact and packed forms allowed (chunks with coded low halves); packed
- * only in a byte plane. */
+ * compact and packed forms allowed (chunks with coded low halves or the
+ * top bit); packed only in a byte plane (any section but the first); a
+ * section of one symbol's symbol at most `limit`. */
 __device__ static inline uint64_t freq_bytes(const uint8_t *p, uint64_t at, uint64_t len,
-					     uint64_t n, int compact, int byte_plane, int *form)
+					     uint64_t n, int compact, int byte_plane, uint32_t limit,
+					     int *form)
 {
 	*form = LANES_FORM;
 	if (at + 2 > len)
@@ -295,19 +325,22 @@ __device__ static inline uint64_t freq_bytes(const uint8_t *p, uint64_t at, uint
 		return 0;
 	if (k == 1) {
 		*form = ONE_FORM;
-		return at + 4 <= len && ld16(p + at + 2) <= 255 ? 4 : 0;
+		return at + 4 <= len && ld16(p + at + 2) <= limit ? 4 : 0;
 	}
 	return 2 + k + (k & 1u) + 2 * k;
 }
 
-/* A packed plane's header (k symbols at sym, strictly increasing) and the
- * bits past its last index (zero), by warp 0. */
+/* A packed plane's header (k symbols at sym, strictly increasing, the
+ * last at most `limit`) and the bits past its last index (zero), by warp
+ * 0. */
 __device__ static uint32_t packed_check(const uint8_t *sym, uint32_t k, uint64_t n,
-					unsigned warp, unsigned lane)
+					uint32_t limit, unsigned warp, unsigned lane)
 {
 	uint32_t my = 0;
 	if (warp != 0)
 		return 0;
+	if (sym[k - 1] > limit)
+		my |= EXPRANS_GPU_BAD_PACKED;
 	for (uint32_t j = 1 + lane; j < k; j += 32)
 		if (sym[j - 1] >= sym[j])
 			my |= EXPRANS_GPU_BAD_PACKED;
@@ -324,9 +357,11 @@ __device__ static uint32_t packed_check(const uint8_t *sym, uint32_t k, uint64_t
 }
 
 /* Values [first, end) of a packed plane: each value's byte (byte 1 or 0 of
- * the 32-bit value) is the symbol its index names. */
+ * the 32-bit value, PASS BYTE1 or BYTE0) is the symbol its index names,
+ * or (SIGN_MANT) its sign and bits 5..0 are. */
+template <unsigned W, int PASS>
 __device__ static uint32_t unpack_block(const uint8_t *sym, uint32_t k, uint8_t *out,
-					int byte1, uint64_t first, uint64_t end, unsigned lane)
+					uint64_t first, uint64_t end, unsigned lane)
 {
 	const uint8_t *q = sym + k + (k & 1u);
 	uint32_t bits = index_bits(k), mask = (1u << bits) - 1, my = 0;
@@ -338,27 +373,72 @@ __device__ static uint32_t unpack_block(const uint8_t *sym, uint32_t k, uint8_t 
 		uint32_t x = (w >> (bit & 7)) & mask;
 		if (x >= k)
 			my |= EXPRANS_GPU_BAD_PACKED;
+		else if (PASS == SIGN_MANT)
+			or_sign_mant<W>(out, i, sym[x]);
 		else
-			out[4 * i + byte1] = sym[x];
+			out[4 * i + (PASS == BYTE1)] = sym[x];
 	}
 	return my;
 }
 
+/* Block b's values of the section in its `role` (a pass), rANS-coded;
+ * TOP: the roles of the top bit's layouts, the others' otherwise. */
+template <unsigned W, bool TOP>
+__device__ static uint32_t decode_role(int role, const uint8_t *p, uint8_t *out, const uint8_t *sm,
+				       const uint8_t *lo, const uint32_t *tab, uint32_t start,
+				       uint32_t stop, uint64_t first, uint64_t end, unsigned lane,
+				       uint32_t base)
+{
+	if (TOP && role == TOP_VALUES)
+		return decode_block<W, TOP_VALUES>(p, out, sm, lo, tab, start, stop, first, end, lane,
+						   base);
+	if (TOP && role == SIGN_MANT)
+		return decode_block<W, SIGN_MANT>(p, out, sm, lo, tab, start, stop, first, end, lane, 0);
+	if (!TOP && role == VALUES)
+		return decode_block<W, VALUES>(p, out, sm, lo, tab, start, stop, first, end, lane, 0);
+	if (W == 2)   /* the rest are 32-bit values with coded low halves */
+		return EXPRANS_GPU_BAD_HEADER;
+	if (TOP && role == TOP_UPPER)
+		return decode_block<4, TOP_UPPER>(p, out, sm, lo, tab, start, stop, first, end, lane,
+						  base);
+	if (!TOP && role == UPPER)
+		return decode_block<4, UPPER>(p, out, sm, lo, tab, start, stop, first, end, lane, 0);
+	switch (role) {
+	case BYTE1:
+		return decode_block<4, BYTE1>(p, out, sm, lo, tab, start, stop, first, end, lane, 0);
+	default:
+		return decode_block<4, BYTE0>(p, out, sm, lo, tab, start, stop, first, end, lane, 0);
+	}
+}
+
+/* TOP: the kernel for jobs with the top bit coded, which the other skips
+ * when `layouts` says this one runs too (two kernels: the extra passes'
+ * registers, 74 against 64, would cost the plain layouts' decode
+ * occupancy). */
+template <bool TOP>
 __global__ void __launch_bounds__(THREADS)
 exprans_decode_kernel(const uint8_t *in, uint8_t *outb, const struct exprans_gpu_job *jobs,
-		      uint32_t *status)
+		      unsigned layouts, uint32_t *status)
 {
 	__shared__ uint32_t tab[PROB];
 	__shared__ uint32_t cum[257];
 	/* per section and block: its lanes' first byte, from the section's streams */
-	__shared__ uint32_t blk[3][MAX_BLOCKS];
-	__shared__ uint64_t sec_at[3];    /* each section's start */
-	__shared__ uint32_t sec_head[3];  /* its frequencies' bytes */
-	__shared__ int sec_form[3];       /* enum form */
-	__shared__ uint64_t sm_at;        /* the sign|mantissa bytes (lo[] before them) */
+	__shared__ uint32_t blk[4][MAX_BLOCKS];
+	__shared__ uint64_t sec_at[4];    /* each section's start */
+	__shared__ uint32_t sec_head[4];  /* its frequencies' bytes */
+	__shared__ int sec_form[4];       /* enum form */
+	__shared__ uint64_t raw_at;       /* lo[] (raw low halves), then sm[], where present */
 	__shared__ uint32_t bad;
 	const struct exprans_gpu_job J = jobs[blockIdx.x];
-	if (J.kind != EXPRANS_GPU_DECODE && J.kind != EXPRANS_GPU_DECODE_PLANES) {   /* uniform */
+	if (TOP && (J.kind != EXPRANS_GPU_DECODE || !(J.flags & EXPRANS_TOP_BIT)))
+		return;   /* uniform: the other kernel's job */
+	if (!TOP && J.kind == EXPRANS_GPU_DECODE && (J.flags & EXPRANS_TOP_BIT) &&
+	    J.flags <= (EXPRANS_LOW_PLANES | EXPRANS_TOP_BIT)) {
+		if (!(layouts & EXPRANS_TOP_BIT) && threadIdx.x == 0 && blockIdx.y == 0)
+			atomicOr(&status[blockIdx.x], EXPRANS_GPU_BAD_HEADER);   /* not launched */
+		return;
+	}
+	if (J.kind != EXPRANS_GPU_DECODE) {   /* uniform */
 		if (J.kind == EXPRANS_GPU_COPY || J.kind == EXPRANS_GPU_ZERO)
 			copy_part(in + J.in_off, outb + J.out_off, J.in_bytes, J.kind == EXPRANS_GPU_ZERO);
 		else if (threadIdx.x == 0 && blockIdx.y == 0)
@@ -369,30 +449,39 @@ exprans_decode_kernel(const uint8_t *in, uint8_t *outb, const struct exprans_gpu
 	const unsigned t = threadIdx.x, lane = t & 31u, warp = t >> 5;
 	const uint8_t *p = in + J.in_off;
 	const uint64_t n = J.n, len = J.in_bytes, w = J.width;
-	const unsigned n_sec = J.kind == EXPRANS_GPU_DECODE_PLANES ? 3 : 1;
+	/* the layout (wspack(5)): the sections are the symbols, then bits 15..8
+	 * and 7..0 (coded low halves), then the sign and bits 5..0 (top bit) */
+	const unsigned planes = J.flags & EXPRANS_LOW_PLANES, top = TOP;
+	const unsigned n_sec = 1 + 2 * !!planes + top, compact = planes || top;
+	const uint64_t raw_bytes = (w == 4 && !planes ? 2 * n : 0) + (top ? 0 : n);
 	const uint64_t nb = (n + BLOCK - 1) / BLOCK;
 	const uint64_t b = (uint64_t)blockIdx.y * WARPS + warp;   /* this warp's block */
-	uint32_t my = 0;
+	uint32_t my = 0, base = 0;
 
 	if (t == 0) {
 		bad = 0;
-		sec_at[0] = 4;
-		if ((w != 2 && w != 4) || (n_sec == 3 && w != 4) || len < (n_sec == 3 ? 8 : HEADER) ||
+		sec_at[0] = 4 + 2 * top;
+		if ((w != 2 && w != 4) || J.flags > (EXPRANS_LOW_PLANES | EXPRANS_TOP_BIT) ||
+		    (planes && w != 4) || len < (compact ? 4 + 2 * top + 4 : HEADER) ||
 		    ((uintptr_t)p & 1u) || ((uintptr_t)out & (w - 1)) ||
-		    (ld16(p) | ld16(p + 2) << 16) != n)
+		    (ld16(p) | ld16(p + 2) << 16) != n || (top && ld16(p + 4) > 0x1ffu))
 			my |= EXPRANS_GPU_BAD_HEADER;
 		else if (nb > MAX_BLOCKS)
 			my |= EXPRANS_GPU_TOO_BIG;
 	}
 	if (__syncthreads_or(my))
 		goto out;
+	if (top)
+		base = ld16(p + 4);
 	/* Where every section starts, each found from the one before's lane
 	 * table: sections one after another, then lo[] (raw low halves) and
-	 * sm[]. */
+	 * sm[] where the layout has them. */
 	for (unsigned k = 0; k < n_sec; k++) {
 		uint64_t at = sec_at[k];
+		const uint32_t limit = k == 0 ? (top ? 0x1ffu - base : 0xffu)
+				     : top && k == n_sec - 1 ? 0x7fu : 0xffu;
 		int form;
-		uint64_t head = freq_bytes(p, at, len, n, n_sec == 3, k > 0, &form);
+		uint64_t head = freq_bytes(p, at, len, n, compact, k > 0, limit, &form);
 		/* a packed plane's symbol count (its header is in the stream) */
 		uint32_t k_packed = form == PACKED_FORM ? ld16(p + at) & 0x3fffu : 0;
 		/* the lane table, or a packed plane's indices */
@@ -405,10 +494,10 @@ exprans_decode_kernel(const uint8_t *in, uint8_t *outb, const struct exprans_gpu
 		} else if (at + head + table > len) {
 			my |= form == PACKED_FORM ? EXPRANS_GPU_BAD_PACKED : EXPRANS_GPU_BAD_LANES;
 		} else if (form == PACKED_FORM) {
-			my |= packed_check(p + at + 2, k_packed, n, warp, lane);
+			my |= packed_check(p + at + 2, k_packed, n, limit, warp, lane);
 		} else {
 			if (k == 0)
-				my |= running_sums(p + at, tab, cum, n, warp, lane);
+				my |= running_sums(p + at, tab, cum, n, limit, warp, lane);
 			if (form == LANES_FORM)
 				my |= lane_sums(p + at + head, nb, blk[k], warp, lane);
 		}
@@ -423,8 +512,8 @@ exprans_decode_kernel(const uint8_t *in, uint8_t *outb, const struct exprans_gpu
 				if (k + 1 < n_sec)
 					sec_at[k + 1] = next;
 				else
-					sm_at = next + (n_sec == 1 ? n * (w - 2) : 0);
-				if (k + 1 == n_sec && next + n * (n_sec == 1 ? w - 1 : 1) != len)
+					raw_at = next;
+				if (k + 1 == n_sec && next + raw_bytes != len)
 					my |= EXPRANS_GPU_BAD_LANES;
 			}
 		}
@@ -439,27 +528,39 @@ exprans_decode_kernel(const uint8_t *in, uint8_t *outb, const struct exprans_gpu
 	 * byte plane, its table built in place of the last one's. */
 	for (unsigned k = 0; k < n_sec; k++) {
 		const int one = sec_form[k] == ONE_FORM;
+		const int role = k == 0 ? (planes ? (top ? TOP_UPPER : UPPER) : top ? TOP_VALUES : VALUES)
+			       : top && k == n_sec - 1 ? SIGN_MANT : k == 1 ? BYTE1 : BYTE0;
+		const uint64_t first = b * BLOCK, end = n < first + BLOCK ? n : first + BLOCK;
 		if (sec_form[k] == PACKED_FORM) {   /* each value's byte from its index */
-			uint64_t first = b * BLOCK, end = n < first + BLOCK ? n : first + BLOCK;
 			uint32_t k_packed = ld16(p + sec_at[k]) & 0x3fffu;
+			const uint8_t *sym = p + sec_at[k] + 2;
 			if (b < nb)
-				my |= unpack_block(p + sec_at[k] + 2, k_packed, out, k == 1, first, end,
-						   lane);
+				my |= role == SIGN_MANT
+				      ? (w == 4 ? unpack_block<4, SIGN_MANT>(sym, k_packed, out, first, end, lane)
+						: unpack_block<2, SIGN_MANT>(sym, k_packed, out, first, end, lane))
+				      : role == BYTE1
+				      ? unpack_block<4, BYTE1>(sym, k_packed, out, first, end, lane)
+				      : unpack_block<4, BYTE0>(sym, k_packed, out, first, end, lane);
 			continue;
 		}
 		if (k > 0 && one) {
-			/* a byte plane of one symbol: stored as it is, each value's byte
-			 * by the thread that wrote the value in the first pass; the
-			 * upper halves' pass left it zero */
+			/* a section of one symbol: stored as it is, each value's bits
+			 * by the thread that wrote the value in the first pass, which
+			 * left them zero */
 			uint32_t sym = ld16(p + sec_at[k] + 2);
-			uint64_t first = b * BLOCK, end = n < first + BLOCK ? n : first + BLOCK;
 			for (uint64_t i = first + lane; b < nb && sym && i < end; i += LANES)
-				out[4 * i + (k == 1)] = (uint8_t)sym;
+				if (role == SIGN_MANT && w == 4)
+					or_sign_mant<4>(out, i, sym);
+				else if (role == SIGN_MANT)
+					or_sign_mant<2>(out, i, sym);
+				else
+					out[4 * i + (role == BYTE1)] = (uint8_t)sym;
 			continue;
 		}
 		if (k > 0) {
 			__syncthreads();   /* every warp done with the last table */
-			my |= running_sums(p + sec_at[k], tab, cum, n, warp, lane);
+			my |= running_sums(p + sec_at[k], tab, cum, n, role == SIGN_MANT ? 0x7fu : 0xffu,
+					   warp, lane);
 			if (__syncthreads_or(my))   /* bad frequencies, or the last pass failed */
 				goto out;
 			if (n)
@@ -469,27 +570,16 @@ exprans_decode_kernel(const uint8_t *in, uint8_t *outb, const struct exprans_gpu
 		if (b < nb) {
 			const uint64_t lens = sec_at[k] + sec_head[k];
 			const uint64_t streams = lens + nb * LANES * 2;
-			const uint8_t *sm = p + sm_at;
-			const uint8_t *lo = w == 4 && n_sec == 1 ? sm - 2 * n : sm;   /* raw low halves */
+			const uint8_t *lo = p + raw_at;                        /* raw low halves */
+			const uint8_t *sm = lo + (w == 4 && !planes ? 2 * n : 0);
 			uint32_t l = one ? 0 : ld16(p + lens + 2 * (b * LANES + lane));
 			uint32_t start = one ? 0 : (uint32_t)streams + blk[k][b] +
 							warp_inclusive_sum(l, lane) - l;
-			uint64_t first = b * BLOCK, end = n < first + BLOCK ? n : first + BLOCK;
 			uint32_t stop = start + l;
-			if (n_sec == 1)
-				my |= w == 4 ? decode_block<4, VALUES>(p, out, sm, lo, tab, start, stop,
-								       first, end, lane)
-					     : decode_block<2, VALUES>(p, out, sm, lo, tab, start, stop,
-								       first, end, lane);
-			else if (k == 0)
-				my |= decode_block<4, UPPER>(p, out, sm, lo, tab, start, stop, first, end,
-							     lane);
-			else if (k == 1)
-				my |= decode_block<4, BYTE1>(p, out, sm, lo, tab, start, stop, first, end,
-							     lane);
-			else
-				my |= decode_block<4, BYTE0>(p, out, sm, lo, tab, start, stop, first, end,
-							     lane);
+			my |= w == 4 ? decode_role<4, TOP>(role, p, out, sm, lo, tab, start, stop, first,
+							   end, lane, base)
+				     : decode_role<2, TOP>(role, p, out, sm, lo, tab, start, stop, first,
+							   end, lane, base);
 		}
 	}
 out:
@@ -515,19 +605,22 @@ __global__ void exprans_report_kernel(uint32_t *status, uint32_t *report, unsign
 }
 
 static cudaError_t launch(const uint8_t *in, uint8_t *out, const struct exprans_gpu_job *jobs,
-			  unsigned n_jobs, uint64_t max_out, uint32_t *status, cudaStream_t stream)
+			  unsigned n_jobs, unsigned layouts, uint64_t max_out, uint32_t *status,
+			  cudaStream_t stream)
 {
 	/* A thread block per 8 blocks of values (512 KiB of output). */
 	uint64_t parts = (max_out + (uint64_t)WARPS * BLOCK * 2 - 1) / ((uint64_t)WARPS * BLOCK * 2);
 	if (parts > MAX_BLOCKS / WARPS)   /* larger decode jobs fail TOO_BIG */
 		parts = MAX_BLOCKS / WARPS;
 	dim3 grid(n_jobs, (unsigned)parts + (parts == 0));
-	exprans_decode_kernel<<<grid, THREADS, 0, stream>>>(in, out, jobs, status);
+	exprans_decode_kernel<false><<<grid, THREADS, 0, stream>>>(in, out, jobs, layouts, status);
+	if (layouts & EXPRANS_TOP_BIT)
+		exprans_decode_kernel<true><<<grid, THREADS, 0, stream>>>(in, out, jobs, layouts, status);
 	return cudaGetLastError();
 }
 
 extern "C" int exprans_gpu_decode(const uint8_t *in, uint8_t *out,
-				  const struct exprans_gpu_job *jobs, unsigned n_jobs,
+				  const struct exprans_gpu_job *jobs, unsigned n_jobs, unsigned layouts,
 				  uint64_t max_out, uint32_t *status, void *stream)
 {
 	if (n_jobs == 0) {
@@ -535,23 +628,26 @@ extern "C" int exprans_gpu_decode(const uint8_t *in, uint8_t *out,
 		 * would load them then, which can wait for work already running
 		 * on the device (a user's kernel) and stall every caller. */
 		struct cudaFuncAttributes attr;
-		cudaError_t rc = cudaFuncGetAttributes(&attr, exprans_decode_kernel);
+		cudaError_t rc = cudaFuncGetAttributes(&attr, exprans_decode_kernel<false>);
+		if (rc == cudaSuccess)
+			rc = cudaFuncGetAttributes(&attr, exprans_decode_kernel<true>);
 		return (int)(rc == cudaSuccess ? cudaFuncGetAttributes(&attr, exprans_report_kernel) : rc);
 	}
 	cudaError_t rc = cudaMemsetAsync(status, 0, n_jobs * sizeof(*status), (cudaStream_t)stream);
 	if (rc != cudaSuccess)
 		return (int)rc;
-	return (int)launch(in, out, jobs, n_jobs, max_out, status, (cudaStream_t)stream);
+	return (int)launch(in, out, jobs, n_jobs, layouts, max_out, status, (cudaStream_t)stream);
 }
 
 extern "C" int exprans_gpu_decode_report(const uint8_t *in, uint8_t *out,
 					 const struct exprans_gpu_job *jobs, unsigned n_jobs,
-					 uint64_t max_out, uint32_t *status, uint32_t *report,
-					 void *stream)
+					 unsigned layouts, uint64_t max_out, uint32_t *status,
+					 uint32_t *report, void *stream)
 {
 	if (n_jobs == 0)
-		return exprans_gpu_decode(in, out, jobs, 0, 0, status, stream);
-	cudaError_t rc = launch(in, out, jobs, n_jobs, max_out, status, (cudaStream_t)stream);
+		return exprans_gpu_decode(in, out, jobs, 0, 0, 0, status, stream);
+	cudaError_t rc = launch(in, out, jobs, n_jobs, layouts, max_out, status,
+				(cudaStream_t)stream);
 	if (rc != cudaSuccess)
 		return (int)rc;
 	exprans_report_kernel<<<1, 256, 0, (cudaStream_t)stream>>>(status, report, n_jobs);

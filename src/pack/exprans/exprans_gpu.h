@@ -18,6 +18,8 @@
 
 #include <stdint.h>
 
+#include "pack/exprans/exprans_layout.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -29,7 +31,6 @@ enum exprans_gpu_kind {
 	EXPRANS_GPU_DECODE = 0,   /* in_bytes of stream at in_off -> n values at out_off */
 	EXPRANS_GPU_COPY = 1,     /* in_bytes raw bytes at in_off -> out_off */
 	EXPRANS_GPU_ZERO = 2,     /* in_bytes zero bytes at out_off */
-	EXPRANS_GPU_DECODE_PLANES = 3,   /* DECODE of 32-bit values with coded low halves */
 };
 
 struct exprans_gpu_job {
@@ -39,6 +40,8 @@ struct exprans_gpu_job {
 	uint64_t n;               /* DECODE: values the chunk must hold */
 	uint32_t kind;            /* enum exprans_gpu_kind */
 	uint32_t width;           /* DECODE: bytes a value, 2 (bf16, f16) or 4 (f32) */
+	uint32_t flags;           /* DECODE: the stream's layout, EXPRANS_LOW_PLANES (width
+				     4) | EXPRANS_TOP_BIT (exprans.h; the chunk's transform) */
 };
 
 /* Status bits (0: decoded and checked). */
@@ -57,13 +60,16 @@ struct exprans_gpu_job {
 
 /* Run jobs[0..n_jobs) (the array in device memory) from `in` to `out`
  * (device memory) on `stream` (a cudaStream_t; NULL the default stream);
- * max_out bounds any job's output bytes (it sizes the grid).  status[i]
+ * layouts is the OR of the DECODE jobs' flags (with EXPRANS_TOP_BIT a
+ * second kernel runs for those jobs; a job of a layout not in it fails
+ * BAD_HEADER); max_out bounds any job's output bytes (it sizes the grid).  status[i]
  * (device memory) gets job i's bits (0 for COPY and ZERO jobs).  Returns 0
  * or the cudaError_t of the launch.  With n_jobs 0 it only loads the
  * kernel (do it before the first use: a lazy load can wait for the device
  * to go idle). */
 int exprans_gpu_decode(const uint8_t *in, uint8_t *out, const struct exprans_gpu_job *jobs,
-		       unsigned n_jobs, uint64_t max_out, uint32_t *status, void *stream);
+		       unsigned n_jobs, unsigned layouts, uint64_t max_out, uint32_t *status,
+		       void *stream);
 /* The same without the status words' clearing before the launch: status
  * must be zero on entry (cudaMemset once after allocating it).  After the
  * decode, one small kernel stores job i's word in report[i] (device-
@@ -71,7 +77,7 @@ int exprans_gpu_decode(const uint8_t *in, uint8_t *out, const struct exprans_gpu
  * back to zero for the next call.  The pager uses this: no memset and no
  * device->host copy beside the link's host->device copies. */
 int exprans_gpu_decode_report(const uint8_t *in, uint8_t *out,
-			      const struct exprans_gpu_job *jobs, unsigned n_jobs,
+			      const struct exprans_gpu_job *jobs, unsigned n_jobs, unsigned layouts,
 			      uint64_t max_out, uint32_t *status, uint32_t *report, void *stream);
 /* The first problem named in a status word, for messages. */
 const char *exprans_gpu_status_text(uint32_t status);
