@@ -108,9 +108,13 @@ int main(int argc, char **argv)
 		CHECK_RC(chunk_encode(e16, big, sizeof(big), WSP_DTYPE_F32, WSP_CODEC_EXPRANS, 1, buf,
 				      &c, &err), 0);
 		CHECK(c.codec == WSP_CODEC_EXPRANS);
+		/* Gaussian fp32: the top mantissa bit coded (transform 2) */
+		CHECK(c.transform == EXPRANS_TOP_BIT);
 		put(argv[1], "ok-f32-exprans", &c, WSP_DTYPE_F32, 3, buf, c.stored_bytes);
 		put(argv[1], "bad-f32-exprans-short", &c, WSP_DTYPE_F32, 1, buf, c.stored_bytes - 1024);
 		put(argv[1], "bad-f32-exprans-as-bf16", &c, WSP_DTYPE_BF16, 1, buf, c.stored_bytes);
+		c.transform = 0;
+		put(argv[1], "bad-f32-top-bit-as-plain", &c, WSP_DTYPE_F32, 1, buf, c.stored_bytes);
 		/* fp32 upcast from bf16: the low halves coded (transform 1); read
 		 * as the other layout, then with a section cut short */
 		for (size_t q = 0; q + 4 <= sizeof(big); q += 4)
