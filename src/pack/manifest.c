@@ -266,7 +266,8 @@ static int check_chunks(const struct wspi_manifest *m, uint32_t li, uint32_t ti,
 		if (k + 1 < t->n_chunks && c->raw_bytes % WSP_ALIGN_TENSOR)
 			return FMT("chunk %llu of tensor %s: %u raw bytes, not a multiple of %u",
 				   (unsigned long long)ci, tname, c->raw_bytes, WSP_ALIGN_TENSOR);
-		if (c->transform != WSPM_XFORM_NONE) {
+		if (c->transform != WSPM_XFORM_NONE && c->codec != WSP_CODEC_EXPRANS) {
+			/* a byte transform (exprans layouts are checked above) */
 			unsigned esize = c->transform == WSPM_XFORM_EXP_BF16 ? 16
 					 : c->transform == WSPM_XFORM_EXP_F32 ? 32 : bits;
 			if (bits != esize || bits % 8 || bits < 16 || c->raw_bytes % (bits / 8))
