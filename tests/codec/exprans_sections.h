@@ -32,4 +32,32 @@ static inline uint64_t exprans_section_len(const uint8_t *enc, uint64_t at, uint
 	return len;
 }
 
+/* The form of the top-bit stream's last section (the sign and bits 5..0
+ * of each upper half): 0 one symbol, 1 packed, 2 lanes. */
+static inline int exprans_sign_mant_form(const uint8_t *enc, uint64_t n, unsigned flags)
+{
+	uint64_t at = 6 + exprans_section_len(enc, 6, n);
+	if (flags & 1u)   /* the two byte planes */
+		for (int k = 0; k < 2; k++)
+			at += exprans_section_len(enc, at, n);
+	unsigned h = enc[at] | enc[at + 1] << 8;
+	if ((h & 0xc000u) == 0x4000u)
+		return 1;
+	return (h & 0x8000u) && (h & 0x7fffu) == 1 ? 0 : 2;
+}
+
+/* Upper halves h (Gaussian bf16) whose sign and bits 5..0 make that
+ * section take each form: form 0, all zero (one symbol); 1, 16 values
+ * about equally likely (packed at 4 bits); 2, mostly zero (lanes).  r: a
+ * random source. */
+static inline uint16_t exprans_shape_sign_mant(uint16_t h, int form, uint64_t (*r)(void))
+{
+	h &= 0x7fc0;
+	if (form == 1)
+		h |= (uint16_t)(r() & 0xf);
+	else if (form == 2 && r() % 16 == 0)
+		h |= (uint16_t)(r() & 0x3f);
+	return h;
+}
+
 #endif

@@ -157,6 +157,35 @@ static struct stream encode(uint64_t n, enum kind kind, int dtype, unsigned flag
 	return s;
 }
 
+/* A top-bit stream whose sign|mantissa section takes `form` (0 one
+ * symbol, 1 packed at 4 bits, 2 lanes; exprans_sections.h): layout 0
+ * bf16, 1 f32 with raw low halves, 2 f32 upcast with coded low halves. */
+static struct stream encode_shaped(uint64_t n, int form, unsigned layout)
+{
+	struct stream s = { 0 };
+	unsigned w = layout ? 4 : 2, flags = EXPRANS_TOP_BIT | (layout == 2 ? EXPRANS_LOW_PLANES : 0);
+	uint16_t *h = malloc(n * 2 + 2);
+	uint32_t *v = malloc(n * 4 + 4);
+	size_t cap = exprans_bound(n, w, flags);
+	s.enc = malloc(cap);
+	CHECK(h && v && s.enc);
+	fill(h, n, GAUSS);
+	for (uint64_t i = 0; i < n; i++) {
+		h[i] = exprans_shape_sign_mant(h[i], form, t_rand);
+		v[i] = (uint32_t)h[i] << 16 | (layout == 1 ? (uint32_t)(t_rand() & 0xffff) : 0);
+	}
+	int64_t len = exprans_encode(w == 2 ? (const void *)h : (const void *)v, n, w, flags,
+				     s.enc, cap);
+	CHECK(len > 0);
+	CHECK(n < 1000 || exprans_sign_mant_form(s.enc, n, flags) == form);
+	s.len = (size_t)len;
+	s.n = n;
+	s.w = w;
+	s.flags = flags;
+	free(h), free(v);
+	return s;
+}
+
 int main(void)
 {
 	t_need_gpu();
@@ -178,8 +207,18 @@ int main(void)
 	};
 	enum { KINDS = LAST_KIND + 1, NS = sizeof(sizes) / sizeof(sizes[0]),
 	       NT = sizeof(layout) / sizeof(layout[0]) };
-	static struct stream good[NT * KINDS * NS];
+	static struct stream good[NT * KINDS * NS + 3 * 3 * NS];
 	unsigned k = 0, top = 0;
+	/* the top bit's last section in each form, each layout */
+	for (int form = 0; form < 3; form++)
+		for (unsigned lay = 0; lay < 3; lay++)
+			for (unsigned i = 0; i < NS; i++) {
+				good[k] = encode_shaped(sizes[i], form, lay);
+				reference(&good[k]);
+				CHECK_RC(good[k].cpu_rc, 0);
+				top++;
+				k++;
+			}
 	for (int d = 0; d < NT; d++)
 		for (int kind = 0; kind < KINDS; kind++)
 			for (unsigned i = 0; i < NS; i++) {
@@ -194,8 +233,8 @@ int main(void)
 				CHECK_RC(good[k].cpu_rc, 0);
 				k++;
 			}
-	static uint8_t *out[NT * KINDS * NS];
-	static uint32_t status[NT * KINDS * NS];
+	static uint8_t *out[NT * KINDS * NS + 3 * 3 * NS];
+	static uint32_t status[NT * KINDS * NS + 3 * 3 * NS];
 	gpu_decode(good, k, 0, out, status);
 	uint64_t values = 0;
 	for (unsigned i = 0; i < k; i++) {
@@ -277,14 +316,16 @@ int main(void)
 	struct stream base32pt = encode(70001, UPCAST_NOISY, WSP_DTYPE_F32,
 					EXPRANS_LOW_PLANES | EXPRANS_TOP_BIT);
 	CHECK(base16t.flags && base32t.flags == EXPRANS_TOP_BIT && base32pt.flags == 3);
+	/* and with a sign|mantissa section coded by lanes */
+	struct stream base16l = encode_shaped(70001, 2, 0), base32l = encode_shaped(70001, 2, 2);
 	struct stream *bad = calloc(TRIALS + EXTRA, sizeof(*bad));
 	CHECK(bad);
 	for (unsigned t = 0; t < TRIALS; t++) {
 		struct stream *s = &bad[t];
-		struct stream *const bases[11] = { &base32, &base32p, &base32c, &base32h, &base32k,
+		struct stream *const bases[13] = { &base32, &base32p, &base32c, &base32h, &base32k,
 						   &base32n, &base16, &base16, &base16t, &base32t,
-						   &base32pt };
-		struct stream *base = bases[t % 11];
+						   &base32pt, &base16l, &base32l };
+		struct stream *base = bases[t % 13];
 		/* header, sections: not the raw parts (low halves, sign|mantissa) */
 		unsigned planes = base->flags & EXPRANS_LOW_PLANES, topb = base->flags & EXPRANS_TOP_BIT;
 		uint64_t body = base->len - (base->w == 4 && !planes ? 2 * base->n : 0) -
@@ -394,6 +435,8 @@ int main(void)
 	free(base32t.cpu);
 	free(base32pt.enc);
 	free(base32pt.cpu);
+	free(base16l.enc);
+	free(base32l.enc);
 	free(base32k.enc);
 	free(base32n.enc);
 	for (unsigned i = 0; i < k; i++) {

@@ -19,8 +19,9 @@
  * thread in every pass (lane j of the warp of its block), so the passes
  * need no ordering beyond program order.  With the top mantissa bit coded
  * (EXPRANS_TOP_BIT) the first pass writes bits 14..6 of each upper half
- * (and raw low halves) and a last pass ORs in the sign and bits 5..0 from
- * their own section, whatever its form.
+ * (and raw low halves) with the sign and bits 5..0 read from their
+ * section's packed indices (or its one symbol) as it goes; a section of
+ * theirs coded with lanes gets a last pass that ORs them in.
  */
 #include <cuda_runtime.h>
 #include <stdint.h>
@@ -88,14 +89,37 @@ enum pass { VALUES, UPPER, BYTE1, BYTE0, TOP_VALUES, TOP_UPPER, SIGN_MANT };
  * with raw low halves the low half above it (one register, loaded ahead
  * of use); with the top bit coded, the raw low half alone; nothing for a
  * byte pass. */
+/* Where a top-bit pass finds each value's 7-bit sign|mantissa symbol:
+ * a packed section's indices q (`bits` each, naming k symbols, mapped by
+ * top_smap), or one symbol for all (q NULL); with lanes (q NULL, one 0) a
+ * pass of their own ORs them in later.  Passed by value: its fields stay
+ * in registers through the hot loop. */
+struct sign_mant {
+	const uint8_t *q;
+	uint32_t bits, k, one;
+};
+
+/* A packed sign|mantissa section's symbols by index (the top-bit kernel's). */
+__shared__ uint8_t top_smap[256];
+
 template <unsigned W, int PASS>
 __device__ static inline uint32_t raw_part(const uint8_t *sm, const uint8_t *lo, uint64_t i,
-					   uint64_t end)
+					   uint64_t end, const struct sign_mant S)
 {
-	if (i >= end || (PASS != VALUES && PASS != UPPER && PASS != TOP_VALUES))
+	if (i >= end || (PASS != VALUES && PASS != UPPER && PASS != TOP_VALUES && PASS != TOP_UPPER))
 		return 0;
-	if (PASS == TOP_VALUES)
-		return W == 4 ? ld16(lo + 2 * i) << 8 : 0u;
+	if (PASS == TOP_VALUES || PASS == TOP_UPPER) {
+		/* the raw low half above the bytes holding the value's index */
+		uint32_t v = W == 4 && PASS == TOP_VALUES ? ld16(lo + 2 * i) << 16 : 0u;
+		if (S.q) {
+			/* read-only loads: free to run ahead of the stores between */
+			uint32_t bit = (uint32_t)i * S.bits, w = __ldg(S.q + (bit >> 3));
+			if ((bit & 7u) + S.bits > 8u)
+				w |= (uint32_t)__ldg(S.q + (bit >> 3) + 1) << 8;
+			v |= w;
+		}
+		return v;
+	}
 	return W == 4 && PASS == VALUES ? (uint32_t)sm[i] | ld16(lo + 2 * i) << 8 : (uint32_t)sm[i];
 }
 
@@ -116,7 +140,7 @@ template <unsigned W, int PASS>
 __device__ static uint32_t decode_block(const uint8_t *p, uint8_t *outb, const uint8_t *sm,
 					const uint8_t *lo, const uint32_t *tab, uint32_t start,
 					uint32_t stop, uint64_t first, uint64_t end, unsigned lane,
-					uint32_t base)
+					uint32_t base, const struct sign_mant S)
 {
 	uint32_t my = 0, off = start + 4;
 	/* a section of one symbol has no lanes (start == stop): its table
@@ -133,12 +157,12 @@ __device__ static uint32_t decode_block(const uint8_t *p, uint8_t *outb, const u
 	uint32_t cur[AHEAD], nxt[AHEAD];
 #pragma unroll
 	for (unsigned s = 0; s < AHEAD; s++)
-		cur[s] = raw_part<W, PASS>(sm, lo, first + (uint64_t)s * LANES + lane, end);
+		cur[s] = raw_part<W, PASS>(sm, lo, first + (uint64_t)s * LANES + lane, end, S);
 	for (uint32_t k0 = 0; k0 < steps; k0 += AHEAD) {
 #pragma unroll
 		for (unsigned s = 0; s < AHEAD; s++)
 			nxt[s] = raw_part<W, PASS>(sm, lo, first + (uint64_t)(k0 + AHEAD + s) * LANES + lane,
-						   end);
+						   end, S);
 #pragma unroll
 		for (unsigned s = 0; s < AHEAD; s++) {
 			uint64_t i = first + (uint64_t)(k0 + s) * LANES + lane;
@@ -158,15 +182,24 @@ __device__ static uint32_t decode_block(const uint8_t *p, uint8_t *outb, const u
 			x = y;
 			uint32_t v = cur[s];
 			uint32_t hi = (v & 0x80u) << 8 | (e >> 24) << 7 | (v & 0x7fu);
-			if (PASS == TOP_VALUES || PASS == TOP_UPPER)
-				hi = ((e >> 24) + base) << 6;
+			if (PASS == TOP_VALUES || PASS == TOP_UPPER) {
+				uint32_t s7 = S.one;
+				if (S.q) {
+					uint32_t bit = (uint32_t)i * S.bits;
+					uint32_t ix = ((v & 0xffffu) >> (bit & 7u)) & ((1u << S.bits) - 1u);
+					if (ix >= S.k)
+						my |= EXPRANS_GPU_BAD_PACKED;
+					s7 = top_smap[ix & 0xffu];
+				}
+				hi = ((e >> 24) + base) << 6 | (s7 & 0x40u) << 9 | (s7 & 0x3fu);
+			}
 			if (PASS == BYTE1 || PASS == BYTE0)
 				outb[4 * i + (PASS == BYTE1)] = (uint8_t)(e >> 24);
 			else if (PASS == SIGN_MANT)
 				or_sign_mant<W>(outb, i, e >> 24);
 			else if (W == 4)
-				((uint32_t *)outb)[i] = hi << 16 |
-							(PASS == VALUES || PASS == TOP_VALUES ? v >> 8 : 0u);
+				((uint32_t *)outb)[i] = hi << 16 | (PASS == VALUES ? v >> 8
+								    : PASS == TOP_VALUES ? v >> 16 : 0u);
 			else
 				((uint16_t *)outb)[i] = (uint16_t)hi;
 		}
@@ -387,36 +420,38 @@ template <unsigned W, bool TOP>
 __device__ static uint32_t decode_role(int role, const uint8_t *p, uint8_t *out, const uint8_t *sm,
 				       const uint8_t *lo, const uint32_t *tab, uint32_t start,
 				       uint32_t stop, uint64_t first, uint64_t end, unsigned lane,
-				       uint32_t base)
+				       uint32_t base, const struct sign_mant S)
 {
 	if (TOP && role == TOP_VALUES)
 		return decode_block<W, TOP_VALUES>(p, out, sm, lo, tab, start, stop, first, end, lane,
-						   base);
+						   base, S);
 	if (TOP && role == SIGN_MANT)
-		return decode_block<W, SIGN_MANT>(p, out, sm, lo, tab, start, stop, first, end, lane, 0);
+		return decode_block<W, SIGN_MANT>(p, out, sm, lo, tab, start, stop, first, end, lane, 0, S);
 	if (!TOP && role == VALUES)
-		return decode_block<W, VALUES>(p, out, sm, lo, tab, start, stop, first, end, lane, 0);
+		return decode_block<W, VALUES>(p, out, sm, lo, tab, start, stop, first, end, lane, 0, S);
 	if (W == 2)   /* the rest are 32-bit values with coded low halves */
 		return EXPRANS_GPU_BAD_HEADER;
 	if (TOP && role == TOP_UPPER)
 		return decode_block<4, TOP_UPPER>(p, out, sm, lo, tab, start, stop, first, end, lane,
-						  base);
+						  base, S);
 	if (!TOP && role == UPPER)
-		return decode_block<4, UPPER>(p, out, sm, lo, tab, start, stop, first, end, lane, 0);
+		return decode_block<4, UPPER>(p, out, sm, lo, tab, start, stop, first, end, lane, 0, S);
 	switch (role) {
 	case BYTE1:
-		return decode_block<4, BYTE1>(p, out, sm, lo, tab, start, stop, first, end, lane, 0);
+		return decode_block<4, BYTE1>(p, out, sm, lo, tab, start, stop, first, end, lane, 0, S);
 	default:
-		return decode_block<4, BYTE0>(p, out, sm, lo, tab, start, stop, first, end, lane, 0);
+		return decode_block<4, BYTE0>(p, out, sm, lo, tab, start, stop, first, end, lane, 0, S);
 	}
 }
 
 /* TOP: the kernel for jobs with the top bit coded, which the other skips
- * when `layouts` says this one runs too (two kernels: the extra passes'
- * registers, 74 against 64, would cost the plain layouts' decode
- * occupancy). */
+ * when `layouts` says this one runs too.  Two kernels: in one, the top
+ * bit's code took every layout to 76 registers, and bf16 GPU decode fell
+ * from 690 to 561 GB/s.  Both are held to 64 registers (4 thread blocks an
+ * SM): the top-bit one decodes bf16 at 380 GB/s so, 280 with 80 registers
+ * (bench/exprans_bench, H200). */
 template <bool TOP>
-__global__ void __launch_bounds__(THREADS)
+__global__ void __launch_bounds__(THREADS, 4)
 exprans_decode_kernel(const uint8_t *in, uint8_t *outb, const struct exprans_gpu_job *jobs,
 		      unsigned layouts, uint32_t *status)
 {
@@ -457,6 +492,8 @@ exprans_decode_kernel(const uint8_t *in, uint8_t *outb, const struct exprans_gpu
 	const uint64_t nb = (n + BLOCK - 1) / BLOCK;
 	const uint64_t b = (uint64_t)blockIdx.y * WARPS + warp;   /* this warp's block */
 	uint32_t my = 0, base = 0;
+	struct sign_mant S = { NULL, 0, 0, 0 };   /* set once the sections are known */
+	unsigned fused = 0;
 
 	if (t == 0) {
 		bad = 0;
@@ -522,11 +559,25 @@ exprans_decode_kernel(const uint8_t *in, uint8_t *outb, const struct exprans_gpu
 	}
 	if (n)
 		build_table(cum, tab, t);
+	/* With the top bit, a sign|mantissa section packed or of one symbol is
+	 * read by the first pass as it writes each value (as sm[] is): no pass
+	 * of its own, no second write of every value. */
+	fused = top && (sec_form[n_sec - 1] == PACKED_FORM || sec_form[n_sec - 1] == ONE_FORM);
+	if (top && sec_form[n_sec - 1] == PACKED_FORM) {
+		const uint8_t *sym = p + sec_at[n_sec - 1] + 2;
+		S.k = ld16(p + sec_at[n_sec - 1]) & 0x3fffu;
+		S.bits = index_bits(S.k);
+		S.q = sym + S.k + (S.k & 1u);
+		for (unsigned j = t; j < 256; j += THREADS)
+			top_smap[j] = j < S.k ? sym[j] : 0;
+	} else if (top && sec_form[n_sec - 1] == ONE_FORM) {
+		S.one = ld16(p + sec_at[n_sec - 1] + 2);
+	}
 	__syncthreads();
 
 	/* The sections in turn: the values (or the upper halves), then each
 	 * byte plane, its table built in place of the last one's. */
-	for (unsigned k = 0; k < n_sec; k++) {
+	for (unsigned k = 0; k < n_sec - fused; k++) {
 		const int one = sec_form[k] == ONE_FORM;
 		const int role = k == 0 ? (planes ? (top ? TOP_UPPER : UPPER) : top ? TOP_VALUES : VALUES)
 			       : top && k == n_sec - 1 ? SIGN_MANT : k == 1 ? BYTE1 : BYTE0;
@@ -577,9 +628,9 @@ exprans_decode_kernel(const uint8_t *in, uint8_t *outb, const struct exprans_gpu
 							warp_inclusive_sum(l, lane) - l;
 			uint32_t stop = start + l;
 			my |= w == 4 ? decode_role<4, TOP>(role, p, out, sm, lo, tab, start, stop, first,
-							   end, lane, base)
+							   end, lane, base, S)
 				     : decode_role<2, TOP>(role, p, out, sm, lo, tab, start, stop, first,
-							   end, lane, base);
+							   end, lane, base, S);
 		}
 	}
 out:
