@@ -36,6 +36,8 @@ static const char usage_text[] =
 	"      --group REGEX      extended regex whose first group names a tensor's layer\n"
 	"      --order FILE       layer names, one per line: these layers first, in this order\n"
 	"      --force            replace an existing output\n"
+	"      --smallest         also code fp32/bf16 top mantissa bits with the exponent\n"
+	"                         where smaller (~0.5%; slower GPU decode)\n"
 	"  unpack PACK -o DIR     write the original safetensors files back [--force]\n"
 	"  info PACK              describe a pack [--json] [--layers] [--tensors]\n"
 	"  verify PACK            decode every chunk and check every checksum [--threads N]\n"
@@ -102,6 +104,7 @@ static int cmd_convert(int argc, char **argv)
 		CLI_OPT("group", 0, CLI_STRING, &opt.group_regex),
 		CLI_OPT("order", 0, CLI_STRING, &order_file),
 		CLI_OPT("force", 'f', CLI_BITS, &opt.flags, .bits = WSP_CONVERT_FORCE),
+		CLI_OPT("smallest", 0, CLI_BITS, &opt.flags, .bits = WSP_CONVERT_SMALLEST),
 	};
 	int c = cli_parse(argc, argv, opts, sizeof(opts) / sizeof(opts[0]), help);
 	if (c)

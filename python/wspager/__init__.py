@@ -878,6 +878,7 @@ def convert(inputs: Union[PathLike, Sequence[PathLike]],
             group: Optional[str] = None,
             groups: Optional[Union[Dict[str, str], Sequence[Tuple[str, str]]]] = None,
             order: Optional[Sequence[str]] = None, force: bool = False,
+            smallest: bool = False,
             progress: Optional[Callable[[int, int], object]] = None,
             log: Optional[Callable[[str], object]] = None) -> Pack:
     """Convert safetensors checkpoints into the pack `out`, and open it.
@@ -894,7 +895,9 @@ def convert(inputs: Union[PathLike, Sequence[PathLike]],
     `codec`: "auto" (per chunk: exprans unless zstd is more than 3%
     smaller), "exprans" (float exponents rANS-coded, decoded by the GPU;
     other dtypes zstd), "zstd" or "raw"; None, the library's default
-    (auto, see wspack(1)).
+    (auto, see wspack(1)).  `smallest`: exprans chunks also code each
+    value's top mantissa bit with its exponent where smaller (about 0.5%;
+    their GPU decode is slower; WSP_CONVERT_SMALLEST).
     """
     if isinstance(inputs, (str, bytes, os.PathLike)):
         inputs = [inputs]
@@ -918,7 +921,7 @@ def convert(inputs: Union[PathLike, Sequence[PathLike]],
     o.threads = _integer("threads", threads)
     group_b = _c_name(group, "group") if group else None
     o.group_regex = group_b
-    o.flags = 1 if force else 0
+    o.flags = (1 if force else 0) | (2 if smallest else 0)   # WSP_CONVERT_FORCE, _SMALLEST
     if groups is not None:
         pairs = list(groups.items()) if isinstance(groups, dict) else list(groups)
         flat = [_c_name(s, "groups") for pair in pairs for s in pair] + [None]

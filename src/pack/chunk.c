@@ -68,6 +68,7 @@ struct chunk_encoder {
 	uint8_t *scratch;          /* transformed bytes */
 	uint8_t *trial;            /* the zstd attempt beside exprans (WSP_CODEC_AUTO), or
 				      exprans with the top bit beside without */
+	int top_bit;               /* chunk_encoder_set_top_bit */
 	uint64_t cap;
 #ifdef CHUNK_ENTROPY_FRAMES
 	ZSTD_CCtx *ectx;           /* entropy-only frames */
@@ -504,29 +505,29 @@ static size_t entropy_frame(struct chunk_encoder *e, const void *src, size_t len
 }
 #endif
 
-/* Stored bytes a top-bit chunk must keep, as a fraction of its raw bytes:
- * its GPU decode (two passes more) ran at 173-260 GB/s on fp32 against
- * 55 GB/s of link, so it stays ahead of the link only where the link
- * carries less than 2x the raw bytes.  bf16 never takes it: its decode
- * fell from 561 to 192 GB/s and streaming from 1.47x to 1.28x the link,
- * which 0.6% of ratio does not pay for (docs/PERFORMANCE.md). */
-#define TOP_BIT_MAX_RATIO 2
+void chunk_encoder_set_top_bit(struct chunk_encoder *e, int on)
+{
+	e->top_bit = on;
+}
 
 /* n values of w bytes as exprans into out; *flags gets the layout (the
  * chunk's transform).  fp32 whose low halves have structure (upcast)
- * codes them too; fp32 codes the top mantissa bit with the exponent where
- * that is smaller and the ratio stays under TOP_BIT_MAX_RATIO (tried in
- * e->trial; the plain layout decodes faster and wins a tie). */
+ * codes them too.  With e->top_bit the top mantissa bit is coded with the
+ * exponent where that is smaller (tried in e->trial; the plain layout
+ * wins a tie).  Not by default: its GPU decode is slower (380 against 690
+ * GB/s on bf16, a pass over small layers 2-4x slower), and streaming a
+ * real fp32 CNN from the host tier fell from 26.5-28.7 to 18.6-19.0 GB/s
+ * for 0.5% of ratio (docs/PERFORMANCE.md). */
 static int64_t encode_exprans(struct chunk_encoder *e, const void *raw, uint64_t n, unsigned w,
 			      void *out, size_t cap, uint8_t *flags)
 {
 	unsigned base = w == 4 && exprans_planes_pay(raw, n) ? EXPRANS_LOW_PLANES : 0;
 	int64_t len = exprans_encode(raw, n, w, base, out, cap);
 	*flags = (uint8_t)base;
-	if (len < 0 || w != 4 || !exprans_top_bit_fits(raw, n, w))
+	if (len < 0 || !e->top_bit || !exprans_top_bit_fits(raw, n, w))
 		return len;
 	int64_t top = exprans_encode(raw, n, w, base | EXPRANS_TOP_BIT, e->trial, cap);
-	if (top < 0 || top >= len || n * w >= (uint64_t)top * TOP_BIT_MAX_RATIO)
+	if (top < 0 || top >= len)
 		return top < 0 ? top : len;
 	memcpy(out, e->trial, (size_t)top);
 	*flags = (uint8_t)(base | EXPRANS_TOP_BIT);

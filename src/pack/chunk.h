@@ -53,6 +53,10 @@ enum wspm_transform chunk_transform_for(int dtype);
 struct chunk_encoder;
 int chunk_encoder_create(int level, uint64_t max_chunk_raw, struct chunk_encoder **out);
 void chunk_encoder_free(struct chunk_encoder *e);
+/* on: exprans chunks also try the top mantissa bit coded with the exponent
+ * and keep it where it is smaller (WSP_CONVERT_SMALLEST); off by default,
+ * as its GPU decode is slower. */
+void chunk_encoder_set_top_bit(struct chunk_encoder *e, int on);
 size_t chunk_encode_bound(uint64_t raw_bytes);
 int chunk_encode(struct chunk_encoder *e, const void *raw, uint64_t raw_bytes, int dtype,
 		 enum wsp_codec codec, int use_transform, void *out, struct wspm_chunk *c,

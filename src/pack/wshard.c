@@ -95,7 +95,9 @@ static void *worker(void *arg)
 
 	if (rc < 0)
 		wspi_err_set_first(p->pw->err, rc, "cannot create a chunk encoder");
-	else if (!rbuf)
+	else
+		chunk_encoder_set_top_bit(enc, !!(p->pw->opt.flags & WSP_CONVERT_SMALLEST));
+	if (rc >= 0 && !rbuf)
 		rc = wspi_err_set_first(p->pw->err, -ENOMEM, "out of memory for a chunk buffer");
 	for (;;) {
 		pthread_mutex_lock(&p->mu);

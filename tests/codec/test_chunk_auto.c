@@ -1,13 +1,14 @@
 /* WSP_CODEC_AUTO, the converter's default: per chunk, exprans (which a GPU
  * decodes) unless zstd with the byte transform stores the chunk in more
  * than 3% fewer bytes; exprans codes the low halves of fp32 values too
- * (transform bit 0) where they have structure, and codes the top mantissa
- * bit of fp32 with the exponent (transform bit 1) where that is smaller and
- * the ratio stays under 2 (where its slower GPU decode keeps ahead of the
- * link).  On realistic data, each chunk encoded three ways:
+ * (transform bit 0) where they have structure.  With the top bit on
+ * (WSP_CONVERT_SMALLEST) it also codes each value's top mantissa bit with
+ * the exponent (transform bit 1) wherever that is smaller; by default
+ * never.  On realistic data, each chunk encoded three ways, both with the
+ * top bit off and on:
  *
- *   Gaussian bf16 (exprans, within 0.5% of zstd) and fp32 (exprans with
- *   the top bit: no larger than zstd; the low halves raw);
+ *   Gaussian bf16 and fp32 (exprans, the fp32 low halves raw; within 0.5%
+ *   of zstd, and no larger than zstd with the top bit);
  *   fp32 upcast from bf16 and from fp16, exactly and with a few bits of
  *   noise in the low half, and bf16 widened with a random byte 1 and one
  *   random bit in byte 0, as a real fp32 checkpoint showed (exprans with
@@ -60,7 +61,9 @@ int main(void)
 	CHECK(opt.codec == WSP_CODEC_AUTO);   /* the default */
 	CHECK_RC(chunk_encoder_create(opt.level, cap, &enc), 0);
 	CHECK_RC(chunk_decoder_create(cap, &dec), 0);
+	for (int top_on = 0; top_on < 2; top_on++)
 	for (int k = 0; k < CASES; k++) {
+		chunk_encoder_set_top_bit(enc, top_on);
 		int dtype = k == 0 ? WSP_DTYPE_BF16 : WSP_DTYPE_F32;
 		size_t bytes = (size_t)N * (k == 0 ? 2 : 4);
 		uint32_t *f = (uint32_t *)raw;
@@ -98,15 +101,16 @@ int main(void)
 			? ", low halves coded" : "",
 			ca.codec == WSP_CODEC_EXPRANS && (ca.transform & EXPRANS_TOP_BIT)
 			? ", top bit coded" : "");
-		/* the top bit: fp32 only, where it makes the chunk smaller and
-		 * keeps the ratio under 2 */
+		/* the top bit: where it makes the chunk smaller, when asked */
 		int64_t t = exprans_top_bit_fits(raw, N, w)
 			    ? exprans_encode(raw, N, w, untop | EXPRANS_TOP_BIT, plain, exprans_bound(N, 4, 3))
 			    : nt;
 		CHECK(t > 0);
-		int want_top = w == 4 && t < nt && (double)bytes < 2.0 * (double)t;
+		int want_top = top_on && t < nt;
 		CHECK(!!(cx.transform & EXPRANS_TOP_BIT) == want_top);
 		CHECK(want_top ? x == t && x < nt : x == nt);
+		if (top_on)   /* on all these kinds it pays */
+			CHECK(want_top);
 		CHECK(cx.codec == WSP_CODEC_EXPRANS && cz.codec == WSP_CODEC_ZSTD);
 		/* the rule, and its result never worse than either beyond 3% */
 		if ((uint64_t)z * 100 < (uint64_t)x * 97)
@@ -118,18 +122,15 @@ int main(void)
 		 * it); on Gaussian weights with the low halves raw, on upcast ones
 		 * coded, far smaller than raw */
 		CHECK(ca.codec == WSP_CODEC_EXPRANS);
-		if (k == 0)
-			CHECK(ca.transform == 0);
-		else if (k == 1)
-			CHECK(ca.transform == EXPRANS_TOP_BIT);
+		if (k < 2)
+			CHECK((ca.transform & ~EXPRANS_TOP_BIT) == 0);
 		else
 			CHECK((ca.transform & EXPRANS_LOW_PLANES) && (double)a < 0.8 * (double)r);
 		/* the GPU-decodable codec no larger than zstd: an exact upcast's
 		 * zero low bytes cost 4 bytes a section (compact frequencies),
-		 * noise of a few bits is packed at its width, and on Gaussian fp32
-		 * the top bit pays for the lanes' states and lengths; Gaussian
-		 * bf16 at most 0.5% behind */
-		if (k == 0)
+		 * noise of a few bits is packed at its width; on Gaussian weights
+		 * at most 0.5% behind, and with the top bit no larger */
+		if (k < 2 && !top_on)
 			CHECK((double)x <= 1.005 * (double)z);
 		else
 			CHECK(x <= z);

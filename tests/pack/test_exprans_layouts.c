@@ -1,9 +1,9 @@
 /* Every exprans layout the converter writes survives a pack: a pack of
- * Gaussian bf16 and f16 (plain), Gaussian fp32 (the top bit coded), fp32
- * upcast from bf16 (coded low halves) and bf16 widened with a random byte
- * 1 (coded low halves and the top bit) opens (the manifest's checks accept
- * each chunk's layout), reads back byte for byte and verifies; and the
- * chunks carry the layouts the data should lead to. */
+ * Gaussian bf16, f16 and fp32, fp32 upcast from bf16 and bf16 widened with
+ * a random byte 1 opens (the manifest's checks accept each chunk's
+ * layout), reads back byte for byte and verifies, and its chunks carry the
+ * layouts the data should lead to: by default plain, the upcasts with
+ * coded low halves; with WSP_CONVERT_SMALLEST the top bit coded too. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -17,21 +17,23 @@ struct tdef {
 	const char *name;
 	int dtype;
 	enum kind kind;
-	unsigned want;      /* the layout its chunks should take */
+	int want[2];        /* the layout its chunks should take: by default,
+			       smallest (-1: either) */
 };
 
 static const struct tdef defs[] = {
-	{ "model.layers.0.bf16", WSP_DTYPE_BF16, GAUSS, 0 },
-	{ "model.layers.0.f16", WSP_DTYPE_F16, GAUSS, 0 },
-	{ "model.layers.1.f32", WSP_DTYPE_F32, GAUSS, EXPRANS_TOP_BIT },
-	{ "model.layers.1.upcast", WSP_DTYPE_F32, UPCAST, EXPRANS_LOW_PLANES },
+	{ "model.layers.0.bf16", WSP_DTYPE_BF16, GAUSS, { 0, EXPRANS_TOP_BIT } },
+	{ "model.layers.0.f16", WSP_DTYPE_F16, GAUSS, { 0, -1 } },
+	{ "model.layers.1.f32", WSP_DTYPE_F32, GAUSS, { 0, EXPRANS_TOP_BIT } },
+	{ "model.layers.1.upcast", WSP_DTYPE_F32, UPCAST,
+	  { EXPRANS_LOW_PLANES, EXPRANS_LOW_PLANES | EXPRANS_TOP_BIT } },
 	{ "model.layers.2.byte1", WSP_DTYPE_F32, UPCAST_BYTE1,
-	  EXPRANS_LOW_PLANES | EXPRANS_TOP_BIT },
+	  { EXPRANS_LOW_PLANES, EXPRANS_LOW_PLANES | EXPRANS_TOP_BIT } },
 };
 #define N_DEFS (sizeof(defs) / sizeof(defs[0]))
 #define VALUES 300000u   /* several chunks of 256 KiB */
 
-int main(void)
+static void run(int smallest)
 {
 	struct wsp_convert_options opt;
 	struct pack_writer *pw;
@@ -44,6 +46,7 @@ int main(void)
 	wsp_convert_options_init(&opt);
 	CHECK(opt.codec == WSP_CODEC_AUTO);
 	opt.chunk_bytes = 256 * 1024;
+	opt.flags = smallest ? WSP_CONVERT_SMALLEST : 0;
 	snprintf(dir, sizeof(dir), "%s/p", t_scratch("layouts"));
 	CHECK_RC(pack_writer_create(dir, &opt, &pw, &err), 0);
 	for (size_t i = 0; i < N_DEFS; i++) {
@@ -82,11 +85,11 @@ int main(void)
 			if (ch->codec != WSP_CODEC_EXPRANS)
 				continue;
 			exprans++;
-			if (c + 1 < mt->n_chunks)
-				CHECK(ch->transform == defs[i].want);
+			if (c + 1 < mt->n_chunks && defs[i].want[smallest] >= 0)
+				CHECK(ch->transform == defs[i].want[smallest]);
 		}
-		fprintf(stderr, "%-24s %llu chunks, %u exprans\n", defs[i].name,
-			(unsigned long long)mt->n_chunks, exprans);
+		fprintf(stderr, "%s%-24s %llu chunks, %u exprans\n", smallest ? "smallest: " : "",
+			defs[i].name, (unsigned long long)mt->n_chunks, exprans);
 		CHECK(exprans + 1 >= mt->n_chunks);
 	}
 	CHECK_RC(wsp_pack_verify(pk, 2, NULL, NULL), 0);
@@ -96,5 +99,11 @@ int main(void)
 	wspi_err_destroy(&err);
 	*strrchr(dir, '/') = '\0';
 	t_rmrf(dir);
+}
+
+int main(void)
+{
+	run(0);
+	run(1);
 	return 0;
 }
