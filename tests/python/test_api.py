@@ -11,7 +11,7 @@ import sys
 
 import numpy as np
 import torch
-from safetensors.torch import save_file
+from safetensors.torch import load_file, save_file
 
 import wspager
 from wspager import _lib
@@ -77,6 +77,22 @@ check(names == ["model.layers.1", "model.embed_tokens", "model.layers.0"], f"ord
 ok, e = raises(lambda: wspager.convert(ckpt, os.path.join(T, "bad-order.wsp"), order=["nope"]),
                None, 'no layer named "nope"')
 check(ok and not os.path.exists(os.path.join(T, "bad-order.wsp")), f"unknown order name: {e}")
+# smallest=True: the top mantissa bit coded with the exponent where that is
+# smaller; the same weights back (unpack), fewer stored bytes
+big = {"model.layers.0.w": torch.randn(512, 256, dtype=torch.bfloat16) * 0.02,
+       "model.layers.0.v": torch.randn(512, 256) * 0.02}
+bdir = os.path.join(T, "big")
+os.makedirs(bdir)
+save_file(big, os.path.join(bdir, "model.safetensors"))
+plain = wspager.convert(bdir, os.path.join(T, "plain.wsp"))
+small = wspager.convert(bdir, os.path.join(T, "small.wsp"), smallest=True)
+p_bytes = sum(L.stored_bytes for L in plain.layers)
+s_bytes = sum(L.stored_bytes for L in small.layers)
+check(s_bytes < p_bytes, f"smallest: {s_bytes} stored bytes, default {p_bytes}")
+small.verify()
+small.unpack(os.path.join(T, "small-back"))
+back = load_file(os.path.join(T, "small-back", "model.safetensors"))
+check(all(torch.equal(back[k], v) for k, v in big.items()), "smallest: weights back")
 
 # 3. the pager on the host backend: views hold the checkpoint's bytes
 with wspager.Pager(os.path.join(T, "m.wsp"), device="host", host_cache="16M", gpu_slots=2) as pg:
