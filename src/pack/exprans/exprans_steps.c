@@ -1,0 +1,188 @@
+/* EXPRANS: the inner loops of a block's decode, portable and AVX2 (8
+ * lanes an instruction), chosen at run time (see exprans_int.h). */
+#include "common/util.h"
+#include "pack/exprans/exprans_int.h"
+
+/* Values [from, end) of a block, all 32 lanes a step (the last step may be
+ * short); returns 1 when a lane needed a word past its stream. */
+unsigned exprans_steps_scalar(const uint32_t *tab, uint32_t *x, int32_t *off,
+			      const int32_t *stop, const uint8_t *p, const uint8_t *sm,
+			      uint16_t *dst, uint64_t from, uint64_t end, struct split sp)
+{
+	unsigned overrun = 0;
+	for (uint64_t base = from; base < end; base += EXPRANS_LANES) {
+		unsigned lanes = (unsigned)WSP_MIN((uint64_t)EXPRANS_LANES, end - base);
+		for (unsigned j = 0; j < lanes; j++) {
+			uint32_t e = tab[x[j] & (PROB_SCALE - 1)];
+			uint32_t y = ((e & 0xfff) + 1) * (x[j] >> EXPRANS_PROB_BITS) + ((e >> 12) & 0xfff);
+			unsigned need = y < RANS_L, have = off[j] < stop[j];
+			overrun |= need & !have;
+			uint32_t w = rd16(p + off[j]);
+			uint32_t m = 0u - need;   /* a mask, not a branch: renormalisation is random */
+			x[j] = (y & ~m) | ((y << 16 | w) & m);
+			off[j] += (int32_t)(2 * (need & have));
+			uint8_t v = sm[base + j];
+			dst[base + j] = sp.top ? upper_top(e >> 24, v, sp.base)
+					       : (uint16_t)((v & 0x80) << 8 | (e >> 24) << 7 | (v & 0x7f));
+		}
+	}
+	return overrun;
+}
+
+#if WSP_EXPRANS_AVX2
+#include <immintrin.h>
+
+int exprans_cpu_has_avx2(void)
+{
+	return __builtin_cpu_supports("avx2");
+}
+
+/* One step of 8 lanes: state X, stream offset O (the word there is w),
+ * their symbols' table entries into *e; returns which lanes took a word. */
+__attribute__((target("avx2"), always_inline))
+static inline __m256i lanes_step(const uint32_t *tab, __m256i *X, __m256i *O, __m256i S,
+				 __m256i *ovr, __m256i w, __m256i *e, int checked)
+{
+	const __m256i low12 = _mm256_set1_epi32(0xfff), one = _mm256_set1_epi32(1);
+	const __m256i word = _mm256_set1_epi32(0xffff), two = _mm256_set1_epi32(2);
+	const __m256i slots = _mm256_set1_epi32(PROB_SCALE - 1);
+	*e = _mm256_i32gather_epi32((const int *)tab, _mm256_and_si256(*X, slots), 4);
+	__m256i f = _mm256_add_epi32(_mm256_and_si256(*e, low12), one);
+	__m256i y = _mm256_add_epi32(_mm256_mullo_epi32(f, _mm256_srli_epi32(*X, 12)),
+				     _mm256_and_si256(_mm256_srli_epi32(*e, 12), low12));
+	__m256i need = _mm256_cmpeq_epi32(_mm256_srli_epi32(y, 16), _mm256_setzero_si256());
+	*X = _mm256_blendv_epi8(y, _mm256_or_si256(_mm256_slli_epi32(y, 16),
+						   _mm256_and_si256(w, word)), need);
+	if (checked) {
+		__m256i have = _mm256_cmpgt_epi32(S, *O);
+		*ovr = _mm256_or_si256(*ovr, _mm256_andnot_si256(have, need));
+		need = _mm256_and_si256(need, have);
+	}
+	*O = _mm256_add_epi32(*O, _mm256_and_si256(need, two));
+	return need;
+}
+
+/* A step's 32 symbols (table entries E, 8 lanes each) joined with their
+ * sign|mantissa bytes into dst, a byte at a time: the symbols packed to
+ * bytes in order, then low byte = (symbol bit 0) << 7 | mantissa, high byte
+ * = sign | symbol >> 1. */
+__attribute__((target("avx2"), always_inline))
+static inline void join_step(const __m256i *E, const uint8_t *sm, uint16_t *dst)
+{
+	const __m256i sign = _mm256_set1_epi8((char)0x80), mant = _mm256_set1_epi8(0x7f);
+	const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+	__m256i e01 = _mm256_packus_epi32(_mm256_srli_epi32(E[0], 24), _mm256_srli_epi32(E[1], 24));
+	__m256i e23 = _mm256_packus_epi32(_mm256_srli_epi32(E[2], 24), _mm256_srli_epi32(E[3], 24));
+	__m256i sym = _mm256_permutevar8x32_epi32(_mm256_packus_epi16(e01, e23), order);
+	__m256i v = _mm256_loadu_si256((const __m256i *)sm);
+	__m256i lo = _mm256_or_si256(_mm256_and_si256(_mm256_slli_epi16(sym, 7), sign),
+				     _mm256_and_si256(v, mant));
+	__m256i hi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(sym, 1), mant),
+				     _mm256_and_si256(v, sign));
+	__m256i a = _mm256_unpacklo_epi8(lo, hi), b = _mm256_unpackhi_epi8(lo, hi);
+	_mm256_storeu_si256((__m256i *)dst, _mm256_permute2x128_si256(a, b, 0x20));
+	_mm256_storeu_si256((__m256i *)(dst + 16), _mm256_permute2x128_si256(a, b, 0x31));
+}
+
+/* The same with the top bit coded (upper_top): sm7 holds each value's
+ * 7-bit sign|mantissa symbol, base16 the base in every 16-bit lane. */
+__attribute__((target("avx2"), always_inline))
+static inline void join_step_top(const __m256i *E, const uint8_t *sm7, uint16_t *dst,
+				 __m256i base16)
+{
+	const __m256i b6 = _mm256_set1_epi16(0x40), low6 = _mm256_set1_epi16(0x3f);
+	/* 16-bit symbols: packus interleaves the halves of E[0] and E[1];
+	 * the 64-bit permute puts values 0..15 (16..31) in order */
+	__m256i e01 = _mm256_packus_epi32(_mm256_srli_epi32(E[0], 24), _mm256_srli_epi32(E[1], 24));
+	__m256i e23 = _mm256_packus_epi32(_mm256_srli_epi32(E[2], 24), _mm256_srli_epi32(E[3], 24));
+	__m256i s[2] = { _mm256_permute4x64_epi64(e01, 0xd8), _mm256_permute4x64_epi64(e23, 0xd8) };
+	for (int h = 0; h < 2; h++) {
+		__m256i v = _mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)(sm7 + 16 * h)));
+		__m256i hi = _mm256_or_si256(
+			_mm256_slli_epi16(_mm256_add_epi16(s[h], base16), 6),
+			_mm256_or_si256(_mm256_slli_epi16(_mm256_and_si256(v, b6), 9),
+					_mm256_and_si256(v, low6)));
+		_mm256_storeu_si256((__m256i *)(dst + 16 * h), hi);
+	}
+}
+
+/* A step's join, plain or with the top bit coded. */
+__attribute__((target("avx2"), always_inline))
+static inline void join_any(const __m256i *E, const uint8_t *sm, uint16_t *dst, struct split sp,
+			    __m256i base16)
+{
+	if (sp.top)
+		join_step_top(E, sm, dst, base16);
+	else
+		join_step(E, sm, dst);
+}
+
+/* `steps` full steps from value `first`, 8 lanes an instruction: the same
+ * arithmetic as steps_scalar.  Steps go in pairs: a lane takes one word a
+ * step at most, so one gather of 4 bytes at each lane's offset serves both
+ * (the second step's word is the upper half where the first took one). */
+__attribute__((target("avx2"), always_inline))
+static inline unsigned steps_avx2_body(const uint32_t *tab, uint32_t *x, int32_t *off,
+				       const int32_t *stop, const uint8_t *p, const uint8_t *sm,
+				       uint16_t *dst, uint64_t first, uint64_t steps, int checked,
+				       struct split sp)
+{
+	const __m256i sixteen = _mm256_set1_epi32(16), base16 = _mm256_set1_epi16((short)sp.base);
+	__m256i X[4], O[4], S[4], E[4], ovr = _mm256_setzero_si256();
+	for (int g = 0; g < 4; g++) {
+		X[g] = _mm256_loadu_si256((const __m256i *)(x + 8 * g));
+		O[g] = _mm256_loadu_si256((const __m256i *)(off + 8 * g));
+		S[g] = _mm256_loadu_si256((const __m256i *)(stop + 8 * g));
+	}
+	uint64_t k = 0;
+	for (; k + 2 <= steps; k += 2) {
+		uint64_t base = first + k * EXPRANS_LANES;
+		__m256i W[4], took[4];
+		for (int g = 0; g < 4; g++) {
+			W[g] = _mm256_i32gather_epi32((const int *)p, O[g], 1);
+			took[g] = lanes_step(tab, &X[g], &O[g], S[g], &ovr, W[g], &E[g], checked);
+		}
+		join_any(E, sm + base, dst + base, sp, base16);
+		for (int g = 0; g < 4; g++) {
+			__m256i w = _mm256_srlv_epi32(W[g], _mm256_and_si256(took[g], sixteen));
+			lanes_step(tab, &X[g], &O[g], S[g], &ovr, w, &E[g], checked);
+		}
+		join_any(E, sm + base + EXPRANS_LANES, dst + base + EXPRANS_LANES, sp, base16);
+	}
+	if (k < steps) {   /* an odd step */
+		uint64_t base = first + k * EXPRANS_LANES;
+		for (int g = 0; g < 4; g++)
+			lanes_step(tab, &X[g], &O[g], S[g], &ovr,
+				   _mm256_i32gather_epi32((const int *)p, O[g], 1), &E[g], checked);
+		join_any(E, sm + base, dst + base, sp, base16);
+	}
+	for (int g = 0; g < 4; g++) {
+		_mm256_storeu_si256((__m256i *)(x + 8 * g), X[g]);
+		_mm256_storeu_si256((__m256i *)(off + 8 * g), O[g]);
+	}
+	return !_mm256_testz_si256(ovr, ovr);
+}
+
+/* `steps` full steps; where no lane can read past the input in them (each
+ * step advances a lane by 2 bytes at most), without the per-step check
+ * that a lane stays in its stream: one that strays ends past its stop,
+ * which the block's end check refuses. */
+__attribute__((target("avx2")))
+unsigned exprans_steps_avx2(const uint32_t *tab, uint32_t *x, int32_t *off, const int32_t *stop,
+			    const uint8_t *p, uint64_t len, const uint8_t *sm, uint16_t *dst,
+			    uint64_t first, uint64_t steps, struct split sp)
+{
+	int64_t far = 0;
+	for (unsigned j = 0; j < EXPRANS_LANES; j++)
+		far = WSP_MAX(far, (int64_t)off[j]);
+	if ((uint64_t)far + 2 * steps + 4 <= len)
+		return steps_avx2_body(tab, x, off, stop, p, sm, dst, first, steps, 0, sp);
+	return steps_avx2_body(tab, x, off, stop, p, sm, dst, first, steps, 1, sp);
+}
+#else
+int exprans_cpu_has_avx2(void)
+{
+	return 0;
+}
+#endif
+
