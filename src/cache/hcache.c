@@ -182,12 +182,12 @@ int hcache_create(const struct hcache_config *cfg, struct wsp_pack_s *pk, struct
 	if (cfg->budget_total && want)   /* the cache gets what the rest leaves */
 		want = want > reserve ? want - reserve : 0;
 	uint64_t budget = want || !cfg->budget_total ? choose_budget(hc, want, reserve) : 0;
-	/* No bigger than the pack: the arena is page-locked whole, in the
-	 * background, and a 64 GB budget for a 6 GB model would lock 58 GB the
-	 * tier can never fill (and, on two ranks of one host, locking 16 GB
-	 * each while the forwards ran held them up for seconds). */
-	if (cfg->fit_pack)
-		budget = WSP_MIN(budget, most_held(hc));
+	/* No bigger than the pack (every layer at once, in whole pages): the
+	 * arena is page-locked whole, in the background, and a 64 GB budget
+	 * for a 6 GB model would lock 58 GB the tier can never fill (and, on
+	 * two ranks of one host, locking 16 GB each while the forwards ran
+	 * held them up for seconds). */
+	budget = WSP_MIN(budget, most_held(hc));
 	rc = check_fits(hc, budget, cfg->budget_bytes, reserve, err);
 	if (rc < 0)
 		goto fail;

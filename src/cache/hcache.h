@@ -37,10 +37,6 @@ struct hcache_config {
 	                               decoders' buffers and reserve_bytes: the
 	                               cache gets what is left; staging is then
 	                               at most budget_bytes / 8 unless given */
-	int fit_pack;               /* no bigger than every layer held at once
-	                               (raw, in whole pages): the arena is locked
-	                               whole, and beyond that it locks memory the
-	                               tier can never fill */
 	/* Keep layers packed: their EXPRANS chunks stay as stored (their
 	 * stored bytes checked on the host at load, or in packs without
 	 * stored checks decoded once to check them; decoded by the GPU at

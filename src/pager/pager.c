@@ -207,7 +207,6 @@ static int open_tiers(struct wsp_pager_s *pg, const char *path)
 	if (dev_is_host(pg->dev))
 		cfg.reserve_bytes = pg->sp.total_bytes;
 	cfg.budget_total = !!(pg->opt.flags & WSP_OPEN_HOST_TOTAL);
-	cfg.fit_pack = 1;
 	/* Within a total budget the per-layer bookkeeping counts too: with
 	 * tens of thousands of layers it is tens of MB (the cache adds its own
 	 * chunk table). */

@@ -2,6 +2,8 @@
  *  - A budget above the memory available (1 PiB) is clamped, with a notice
  *    saying so; the cache works.
  *  - A budget that cannot hold the largest layer: WSP_ETOOBIG naming it.
+ *  - A budget past the pack: the tier takes every layer at once, in whole
+ *    pages, and no more.
  *  - A page size that is not a multiple of 4096: -EINVAL.
  *  - Pinning through the hook: every piece pinned then unpinned once; a pin
  *    failure is reported (notice, stats, hcache_pin_wait) and the pages are
@@ -134,11 +136,27 @@ int main(void)
 	ct_config(&cfg, WSP_IO_PREAD, 1 << 20, 1000);
 	CHECK_RC(hcache_create(&cfg, pk, &hc, &err), -EINVAL);
 
-	/* Pinning: 600 MiB = 3 pieces of 256 MiB (the last shorter). */
+	/* The tier is no bigger than the pack, whatever the budget: every layer
+	 * at once, each in whole pages. */
+	uint64_t pack_pages = 0;
+	for (uint32_t l = 0; l < pk->m.hdr->n_layers; l++)
+		pack_pages += (pk->m.layers[l].raw_bytes + 4095) / 4096;
+	ct_config(&cfg, WSP_IO_PREAD, 600ull << 20, 4096);
+	CHECK_RC(hcache_create(&cfg, pk, &hc, &err), 0);
+	hcache_get_stats(hc, &st);
+	CHECK(st.budget_bytes == pack_pages * 4096);
+	use_all(hc, pk, &spec);
+	hcache_destroy(hc);
+
+	/* Pinning: the pack's 147 pages of 4 KiB (600 MiB asked) in 3 pieces
+	 * of 64 pages (the last shorter). */
+	const uint64_t piece = 64 * 4096;
+	CHECK(pack_pages * 4096 > 2 * piece && pack_pages * 4096 <= 3 * piece);
 	for (int fail_on = 0; fail_on <= 2; fail_on += 2) {
 		struct pins ps = { .lock = PTHREAD_MUTEX_INITIALIZER, .fail_on = fail_on };
 		memset(nt.text, 0, sizeof(nt.text));
-		ct_config(&cfg, WSP_IO_PREAD, 600ull << 20, 0);
+		ct_config(&cfg, WSP_IO_PREAD, 600ull << 20, 4096);
+		cfg.pin_piece_bytes = piece;
 		cfg.pin = pin;
 		cfg.unpin = unpin;
 		cfg.pin_ctx = &ps;
@@ -156,7 +174,7 @@ int main(void)
 			fprintf(stderr, "expected: %s\n", err.msg);
 			CHECK(strstr(err.msg, "fake pin") && strstr(err.msg, "pageable"));
 			CHECK(strstr(nt.text, "fake pin"));
-			CHECK(st.pin_error == -ENOMEM && st.pinned_bytes == 256ull << 20);
+			CHECK(st.pin_error == -ENOMEM && st.pinned_bytes == piece);
 		}
 		use_all(hc, pk, &spec);
 		hcache_destroy(hc);
@@ -170,7 +188,8 @@ int main(void)
 	{
 		struct pins ps = { .lock = PTHREAD_MUTEX_INITIALIZER };
 		struct hcache_ref r0;
-		ct_config(&cfg, WSP_IO_PREAD, 600ull << 20, 0);
+		ct_config(&cfg, WSP_IO_PREAD, 600ull << 20, 4096);
+		cfg.pin_piece_bytes = piece;
 		cfg.pin = pin;
 		cfg.unpin = unpin;
 		cfg.pin_ctx = &ps;
