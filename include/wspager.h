@@ -712,8 +712,8 @@ struct wsp_convert_options {
 /* Smallest packs: exponent-rANS chunks also code each value's top mantissa
  * bit with its exponent where that makes them smaller (about 0.5%; added
  * in 0.3.2).  Off by default: such chunks decode slower on a GPU (a real
- * fp32 CNN streamed from the host tier at 0.7x), and readers up to 0.3.1
- * refuse them. */
+ * fp32 CNN streamed from the host tier at two thirds of the speed), and
+ * readers up to 0.3.1 refuse them. */
 #define WSP_CONVERT_SMALLEST 2u
 
 void wsp_convert_options_init(struct wsp_convert_options *opt);

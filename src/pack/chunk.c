@@ -515,9 +515,9 @@ void chunk_encoder_set_top_bit(struct chunk_encoder *e, int on)
  * codes them too.  With e->top_bit the top mantissa bit is coded with the
  * exponent where that is smaller (tried in e->trial; the plain layout
  * wins a tie).  Not by default: its GPU decode is slower (380 against 690
- * GB/s on bf16, a pass over small layers 2-4x slower), and streaming a
- * real fp32 CNN from the host tier fell from 26.5-28.7 to 18.6-19.0 GB/s
- * for 0.5% of ratio (docs/PERFORMANCE.md). */
+ * GB/s on bf16, a small layer's launch 2.4x slower), and streaming a real
+ * fp32 CNN from the host tier fell from 28.5-29.6 to 19.4 GB/s for 0.5% of
+ * ratio (docs/PERFORMANCE.md). */
 static int64_t encode_exprans(struct chunk_encoder *e, const void *raw, uint64_t n, unsigned w,
 			      void *out, size_t cap, uint8_t *flags)
 {
