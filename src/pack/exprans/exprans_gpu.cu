@@ -81,14 +81,11 @@ __device__ static void copy_part(const uint8_t *in, uint8_t *out, uint64_t len, 
  * raw low halves); the upper halves of 32-bit values whose low halves are
  * coded (the low half left zero); one byte of each 32-bit value (byte
  * 1: bits 15..8, byte 0: bits 7..0), the symbol itself; with the top bit
- * coded, the same two first without the sign and bits 5..0 (TOP_*), then
- * those ORed in (SIGN_MANT). */
+ * coded, the same two first (TOP_*), the sign and bits 5..0 read as they
+ * go from a packed or one-symbol section, or ORed in afterwards from one
+ * coded by lanes (SIGN_MANT). */
 enum pass { VALUES, UPPER, BYTE1, BYTE0, TOP_VALUES, TOP_UPPER, SIGN_MANT };
 
-/* The raw part of value i: its sign|mantissa byte, and for 32-bit values
- * with raw low halves the low half above it (one register, loaded ahead
- * of use); with the top bit coded, the raw low half alone; nothing for a
- * byte pass. */
 /* Where a top-bit pass finds each value's 7-bit sign|mantissa symbol:
  * a packed section's indices q (`bits` each, naming k symbols, mapped by
  * top_smap), or one symbol for all (q NULL); with lanes (q NULL, one 0) a
@@ -102,6 +99,10 @@ struct sign_mant {
 /* A packed sign|mantissa section's symbols by index (the top-bit kernel's). */
 __shared__ uint8_t top_smap[256];
 
+/* The raw part of value i: its sign|mantissa byte, and for 32-bit values
+ * with raw low halves the low half above it (one register, loaded ahead
+ * of use); with the top bit coded, the raw low half above the two bytes
+ * holding the value's sign|mantissa index; nothing for a byte pass. */
 template <unsigned W, int PASS>
 __device__ static inline uint32_t raw_part(const uint8_t *sm, const uint8_t *lo, uint64_t i,
 					   uint64_t end, const struct sign_mant S)
@@ -112,7 +113,7 @@ __device__ static inline uint32_t raw_part(const uint8_t *sm, const uint8_t *lo,
 		/* the raw low half above the bytes holding the value's index */
 		uint32_t v = W == 4 && PASS == TOP_VALUES ? ld16(lo + 2 * i) << 16 : 0u;
 		if (S.q) {
-			/* read-only loads: free to run ahead of the stores between */
+			/* read-only loads: the kernel never writes its input */
 			uint32_t bit = (uint32_t)i * S.bits, w = __ldg(S.q + (bit >> 3));
 			if ((bit & 7u) + S.bits > 8u)
 				w |= (uint32_t)__ldg(S.q + (bit >> 3) + 1) << 8;
