@@ -178,6 +178,22 @@ int main(int argc, char **argv)
 		CHECK(buf[at] == 0xff && buf[at + 1] == 0x40 && at + 2 + 256 + 10 < c.stored_bytes);
 		buf[at + 2 + 256 + 10] = 0xff;
 		put(argv[1], "bad-f32-coded-low-index", &c, WSP_DTYPE_F32, 1, buf, c.stored_bytes);
+		/* bf16 with the top bit (a stream that ends with a section), its
+		 * sign|mantissa section packed, then coded by lanes */
+		chunk_encoder_set_top_bit(e16, 1);
+		for (int lanes = 0; lanes < 2; lanes++) {
+			uint16_t *h = (uint16_t *)big;
+			t_fill(big, sizeof(big), WSP_DTYPE_BF16, T_GAUSS);
+			for (size_t q = 0; lanes && q < sizeof(big) / 2; q++)
+				h[q] = exprans_shape_sign_mant(h[q], 2, t_rand);
+			CHECK_RC(chunk_encode(e16, big, sizeof(big), WSP_DTYPE_BF16, WSP_CODEC_EXPRANS, 1,
+					      buf, &c, &err), 0);
+			CHECK(c.codec == WSP_CODEC_EXPRANS && c.transform == EXPRANS_TOP_BIT);
+			CHECK(exprans_sign_mant_form(buf, sizeof(big) / 2, c.transform) == 1 + lanes);
+			put(argv[1], lanes ? "ok-bf16-top-bit-lanes" : "ok-bf16-top-bit", &c,
+			    WSP_DTYPE_BF16, 1, buf, c.stored_bytes);
+		}
+		chunk_encoder_set_top_bit(e16, 0);
 		chunk_encoder_free(e16);
 	}
 	chunk_encoder_free(enc);

@@ -300,7 +300,9 @@ static void top_bit_headers(void)
 
 /* The top bit's sign|mantissa section in each of its forms (one symbol,
  * packed below 7 bits, lanes), for bf16, f32 and f32 with coded low
- * halves: round trips with both decoders. */
+ * halves: round trips with both decoders, from a buffer of exactly the
+ * stream's length (such a stream can end with a section coded by lanes,
+ * whose lanes must not read past it: ASan). */
 static void top_bit_forms(void)
 {
 	enum { N = 70001 };
@@ -324,12 +326,16 @@ static void top_bit_forms(void)
 			int64_t len = exprans_encode(src, N, w, flags, enc, cap);
 			CHECK(len > 0);
 			CHECK(exprans_sign_mant_form(enc, N, flags) == form);
+			uint8_t *exact = malloc((size_t)len);
+			CHECK(exact);
+			memcpy(exact, enc, (size_t)len);
 			for (int simd = 0; simd < 2; simd++) {
 				exprans_use_simd = simd;
 				memset(back, 0xee, N * 4);
-				CHECK_RC(exprans_decode(enc, (size_t)len, back, N, w, flags, &err), 0);
+				CHECK_RC(exprans_decode(exact, (size_t)len, back, N, w, flags, &err), 0);
 				CHECK(memcmp(back, src, N * w) == 0);
 			}
+			free(exact);
 		}
 	exprans_use_simd = 1;
 	wspi_err_destroy(&err);

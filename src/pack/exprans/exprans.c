@@ -448,15 +448,6 @@ int exprans_decode_hashed(const void *in, size_t len, void *dst, uint64_t n, uns
 	    (flags & ~(EXPRANS_LOW_PLANES | EXPRANS_TOP_BIT)))
 		return WSP_ERR(err, -EINVAL, "exprans: values of %u bytes with flags %#x (2 or 4; "
 			       "coded low halves: 4)", width, flags);
-	/* The lanes' reads past their end land in the next section or sm[],
-	 * which must hold two bytes: a one-value stream is decoded from a
-	 * padded copy. */
-	uint8_t small[4 + 2 + 4 * (2 * 256 + EXPRANS_LANES * (2 + 6)) + 3 + 2];
-	if (n == 1 && len <= sizeof(small) - 2) {
-		memset(small, 0, sizeof(small));
-		memcpy(small, in, len);
-		p = small;
-	}
 	/* the count (and base), then a compact header at least */
 	int compact = planes || top;
 	if (len < (compact ? 4u + 2u * top + 4u : EXPRANS_HEADER))
@@ -468,6 +459,25 @@ int exprans_decode_hashed(const void *in, size_t len, void *dst, uint64_t n, uns
 	if (base > 0x1ff)
 		return WSP_ERR(err, WSP_EFORMAT, "exprans: symbols start at pair %u (at most 511)",
 			       base);
+	/* The lanes read a word at their end even where they take none (the
+	 * SIMD loop 4 bytes), into the next section or what follows the last
+	 * (sm[], lo[]), which must hold 4 bytes.  Where it holds fewer (one
+	 * value; a top-bit stream, which may end with a section) the stream
+	 * is decoded from a copy with zeros after it: on the stack when small. */
+	uint64_t tail = (width == 4 && !planes ? 2 * n : 0) + (top ? 0 : n);
+	uint8_t small[4 + 2 + 4 * (2 * 256 + EXPRANS_LANES * (2 + 6)) + 3 + 8];
+	uint8_t *padded = NULL;
+	if (tail < 4 && len + 8 <= sizeof(small)) {
+		memset(small, 0, sizeof(small));
+		memcpy(small, in, len);
+		p = small;
+	} else if (tail < 4) {
+		if (!(padded = malloc(len + 8)))
+			return WSP_ERR(err, -ENOMEM, "exprans: out of memory");
+		memcpy(padded, in, len);
+		memset(padded + len, 0, 8);
+		p = padded;
+	}
 	/* On the stack (about 66 KiB): decoders run per chunk on every
 	 * worker, and an allocation each would churn the heap. */
 	unsigned n_sec = 1 + 2 * !!planes + top, k_sm = n_sec - 1;
@@ -533,6 +543,7 @@ int exprans_decode_hashed(const void *in, size_t len, void *dst, uint64_t n, uns
 	}
 	free(sm7);
 	free(buf);
+	free(padded);
 	return rc;
 }
 
