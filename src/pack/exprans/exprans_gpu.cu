@@ -391,9 +391,9 @@ __device__ static uint32_t packed_check(const uint8_t *sym, uint32_t k, uint64_t
 }
 
 /* Values [first, end) of a packed plane: each value's byte (byte 1 or 0 of
- * the 32-bit value, PASS BYTE1 or BYTE0) is the symbol its index names,
- * or (SIGN_MANT) its sign and bits 5..0 are. */
-template <unsigned W, int PASS>
+ * the 32-bit value, PASS BYTE1 or BYTE0) is the symbol its index names.  (A
+ * packed sign|mantissa section is read by the first pass: raw_part.) */
+template <int PASS>
 __device__ static uint32_t unpack_block(const uint8_t *sym, uint32_t k, uint8_t *out,
 					uint64_t first, uint64_t end, unsigned lane)
 {
@@ -407,8 +407,6 @@ __device__ static uint32_t unpack_block(const uint8_t *sym, uint32_t k, uint8_t 
 		uint32_t x = (w >> (bit & 7)) & mask;
 		if (x >= k)
 			my |= EXPRANS_GPU_BAD_PACKED;
-		else if (PASS == SIGN_MANT)
-			or_sign_mant<W>(out, i, sym[x]);
 		else
 			out[4 * i + (PASS == BYTE1)] = sym[x];
 	}
@@ -577,7 +575,8 @@ exprans_decode_kernel(const uint8_t *in, uint8_t *outb, const struct exprans_gpu
 	__syncthreads();
 
 	/* The sections in turn: the values (or the upper halves), then each
-	 * byte plane, its table built in place of the last one's. */
+	 * byte plane, its table built in place of the last one's, then a
+	 * sign|mantissa section coded by lanes (any other form is read above). */
 	for (unsigned k = 0; k < n_sec - fused; k++) {
 		const int one = sec_form[k] == ONE_FORM;
 		const int role = k == 0 ? (planes ? (top ? TOP_UPPER : UPPER) : top ? TOP_VALUES : VALUES)
@@ -587,26 +586,18 @@ exprans_decode_kernel(const uint8_t *in, uint8_t *outb, const struct exprans_gpu
 			uint32_t k_packed = ld16(p + sec_at[k]) & 0x3fffu;
 			const uint8_t *sym = p + sec_at[k] + 2;
 			if (b < nb)
-				my |= role == SIGN_MANT
-				      ? (w == 4 ? unpack_block<4, SIGN_MANT>(sym, k_packed, out, first, end, lane)
-						: unpack_block<2, SIGN_MANT>(sym, k_packed, out, first, end, lane))
-				      : role == BYTE1
-				      ? unpack_block<4, BYTE1>(sym, k_packed, out, first, end, lane)
-				      : unpack_block<4, BYTE0>(sym, k_packed, out, first, end, lane);
+				my |= role == BYTE1
+				      ? unpack_block<BYTE1>(sym, k_packed, out, first, end, lane)
+				      : unpack_block<BYTE0>(sym, k_packed, out, first, end, lane);
 			continue;
 		}
 		if (k > 0 && one) {
-			/* a section of one symbol: stored as it is, each value's bits
-			 * by the thread that wrote the value in the first pass, which
-			 * left them zero */
+			/* a byte plane of one symbol: stored as it is, each value's
+			 * byte by the thread that wrote the value in the first pass;
+			 * the upper halves' pass left it zero */
 			uint32_t sym = ld16(p + sec_at[k] + 2);
 			for (uint64_t i = first + lane; b < nb && sym && i < end; i += LANES)
-				if (role == SIGN_MANT && w == 4)
-					or_sign_mant<4>(out, i, sym);
-				else if (role == SIGN_MANT)
-					or_sign_mant<2>(out, i, sym);
-				else
-					out[4 * i + (role == BYTE1)] = (uint8_t)sym;
+				out[4 * i + (role == BYTE1)] = (uint8_t)sym;
 			continue;
 		}
 		if (k > 0) {
