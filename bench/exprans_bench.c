@@ -17,8 +17,8 @@
  * Then fp32 of five kinds (trained: Gaussian; upcast from bf16, exactly and
  * with 4 noisy low bits; with fp16's 10 mantissa bits; bf16 widened with a
  * random byte 1 and one random bit in byte 0), chunks of --f32-chunk bytes
- * coded as the converter codes them (the low halves coded where that pays,
- * the top bit where that is smaller):
+ * coded as the converter codes them by default (the low halves coded where
+ * that pays; the top bit only with WSP_CONVERT_SMALLEST, so not here):
  * ratio beside zstd's (with its byte transform), CPU decode on one thread,
  * GPU decode, against the same ceiling (--f32-size bytes of each).
  *

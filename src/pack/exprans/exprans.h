@@ -46,8 +46,9 @@
  * 12-bit probabilities; a lane's state ends at 2^16 after its last symbol
  * and its stream is used up exactly, which the decoder checks.
  *
- * This file is the reference: the encoder, and a decoder for machines
- * without a GPU (the host backend, `wspack unpack`), safe on hostile input.
+ * This is the reference: the encoder (exprans_encode.c), and a decoder for
+ * machines without a GPU (the host backend, `wspack unpack`), safe on
+ * hostile input (exprans.c, its inner loops in exprans_steps.c).
  */
 #ifndef WSP_PACK_EXPRANS_EXPRANS_H
 #define WSP_PACK_EXPRANS_EXPRANS_H

@@ -128,7 +128,8 @@ static uint64_t write_freq(const uint16_t *freq, uint64_t n, int compact, uint8_
 	return compact_bytes(k);
 }
 
-/* The plane `sec` of n 32-bit values, packed at o; returns its length. */
+/* Section `sec` of n values (a byte plane, or the top bit's sign|mantissa
+ * symbols), packed at o; returns its length. */
 static uint64_t write_packed(const void *src, uint64_t n, unsigned width, enum section sec,
 			     struct split sp, const uint16_t *freq, uint8_t *o)
 {
@@ -192,8 +193,8 @@ static uint64_t encode_lanes(const void *src, uint64_t n, unsigned width, enum s
 }
 
 /* One section at o: frequencies, lane_bytes[B][32], the lane streams (or,
- * compact and of one symbol, the header alone; or a byte plane packed where
- * that is no larger).  Returns its length. */
+ * compact and of one symbol, the header alone; or, any section but the
+ * exponents', packed where that is no larger).  Returns its length. */
 static uint64_t encode_section(const void *src, uint64_t n, unsigned width, enum section sec,
 			       struct split sp, int compact, uint8_t *o)
 {
