@@ -15,6 +15,9 @@ import wspager.torch as wt
 d = sys.argv[1] if len(sys.argv) > 1 else "tiny-llama"
 device = sys.argv[2] if len(sys.argv) > 2 else "cpu"
 if not os.path.exists(os.path.join(d, "config.json")):
+    # a fixed draw: another can make greedy decoding emit the end-of-text id
+    # (2) early and stop short of 16 new tokens
+    torch.manual_seed(0)
     cfg = transformers.LlamaConfig(vocab_size=1024, hidden_size=256, intermediate_size=512,
                                    num_hidden_layers=4, num_attention_heads=4, num_key_value_heads=2)
     transformers.LlamaForCausalLM(cfg).save_pretrained(d)
