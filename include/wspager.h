@@ -53,8 +53,8 @@ extern "C" {
 /* ====================================================================== */
 
 #define WSP_VERSION_MAJOR 0
-#define WSP_VERSION_MINOR 3
-#define WSP_VERSION_PATCH 2
+#define WSP_VERSION_MINOR 4
+#define WSP_VERSION_PATCH 0
 #define WSP_VERSION_NUMBER (WSP_VERSION_MAJOR * 10000 + WSP_VERSION_MINOR * 100 + WSP_VERSION_PATCH)
 
 /* The version of the library actually linked, as WSP_VERSION_NUMBER. */
@@ -198,6 +198,28 @@ int wsp_pack_shard_path(const wsp_pack *pk, uint32_t shard, char *buf, size_t le
  * wsp_provide, processes that share a pack read one part each and
  * exchange them. */
 int wsp_pack_layer_extent(const wsp_pack *pk, uint32_t layer, uint32_t *shard, uint64_t *offset);
+/* Processes that read a layer together (added in 0.4) each read one part
+ * and exchange the parts, in the layer's packed form: its chunks in file
+ * order, each at a 16-aligned offset, exponent-rANS chunks as stored and
+ * the others decoded (raw bytes), the gaps zero - what a GPU fills a slot
+ * from (wsp_provide_device).  Part k of n holds whole chunks: it ends after
+ * the first chunk whose stored bytes reach (k + 1) / n of the layer's, so
+ * the parts follow each other and cover the layer (a part may be empty),
+ * and their readers together read the layer's stored bytes once. */
+struct wsp_part {
+	uint64_t offset, bytes;              /* in the layer's packed form */
+	uint64_t stored_offset, stored_bytes; /* what is read, from the layer's
+						 start (wsp_pack_layer_extent) */
+};
+/* Where part `part` of `parts` of layer is (*out); with dst (room for `cap`
+ * bytes) also read it into dst[0 .. out->bytes) and check each chunk - its
+ * stored check where recorded, else its decoded bytes against their
+ * checksum - so that a GPU decodes only checked bytes: WSP_ECHECKSUM (or
+ * WSP_EZSTD) names a chunk that does not match, -EINVAL a small cap.  The
+ * layer's whole packed size is part 0 of 1's bytes.  Calls on one handle
+ * may run at once (they share its error message). */
+int wsp_pack_read_part(wsp_pack *pk, uint32_t layer, unsigned part, unsigned parts, void *dst,
+		       uint64_t cap, struct wsp_part *out);
 /* Raw and stored bytes of the tensors of dtype `dt` (either pointer may be
  * NULL); returns how many tensors have that dtype, or -EINVAL. */
 int wsp_pack_dtype_bytes(const wsp_pack *pk, enum wsp_dtype dt, uint64_t *raw, uint64_t *stored);
@@ -472,6 +494,23 @@ int wsp_hint_next(wsp_pager *pg, const uint32_t *layers, size_t n);
  * Open the pager with WSP_OPEN_NO_PREFETCH to have it read nothing ahead on
  * its own.  Thread-safe. */
 int wsp_provide(wsp_pager *pg, uint32_t layer, const void *stored, uint64_t len);
+/* As wsp_provide, with the layer's packed form (struct wsp_part) in the
+ * pager's device memory (added in 0.4): there once `stream` (a
+ * cudaStream_t; NULL the legacy default stream) reaches its current point,
+ * as after an all-gather of the parts over the GPUs' own links.  The layer
+ * is decoded from it into a slot, ahead of its acquire, without the host
+ * tier or the host->device link; `stream` is made to wait for that decode,
+ * so the bytes may be freed or reused in its order.  Nothing checks them
+ * on the host here: read them with wsp_pack_read_part.  Returns 1 when
+ * taken; 0 when not (a slot holds the layer, every slot it fits is
+ * acquired, or training has updated it: its acquire brings it as usual);
+ * -ENOTSUP when the pager decodes nothing on its device (no GPU, a pack
+ * without exponent-rANS chunks, WSP_OPEN_HOST_DECODE: use wsp_provide);
+ * -EINVAL (len is not the packed size), WSP_ENOTFOUND.  With packed NULL
+ * and len 0 it only answers: 1, or -ENOTSUP.  A GPU refusal of the bytes
+ * fails later acquires, as for any fill.  Thread-safe. */
+int wsp_provide_device(wsp_pager *pg, uint32_t layer, const void *packed, uint64_t len,
+		       void *stream);
 
 /* Forget the learned execution order (e.g. when the workload changes). */
 void wsp_reset_prediction(wsp_pager *pg);

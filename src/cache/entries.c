@@ -22,21 +22,20 @@ static int job_cmp(const void *a, const void *b, void *arg)
 }
 
 /* Where each chunk of layer l lies in the cache: at its raw destination,
- * or, when the layer is kept packed, one piece after another in file order
- * (16-aligned), EXPRANS chunks as stored. */
+ * or, when the layer is kept packed, in the packed form (pack.h). */
 static void lay_out(struct hcache *hc, uint32_t l, uint64_t j1)
 {
 	const struct wspm_chunk *ch = hc->m->chunks;
 	uint64_t j0 = hc->layer_job0[l], at = 0;
 	int packed = 0;
 	for (uint64_t j = j0; hc->cfg.keep_packed && j < j1; j++)
-		packed |= ch[hc->jobs[j].chunk].codec == WSP_CODEC_EXPRANS;
-	for (uint64_t j = j0; j < j1; j++) {
+		packed |= pack_chunk_stays_stored(&ch[hc->jobs[j].chunk]);
+	for (uint64_t j = j0; j < j1; j++) {   /* the packed form (pack.h) */
 		struct hc_job *job = &hc->jobs[j];
 		const struct wspm_chunk *c = &ch[job->chunk];
-		job->keep_stored = packed && c->codec == WSP_CODEC_EXPRANS;
+		job->keep_stored = packed && pack_chunk_stays_stored(c);
 		job->at = packed ? at : job->dst;
-		at = wspi_align_up(at + (job->keep_stored ? c->stored_bytes : c->raw_bytes), 16);
+		at = pack_packed_next(at, c);
 	}
 	hc->layer_packed[l] = (uint8_t)packed;
 	hc->layer_bytes[l] = packed ? at : hc->m->layers[l].raw_bytes;

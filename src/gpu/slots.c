@@ -200,30 +200,20 @@ int slots_forget(struct slot_pool *sp, uint32_t layer)
 	return 1;
 }
 
-int slots_fill(struct slot_pool *sp, struct slot *s, const struct wsp_pack_s *pk,
-	       uint32_t layer, const struct hcache_ref *ref, int prefetch, struct wspi_err *err)
+/* A fill's start: its timing events taken, the slot emptied, and the copy
+ * stream ordered after every release of the slot and its previous fill. */
+static int fill_begin(struct slot_pool *sp, struct slot *s, struct pending_put *pp,
+		      struct wspi_err *err)
 {
 	struct dev *d = sp->dev;
-	struct pending_put pp = { .ref = *ref, .bytes = ref->bytes };
 	int rc;
-	int q = DEV_Q_COPY;   /* where the slot is complete (a decode queue when packed) */
-
-	if (ref->raw_bytes > s->bytes)
-		return WSP_ERR(err, WSP_ETOOBIG, "layer %u: %llu bytes do not fit slot %u of %llu",
-			       layer, (unsigned long long)ref->raw_bytes, s->index,
-			       (unsigned long long)s->bytes);
-	if ((uint64_t)ref->n_pages * ref->page_bytes < ref->bytes)
-		return WSP_ERR(err, WSP_ESTATE, "layer %u: host entry has %u pages for %llu bytes",
-			       layer, ref->n_pages, (unsigned long long)ref->bytes);
-	if (ref->packed && !sp->unpack)
-		return WSP_ERR(err, WSP_ESTATE, "layer %u is packed but the device cannot decode it",
-			       layer);
 	if (grow((void **)&sp->pend, &sp->cap_pend, sp->n_pend + 1, sizeof(*sp->pend)) < 0)
 		return WSP_ERR(err, -ENOMEM, "out of memory for pending copies");
-	if ((rc = get_event(sp, 1, &pp.start, err)) < 0)
+	if ((rc = get_event(sp, 1, &pp->start, err)) < 0)
 		return rc;
-	if ((rc = get_event(sp, 1, &pp.end, err)) < 0) {
-		put_event(sp, 1, pp.start);
+	if ((rc = get_event(sp, 1, &pp->end, err)) < 0) {
+		put_event(sp, 1, pp->start);
+		pp->start = NULL;
 		return rc;
 	}
 
@@ -240,7 +230,7 @@ int slots_fill(struct slot_pool *sp, struct slot *s, const struct wsp_pack_s *pk
 	for (unsigned i = 0; i < s->n_rel; i++) {
 		rc = d->ops->wait(d, DEV_Q_COPY, NULL, s->rel[i].ev, err);
 		if (rc < 0)
-			goto fail;
+			return rc;
 	}
 	for (unsigned i = 0; i < s->n_rel; i++)
 		put_event(sp, 0, s->rel[i].ev);
@@ -248,19 +238,21 @@ int slots_fill(struct slot_pool *sp, struct slot *s, const struct wsp_pack_s *pk
 	/* And after the slot's previous fill: a packed layer's decode writes
 	 * it from the decode stream, which the copy stream does not follow
 	 * (a fill never used is replaced without a release to wait for). */
-	rc = d->ops->wait(d, DEV_Q_COPY, NULL, s->fill_ev, err);
-	if (rc < 0)
-		goto fail;
+	if ((rc = d->ops->wait(d, DEV_Q_COPY, NULL, s->fill_ev, err)) < 0)
+		return rc;
+	return d->ops->record(d, pp->start, DEV_Q_COPY, NULL, err);
+}
 
-	if ((rc = d->ops->record(d, pp.start, DEV_Q_COPY, NULL, err)) < 0 ||
-	    (rc = ref->packed ? unpacker_fill(sp->unpack, s->base, ref, &pp.bytes, &q, err)
-			      : copy_ref_pages(d, s->base, ref, ref->raw_bytes, err)) < 0 ||
-	    (rc = d->ops->record(d, s->fill_ev, q, NULL, err)) < 0 ||
-	    (rc = d->ops->record(d, pp.end, q, NULL, err)) < 0)
-		goto fail;
-	pp.queue = q;
-
-	sp->pend[sp->n_pend++] = pp;
+/* A fill's end, its work enqueued up to queue pp->queue. */
+static int fill_end(struct slot_pool *sp, struct slot *s, const struct wsp_pack_s *pk,
+		    uint32_t layer, struct pending_put *pp, int prefetch, struct wspi_err *err)
+{
+	struct dev *d = sp->dev;
+	int rc;
+	if ((rc = d->ops->record(d, s->fill_ev, pp->queue, NULL, err)) < 0 ||
+	    (rc = d->ops->record(d, pp->end, pp->queue, NULL, err)) < 0)
+		return rc;
+	sp->pend[sp->n_pend++] = *pp;
 	s->state = SLOT_FILLING;
 	s->layer = layer;
 	s->prefetched = prefetch;
@@ -270,14 +262,81 @@ int slots_fill(struct slot_pool *sp, struct slot *s, const struct wsp_pack_s *pk
 	if (prefetch)
 		sp->prefetch_fills++;
 	return 0;
-fail:
-	/* Never hand out a half-filled slot, and never return the host pages
-	 * while a copy may still read them. */
+}
+
+/* Never hand out a half-filled slot, and never return the host pages
+ * while a copy may still read them. */
+static int fill_failed(struct slot_pool *sp, struct slot *s, uint32_t layer,
+		       struct pending_put *pp, int rc, struct wspi_err *err)
+{
 	wspi_err_prefix(err, "layer %u into slot %u", layer, s->index);
-	(void)d->ops->sync_copy(d, NULL);
-	put_event(sp, 1, pp.start);
-	put_event(sp, 1, pp.end);
+	(void)sp->dev->ops->sync_copy(sp->dev, NULL);
+	if (pp->start)
+		put_event(sp, 1, pp->start);
+	if (pp->end)
+		put_event(sp, 1, pp->end);
 	return rc;
+}
+
+int slots_fill(struct slot_pool *sp, struct slot *s, const struct wsp_pack_s *pk,
+	       uint32_t layer, const struct hcache_ref *ref, int prefetch, struct wspi_err *err)
+{
+	struct dev *d = sp->dev;
+	struct pending_put pp = { .ref = *ref, .bytes = ref->bytes, .queue = DEV_Q_COPY };
+	int rc;
+
+	if (ref->raw_bytes > s->bytes)
+		return WSP_ERR(err, WSP_ETOOBIG, "layer %u: %llu bytes do not fit slot %u of %llu",
+			       layer, (unsigned long long)ref->raw_bytes, s->index,
+			       (unsigned long long)s->bytes);
+	if ((uint64_t)ref->n_pages * ref->page_bytes < ref->bytes)
+		return WSP_ERR(err, WSP_ESTATE, "layer %u: host entry has %u pages for %llu bytes",
+			       layer, ref->n_pages, (unsigned long long)ref->bytes);
+	if (ref->packed && !sp->unpack)
+		return WSP_ERR(err, WSP_ESTATE, "layer %u is packed but the device cannot decode it",
+			       layer);
+	if ((rc = fill_begin(sp, s, &pp, err)) < 0 ||
+	    (rc = ref->packed ? unpacker_fill(sp->unpack, s->base, ref, &pp.bytes, &pp.queue, err)
+			      : copy_ref_pages(d, s->base, ref, ref->raw_bytes, err)) < 0 ||
+	    (rc = fill_end(sp, s, pk, layer, &pp, prefetch, err)) < 0)
+		return fill_failed(sp, s, layer, &pp, rc, err);
+	return 0;
+}
+
+int slots_fill_device(struct slot_pool *sp, struct slot *s, const struct wsp_pack_s *pk,
+		      uint32_t layer, const void *packed, void *stream, struct wspi_err *err)
+{
+	struct dev *d = sp->dev;
+	/* No host reference to put back: the caller owns the packed bytes. */
+	struct pending_put pp = { .ref = { .layer = layer, .raw_bytes = pk->layers[layer].raw_bytes,
+					   .packed = 1 },
+				  .from_device = 1, .queue = DEV_Q_COPY };
+	struct dev_event *ready = NULL;
+	int rc;
+
+	if (pk->layers[layer].raw_bytes > s->bytes)
+		return WSP_ERR(err, WSP_ETOOBIG, "layer %u: %llu bytes do not fit slot %u of %llu",
+			       layer, (unsigned long long)pk->layers[layer].raw_bytes, s->index,
+			       (unsigned long long)s->bytes);
+	if (!unpacker_fills_from_device(sp->unpack, layer))
+		return WSP_ERR(err, -ENOTSUP, "layer %u: this device decodes nothing", layer);
+	/* The bytes are there once `stream` reaches this point: the copy
+	 * stream (which the decode follows) waits for it. */
+	if ((rc = get_event(sp, 0, &ready, err)) < 0)
+		return rc;
+	if ((rc = d->ops->record(d, ready, DEV_Q_USER, stream, err)) < 0 ||
+	    (rc = d->ops->wait(d, DEV_Q_COPY, NULL, ready, err)) < 0 ||
+	    (rc = fill_begin(sp, s, &pp, err)) < 0 ||
+	    (rc = unpacker_fill_device(sp->unpack, s->base, layer, packed, &pp.queue, err)) < 0 ||
+	    (rc = fill_end(sp, s, pk, layer, &pp, 1, err)) < 0) {
+		put_event(sp, 0, ready);
+		return fill_failed(sp, s, layer, &pp, rc, err);
+	}
+	put_event(sp, 0, ready);
+	/* What follows on `stream` (freeing the bytes, or writing the next
+	 * layer's into them) comes after the decode that reads them.  Failing
+	 * that, the fill stands: later acquires wait for it as for any. */
+	return d->ops->wait(d, DEV_Q_USER, stream, s->fill_ev, err);
 }
 
 #define HOLD_REUSE_AFTER 64u
@@ -408,6 +467,7 @@ unsigned slots_reap(struct slot_pool *sp, struct slot_done *out, unsigned max, i
 		/* On a device error the copy is over one way or another (the
 		 * context is broken); the pages may go back. */
 		sd->ref = pp->ref;
+		sd->host_ref = !pp->from_device;
 		sd->bytes = pp->bytes;
 		sd->ok = done > 0;
 		if (done > 0) {

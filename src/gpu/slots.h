@@ -67,6 +67,7 @@ struct pending_put {
 	struct dev_event *start, *end;   /* timing events around the copies (and decode) */
 	uint64_t bytes;                  /* sent over the link */
 	int queue;                       /* where the fill completes (a decode queue when packed) */
+	int from_device;                 /* from packed bytes in device memory: no host ref */
 };
 
 /* A completed copy, handed back by slots_reap: the host reference to put
@@ -74,6 +75,7 @@ struct pending_put {
  * device events relative to an epoch event; 0 when unknown). */
 struct slot_done {
 	struct hcache_ref ref;
+	int host_ref;                    /* ref is a host reference to put back */
 	uint64_t begin_ns, end_ns, bytes;
 	int ok;                          /* the copy completed without error */
 	uint32_t decode_status;          /* a packed fill the GPU decoder refused */
@@ -135,6 +137,15 @@ struct slot *slots_find(struct slot_pool *sp, uint32_t layer);
  * have completed or the device is broken). */
 int slots_fill(struct slot_pool *sp, struct slot *s, const struct wsp_pack_s *pk,
 	       uint32_t layer, const struct hcache_ref *ref, int prefetch, struct wspi_err *err);
+
+/* Enqueue the fill of `layer` into slot s (refs must be 0) from its packed
+ * form (pack.h) in device memory, there once `stream` reaches its current
+ * point (unpacker_fill_device); the slot counts as filled ahead of need,
+ * and `stream` is made to wait for the fill, so that the caller may free
+ * or reuse the bytes in its order.  -ENOTSUP when the device decodes
+ * nothing; on failure the slot is FREE. */
+int slots_fill_device(struct slot_pool *sp, struct slot *s, const struct wsp_pack_s *pk,
+		      uint32_t layer, const void *packed, void *stream, struct wspi_err *err);
 
 /* Forget the copy of `layer` a slot holds (its bytes changed): 1 when a
  * slot held it, 0 when none did, -EBUSY when it is acquired.  The releases

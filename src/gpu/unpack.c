@@ -69,29 +69,51 @@ static uint64_t layer_chunks(const struct wsp_pack_s *pk, uint32_t l)
 	return n;
 }
 
+/* One chunk of a layer in its packed form (pack.h). */
+struct piece {
+	uint64_t at, dst, raw;
+	uint32_t tensor, index;
+	const struct wspm_chunk *c;
+};
+
 static int by_dst(const void *a, const void *b)
 {
-	const struct hcache_piece *x = a, *y = b;
+	const struct piece *x = a, *y = b;
 	return x->dst < y->dst ? -1 : x->dst > y->dst;
 }
 
-/* Layer l's jobs into jobs[]: one per piece, then one zero job per gap of
- * the raw layout that no piece covers.  Returns their number. */
-static uint64_t layer_jobs(const struct wsp_pack_s *pk, const struct hcache *hc, uint32_t l,
-			   struct hcache_piece *pc, uint32_t n_pc, struct exprans_gpu_job *jobs,
-			   uint32_t *chunk_of, uint32_t *tensor_of, uint64_t *max_out,
-			   uint8_t *layouts)
+/* Layer l's jobs into jobs[] over its packed form (of *packed_bytes): one
+ * per chunk (decode an EXPRANS one, copy the others), then one zero job per
+ * gap of the raw layout that no chunk covers.  pc: room for the layer's
+ * chunks.  Returns their number. */
+static uint64_t layer_jobs(const struct wsp_pack_s *pk, uint32_t l, struct piece *pc,
+			   struct exprans_gpu_job *jobs, uint32_t *chunk_of, uint32_t *tensor_of,
+			   uint64_t *max_out, uint8_t *layouts, uint64_t *packed_bytes)
 {
-	uint32_t n = hcache_pieces(hc, l, pc, n_pc);
-	uint64_t k = 0, most = 0;
 	const struct wspm_layer *L = &pk->m.layers[l];
+	uint64_t k = 0, most = 0, at = 0;
+	uint32_t n = 0;
+	for (uint32_t t = L->first_tensor; t < L->first_tensor + L->n_tensors; t++) {
+		const struct wspm_tensor *T = &pk->m.tensors[t];
+		uint64_t dst = T->layer_offset;
+		for (uint64_t c = 0; c < T->n_chunks; c++, n++) {
+			const struct wspm_chunk *ch = &pk->m.chunks[T->first_chunk + c];
+			pc[n] = (struct piece){ at, dst, ch->raw_bytes, t, (uint32_t)c, ch };
+			dst += ch->raw_bytes;
+			at = pack_packed_next(at, ch);
+		}
+	}
+	*packed_bytes = at;
 	for (uint32_t i = 0; i < n; i++) {
+		const struct wspm_chunk *ch = pc[i].c;
 		unsigned w = exprans_value_bytes(pk->m.tensors[pc[i].tensor].dtype);
+		int decode = pack_chunk_stays_stored(ch);
 		jobs[k] = (struct exprans_gpu_job){
-			.in_off = pc[i].at, .out_off = pc[i].dst, .in_bytes = pc[i].stored,
-			.n = pc[i].exprans ? pc[i].raw / w : 0, .width = w,
-			.kind = pc[i].exprans ? EXPRANS_GPU_DECODE : EXPRANS_GPU_COPY,
-			.flags = pc[i].exprans ? pc[i].layout : 0,
+			.in_off = pc[i].at, .out_off = pc[i].dst,
+			.in_bytes = decode ? ch->stored_bytes : ch->raw_bytes,
+			.n = decode && w ? ch->raw_bytes / w : 0, .width = w,
+			.kind = decode ? EXPRANS_GPU_DECODE : EXPRANS_GPU_COPY,
+			.flags = decode ? ch->transform : 0,
 		};
 		*layouts |= (uint8_t)jobs[k].flags;
 		tensor_of[k] = pc[i].tensor;
@@ -100,19 +122,19 @@ static uint64_t layer_jobs(const struct wsp_pack_s *pk, const struct hcache *hc,
 		k++;
 	}
 	qsort(pc, n, sizeof(*pc), by_dst);
-	uint64_t at = 0, raw = pk->layers[l].raw_bytes;
+	uint64_t end = 0, raw = pk->layers[l].raw_bytes;
 	for (uint32_t i = 0; i <= n; i++) {
 		uint64_t next = i < n ? pc[i].dst : raw;
-		if (next > at) {
-			jobs[k] = (struct exprans_gpu_job){ .out_off = at, .in_bytes = next - at,
+		if (next > end) {
+			jobs[k] = (struct exprans_gpu_job){ .out_off = end, .in_bytes = next - end,
 							    .kind = EXPRANS_GPU_ZERO };
 			tensor_of[k] = L->first_tensor;
 			chunk_of[k] = 0;
-			most = WSP_MAX(most, next - at);
+			most = WSP_MAX(most, next - end);
 			k++;
 		}
 		if (i < n)
-			at = WSP_MAX(at, pc[i].dst + pc[i].raw);
+			end = WSP_MAX(end, pc[i].dst + pc[i].raw);
 	}
 	*max_out = most;
 	return k;
@@ -169,7 +191,7 @@ int unpacker_create(struct dev *d, const struct wsp_pack_s *pk, const struct hca
 
 	struct unpacker *u = calloc(1, sizeof(*u));
 	struct exprans_gpu_job *jobs = u ? malloc(total * sizeof(*jobs)) : NULL;
-	struct hcache_piece *pc = malloc((max_pieces ? max_pieces : 1) * sizeof(*pc));
+	struct piece *pc = malloc((max_pieces ? max_pieces : 1) * sizeof(*pc));
 	int rc = 0;
 	if (u) {
 		u->dev = d;
@@ -193,13 +215,22 @@ int unpacker_create(struct dev *d, const struct wsp_pack_s *pk, const struct hca
 		unpacker_destroy(u);
 		return WSP_ERR(err, -ENOMEM, "GPU decode: out of memory for the job tables");
 	}
+	/* Every layer has jobs: those the host tier keeps packed for its
+	 * fills, every one for fills from device memory (unpacker_fill_device). */
 	uint64_t k = 0;
 	for (uint32_t l = 0; l < n_layers; l++) {
+		uint64_t bytes;
 		u->job0[l] = k;
+		k += layer_jobs(pk, l, pc, jobs + k, u->chunk_of + k, u->tensor_of + k,
+				&u->max_out[l], &u->layouts[l], &bytes);
 		if (hcache_pieces(hc, l, &one, 1)) {
-			k += layer_jobs(pk, hc, l, pc, (uint32_t)max_pieces, jobs + k, u->chunk_of + k,
-					u->tensor_of + k, &u->max_out[l], &u->layouts[l]);
-			stage = WSP_MAX(stage, hcache_layer_bytes(hc, l));
+			if (hcache_layer_bytes(hc, l) != bytes) {
+				rc = WSP_ERR(err, WSP_ESTATE, "layer %u: the host tier keeps %" PRIu64
+					     " packed bytes, the packed form has %" PRIu64, l,
+					     hcache_layer_bytes(hc, l), bytes);
+				goto fail;
+			}
+			stage = WSP_MAX(stage, bytes);
 		}
 	}
 	u->job0[n_layers] = k;
@@ -317,6 +348,23 @@ static int packed_home(struct unpacker *u, uint32_t l, uint64_t bytes, unsigned 
 	return 0;
 }
 
+/* On decode queue k, after the copy stream (the copy, and the waits for
+ * the slot's releases that slots_fill put there): layer l's jobs from its
+ * packed form at src into slot. */
+static int decode(struct unpacker *u, unsigned k, const void *src, void *slot, uint32_t l,
+		  struct wspi_err *err)
+{
+	struct dev *d = u->dev;
+	int dq = DEV_Q_DECODE + (int)k, rc;
+	uint64_t j0 = u->job0[l], n = u->job0[l + 1] - j0, row = j0 + k * u->n_jobs;
+	if ((rc = d->ops->record(d, u->copied, DEV_Q_COPY, NULL, err)) < 0 ||
+	    (rc = d->ops->wait(d, dq, NULL, u->copied, err)) < 0)
+		return rc;
+	return d->ops->unpack(d, dq, src, slot, u->jobs_dev + j0, (unsigned)n, u->layouts[l],
+			      u->max_out[l], u->status_dev + row, u->status_host + row,
+			      u->status_view ? u->status_view + row : NULL, err);
+}
+
 int unpacker_fill(struct unpacker *u, void *slot, const struct hcache_ref *ref,
 		  uint64_t *copied, int *queue, struct wspi_err *err)
 {
@@ -345,15 +393,7 @@ int unpacker_fill(struct unpacker *u, void *slot, const struct hcache_ref *ref,
 	} else {
 		*copied = ref->bytes;
 	}
-	/* The decode follows the copy stream: the copy, and the waits for the
-	 * slot's releases that slots_fill put there. */
-	uint64_t j0 = u->job0[l], n = u->job0[l + 1] - j0, row = j0 + k * u->n_jobs;
-	if ((rc = d->ops->record(d, u->copied, DEV_Q_COPY, NULL, err)) < 0 ||
-	    (rc = d->ops->wait(d, dq, NULL, u->copied, err)) < 0 ||
-	    (rc = d->ops->unpack(d, dq, src, slot, u->jobs_dev + j0, (unsigned)n, u->layouts[l],
-				 u->max_out[l],
-				 u->status_dev + row, u->status_host + row,
-				 u->status_view ? u->status_view + row : NULL, err)) < 0)
+	if ((rc = decode(u, k, src, slot, l, err)) < 0)
 		return rc;
 	if (stage >= 0) {
 		if ((rc = d->ops->record(d, u->stage_free[stage], dq, NULL, err)) < 0)
@@ -361,6 +401,22 @@ int unpacker_fill(struct unpacker *u, void *slot, const struct hcache_ref *ref,
 		u->stage_used[stage] = 1;
 	}
 	return 0;
+}
+
+int unpacker_fills_from_device(const struct unpacker *u, uint32_t layer)
+{
+	return u && u->job0[layer + 1] > u->job0[layer];
+}
+
+int unpacker_fill_device(struct unpacker *u, void *slot, uint32_t layer, const void *packed,
+			 int *queue, struct wspi_err *err)
+{
+	unsigned k = u->next;
+	*queue = DEV_Q_DECODE + (int)k;
+	if (!unpacker_fills_from_device(u, layer))
+		return WSP_ERR(err, -ENOTSUP, "layer %u has nothing to decode", layer);
+	u->next = (k + 1) % DEV_DECODE_QUEUES;
+	return decode(u, k, packed, slot, layer, err);
 }
 
 void unpacker_reset_counters(struct unpacker *u)

@@ -1,7 +1,7 @@
 /*
  * Slots filled from packed layers.  The host tier keeps a layer's EXPRANS
- * chunks as stored (hcache_pieces); to fill a slot the copy stream ships
- * those packed bytes into one of two device staging buffers, and one of two
+ * chunks as stored (the packed form, pack.h); to fill a slot the copy
+ * stream ships those packed bytes into one of two device staging buffers, and one of two
  * decode streams (fills take turns) runs the layer's jobs from there into the slot (decode the EXPRANS
  * chunks, copy the others, zero the padding) and copies the jobs' status
  * words back to the host.  The link carries the packed bytes, ~1.5x fewer
@@ -47,6 +47,16 @@ int unpacker_pinned(const struct unpacker *u);
  * may still read the slot. */
 int unpacker_fill(struct unpacker *u, void *slot, const struct hcache_ref *ref,
 		  uint64_t *copied, int *queue, struct wspi_err *err);
+/* Whether a slot can be filled with `layer` from its packed form in device
+ * memory: 1 for any layer with chunks when the unpacker exists. */
+int unpacker_fills_from_device(const struct unpacker *u, uint32_t layer);
+/* Enqueue the fill of `slot` from `packed`: the layer's packed form
+ * (pack.h) in device memory, read after the copy queue's current point.
+ * The slot is complete at the point of decode queue *queue right after
+ * this returns.  Nothing here checks the chunks' bytes: their readers did
+ * (wsp_pack_read_part). */
+int unpacker_fill_device(struct unpacker *u, void *slot, uint32_t layer, const void *packed,
+			 int *queue, struct wspi_err *err);
 /* Fills decoded from the GPU tier, and the bytes it holds now. */
 void unpacker_counters(const struct unpacker *u, uint64_t *hits, uint64_t *bytes);
 void unpacker_reset_counters(struct unpacker *u);

@@ -29,6 +29,27 @@ struct wsp_pack_s {
 	void *rbuf;                   /* its read buffer, max_layer_stored bytes */
 };
 
+/* The packed form of a layer, what a GPU fills a slot from: its chunks in
+ * file order, each at a 16-aligned offset, EXPRANS chunks as stored and the
+ * others as their raw bytes, the gaps zero.  The host tier keeps layers
+ * with an EXPRANS chunk so (hcache.h), and processes that read a layer
+ * together exchange its parts so (wsp_pack_read_part); this is the one
+ * place that says where a chunk goes. */
+#define PACK_PACKED_ALIGN 16u
+static inline int pack_chunk_stays_stored(const struct wspm_chunk *c)
+{
+	return c->codec == WSP_CODEC_EXPRANS;
+}
+/* Where the chunk after c goes, c being at `at`. */
+static inline uint64_t pack_packed_next(uint64_t at, const struct wspm_chunk *c)
+{
+	uint64_t n = pack_chunk_stays_stored(c) ? c->stored_bytes : c->raw_bytes;
+	return (at + n + PACK_PACKED_ALIGN - 1) & ~(uint64_t)(PACK_PACKED_ALIGN - 1);
+}
+
+/* The size of layer l's packed form. */
+uint64_t pack_packed_bytes(const struct wsp_pack_s *pk, uint32_t l);
+
 /* Build the handle from a directory (used by wsp_pack_open and wsp_open). */
 int pack_open(const char *dir, struct wsp_pack_s **out, struct wspi_err *err);
 void pack_close(struct wsp_pack_s *pk);

@@ -12,6 +12,7 @@
 #include <errno.h>
 
 #include "common/util.h"
+#include "gpu/unpack.h"
 #include "pager/pager.h"
 
 /* Ask the pager's thread for an early fill of `layer` if its bytes are at
@@ -130,6 +131,51 @@ int wsp_provide(wsp_pager *pg, uint32_t layer, const void *stored, uint64_t len)
 	if (rc == 1)   /* needed: on its way up now */
 		hint(pg, layer, predictor_distance(pg->pred, layer), 1);
 	return rc;
+}
+
+int wsp_provide_device(wsp_pager *pg, uint32_t layer, const void *packed, uint64_t len,
+		       void *stream)
+{
+	struct wspi_err err;
+	if (!pg || (!packed && len))
+		return -EINVAL;
+	if (pg->group) {
+		struct wsp_pager_s *m;
+		int rg = pgroup_member(pg, layer, &m);
+		return rg < 0 ? rg : pgroup_pass(pg, m, wsp_provide_device(m, layer, packed, len,
+									   stream));
+	}
+	wspi_err_init(&err);
+	if (layer >= pg->pk->m.hdr->n_layers)
+		return pager_result(pg, &err, pager_bad_layer(pg, layer, &err));
+	if (!unpacker_fills_from_device(pg->sp.unpack, layer))
+		return pager_result(pg, &err, WSP_ERR(&err, -ENOTSUP, "wsp_provide_device: layer %u "
+						      "(%s): this pager decodes nothing on its device "
+						      "(no GPU, no exponent-rANS chunk, or WSP_OPEN_HOST_DECODE)",
+						      layer, pg->pk->layers[layer].name));
+	if (!packed) {   /* the question only */
+		wspi_err_destroy(&err);
+		return 1;
+	}
+	uint64_t want = pack_packed_bytes(pg->pk, layer);
+	if (len != want)
+		return pager_result(pg, &err, WSP_ERR(&err, -EINVAL, "wsp_provide_device: layer %u "
+						      "(%s): its packed form has %llu bytes, not %llu",
+						      layer, pg->pk->layers[layer].name,
+						      (unsigned long long)want, (unsigned long long)len));
+	if (src_updated(pg, layer)) {   /* training changed it: the pack's bytes are old */
+		wspi_err_destroy(&err);
+		return 0;
+	}
+	pthread_mutex_lock(&pg->lock);
+	struct pager_demand d = { .layer = layer, .stream = stream, .packed_dev = packed,
+				  .err = &err };
+	pager_demand_wait(pg, &d);
+	pthread_mutex_unlock(&pg->lock);
+	if (d.rc < 0)
+		return pager_result(pg, &err, d.rc);
+	wspi_err_destroy(&err);
+	return d.rc;
 }
 
 int wsp_hint_next(wsp_pager *pg, const uint32_t *layers, size_t n)

@@ -69,7 +69,8 @@ void pager_reap(struct wsp_pager_s *pg, int wait)
 			}
 			if (done[i].decode_status)
 				decode_failed(pg, &done[i]);
-			src_put(pg, &done[i].ref);
+			if (done[i].host_ref)
+				src_put(pg, &done[i].ref);
 		}
 		pthread_mutex_lock(&pg->lock);
 		pg->reaping -= n;
@@ -186,6 +187,26 @@ static int get_host(struct wsp_pager_s *pg, uint32_t layer, struct hcache_ref *r
 	return hcache_get(pg->hc, layer, ref, err);
 }
 
+/* Serve a wsp_provide_device: d's layer into a slot from the stored bytes
+ * in device memory, unless a slot holds it (0); also 0 when every slot it
+ * fits is acquired (then it comes up the tiers at its acquire). */
+static void serve_device(struct wsp_pager_s *pg, struct pager_demand *d)
+{
+	pthread_mutex_lock(&pg->lock);
+	struct slot *s = slots_find(&pg->sp, d->layer);
+	d->rc = 0;
+	if (!s && (s = demand_victim(pg, d->layer)) != NULL) {
+		d->rc = slots_fill_device(&pg->sp, s, pg->pk, d->layer, d->packed_dev, d->stream,
+					  d->err);
+		if (d->rc == 0)
+			d->rc = 1;
+		else
+			wspi_err_prefix(d->err, "wsp_provide_device: layer %u (%s)", d->layer,
+					pg->pk->layers[d->layer].name);
+	}
+	pthread_mutex_unlock(&pg->lock);
+}
+
 /* Serve demand d: its layer into a slot (unless one holds it by now) and
  * the slot handed to its stream.  Sets d's outcome and result. */
 static void serve(struct wsp_pager_s *pg, struct pager_demand *d)
@@ -194,6 +215,11 @@ static void serve(struct wsp_pager_s *pg, struct pager_demand *d)
 	uint32_t layer = d->layer;
 	const char *name = pg->pk->layers[layer].name;
 	int rc;
+
+	if (d->packed_dev) {
+		serve_device(pg, d);
+		return;
+	}
 
 	pthread_mutex_lock(&pg->lock);
 	struct slot *s = slots_find(&pg->sp, layer);   /* an early fill came first */

@@ -28,6 +28,7 @@ struct pager_demand {
 	uint32_t layer;
 	void *stream;
 	const struct wsp_layer **view;
+	const void *packed_dev;        /* a wsp_provide_device: fill from these, no use */
 	struct wspi_err *err;          /* the caller's */
 	enum pager_outcome how;        /* set by the thread, with these: */
 	uint64_t blocked_ns;           /* waited for the host tier's load */

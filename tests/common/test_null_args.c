@@ -51,6 +51,8 @@ int main(void)
 	CHECK_RC(wsp_acquire_flags(NULL, 0, NULL, 0, NULL), -EINVAL);
 	CHECK_RC(wsp_pack_verify(NULL, 0, NULL, NULL), -EINVAL);
 	CHECK_RC(wsp_pack_read_layer(NULL, 0, err), -EINVAL);
+	struct wsp_part part;
+	CHECK_RC(wsp_pack_read_part(NULL, 0, 0, 1, NULL, 0, &part), -EINVAL);
 	CHECK_RC(wsp_pack_measure_decode(NULL, 0, 0, &u, &v), -EINVAL);
 	CHECK_RC(wsp_pack_measure_read(NULL, NULL, 0, &u, &v), -EINVAL);
 	CHECK_RC(wsp_pack_unpack(NULL, "out", 0, NULL, NULL), -EINVAL);
@@ -68,6 +70,7 @@ int main(void)
 	CHECK_RC(wsp_release(NULL, 0, NULL), -EINVAL);
 	CHECK_RC(wsp_prefetch(NULL, 0), -EINVAL);
 	CHECK_RC(wsp_provide(NULL, 0, err, 1), -EINVAL);
+	CHECK_RC(wsp_provide_device(NULL, 0, err, 1, NULL), -EINVAL);
 	int device;
 	CHECK_RC(wsp_layer_device(NULL, 0, &device, NULL), -EINVAL);
 	CHECK_RC(wsp_grad_push(NULL, 0, NULL, NULL), -EINVAL);

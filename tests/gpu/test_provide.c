@@ -6,7 +6,7 @@
  * not needed (0); a wrong length is -EINVAL and an unknown layer
  * WSP_ENOTFOUND, each saying why; damaged bytes fail the load that uses
  * them (an acquire that joins that load says so), and the disk gives the
- * layer intact. */
+ * layer intact.  wsp_provide_device, which needs a GPU, is -ENOTSUP here. */
 #include <fcntl.h>
 #include <inttypes.h>
 #include <unistd.h>
@@ -72,6 +72,13 @@ int main(void)
 	CHECK(strstr(wsp_errmsg(pg), "stores"));
 	CHECK_RC(wsp_provide(pg, n, b, 1), WSP_ENOTFOUND);
 	CHECK_RC(wsp_provide(pg, 1, NULL, 1), -EINVAL);
+	/* The host backend decodes nothing on a device: wsp_provide_device
+	 * says so (asked, or handed bytes), and the caller uses wsp_provide. */
+	CHECK_RC(wsp_provide_device(pg, 1, NULL, 0, NULL), -ENOTSUP);
+	CHECK(strstr(wsp_errmsg(pg), "decodes nothing on its device") != NULL);
+	CHECK_RC(wsp_provide_device(pg, 1, b, 1, NULL), -ENOTSUP);
+	CHECK_RC(wsp_provide_device(pg, 1, NULL, 1, NULL), -EINVAL);
+	CHECK_RC(wsp_provide_device(pg, n, NULL, 0, NULL), WSP_ENOTFOUND);
 	free(b);
 	wsp_close(pg);
 
