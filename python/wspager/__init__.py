@@ -23,7 +23,7 @@ import errno
 import operator
 import os
 from dataclasses import dataclass
-from typing import Callable, Dict, Iterable, List, Optional, Sequence, Tuple, Union
+from typing import Callable, Dict, Iterable, List, NamedTuple, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
@@ -89,6 +89,14 @@ def parse_size(size: SizeLike) -> int:
     if rc < 0:
         raise ValueError(f"invalid size {size!r} (give bytes or e.g. '512M', '8G')")
     return out.value
+
+
+class Part(NamedTuple):
+    """Part of a layer in its packed form (:meth:`Pack.read_part`)."""
+    offset: int          # in the layer's packed form
+    bytes: int
+    stored_offset: int   # what its reader reads, from the layer's start
+    stored_bytes: int
 
 
 @dataclass(frozen=True)
@@ -253,6 +261,34 @@ class Pack(_Closing):
                 buf = ctypes.create_string_buffer(n + 1)
                 L.wsp_pack_shard_path(self._ptr, shard.value, buf, len(buf))
         return os.fsdecode(buf.value), offset.value, self.layers[i].stored_bytes
+
+    def read_part(self, key: Union[int, str], part: int, parts: int, out=None) -> "Part":
+        """Where part `part` of `parts` of a layer is, in its packed form
+        (wsp_pack_read_part(3)): whole chunks, so that `parts` readers read
+        the layer once.  With `out` (a writable contiguous CPU tensor or
+        array of at least ``bytes``) the part is also read into it and each
+        of its chunks checked; a mismatch raises WspError (WSP_ECHECKSUM)
+        naming the chunk.  For processes that exchange the parts and decode
+        the layer on their GPUs (:meth:`Pager.provide_device`)."""
+        i = self.layer(key).index
+        if not 0 <= part < parts:
+            raise ValueError(f"read_part: part {part} of {parts}")
+        ptr, cap = None, 0
+        if out is not None:
+            if hasattr(out, "data_ptr"):   # a torch tensor
+                if out.device.type != "cpu" or not out.is_contiguous():
+                    raise ValueError("read_part: a tensor must be contiguous and on the CPU")
+                ptr, cap = out.data_ptr(), out.numel() * out.element_size()
+            else:
+                a = np.frombuffer(out, dtype=np.uint8)
+                if not a.flags.writeable:
+                    raise ValueError("read_part: the buffer is read-only")
+                ptr, cap = a.ctypes.data, a.nbytes
+        p = _c.Part()
+        with self._owner.call():
+            _check(_c.lib().wsp_pack_read_part(self._ptr, i, part, parts, ctypes.c_void_p(ptr),
+                                               cap, ctypes.byref(p)), self._errmsg)
+        return Part(p.offset, p.bytes, p.stored_offset, p.stored_bytes)
 
     def measure_read(self, limit: int = 0) -> Tuple[int, float]:
         """Read the shards' stored bytes (`limit` at most; 0: all) through
@@ -691,6 +727,33 @@ class Pager(_Closing):
             n, ptr = a.nbytes, a.ctypes.data
         return self._call(_c.lib().wsp_provide, self._index(layer), ctypes.c_void_p(ptr),
                           n) == 1
+
+    def provide_device(self, layer: Union[int, str], packed, stream=None) -> Optional[bool]:
+        """As :meth:`provide`, with the layer's packed form (what the parts
+        of :meth:`Pack.read_part` make together) in device memory: a
+        contiguous CUDA tensor of exactly its size, there once `stream` (a
+        ``torch.cuda.Stream``; default: the current one) reaches its current
+        point (wsp_provide_device(3)).  The layer is decoded from it into a
+        slot, and `stream` waits for that decode, so the tensor may be freed
+        in its order.  True when taken, False when not needed (in a slot
+        already, every slot in use, or updated by training), None when this
+        pager decodes nothing on its device (use :meth:`provide`).  With
+        `packed` None it only answers: True or None."""
+        lib = _c.lib()
+        if packed is None:
+            with self._owner.call() as h:
+                rc = lib.wsp_provide_device(h, self._index(layer), None, 0, None)
+                return None if rc == -errno.ENOTSUP else _check(rc, self._errmsg) == 1
+        import torch
+        if not (isinstance(packed, torch.Tensor) and packed.is_cuda and packed.is_contiguous()):
+            raise ValueError("provide_device: a contiguous CUDA tensor is needed")
+        if stream is None:
+            stream = torch.cuda.current_stream(packed.device)
+        n = packed.numel() * packed.element_size()
+        with self._owner.call() as h:
+            rc = lib.wsp_provide_device(h, self._index(layer), ctypes.c_void_p(packed.data_ptr()),
+                                        n, ctypes.c_void_p(stream.cuda_stream))
+            return None if rc == -errno.ENOTSUP else _check(rc, self._errmsg) == 1
 
     def hint_next(self, layers: Sequence[Union[int, str]]) -> None:
         """The next acquires will be `layers`, in that order (a router's

@@ -186,10 +186,16 @@ class AdamWParams(ctypes.Structure):
     ]
 
 
+class Part(ctypes.Structure):
+    _fields_ = [("offset", c_u64), ("bytes", c_u64), ("stored_offset", c_u64),
+                ("stored_bytes", c_u64)]
+
+
 STRUCTS = {
     "wsp_tensor": Tensor, "wsp_layer": Layer, "wsp_pack_summary": PackSummary,
     "wsp_options": Options, "wsp_stats": Stats, "wsp_convert_options": ConvertOptions,
     "wsp_grads": Grads, "wsp_adamw": AdamWParams, "wsp_trace_event": TraceEvent,
+    "wsp_part": Part,
 }
 ALL_LAYERS = 0xFFFFFFFF
 
@@ -273,6 +279,9 @@ def _declare(lib: ctypes.CDLL) -> None:
         "wsp_release": (c_int, [c_void_p, c_u32, c_void_p]),
         "wsp_prefetch": (c_int, [c_void_p, c_u32]),
         "wsp_provide": (c_int, [c_void_p, c_u32, c_void_p, c_u64]),
+        "wsp_provide_device": (c_int, [c_void_p, c_u32, c_void_p, c_u64, c_void_p]),
+        "wsp_pack_read_part": (c_int, [c_void_p, c_u32, c_uint, c_uint, c_void_p, c_u64,
+                                       P(Part)]),
         "wsp_hint_next": (c_int, [c_void_p, P(c_u32), ctypes.c_size_t]),
         "wsp_release_view": (c_int, [c_void_p, c_void_p, c_void_p]),
         "wsp_acquire_flags": (c_int, [c_void_p, c_u32, c_void_p, ctypes.c_uint, P(P(Layer))]),

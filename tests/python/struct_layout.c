@@ -156,6 +156,13 @@ int main(void)
 	F(wsp_adamw, threads);
 	F(wsp_adamw, reserved);
 	printf("]}");
+	printf(", \"wsp_part\": {\"size\": %zu, \"fields\": [", sizeof(struct wsp_part));
+	first = 0;
+	F(wsp_part, offset);
+	F(wsp_part, bytes);
+	F(wsp_part, stored_offset);
+	F(wsp_part, stored_bytes);
+	printf("]}");
 	printf(", \"wsp_trace_event\": {\"size\": %zu, \"fields\": [",
 	       sizeof(struct wsp_trace_event));
 	first = 0;

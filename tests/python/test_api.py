@@ -133,6 +133,35 @@ with wspager.Pager(os.path.join(T, "m.wsp"), device="host", host_cache="16M", gp
     st = pg.stats()
     check(st["acquires"] == len(pack.layers) + 4 and st["acquire_failures"] == 2, f"stats {st}")
     check(st["io_backend"] in ("uring", "pread", "mmap"), "io_backend")
+    # the host backend decodes nothing on a device: asked, it says so
+    check(pg.provide_device(0, None) is None, "provide_device on the host backend")
+
+# 3a. parts of a layer (read_part): they follow each other and cover its
+# packed form; read, they hold its chunks (checked), and the readers of
+# all the parts together read its stored bytes once
+for L in pack.layers:
+    whole = pack.read_part(L.index, 0, 1)
+    check(whole.offset == 0 and whole.stored_bytes == L.stored_bytes, f"{L.name}: {whole}")
+    full = np.zeros(whole.bytes, dtype=np.uint8)
+    pack.read_part(L.index, 0, 1, out=full)
+    for n in (2, 3):
+        at = stored = 0
+        for k in range(n):
+            p = pack.read_part(L.index, k, n)
+            check(p.offset == at and p.stored_offset == stored, f"{L.name} {k}/{n}: {p}")
+            buf = torch.empty(p.bytes, dtype=torch.uint8)
+            check(pack.read_part(L.index, k, n, out=buf) == p, f"{L.name}: read {k}/{n}")
+            check(np.array_equal(buf.numpy(), full[p.offset:p.offset + p.bytes]),
+                  f"{L.name}: part {k} of {n} differs from the whole")
+            at, stored = at + p.bytes, stored + p.stored_bytes
+        check(at == whole.bytes and stored == L.stored_bytes, f"{L.name}: {n} parts")
+big = max(pack.layers, key=lambda L: L.stored_bytes)
+p = pack.read_part(big.index, 0, 1)
+ok, e = raises(lambda: pack.read_part(big.index, 0, 1, out=bytearray(p.bytes - 1)), -errno.EINVAL,
+               "do not fit")
+check(ok, f"read_part into a small buffer: {e}")
+ok, e = raises(lambda: pack.read_part(big.index, 2, 2))
+check(ok, f"read_part past the count: {e}")
 
 # 4. errors carry the code and the library's message
 ok, e = raises(lambda: wspager.Pager(os.path.join(T, "missing.wsp")), -errno.ENOENT, "missing.wsp")
