@@ -2,18 +2,24 @@
 wspager.torch.from_pretrained(..., process_group=) on two ranks (NCCL, a
 GPU each, one shared pack) against one process on one GPU.  Each is timed
 cold (page cache dropped, nothing in the host tier: the first forward
-reads the pack; with the group each rank reads half and the halves are
-all-gathered) and warm (forwards of a few tokens back to back from the
-host tier).  Ceilings measured in the same run: the pack read with one
-thread from a dropped page cache, pinned host->GPU copies to each GPU, and
-GPU->GPU copies (what the all-gathers could move at most).
-Rows: the cold forward's seconds and GB/s of raw weights, the bytes each
-rank read from the pack (the group's sum against the pack's stored size),
-and the warm GB/s per GPU.  Logits of the ranks against one process.
+reads the pack; with the group each rank reads half) and warm (forwards of
+a few tokens back to back).  With GPU decode the ranks' parts meet on the
+GPUs (each link carries half of every layer; the parts stay in pinned
+host memory); else in the host tier.  Ceilings measured in the same run:
+the pack read with one thread from a dropped page cache, pinned
+host->GPU copies to each GPU, and GPU->GPU copies (what the all-gathers
+could move at most).  Rows: the cold forward's seconds and GB/s of raw
+weights, the bytes each rank read from the pack (the group's sum against
+the pack's stored size), and the warm GB/s per GPU against one process
+and against its link.  Logits of the ranks against one process.
 
   python3 bench/torch_dist.py --dir /var/tmp/wsp-dist [--layers 16 --hidden 4096]
-      [--profile DIR: each rank's cold forward traced, DIR/dist-rankN.json]
-  (drops the page cache: run as root, or the cold rows are warm and say so)
+      [--gpu-slots N: each pager's slots]
+      [--profile DIR: each rank's cold forward traced, DIR/dist-rankN.json,
+       and two warm forwards, DIR/dist-rankN-warm.json]
+  (drops the page cache: run as root, or the cold rows are warm and say so;
+   WSP_DIST_STACKS=S: a rank still running after S seconds prints its
+   threads' stacks and ends)
 """
 import argparse
 import json
@@ -51,7 +57,8 @@ def read_rate(pack: str) -> float:
 def timed(model, ids, passes: int, reps: int, after_cold=lambda: None, trace=None):
     """(cold forward seconds, median warm seconds of `passes` forwards);
     after_cold() is called between the two.  trace: a path, to record the
-    cold forward's device activity there (torch.profiler, Chrome trace)."""
+    cold forward's device activity there (torch.profiler, Chrome trace),
+    and two warm forwards' in trace-warm.json beside it."""
     import contextlib
     from torch.profiler import ProfilerActivity, profile
     dev = ids.device
@@ -65,8 +72,15 @@ def timed(model, ids, passes: int, reps: int, after_cold=lambda: None, trace=Non
         if trace:
             prof.export_chrome_trace(trace)
         after_cold()
+        log(f"cold forward {cold:.2f} s")
         for _ in range(2):
             model(ids)
+        if trace:
+            with profile(activities=[ProfilerActivity.CUDA, ProfilerActivity.CPU]) as prof:
+                for _ in range(2):
+                    model(ids)
+                torch.cuda.synchronize(dev)
+            prof.export_chrome_trace(trace.replace(".json", "-warm.json"))
         times = []
         for _ in range(reps):
             torch.cuda.synchronize(dev)
@@ -79,8 +93,11 @@ def timed(model, ids, passes: int, reps: int, after_cold=lambda: None, trace=Non
 
 
 def rank_main(a) -> None:
+    import faulthandler
     import torch.distributed as dist
     rank = int(os.environ["RANK"])
+    if os.environ.get("WSP_DIST_STACKS"):   # a rank still running after that many
+        faulthandler.dump_traceback_later(float(os.environ["WSP_DIST_STACKS"]), exit=True)
     dev = torch.device("cuda", rank)
     torch.cuda.set_device(dev)
     dist.init_process_group("nccl")
@@ -94,8 +111,10 @@ def rank_main(a) -> None:
     dist.barrier()
     t_open = time.perf_counter()
     model = wt.from_pretrained(a.pack, config=a.ck, device=dev, host_cache=a.host_cache,
+                               gpu_slots=a.gpu_slots,
                                process_group=dist.group.WORLD)
     opened = time.perf_counter() - t_open
+    log(f"rank {rank}: open {opened:.2f} s, feed {type(model._wspager.feed).__name__}")
     dist.barrier()
     off = model._wspager
     at_cold = {}
@@ -105,6 +124,7 @@ def rank_main(a) -> None:
         at_cold.update(off.feed.stats(), acquire_block_s=st["acquire_block_ns"] / 1e9)
     trace = os.path.join(a.profile, f"dist-rank{rank}.json") if a.profile else None
     cold, warm, out = timed(model, ids, a.passes, a.reps, after_cold, trace)
+    log(f"rank {rank}: cold {cold:.2f} s, warm {warm:.2f} s for {a.passes} passes")
     res = {"rank": rank, "open_s": opened, "cold_s": cold, "warm_s": warm,
            "pager_bytes_read": off.pager.stats()["bytes_read"], **at_cold}
     torch.save(out, os.path.join(a.dir, f"logits-{rank}.pt"))
@@ -119,6 +139,7 @@ def main():
     ap.add_argument("--passes", type=int, default=6)
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--host-cache", default="16G")
+    ap.add_argument("--gpu-slots", type=int, default=None, help="each pager's (default: its own)")
     ap.add_argument("--profile", metavar="DIR",
                     help="trace each rank's cold forward (torch.profiler) into DIR")
     ap.add_argument("--rank", action="store_true", help=argparse.SUPPRESS)
@@ -154,7 +175,8 @@ def main():
     ids = torch.randint(0, a.vocab, (1, a.tokens), generator=torch.Generator().manual_seed(3))
     ids = ids.to("cuda:0")
     t0 = time.perf_counter()
-    model = wt.from_pretrained(pack, config=ck, device="cuda:0", host_cache=a.host_cache)
+    model = wt.from_pretrained(pack, config=ck, device="cuda:0", host_cache=a.host_cache,
+                               gpu_slots=a.gpu_slots)
     opened = time.perf_counter() - t0
     cold, warm, want = timed(model, ids, a.passes, a.reps)
     read1 = model._wspager.pager.stats()["bytes_read"]
@@ -163,7 +185,8 @@ def main():
     torch.cuda.empty_cache()
     log(f"one process: open {opened:.2f} s, cold forward {cold:.2f} s = {raw / cold / 1e9:.2f} "
         f"GB/s raw ({stored / cold / 1e9:.2f} GB/s stored; read {read1 / stored:.2f}x the pack); "
-        f"warm {a.passes * raw / warm / 1e9:.1f} GB/s raw")
+        f"warm {a.passes * raw / warm / 1e9:.1f} GB/s raw = "
+        f"{a.passes * raw / warm / 1e9 / link[0]:.2f}x the link")
 
     # Two ranks, NCCL, the same pack
     drop_caches()
@@ -174,6 +197,8 @@ def main():
     argv = [sys.executable, __file__, "--rank", "--pack", pack, "--ck", ck, "--dir", a.dir,
             "--vocab", str(a.vocab), "--tokens", str(a.tokens), "--passes", str(a.passes),
             "--reps", str(a.reps), "--host-cache", a.host_cache]
+    if a.gpu_slots:
+        argv += ["--gpu-slots", str(a.gpu_slots)]
     if a.profile:
         os.makedirs(a.profile, exist_ok=True)
         argv += ["--profile", a.profile]
@@ -182,18 +207,23 @@ def main():
         p.wait(timeout=900)
     res = [json.load(open(os.path.join(a.dir, f"dist-{r}.json"))) for r in range(2)]
     group_read = sum(r["bytes_read"] + r["pager_bytes_read"] for r in res)
+    one_warm = a.passes * raw / warm / 1e9
     for r in res:
         got = torch.load(os.path.join(a.dir, f"logits-{r['rank']}.pt"))
-        log(f"rank {r['rank']}: open {r['open_s']:.2f} s, cold forward {r['cold_s']:.2f} s = "
-            f"{raw / r['cold_s'] / 1e9:.2f} GB/s raw ({cold / r['cold_s']:.2f}x one process); "
-            f"read {r['bytes_read'] / stored:.2f}x the pack itself (+{r['pager_bytes_read']} by "
-            f"its pager), received {r['bytes_received'] / stored:.2f}x; warm "
-            f"{a.passes * raw / r['warm_s'] / 1e9:.1f} GB/s raw "
-            f"({warm / r['warm_s']:.2f}x one process); logits identical: {torch.equal(got, want)}")
-        log(f"rank {r['rank']}, cold pass: reading its shares {r['read_s']:.2f} s (a thread); the "
-            f"forward's thread {r['need_s']:.2f} s in the feed, of which it waited "
-            f"{r['share_wait_s']:.2f} s for shares and {r['exchange_wait_s']:.2f} s for "
-            f"exchanges; {r['provide_s']:.2f} s handing them to the pager (a thread); "
+        per_gpu = a.passes * raw / r["warm_s"] / 1e9
+        how = "the GPUs (parts all-gathered, decoded there)" if r.get("device") else \
+            "the host tier (whole layers over each link)"
+        log(f"rank {r['rank']}: layers meet on {how}; open {r['open_s']:.2f} s, cold forward "
+            f"{r['cold_s']:.2f} s = {raw / r['cold_s'] / 1e9:.2f} GB/s raw "
+            f"({cold / r['cold_s']:.2f}x one process); read {r['bytes_read'] / stored:.2f}x the "
+            f"pack itself (+{r['pager_bytes_read']} by its pager); warm {per_gpu:.1f} GB/s raw "
+            f"= {per_gpu / one_warm:.2f}x one process, {per_gpu / link[r['rank']]:.2f}x its "
+            f"link; logits identical: {torch.equal(got, want)}")
+        waits = (f"{r['share_wait_s']:.2f} s for parts" if r.get("device") else
+                 f"{r['share_wait_s']:.2f} s for shares and {r['exchange_wait_s']:.2f} s for "
+                 f"exchanges; {r['provide_s']:.2f} s handing them to the pager (a thread)")
+        log(f"rank {r['rank']}, cold pass: reading its parts {r['read_s']:.2f} s (a thread); the "
+            f"forward's thread {r['need_s']:.2f} s in the feed, of which it waited {waits}; "
             f"{r['acquire_block_s']:.2f} s in acquires")
     log(f"the group read {group_read / stored:.3f}x the pack's stored bytes in its cold pass")
 

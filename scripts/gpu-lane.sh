@@ -31,7 +31,8 @@
 #                               (`wspager run --devices 0,1` against one
 #                               GPU; a machine with two), dist (data
 #                               parallel: tests/python/test_dist.py on NCCL
-#                               and bench/torch_dist.py; two GPUs),
+#                               and bench/torch_dist.py; two GPUs; dist-test:
+#                               the test only),
 #                               exprans-bench
 #                               (bench/exprans_bench and the host decoders
 #                               in bench/codec_bench), adamw-bench
@@ -177,13 +178,14 @@ run() {
 			echo "== $f"; grep -avE 'Loading|Writing|Packing' "$out/$f.log" | tail -n 14
 		done ;;
 	esac
-	case $parts in *" dist "*)
-		# data parallel over two GPUs: the test on NCCL, then the bench
+	case $parts in *" dist "*|*" dist-test "*)
+		# data parallel over two GPUs: the test on NCCL, then (dist) the bench
 		step py-dist-cuda 400 "${py_env[@]}" sh -c '. "$top_srcdir/tests/python/lib.sh"; "$PY" "$HERE/test_dist.py" cuda'
-		step bench-dist 600 "${py_env[@]}" python3 "$top/bench/torch_dist.py" --dir "$work/dist"
-		for f in py-dist-cuda bench-dist; do
-			echo "== $f"; grep -avE 'Loading|Writing|Packing' "$out/$f.log" | tail -n 16
-		done ;;
+		echo "== py-dist-cuda"; grep -avE 'Loading|Writing|Packing' "$out/py-dist-cuda.log" | tail -n 16
+		case $parts in *" dist "*)
+			step bench-dist 600 "${py_env[@]}" python3 "$top/bench/torch_dist.py" --dir "$work/dist"
+			echo "== bench-dist"; grep -avE 'Loading|Writing|Packing' "$out/bench-dist.log" | tail -n 16 ;;
+		esac ;;
 	esac
 	case $parts in *" run-devices "*)
 		# the C API's pager over both GPUs against one, host tier warm

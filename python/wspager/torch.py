@@ -135,10 +135,16 @@ def offload(model: torch.nn.Module, pack: Union[str, os.PathLike], device=None, 
         and the ranks all-gather the shares (gloo on the CPU, NCCL between
         GPUs), so the group reads the pack once, not N times.  Every rank
         must offload the same pack (their manifests are compared at open)
-        with the same options, and run the same forwards.  A layer is
-        exchanged once when every rank's host tier holds the model, else at
-        each use; layers read only sometimes (routed experts, `on_demand`)
-        are read by each rank.  A collective that fails (a rank stopped)
+        with the same options, and run the same forwards.  For inference
+        over NCCL with a GPU that decodes the pack (exponent-rANS), the
+        shares meet on the GPUs: each rank sends only its share over its
+        host->GPU link and decodes the whole layer from the gathered
+        shares, at every use; the shares stay in pinned host memory when
+        this rank's part of the model fits `host_cache` (then the pack is
+        read once).  Otherwise a layer is exchanged once when every rank's
+        host tier holds the model, else at each use, and reaches the GPU
+        from the host tier.  Layers read only sometimes (routed experts,
+        `on_demand`) are read by each rank.  A collective that fails (a rank stopped)
         raises on the others within the group's timeout
         (``init_process_group(timeout=...)``).  One device a process.
         With ``train=True``: after each backward the gradients are summed
@@ -201,9 +207,14 @@ def offload(model: torch.nn.Module, pack: Union[str, os.PathLike], device=None, 
         off.path_device = path_device
     try:
         if process_group is not None:
+            from ._devfeed import DeviceFeed, usable
             from ._group import GroupFeed
-            off.feed = GroupFeed(pagers[0], process_group,
-                                 [i for i in sorted(plan.layers) if plan.layers[i].name not in wanted])
+            order = [i for i in sorted(plan.layers) if plan.layers[i].name not in wanted]
+            # Inference over NCCL with GPU decode: the parts meet on the
+            # GPUs; else (gloo, host decode, training) in the host tier.
+            feed = DeviceFeed if not train and usable(pagers[0], process_group, order) \
+                else GroupFeed
+            off.feed = feed(pagers[0], process_group, order)
         bind(model, off, plan)
         off.handles += StateDictSource(off, model).attach(model)
         guard_conversions(off, model)

@@ -1,0 +1,221 @@
+"""Data parallel over NCCL with the exchange on the GPUs: each rank reads
+1/N of each layer (``Pack.read_part``: whole chunks, checked by their
+reader), sends only that part over its own host->GPU link, the parts are
+all-gathered between the GPUs, and each pager decodes the whole layer from
+device memory into a slot (``Pager.provide_device``).  So each link carries
+1/N of the weights, where with :class:`wspager._group.GroupFeed` every link
+carries all of them.
+
+The parts are kept in pinned host memory when this rank's share of the
+model fits its host budget (then the pack is read once, and each later
+pass only exchanges); otherwise they are read again at every use.  Every
+rank issues the same collectives in the same order: they follow the
+model's order of the layers, driven by the forward's acquires, which are
+the same on every rank.  The parts hold whole chunks, so a layer's parts
+differ in size (a one-chunk layer is one part): which rank reads which
+part is chosen layer by layer so that the ranks read about as much.  For
+inference: a backward pass needs the layers in the other order (training
+uses GroupFeed).
+"""
+from __future__ import annotations
+
+import queue
+import threading
+import time
+from collections import OrderedDict
+from typing import Dict, List
+
+import torch
+import torch.distributed as dist
+
+from . import Pager
+
+
+def usable(pager: Pager, group, order: List[int]) -> bool:
+    """Whether every rank's pager can take every layer of `order` from
+    device memory (NCCL, a GPU that decodes the pack): agreed on all ranks."""
+    if dist.get_backend(group) != "nccl" or not order:
+        return False
+    ok = all(pager.provide_device(i, None) for i in order)
+    t = torch.tensor([1 if ok else 0], dtype=torch.int32,
+                     device=torch.device("cuda", torch.cuda.current_device()))
+    dist.all_reduce(t, op=dist.ReduceOp.MIN, group=group)
+    return bool(t.item())
+
+
+class DeviceFeed:
+    """The layers of `order` (pack indices, the same on every rank) reach
+    `pager` through the GPUs: `window` of them in flight ahead of the
+    forward, each exchanged and handed to the pager as soon as it is
+    issued (no host waits: the pager's decode follows the exchange's
+    stream).  A thread reads this rank's parts ahead, in the same order."""
+
+    def __init__(self, pager: Pager, group, order: List[int], window: int = 4):
+        self.pager, self.group, self.order = pager, group, list(order)
+        self.rank, self.n = dist.get_rank(group), dist.get_world_size(group)
+        self.dev = torch.device("cuda", torch.cuda.current_device())
+        pk = pager.pack
+        # Each layer's parts: (offset, bytes, stored bytes) in its packed form.
+        self.parts: Dict[int, list] = {}
+        self.shift: Dict[int, int] = {}   # rank r reads part (r + shift) mod n
+        totals = [0] * self.n
+        for layer in self.order:
+            parts = self.parts[layer] = [pk.read_part(layer, k, self.n) for k in range(self.n)]
+            self.shift[layer] = min(range(self.n), key=lambda s: (max(
+                totals[r] + parts[(r + s) % self.n].stored_bytes for r in range(self.n)), s))
+            for r in range(self.n):
+                totals[r] += parts[(r + self.shift[layer]) % self.n].stored_bytes
+        self.mine = {i: (self.rank + self.shift[i]) % self.n for i in self.order}
+        page = 4096
+        share = sum((self.parts[i][self.mine[i]].bytes + page - 1) // page * page
+                    for i in self.order)
+        self.keep = share <= self._agree_min(pager.stats()["host_cache_bytes"])
+        # The slots in use: one for the layer acquired, the rest ahead.
+        self.window = max(1, min(window, pager.stats()["gpu_slots"] - 1, len(self.order)))
+        self.kept: Dict[int, torch.Tensor] = {}
+        self.ahead: "OrderedDict[int, None]" = OrderedDict()   # handed over, not yet needed
+        self.seq = 0
+        self.copy = torch.cuda.Stream(self.dev)   # parts up the link
+        self.side = torch.cuda.Stream(self.dev)   # parts put together, then the pager's decode
+        self.bytes_read = self.reads = self.exchanges = self.not_taken = 0
+        self.bytes_received = 0
+        self.read_s = self.share_wait_s = self.need_s = 0.0
+        self.shares: "queue.Queue" = queue.Queue(maxsize=self.window)
+        self.stop = False
+        self.reader = threading.Thread(target=self._read_ahead, name="wspager-parts",
+                                       daemon=True)
+        self.reader.start()
+
+    def _agree_min(self, value: int) -> int:
+        t = torch.tensor([value], dtype=torch.int64, device=self.dev)
+        dist.all_reduce(t, op=dist.ReduceOp.MIN, group=self.group)
+        return int(t.item())
+
+    def close(self) -> None:
+        self.stop = True
+        while self.reader.is_alive():   # unblock its put, then let it see stop
+            try:
+                self.shares.get(timeout=0.1)
+            except queue.Empty:
+                pass
+        self.kept.clear()
+        self.ahead.clear()
+
+    def _read(self, layer: int) -> torch.Tensor:
+        """This rank's part of `layer`, read and checked, in pinned memory."""
+        n = self.parts[layer][self.mine[layer]].bytes
+        part = torch.empty(max(n, 1), dtype=torch.uint8, pin_memory=True)
+        t0 = time.perf_counter()
+        got = self.pager.pack.read_part(layer, self.mine[layer], self.n, out=part)
+        self.read_s += time.perf_counter() - t0
+        self.bytes_read += got.stored_bytes
+        self.reads += 1
+        return part
+
+    def _read_ahead(self) -> None:
+        """The parts, in the order the exchanges are issued: once each when
+        they are kept, else cyclically."""
+        k = 0
+        while not self.stop and (not self.keep or k < len(self.order)):
+            layer = self.order[k % len(self.order)]
+            try:
+                item = (layer, self._read(layer))
+            except BaseException as e:   # given to the exchange that needs it
+                item = (layer, e)
+            while not self.stop:
+                try:
+                    self.shares.put(item, timeout=0.1)
+                    break
+                except queue.Full:
+                    pass
+            if isinstance(item[1], BaseException):
+                return
+            k += 1
+
+    def _part(self, layer: int) -> torch.Tensor:
+        part = self.kept.get(layer)
+        if part is not None:
+            return part
+        t0 = time.perf_counter()
+        got, part = self.shares.get()
+        self.share_wait_s += time.perf_counter() - t0
+        if isinstance(part, BaseException):
+            raise RuntimeError(f"wspager: rank {self.rank}: reading its part of layer "
+                               f"{self.pager.pack.layers[got].name} failed: {part}") from part
+        assert got == layer, (got, layer)   # the reader follows the same order
+        if self.keep:
+            self.kept[layer] = part
+        return part
+
+    def _issue_next(self) -> None:
+        """The next layer in order: its part up the link, the all-gather,
+        the parts put together and handed to the pager, on the GPU."""
+        layer = self.order[self.seq % len(self.order)]
+        self.seq += 1
+        part = self._part(layer)
+        parts = self.parts[layer]
+        width = max(max(p.bytes for p in parts), 1)
+        total = parts[-1].offset + parts[-1].bytes
+        mine = parts[self.mine[layer]].bytes
+        try:
+            with torch.cuda.stream(self.copy):
+                w = torch.empty(width, dtype=torch.uint8, device=self.dev)
+                w[:mine].copy_(part[:mine], non_blocking=True)
+                gathered = torch.empty(self.n * width, dtype=torch.uint8, device=self.dev)
+                work = dist.all_gather_into_tensor(gathered, w, group=self.group,
+                                                   async_op=True)
+            with torch.cuda.stream(self.side):
+                work.wait()   # the side stream waits for the all-gather
+                # Neither buffer is reused on the copy stream before the
+                # side stream is past the all-gather: the next layer's
+                # part would land in `w` while NCCL still reads it.
+                w.record_stream(self.side)
+                gathered.record_stream(self.side)
+                whole = torch.empty(total, dtype=torch.uint8, device=self.dev)
+                for r in range(self.n):   # rank r sent part (r + shift) mod n
+                    p = parts[(r + self.shift[layer]) % self.n]
+                    whole[p.offset:p.offset + p.bytes].copy_(
+                        gathered[r * width:r * width + p.bytes])
+                taken = self.pager.provide_device(layer, whole, self.side)
+        except BaseException as e:
+            raise RuntimeError(f"wspager: rank {self.rank}: exchanging layer "
+                               f"{self.pager.pack.layers[layer].name} with the process group "
+                               f"failed (did another rank stop?): {e}") from e
+        self.exchanges += 1
+        self.bytes_received += total - mine
+        if not taken:   # in a slot already, or updated: its acquire brings it
+            self.not_taken += 1
+        self.ahead[layer] = None
+
+    def need(self, layer: int) -> None:
+        """Before `layer` is acquired: its exchange issued (with those
+        before it in order), and the next `window` issued ahead."""
+        if layer not in self.parts:
+            return
+        t0 = time.perf_counter()
+        try:
+            for _ in range(len(self.order)):   # at most a cycle to reach it
+                if layer in self.ahead:
+                    break
+                self._issue_next()
+            # Layers issued before it and not needed this pass are dropped.
+            while self.ahead:
+                first = next(iter(self.ahead))
+                del self.ahead[first]
+                if first == layer:
+                    break
+            while len(self.ahead) < self.window:
+                self._issue_next()
+        finally:
+            self.need_s += time.perf_counter() - t0
+
+    def stats(self) -> Dict[str, float]:
+        """Counts (bytes_read: the stored bytes this rank read; reads: parts
+        read; exchanges; not_taken: exchanged layers the pager did not
+        need) and seconds (read_s: the reader's; need_s: the forward's time
+        in need(), of which share_wait_s waiting for the reader)."""
+        return {"device": 1, "keep": int(self.keep), "bytes_read": self.bytes_read,
+                "bytes_received": self.bytes_received, "reads": self.reads,
+                "exchanges": self.exchanges, "not_taken": self.not_taken,
+                "read_s": self.read_s, "share_wait_s": self.share_wait_s,
+                "need_s": self.need_s}
