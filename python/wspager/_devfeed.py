@@ -74,7 +74,9 @@ class DeviceFeed:
         self.window = max(1, min(window, pager.stats()["gpu_slots"] - 1, len(self.order)))
         self.kept: Dict[int, torch.Tensor] = {}
         self.ahead: "OrderedDict[int, None]" = OrderedDict()   # handed over, not yet needed
-        self.seq = 0
+        self.seq = 0                # exchanges issued (the fixed order, cyclic)
+        self.used: Dict[int, int] = {}   # layer -> self.seq when it was last needed
+        self.repeats = 0
         self.copy = torch.cuda.Stream(self.dev)   # parts up the link
         self.side = torch.cuda.Stream(self.dev)   # parts put together, then the pager's decode
         self.bytes_read = self.reads = self.exchanges = self.not_taken = 0
@@ -192,6 +194,14 @@ class DeviceFeed:
         before it in order), and the next `window` issued ahead."""
         if layer not in self.parts:
             return
+        if layer not in self.ahead and self.seq - self.used.get(layer, -len(self.order)) \
+                < len(self.order):
+            # Needed again within one cycle of the order (tied embeddings:
+            # the head uses the embedding's layer): its next exchange is a
+            # cycle away, so the pager brings it itself, as every rank does.
+            self.repeats += 1
+            return
+        self.used[layer] = self.seq
         t0 = time.perf_counter()
         try:
             for _ in range(len(self.order)):   # at most a cycle to reach it
@@ -212,10 +222,11 @@ class DeviceFeed:
     def stats(self) -> Dict[str, float]:
         """Counts (bytes_read: the stored bytes this rank read; reads: parts
         read; exchanges; not_taken: exchanged layers the pager did not
-        need) and seconds (read_s: the reader's; need_s: the forward's time
+        need; repeats: needs within a cycle, left to the pager) and seconds (read_s: the reader's; need_s: the forward's time
         in need(), of which share_wait_s waiting for the reader)."""
         return {"device": 1, "keep": int(self.keep), "bytes_read": self.bytes_read,
                 "bytes_received": self.bytes_received, "reads": self.reads,
                 "exchanges": self.exchanges, "not_taken": self.not_taken,
+                "repeats": self.repeats,
                 "read_s": self.read_s, "share_wait_s": self.share_wait_s,
                 "need_s": self.need_s}

@@ -11,7 +11,10 @@ model, exchanges at every use (none read again from the disk by the
 pager) and still identical logits.  Over NCCL the parts meet on the GPUs
 (DeviceFeed): each part read once and kept, the two ranks' reads adding
 up to the pack's stored bytes exactly, every layer exchanged at each use
-and decoded from device memory (the pager reads nothing); ranks whose packs differ refused at
+and decoded from device memory (the pager reads nothing); with tied
+embeddings (the embedding's layer needed twice a forward) identical
+outputs, the second use left to the pager rather than a cycle of
+exchanges; ranks whose packs differ refused at
 open on both, naming both; a rank that stops mid-pass
 makes the other fail with the reason within the group's timeout (gloo;
 over NCCL its watchdog ends the process after the timeout instead).
@@ -96,6 +99,8 @@ def rank_main(case: str, mode: str) -> None:
     transformers.logging.set_verbosity_error()
     ckpt = os.path.join(T, "ckpt")
     pack = os.path.join(T, f"rank{rank}.wsp")
+    if case == "tied":   # the head uses the embedding's weights: its layer twice a forward
+        ckpt, pack = os.path.join(T, "tied-ckpt"), os.path.join(T, f"tied{rank}.wsp")
     if case == "differ" and rank == 1:
         pack = os.path.join(T, "other.wsp")
     out = {"rank": rank}
@@ -226,6 +231,11 @@ def main(mode: str) -> None:
     transformers.LlamaForCausalLM(llama(64, 4, 300)).save_pretrained(ckpt)
     wspager.convert(ckpt, os.path.join(T, "rank0.wsp"))
     shutil.copytree(os.path.join(T, "rank0.wsp"), os.path.join(T, "rank1.wsp"))  # a host each
+    tied = llama(64, 4, 300)
+    tied.tie_word_embeddings = True
+    transformers.LlamaForCausalLM(tied).save_pretrained(os.path.join(T, "tied-ckpt"))
+    for r in range(2):
+        wspager.convert(os.path.join(T, "tied-ckpt"), os.path.join(T, f"tied{r}.wsp"))
     other = os.path.join(T, "other-ckpt")
     transformers.LlamaForCausalLM(llama(64, 4, 300)).save_pretrained(other)
     wspager.convert(other, os.path.join(T, "other.wsp"))
@@ -262,6 +272,23 @@ def main(mode: str) -> None:
     if len(fits) == 2 and all(r.get("device") for r in fits):
         check(fits[0]["bytes_read"] + fits[1]["bytes_read"] == fits[0]["stored"],
               "fits: the ranks together did not read the pack exactly once")
+
+    for r in ranks("tied"):
+        print(f"tied embeddings, rank {r['rank']}: max |diff| {r['diff']}, generate equal "
+              f"{r['gen_equal']}; {r['exchanges']} exchanges of {r['layers']} layers, "
+              f"{r.get('repeats', '-')} uses left to the pager, pager read "
+              f"{r['pager_bytes_read']}")
+        check(r["diff"] == 0 and r["gen_equal"], f"tied, rank {r['rank']}: output differs")
+        if r.get("device"):
+            # A second use in a forward is not a cycle of exchanges: each
+            # forward (repeats + 1 of them) exchanges each layer once, and
+            # the embedding's a second time for the head, less the repeats
+            # left to the pager; plus the two issued ahead at the end:
+            # (repeats + 1) * (layers + 1) - repeats + 2.
+            check(r["repeats"] > 0 and
+                  r["exchanges"] <= (r["repeats"] + 1) * r["layers"] + 3,
+                  f"tied, rank {r['rank']}: {r['exchanges']} exchanges, "
+                  f"{r['repeats']} repeats")
 
     for r in ranks("small"):
         print(f"small host tier, rank {r['rank']}: max |diff| {r['diff']}, generate equal "
