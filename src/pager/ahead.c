@@ -1,12 +1,14 @@
 /*
  * Moving layers up the tiers ahead of need: after each acquire the
  * predicted successors (pager_prefetch_ahead), and what callers name
- * (wsp_prefetch, wsp_hint_next, wsp_provide).  The first few go into slots
- * when the host tier has them (an early fill, under the admission rule);
+ * (wsp_prefetch, wsp_hint_next, wsp_provide).  The first few go into
+ * slots when the host tier has them (an early fill, under the admission rule);
  * the rest are requested from the host tier.  Early fills are posted to
  * the pager's thread (copier.c), which alone copies into slots; so is a
  * layer the host tier finished loading (pager_on_ready), which the thread
- * copies up if it was hinted or is predicted near.
+ * copies up if it was hinted or is predicted near.  wsp_provide_device's
+ * bytes are on the device already: the thread fills a slot from them at
+ * once, as for a demand.
  * Locking as in acquire.c: pg->lock is never held across host-cache calls.
  */
 #include <errno.h>
@@ -148,21 +150,24 @@ int wsp_provide_device(wsp_pager *pg, uint32_t layer, const void *packed, uint64
 	wspi_err_init(&err);
 	if (layer >= pg->pk->m.hdr->n_layers)
 		return pager_result(pg, &err, pager_bad_layer(pg, layer, &err));
-	if (!unpacker_fills_from_device(pg->sp.unpack, layer))
-		return pager_result(pg, &err, WSP_ERR(&err, -ENOTSUP, "wsp_provide_device: layer %u "
-						      "(%s): this pager decodes nothing on its device "
-						      "(no GPU, no exponent-rANS chunk, or WSP_OPEN_HOST_DECODE)",
-						      layer, pg->pk->layers[layer].name));
+	const char *name = pg->pk->layers[layer].name;
+	if (!unpacker_fills_from_device(pg->sp.unpack, layer)) {
+		WSP_ERR(&err, -ENOTSUP, "wsp_provide_device: layer %u (%s): this pager decodes "
+			"nothing on its device (no GPU, no exponent-rANS chunk, or "
+			"WSP_OPEN_HOST_DECODE)", layer, name);
+		return pager_result(pg, &err, -ENOTSUP);
+	}
 	if (!packed) {   /* the question only */
 		wspi_err_destroy(&err);
 		return 1;
 	}
 	uint64_t want = pack_packed_bytes(pg->pk, layer);
-	if (len != want)
-		return pager_result(pg, &err, WSP_ERR(&err, -EINVAL, "wsp_provide_device: layer %u "
-						      "(%s): its packed form has %llu bytes, not %llu",
-						      layer, pg->pk->layers[layer].name,
-						      (unsigned long long)want, (unsigned long long)len));
+	if (len != want) {
+		WSP_ERR(&err, -EINVAL, "wsp_provide_device: layer %u (%s): its packed form has "
+			"%llu bytes, not %llu", layer, name, (unsigned long long)want,
+			(unsigned long long)len);
+		return pager_result(pg, &err, -EINVAL);
+	}
 	if (src_updated(pg, layer)) {   /* training changed it: the pack's bytes are old */
 		wspi_err_destroy(&err);
 		return 0;

@@ -6,6 +6,8 @@
  *   - a demand (wsp_acquire of a layer no slot holds) carries its own
  *     completion: the thread fills a slot, hands the caller's stream the
  *     fill, and marks the demand done; the caller waits for that alone;
+ *     so does a wsp_provide_device, whose fill decodes bytes the caller
+ *     has in device memory (no host reference, no use handed out);
  *   - a layer for an early fill: one the host tier finished loading
  *     (pager_on_ready), or one the read-ahead or a hint asks for
  *     (pager_post with its admission distance).
