@@ -55,7 +55,8 @@ class DeviceFeed:
         self.rank, self.n = dist.get_rank(group), dist.get_world_size(group)
         self.dev = torch.device("cuda", torch.cuda.current_device())
         pk = pager.pack
-        # Each layer's parts: (offset, bytes, stored bytes) in its packed form.
+        # Each layer's parts (wspager.Part: where in its packed form, and
+        # how many stored bytes their reader reads).
         self.parts: Dict[int, list] = {}
         self.shift: Dict[int, int] = {}   # rank r reads part (r + shift) mod n
         totals = [0] * self.n
