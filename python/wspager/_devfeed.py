@@ -19,8 +19,6 @@ uses GroupFeed).
 """
 from __future__ import annotations
 
-import queue
-import threading
 import time
 from collections import OrderedDict
 from typing import Dict, List
@@ -29,6 +27,8 @@ import torch
 import torch.distributed as dist
 
 from . import Pager
+from ._group import agree_min
+from ._readahead import ReadAhead
 
 
 def usable(pager: Pager, group, order: List[int]) -> bool:
@@ -70,7 +70,7 @@ class DeviceFeed:
         page = 4096
         share = sum((self.parts[i][self.mine[i]].bytes + page - 1) // page * page
                     for i in self.order)
-        self.keep = share <= self._agree_min(pager.stats()["host_cache_bytes"])
+        self.keep = share <= agree_min(group, self.dev, pager.stats()["host_cache_bytes"])
         # The slots in use: one for the layer acquired, the rest ahead.
         self.window = max(1, min(window, pager.stats()["gpu_slots"] - 1, len(self.order)))
         self.kept: Dict[int, torch.Tensor] = {}
@@ -83,24 +83,10 @@ class DeviceFeed:
         self.bytes_read = self.reads = self.exchanges = self.not_taken = 0
         self.bytes_received = 0
         self.read_s = self.share_wait_s = self.need_s = 0.0
-        self.shares: "queue.Queue" = queue.Queue(maxsize=self.window)
-        self.stop = False
-        self.reader = threading.Thread(target=self._read_ahead, name="wspager-parts",
-                                       daemon=True)
-        self.reader.start()
-
-    def _agree_min(self, value: int) -> int:
-        t = torch.tensor([value], dtype=torch.int64, device=self.dev)
-        dist.all_reduce(t, op=dist.ReduceOp.MIN, group=self.group)
-        return int(t.item())
+        self.reader = ReadAhead(self.order, self._read, self.keep, self.window, "wspager-parts")
 
     def close(self) -> None:
-        self.stop = True
-        while self.reader.is_alive():   # unblock its put, then let it see stop
-            try:
-                self.shares.get(timeout=0.1)
-            except queue.Empty:
-                pass
+        self.reader.close()
         self.kept.clear()
         self.ahead.clear()
 
@@ -115,32 +101,12 @@ class DeviceFeed:
         self.reads += 1
         return part
 
-    def _read_ahead(self) -> None:
-        """The parts, in the order the exchanges are issued: once each when
-        they are kept, else cyclically."""
-        k = 0
-        while not self.stop and (not self.keep or k < len(self.order)):
-            layer = self.order[k % len(self.order)]
-            try:
-                item = (layer, self._read(layer))
-            except BaseException as e:   # given to the exchange that needs it
-                item = (layer, e)
-            while not self.stop:
-                try:
-                    self.shares.put(item, timeout=0.1)
-                    break
-                except queue.Full:
-                    pass
-            if isinstance(item[1], BaseException):
-                return
-            k += 1
-
     def _part(self, layer: int) -> torch.Tensor:
         part = self.kept.get(layer)
         if part is not None:
             return part
         t0 = time.perf_counter()
-        got, part = self.shares.get()
+        got, part = self.reader.get()
         self.share_wait_s += time.perf_counter() - t0
         if isinstance(part, BaseException):
             raise RuntimeError(f"wspager: rank {self.rank}: reading its part of layer "

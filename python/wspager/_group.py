@@ -27,6 +27,14 @@ import torch
 import torch.distributed as dist
 
 from . import Pager
+from ._readahead import ReadAhead
+
+
+def agree_min(group, device, value: int) -> int:
+    """The smallest of every rank's `value` (a collective on `group`)."""
+    t = torch.tensor([value], dtype=torch.int64, device=device)
+    dist.all_reduce(t, op=dist.ReduceOp.MIN, group=group)
+    return int(t.item())
 
 
 def _manifest_digest(pack_path: str) -> str:
@@ -112,28 +120,18 @@ class GroupFeed:
         need = sum((L.raw_bytes + page - 1) // page * page for L in pk.layers)
         self.once = need <= self._agree_min(pager.stats()["host_cache_bytes"])
         self.slots = pager.stats()["gpu_slots"]
-        self.shares: "queue.Queue" = queue.Queue(maxsize=self.window)
-        self.stop = False
-        self.reader = threading.Thread(target=self._read_ahead, name="wspager-shares",
-                                       daemon=True)
+        self.reader = ReadAhead(self.order, self._share, self.once, self.window,
+                                "wspager-shares")
         self.receiver = threading.Thread(target=self._receive, name="wspager-received",
                                          daemon=True)
         if self.order:   # nothing to exchange: no threads
-            self.reader.start()
             self.receiver.start()
 
     def _agree_min(self, value: int) -> int:
-        t = torch.tensor([value], dtype=torch.int64, device=self.wire)
-        dist.all_reduce(t, op=dist.ReduceOp.MIN, group=self.group)
-        return int(t.item())
+        return agree_min(self.group, self.wire, value)
 
     def close(self) -> None:
-        self.stop = True
-        while self.reader.is_alive():   # unblock its put, then let it see stop
-            try:
-                self.shares.get(timeout=0.1)
-            except queue.Empty:
-                pass
+        self.reader.close()
         for ex in self.issued.values():
             ex.wanted.set()
         self.received.put(None)   # after the exchanges issued: each is waited for
@@ -167,25 +165,6 @@ class GroupFeed:
         self.read_s += time.perf_counter() - t0
         return share, hi - lo, n
 
-    def _read_ahead(self) -> None:
-        """The shares, in the order the exchanges are issued, `window` ahead."""
-        k = 0
-        while not self.stop and (not self.once or k < len(self.order)):
-            layer = self.order[k % len(self.order)]
-            try:
-                item = (layer,) + self._share(layer)
-            except BaseException as e:   # given to the exchange that needs it
-                item = (layer, e)
-            while not self.stop:
-                try:
-                    self.shares.put(item, timeout=0.1)
-                    break
-                except queue.Full:
-                    pass
-            if len(item) == 2:
-                return
-            k += 1
-
     def _failed(self, layer: int, e: BaseException) -> RuntimeError:
         return RuntimeError(f"wspager: rank {self.rank}: exchanging layer "
                             f"{self.pager.pack.layers[layer].name} with the process group "
@@ -193,12 +172,11 @@ class GroupFeed:
 
     def _issue_next(self) -> None:
         t0 = time.perf_counter()
-        item = self.shares.get()
+        layer, got = self.reader.get()
         self.share_wait_s += time.perf_counter() - t0
-        layer = item[0]
-        if len(item) == 2:
-            raise self._failed(layer, item[1]) from item[1]
-        _, share, mine, n = item
+        if isinstance(got, BaseException):
+            raise self._failed(layer, got) from got
+        share, mine, n = got
         self.seq += 1
         if self.side is None:   # gloo: straight into the parts of one buffer
             whole = torch.empty(self.n * share.numel(), dtype=torch.uint8)
