@@ -7,8 +7,9 @@ device memory into a slot (``Pager.provide_device``).  So each link carries
 carries all of them.
 
 The parts are kept in pinned host memory when this rank's share of the
-model fits its host budget (then the pack is read once, and each later
-pass only exchanges); otherwise they are read again at every use.  Every
+model fits its host budget beside the pager's own (then the pack is read
+once, and each later pass only exchanges); otherwise they are read again
+at every use.  Every
 rank issues the same collectives in the same order: they follow the
 model's order of the layers, driven by the forward's acquires, which are
 the same on every rank.  The parts hold whole chunks, so a layer's parts
@@ -21,7 +22,7 @@ from __future__ import annotations
 
 import time
 from collections import OrderedDict
-from typing import Dict, List
+from typing import Dict, List, Optional
 
 import torch
 import torch.distributed as dist
@@ -50,7 +51,8 @@ class DeviceFeed:
     issued (no host waits: the pager's decode follows the exchange's
     stream).  A thread reads this rank's parts ahead, in the same order."""
 
-    def __init__(self, pager: Pager, group, order: List[int], window: int = 4):
+    def __init__(self, pager: Pager, group, order: List[int], window: int = 4,
+                 budget: Optional[int] = None):
         self.pager, self.group, self.order = pager, group, list(order)
         self.rank, self.n = dist.get_rank(group), dist.get_world_size(group)
         self.dev = torch.device("cuda", torch.cuda.current_device())
@@ -70,7 +72,13 @@ class DeviceFeed:
         page = 4096
         share = sum((self.parts[i][self.mine[i]].bytes + page - 1) // page * page
                     for i in self.order)
-        self.keep = share <= agree_min(group, self.dev, pager.stats()["host_cache_bytes"])
+        # The parts are kept beside the pager's own host memory within
+        # `budget` (host_cache: all the host memory the user gives), or,
+        # with no budget given, when they fit as much as the host tier.
+        st = pager.stats()
+        room = st["host_cache_bytes"] if budget is None else \
+            budget - st["host_cache_bytes"] - st["staging_bytes"]
+        self.keep = share <= agree_min(group, self.dev, room)
         # The slots in use: one for the layer acquired, the rest ahead.
         self.window = max(1, min(window, pager.stats()["gpu_slots"] - 1, len(self.order)))
         self.kept: Dict[int, torch.Tensor] = {}

@@ -40,7 +40,7 @@ from typing import Dict, List, Optional, Sequence, Tuple, Union
 
 import torch
 
-from . import Pager, Pack
+from . import Pager, Pack, parse_size
 from ._optim import AdamW  # noqa: F401  (wspager.torch.AdamW: the native host AdamW)
 from . import _hf, _loading, _plan
 from ._bind import bind
@@ -140,8 +140,8 @@ def offload(model: torch.nn.Module, pack: Union[str, os.PathLike], device=None, 
         shares meet on the GPUs: each rank sends only its share over its
         host->GPU link and decodes the whole layer from the gathered
         shares, at every use; the shares stay in pinned host memory when
-        this rank's part of the model fits `host_cache` (then the pack is
-        read once).  Otherwise a layer is exchanged once when every rank's
+        this rank's part of the model fits `host_cache` beside the pager's
+        own (then the pack is read once).  Otherwise a layer is exchanged once when every rank's
         host tier holds the model, else at each use, and reaches the GPU
         from the host tier.  Layers read only sometimes (routed experts,
         `on_demand`) are read by each rank.  A collective that fails (a rank stopped)
@@ -212,9 +212,11 @@ def offload(model: torch.nn.Module, pack: Union[str, os.PathLike], device=None, 
             order = [i for i in sorted(plan.layers) if plan.layers[i].name not in wanted]
             # Inference over NCCL with GPU decode: the parts meet on the
             # GPUs; else (gloo, host decode, training) in the host tier.
-            feed = DeviceFeed if not train and usable(pagers[0], process_group, order) \
-                else GroupFeed
-            off.feed = feed(pagers[0], process_group, order)
+            if not train and usable(pagers[0], process_group, order):
+                off.feed = DeviceFeed(pagers[0], process_group, order, budget=None
+                                      if host_cache is None else parse_size(host_cache))
+            else:
+                off.feed = GroupFeed(pagers[0], process_group, order)
         bind(model, off, plan)
         off.handles += StateDictSource(off, model).attach(model)
         guard_conversions(off, model)
@@ -291,7 +293,6 @@ def _open_pagers(pack, plan, devices, homes, wanted, host_cache, gpu_slots, opti
     """A pager a device (homes: pack layer -> position in `devices`), each
     reading ahead only its own layers (the others are on demand to it: it
     never reads them); `host_cache` split by the raw bytes each serves."""
-    from . import parse_size
     pagers: List[Pager] = []
     names = {i: L.name for i, L in plan.layers.items()}
     total = sum(L.raw_bytes for L in plan.layers.values()) or 1
