@@ -9,10 +9,9 @@ carries all of them.
 The parts are kept in pinned host memory when this rank's share of the
 model fits its host budget beside the pager's own (then the pack is read
 once, and each later pass only exchanges); otherwise they are read again
-at every use.  Every
-rank issues the same collectives in the same order: they follow the
-model's order of the layers, driven by the forward's acquires, which are
-the same on every rank.  The parts hold whole chunks, so a layer's parts
+at every use.  Every rank issues the same collectives in the same order:
+they follow the model's order of the layers, driven by the forward's
+acquires, which are the same on every rank.  The parts hold whole chunks, so a layer's parts
 differ in size (a one-chunk layer is one part): which rank reads which
 part is chosen layer by layer so that the ranks read about as much.  For
 inference: a backward pass needs the layers in the other order (training
@@ -197,7 +196,8 @@ class DeviceFeed:
     def stats(self) -> Dict[str, float]:
         """Counts (bytes_read: the stored bytes this rank read; reads: parts
         read; exchanges; not_taken: exchanged layers the pager did not
-        need; repeats: needs within a cycle, left to the pager) and seconds (read_s: the reader's; need_s: the forward's time
+        need; repeats: needs within a cycle, left to the pager) and
+        seconds (read_s: the reader's; need_s: the forward's time
         in need(), of which share_wait_s waiting for the reader)."""
         return {"device": 1, "keep": int(self.keep), "bytes_read": self.bytes_read,
                 "bytes_received": self.bytes_received, "reads": self.reads,
