@@ -43,6 +43,54 @@ def usable(pager: Pager, group, order: List[int]) -> bool:
     return bool(t.item())
 
 
+class Schedule:
+    """Which exchanges a feed issues, and when: the layers of `order` in
+    that order, cyclically, `window` of them ahead of the one needed.
+    need(layer) issues up to it (those skipped before it are dropped),
+    then refills the window; a layer needed again within one cycle of the
+    order (tied embeddings: the head uses the embedding's layer) is not
+    exchanged: its next exchange is a cycle away, so the pager brings it
+    itself (`repeats`).  Everything depends on the sequence of needs
+    alone, so every rank issues the same exchanges.  `issue(layer)` does
+    the exchange."""
+
+    def __init__(self, order: List[int], window: int, issue):
+        self.order, self.window, self.issue = list(order), window, issue
+        self.pos = set(self.order)
+        self.ahead: "OrderedDict[int, None]" = OrderedDict()   # issued, not yet needed
+        self.seq = 0                # exchanges issued
+        self.used: Dict[int, int] = {}   # layer -> self.seq when it was last needed
+        self.repeats = 0
+
+    def _next(self) -> None:
+        layer = self.order[self.seq % len(self.order)]
+        self.seq += 1
+        self.issue(layer)
+        self.ahead[layer] = None
+
+    def need(self, layer: int) -> bool:
+        """Before `layer` is acquired; False when it is not exchanged."""
+        if layer not in self.pos:
+            return False
+        if layer not in self.ahead and \
+                self.seq - self.used.get(layer, -len(self.order)) < len(self.order):
+            self.repeats += 1
+            return False
+        self.used[layer] = self.seq
+        for _ in range(len(self.order)):   # at most a cycle to reach it
+            if layer in self.ahead:
+                break
+            self._next()
+        while self.ahead:   # those issued before it were not needed this pass
+            first = next(iter(self.ahead))
+            del self.ahead[first]
+            if first == layer:
+                break
+        while len(self.ahead) < self.window:
+            self._next()
+        return True
+
+
 class DeviceFeed:
     """The layers of `order` (pack indices, the same on every rank) reach
     `pager` through the GPUs: `window` of them in flight ahead of the
@@ -81,10 +129,7 @@ class DeviceFeed:
         # The slots in use: one for the layer acquired, the rest ahead.
         self.window = max(1, min(window, pager.stats()["gpu_slots"] - 1, len(self.order)))
         self.kept: Dict[int, torch.Tensor] = {}
-        self.ahead: "OrderedDict[int, None]" = OrderedDict()   # handed over, not yet needed
-        self.seq = 0                # exchanges issued (the fixed order, cyclic)
-        self.used: Dict[int, int] = {}   # layer -> self.seq when it was last needed
-        self.repeats = 0
+        self.schedule = Schedule(self.order, self.window, self._exchange)
         self.copy = torch.cuda.Stream(self.dev)   # parts up the link
         self.side = torch.cuda.Stream(self.dev)   # parts put together, then the pager's decode
         self.bytes_read = self.reads = self.exchanges = self.not_taken = 0
@@ -95,7 +140,6 @@ class DeviceFeed:
     def close(self) -> None:
         self.reader.close()
         self.kept.clear()
-        self.ahead.clear()
 
     def _read(self, layer: int) -> torch.Tensor:
         """This rank's part of `layer`, read and checked, in pinned memory."""
@@ -123,11 +167,9 @@ class DeviceFeed:
             self.kept[layer] = part
         return part
 
-    def _issue_next(self) -> None:
-        """The next layer in order: its part up the link, the all-gather,
-        the parts put together and handed to the pager, on the GPU."""
-        layer = self.order[self.seq % len(self.order)]
-        self.seq += 1
+    def _exchange(self, layer: int) -> None:
+        """`layer`'s part up the link, the all-gather, the parts put
+        together and handed to the pager, on the GPU."""
         part = self._part(layer)
         parts = self.parts[layer]
         width = max(max(p.bytes for p in parts), 1)
@@ -161,35 +203,13 @@ class DeviceFeed:
         self.bytes_received += total - mine
         if not taken:   # in a slot already, or updated: its acquire brings it
             self.not_taken += 1
-        self.ahead[layer] = None
 
     def need(self, layer: int) -> None:
         """Before `layer` is acquired: its exchange issued (with those
         before it in order), and the next `window` issued ahead."""
-        if layer not in self.parts:
-            return
-        if layer not in self.ahead and self.seq - self.used.get(layer, -len(self.order)) \
-                < len(self.order):
-            # Needed again within one cycle of the order (tied embeddings:
-            # the head uses the embedding's layer): its next exchange is a
-            # cycle away, so the pager brings it itself, as every rank does.
-            self.repeats += 1
-            return
-        self.used[layer] = self.seq
         t0 = time.perf_counter()
         try:
-            for _ in range(len(self.order)):   # at most a cycle to reach it
-                if layer in self.ahead:
-                    break
-                self._issue_next()
-            # Layers issued before it and not needed this pass are dropped.
-            while self.ahead:
-                first = next(iter(self.ahead))
-                del self.ahead[first]
-                if first == layer:
-                    break
-            while len(self.ahead) < self.window:
-                self._issue_next()
+            self.schedule.need(layer)
         finally:
             self.need_s += time.perf_counter() - t0
 
@@ -202,6 +222,6 @@ class DeviceFeed:
         return {"device": 1, "keep": int(self.keep), "bytes_read": self.bytes_read,
                 "bytes_received": self.bytes_received, "reads": self.reads,
                 "exchanges": self.exchanges, "not_taken": self.not_taken,
-                "repeats": self.repeats,
+                "repeats": self.schedule.repeats,
                 "read_s": self.read_s, "share_wait_s": self.share_wait_s,
                 "need_s": self.need_s}
