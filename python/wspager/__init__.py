@@ -271,7 +271,7 @@ class Pack(_Closing):
         naming the chunk.  For processes that exchange the parts and decode
         the layer on their GPUs (:meth:`Pager.provide_device`)."""
         i = self.layer(key).index
-        if not 0 <= part < parts:
+        if not 0 <= part < parts < 1 << 32:   # the C side takes unsigned ints
             raise ValueError(f"read_part: part {part} of {parts}")
         ptr, cap = None, 0
         if out is not None:
@@ -747,8 +747,17 @@ class Pager(_Closing):
         import torch
         if not (isinstance(packed, torch.Tensor) and packed.is_cuda and packed.is_contiguous()):
             raise ValueError("provide_device: a contiguous CUDA tensor is needed")
+        # The decode reads it on the layer's device: memory of another GPU
+        # would be an illegal address there, which breaks the CUDA context.
+        want, _ = self.layer_device(layer)
+        if packed.device.index != want:
+            raise ValueError(f"provide_device: the tensor is on cuda:{packed.device.index}, "
+                             f"the layer's pager on cuda:{want}")
         if stream is None:
             stream = torch.cuda.current_stream(packed.device)
+        elif stream.device != packed.device:
+            raise ValueError(f"provide_device: the stream is on {stream.device}, the tensor "
+                             f"on {packed.device}")
         n = packed.numel() * packed.element_size()
         with self._owner.call() as h:
             rc = lib.wsp_provide_device(h, self._index(layer), ctypes.c_void_p(packed.data_ptr()),

@@ -135,6 +135,11 @@ with wspager.Pager(os.path.join(T, "m.wsp"), device="host", host_cache="16M", gp
     check(st["io_backend"] in ("uring", "pread", "mmap"), "io_backend")
     # the host backend decodes nothing on a device: asked, it says so
     check(pg.provide_device(0, None) is None, "provide_device on the host backend")
+    try:   # host memory is refused before the library is asked
+        pg.provide_device(0, torch.zeros(16, dtype=torch.uint8))
+        check(False, "provide_device took a CPU tensor")
+    except ValueError as e:
+        check("CUDA tensor" in str(e), f"provide_device of a CPU tensor: {e}")
 
 # 3a. parts of a layer (read_part): they follow each other and cover its
 # packed form; read, they hold its chunks (checked), and the readers of
@@ -162,6 +167,10 @@ ok, e = raises(lambda: pack.read_part(big.index, 0, 1, out=bytearray(p.bytes - 1
 check(ok, f"read_part into a small buffer: {e}")
 ok, e = raises(lambda: pack.read_part(big.index, 2, 2))
 check(ok, f"read_part past the count: {e}")
+ok, e = raises(lambda: pack.read_part(big.index, 0, 1 << 32))   # would wrap to 0 parts in C
+check(ok, f"read_part of 2**32 parts: {e}")
+ok, e = raises(lambda: pack.read_part(big.index, 0, 1, out=bytes(p.bytes)))   # read-only
+check(ok, f"read_part into read-only bytes: {e}")
 
 # 4. errors carry the code and the library's message
 ok, e = raises(lambda: wspager.Pager(os.path.join(T, "missing.wsp")), -errno.ENOENT, "missing.wsp")
