@@ -200,13 +200,19 @@ int slots_forget(struct slot_pool *sp, uint32_t layer)
 	return 1;
 }
 
-/* A fill's start: its timing events taken, the slot emptied, and the copy
- * stream ordered after every release of the slot and its previous fill. */
-static int fill_begin(struct slot_pool *sp, struct slot *s, struct pending_put *pp,
-		      struct wspi_err *err)
+/* A fill of `layer` starting: it must fit the slot; its timing events
+ * taken, the slot emptied, and the copy stream ordered after every release
+ * of the slot and its previous fill. */
+static int fill_begin(struct slot_pool *sp, struct slot *s, const struct wsp_pack_s *pk,
+		      uint32_t layer, struct pending_put *pp, struct wspi_err *err)
 {
 	struct dev *d = sp->dev;
+	uint64_t raw = pk->layers[layer].raw_bytes;
 	int rc;
+	if (raw > s->bytes)
+		return WSP_ERR(err, WSP_ETOOBIG, "layer %u: %llu bytes do not fit slot %u of %llu",
+			       layer, (unsigned long long)raw, s->index,
+			       (unsigned long long)s->bytes);
 	if (grow((void **)&sp->pend, &sp->cap_pend, sp->n_pend + 1, sizeof(*sp->pend)) < 0)
 		return WSP_ERR(err, -ENOMEM, "out of memory for pending copies");
 	if ((rc = get_event(sp, 1, &pp->start, err)) < 0)
@@ -285,17 +291,13 @@ int slots_fill(struct slot_pool *sp, struct slot *s, const struct wsp_pack_s *pk
 	struct pending_put pp = { .ref = *ref, .bytes = ref->bytes, .queue = DEV_Q_COPY };
 	int rc;
 
-	if (ref->raw_bytes > s->bytes)
-		return WSP_ERR(err, WSP_ETOOBIG, "layer %u: %llu bytes do not fit slot %u of %llu",
-			       layer, (unsigned long long)ref->raw_bytes, s->index,
-			       (unsigned long long)s->bytes);
 	if ((uint64_t)ref->n_pages * ref->page_bytes < ref->bytes)
 		return WSP_ERR(err, WSP_ESTATE, "layer %u: host entry has %u pages for %llu bytes",
 			       layer, ref->n_pages, (unsigned long long)ref->bytes);
 	if (ref->packed && !sp->unpack)
 		return WSP_ERR(err, WSP_ESTATE, "layer %u is packed but the device cannot decode it",
 			       layer);
-	if ((rc = fill_begin(sp, s, &pp, err)) < 0 ||
+	if ((rc = fill_begin(sp, s, pk, layer, &pp, err)) < 0 ||
 	    (rc = ref->packed ? unpacker_fill(sp->unpack, s->base, ref, &pp.bytes, &pp.queue, err)
 			      : copy_ref_pages(d, s->base, ref, ref->raw_bytes, err)) < 0 ||
 	    (rc = fill_end(sp, s, pk, layer, &pp, prefetch, err)) < 0)
@@ -314,10 +316,6 @@ int slots_fill_device(struct slot_pool *sp, struct slot *s, const struct wsp_pac
 	struct dev_event *ready = NULL;
 	int rc;
 
-	if (pk->layers[layer].raw_bytes > s->bytes)
-		return WSP_ERR(err, WSP_ETOOBIG, "layer %u: %llu bytes do not fit slot %u of %llu",
-			       layer, (unsigned long long)pk->layers[layer].raw_bytes, s->index,
-			       (unsigned long long)s->bytes);
 	if (!unpacker_fills_from_device(sp->unpack, layer))
 		return WSP_ERR(err, -ENOTSUP, "layer %u: this device decodes nothing", layer);
 	/* The bytes are there once `stream` reaches this point: the copy
@@ -326,7 +324,7 @@ int slots_fill_device(struct slot_pool *sp, struct slot *s, const struct wsp_pac
 		return rc;
 	if ((rc = d->ops->record(d, ready, DEV_Q_USER, stream, err)) < 0 ||
 	    (rc = d->ops->wait(d, DEV_Q_COPY, NULL, ready, err)) < 0 ||
-	    (rc = fill_begin(sp, s, &pp, err)) < 0 ||
+	    (rc = fill_begin(sp, s, pk, layer, &pp, err)) < 0 ||
 	    (rc = unpacker_fill_device(sp->unpack, s->base, layer, packed, &pp.queue, err)) < 0 ||
 	    (rc = fill_end(sp, s, pk, layer, &pp, 1, err)) < 0) {
 		put_event(sp, 0, ready);
