@@ -19,6 +19,7 @@ struct unpacker {
 	uint64_t *job0;                  /* n_layers + 1: each layer's jobs in the table */
 	uint64_t *max_out;               /* per layer: its largest job's output */
 	uint8_t *layouts;                /* per layer: the OR of its decode jobs' flags */
+	uint64_t *packed_bytes;          /* per layer: the size of its packed form */
 	uint32_t *chunk_of;              /* per job: chunk index in its tensor (messages) */
 	uint32_t *tensor_of;             /* per job: global tensor index */
 	struct exprans_gpu_job *jobs_dev;
@@ -167,6 +168,7 @@ void unpacker_destroy(struct unpacker *u)
 	free(u->job0);
 	free(u->max_out);
 	free(u->layouts);
+	free(u->packed_bytes);
 	free(u->chunk_of);
 	free(u->tensor_of);
 	free(u);
@@ -199,6 +201,7 @@ int unpacker_create(struct dev *d, const struct wsp_pack_s *pk, const struct hca
 		u->job0 = calloc((size_t)n_layers + 1, sizeof(*u->job0));
 		u->max_out = calloc(n_layers ? n_layers : 1, sizeof(*u->max_out));
 		u->layouts = calloc(n_layers ? n_layers : 1, sizeof(*u->layouts));
+		u->packed_bytes = calloc(n_layers ? n_layers : 1, sizeof(*u->packed_bytes));
 		u->chunk_of = malloc(total * sizeof(*u->chunk_of));
 		u->tensor_of = malloc(total * sizeof(*u->tensor_of));
 		u->status_host = aligned_alloc(4096, status_bytes(total));
@@ -207,7 +210,8 @@ int unpacker_create(struct dev *d, const struct wsp_pack_s *pk, const struct hca
 		u->kept_bytes = calloc(n_layers ? n_layers : 1, sizeof(*u->kept_bytes));
 		u->uses = calloc(n_layers ? n_layers : 1, sizeof(*u->uses));
 	}
-	if (!u || !jobs || !pc || !u->job0 || !u->max_out || !u->layouts || !u->chunk_of ||
+	if (!u || !jobs || !pc || !u->job0 || !u->max_out || !u->layouts || !u->packed_bytes ||
+	    !u->chunk_of ||
 	    !u->tensor_of ||
 	    !u->status_host || !u->kept || !u->kept_bytes || !u->uses) {
 		free(jobs);
@@ -219,10 +223,10 @@ int unpacker_create(struct dev *d, const struct wsp_pack_s *pk, const struct hca
 	 * fills, every one for fills from device memory (unpacker_fill_device). */
 	uint64_t k = 0;
 	for (uint32_t l = 0; l < n_layers; l++) {
-		uint64_t bytes;
 		u->job0[l] = k;
 		k += layer_jobs(pk, l, pc, jobs + k, u->chunk_of + k, u->tensor_of + k,
-				&u->max_out[l], &u->layouts[l], &bytes);
+				&u->max_out[l], &u->layouts[l], &u->packed_bytes[l]);
+		uint64_t bytes = u->packed_bytes[l];
 		if (hcache_pieces(hc, l, &one, 1)) {
 			if (hcache_layer_bytes(hc, l) != bytes) {
 				rc = WSP_ERR(err, WSP_ESTATE, "layer %u: the host tier keeps %" PRIu64
@@ -406,6 +410,11 @@ int unpacker_fill(struct unpacker *u, void *slot, const struct hcache_ref *ref,
 int unpacker_fills_from_device(const struct unpacker *u, uint32_t layer)
 {
 	return u && u->job0[layer + 1] > u->job0[layer];
+}
+
+uint64_t unpacker_packed_bytes(const struct unpacker *u, uint32_t layer)
+{
+	return u->packed_bytes[layer];
 }
 
 int unpacker_fill_device(struct unpacker *u, void *slot, uint32_t layer, const void *packed,

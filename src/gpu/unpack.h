@@ -50,6 +50,8 @@ int unpacker_fill(struct unpacker *u, void *slot, const struct hcache_ref *ref,
 /* Whether a slot can be filled with `layer` from its packed form in device
  * memory: 1 for any layer with chunks when the unpacker exists. */
 int unpacker_fills_from_device(const struct unpacker *u, uint32_t layer);
+/* The size of `layer`'s packed form (when the unpacker exists). */
+uint64_t unpacker_packed_bytes(const struct unpacker *u, uint32_t layer);
 /* Enqueue the fill of `slot` from `packed`: the layer's packed form
  * (pack.h) in device memory, read after the copy queue's current point.
  * The slot is complete at the point of decode queue *queue right after

@@ -47,9 +47,6 @@ static inline uint64_t pack_packed_next(uint64_t at, const struct wspm_chunk *c)
 	return (at + n + PACK_PACKED_ALIGN - 1) & ~(uint64_t)(PACK_PACKED_ALIGN - 1);
 }
 
-/* The size of layer l's packed form. */
-uint64_t pack_packed_bytes(const struct wsp_pack_s *pk, uint32_t l);
-
 /* Build the handle from a directory (used by wsp_pack_open and wsp_open). */
 int pack_open(const char *dir, struct wsp_pack_s **out, struct wspi_err *err);
 void pack_close(struct wsp_pack_s *pk);

@@ -57,11 +57,6 @@ static struct cut cut_at(const struct wspi_manifest *m, const struct wspm_layer 
 	return c;
 }
 
-uint64_t pack_packed_bytes(const struct wsp_pack_s *pk, uint32_t l)
-{
-	return cut_at(&pk->m, &pk->m.layers[l], 1, 1).packed;
-}
-
 /* Scratch for chunks checked by decoding, made on first need. */
 struct checker {
 	struct wsp_pack_s *pk;

@@ -161,7 +161,7 @@ int wsp_provide_device(wsp_pager *pg, uint32_t layer, const void *packed, uint64
 		wspi_err_destroy(&err);
 		return 1;
 	}
-	uint64_t want = pack_packed_bytes(pg->pk, layer);
+	uint64_t want = unpacker_packed_bytes(pg->sp.unpack, layer);
 	if (len != want) {
 		WSP_ERR(&err, -EINVAL, "wsp_provide_device: layer %u (%s): its packed form has "
 			"%llu bytes, not %llu", layer, name, (unsigned long long)want,
