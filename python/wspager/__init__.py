@@ -749,7 +749,7 @@ class Pager(_Closing):
             raise ValueError("provide_device: a contiguous CUDA tensor is needed")
         # The decode reads it on the layer's device: memory of another GPU
         # would be an illegal address there, which breaks the CUDA context.
-        want, _ = self.layer_device(layer)
+        want = self.devices[0] if len(self.devices) == 1 else self.layer_device(layer)[0]
         if packed.device.index != want:
             raise ValueError(f"provide_device: the tensor is on cuda:{packed.device.index}, "
                              f"the layer's pager on cuda:{want}")
