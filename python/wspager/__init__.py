@@ -364,6 +364,21 @@ def _view_dtype(name: str) -> str:
     raise ValueError(f"unknown dtype {name}")
 
 
+class _TensorTable:
+    """A layer's tensors as an acquire's view lists them: their infos in
+    pack order, an index by short and by full name, and their dtypes."""
+
+    def __init__(self, view: _c.Layer):
+        self.layer = view.name.decode()
+        self.infos = [_tensor_info(view.tensors[i]) for i in range(view.n_tensors)]
+        self.by_name: Dict[str, int] = {}
+        for i, info in enumerate(self.infos):
+            self.by_name[info.short_name] = i
+        for i, info in enumerate(self.infos):
+            self.by_name.setdefault(info.name, i)
+        self.dtypes = {k: self.infos[i].dtype for k, i in self.by_name.items()}
+
+
 class AcquiredLayer(NoCopy):
     """A layer acquired from a :class:`Pager`, until :meth:`release`.
 
@@ -381,19 +396,20 @@ class AcquiredLayer(NoCopy):
         self._view = view
         self._stream = stream
         self.index = int(view.index)
-        self.name = view.name.decode()
         self.released = False
-        self._tensors = {}
-        for i in range(view.n_tensors):
-            t = view.tensors[i]
-            info = _tensor_info(t)
-            self._tensors[info.short_name] = (info, t.data or 0)
-            self._tensors.setdefault(info.name, (info, t.data or 0))
-        self.dtypes = {k: v[0].dtype for k, v in self._tensors.items()}
+        # What a layer's tensors are never changes: read once a layer (an
+        # acquire is on the forward's path); only where they are does.
+        table = pager._tables.get(self.index)
+        if table is None:
+            table = pager._tables[self.index] = _TensorTable(view)
+        self.name, self._table = table.layer, table
+        tensors = view.tensors
+        self.addresses = tuple(tensors[i].data or 0 for i in range(len(table.infos)))
+        self.dtypes = dict(table.dtypes)
 
     def names(self) -> List[str]:
         """The tensors' short names, in pack order."""
-        return [k for k, (info, _) in self._tensors.items() if k == info.short_name]
+        return [info.short_name for info in self._table.infos]
 
     def info(self, name: str) -> TensorInfo:
         return self._lookup(name)[0]
@@ -407,10 +423,11 @@ class AcquiredLayer(NoCopy):
             raise WspError(-errno.EINVAL, f"layer {self.name} was released: its views are no longer valid")
         if self._pager.closed:
             raise _closed_error(f"layer {self.name}: its pager {self._pager.path} is closed")
-        if name not in self._tensors:
+        i = self._table.by_name.get(name)
+        if i is None:
             raise KeyError(f"layer {self.name} has no tensor {name!r}; it has: "
                            + ", ".join(self.names()))
-        return self._tensors[name]
+        return self._table.infos[i], self.addresses[i]
 
     def __getitem__(self, name: str):
         info, ptr = self._lookup(name)
@@ -432,7 +449,7 @@ class AcquiredLayer(NoCopy):
             return a
 
     def __contains__(self, name: str) -> bool:
-        return name in self._tensors
+        return name in self._table.by_name
 
     def release(self, stream: Optional[int] = None) -> None:
         """End this use: the slot is reusable once `stream` (default: the
@@ -614,6 +631,7 @@ class Pager(_Closing):
         self._ptr = h.value
         self.pack = Pack(self.path, _borrowed=(self._owner, L.wsp_pager_pack(self._ptr)))
         self.on_host = all(d == _c.DEVICE_HOST for d in self.devices)
+        self._tables: Dict[int, _TensorTable] = {}   # per layer, for AcquiredLayer
 
     @property
     def closed(self) -> bool:

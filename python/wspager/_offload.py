@@ -23,6 +23,8 @@ class Group:
         self.depth = 0            # hooks holding it now (nested uses)
         self.layer = None         # the AcquiredLayer while held
         self.views: Dict[Tuple[int, str], torch.Tensor] = {}   # (slot address, name) -> view
+        # the tensors' addresses in a slot -> the views of params there
+        self.slot_views: Dict[Tuple[int, ...], List[torch.Tensor]] = {}
         self.placeholders: List[torch.Tensor] = []
 
 
@@ -104,8 +106,13 @@ class Offload:
             g.depth -= 1   # nothing held: the release that follows has nothing to do
             raise
         g.layer = layer
-        for (p, name, dtype, shape), ph in zip(g.params, g.placeholders):
-            v = self._view(g, layer, name, dtype, shape)
+        # The views over a slot are made the first time the layer lands in
+        # it: an acquire is on the forward's path.
+        views = g.slot_views.get(layer.addresses)
+        if views is None:
+            views = g.slot_views[layer.addresses] = [
+                self._view(g, layer, name, dtype, shape) for _, name, dtype, shape in g.params]
+        for (p, _, _, _), ph, v in zip(g.params, g.placeholders, views):
             # a weight the model keeps in another dtype: cast on the device,
             # as transformers casts it at load
             p.data = v if v.dtype == ph.dtype else v.to(ph.dtype)

@@ -439,6 +439,7 @@ def remove(model: torch.nn.Module) -> None:
         m.__dict__.pop(attr, None)
     for g in off.groups:
         g.views.clear()
+        g.slot_views.clear()
     if off.feed is not None:
         off.feed.close()
     for pg in off.pagers:
