@@ -10,15 +10,18 @@ The parts are kept in pinned host memory when this rank's share of the
 model fits its host budget beside the pager's own (then the pack is read
 once, and each later pass only exchanges); otherwise they are read again
 at every use.  Every rank issues the same collectives in the same order:
-they follow the model's order of the layers, driven by the forward's
-acquires, which are the same on every rank.  The parts hold whole chunks, so a layer's parts
-differ in size (a one-chunk layer is one part): which rank reads which
-part is chosen layer by layer so that the ranks read about as much.  For
+they follow the model's order of the layers, driven by the sequence of the
+forward's acquires, which is the same on every rank (:class:`Schedule`).
+The parts hold whole chunks, so a layer's parts differ in size (a
+one-chunk layer is one part): which rank reads which part is chosen layer
+by layer so that the ranks read about as much.  For
 inference: a backward pass needs the layers in the other order (training
 uses GroupFeed).
 """
 from __future__ import annotations
 
+import queue
+import threading
 import time
 from collections import OrderedDict
 from typing import Dict, List, Optional
@@ -51,8 +54,9 @@ class Schedule:
     order (tied embeddings: the head uses the embedding's layer) is not
     exchanged: its next exchange is a cycle away, so the pager brings it
     itself (`repeats`).  Everything depends on the sequence of needs
-    alone, so every rank issues the same exchanges.  `issue(layer)` does
-    the exchange."""
+    alone, so every rank issues the same exchanges.  `issue(layer)`
+    starts the exchange (DeviceFeed queues it for its thread); need() is
+    reach() and then refill_one() until the window is full."""
 
     def __init__(self, order: List[int], window: int, issue):
         self.order, self.window, self.issue = list(order), window, issue
@@ -70,6 +74,16 @@ class Schedule:
 
     def need(self, layer: int) -> bool:
         """Before `layer` is acquired; False when it is not exchanged."""
+        if not self.reach(layer):
+            return False
+        while self.refill_one():
+            pass
+        return True
+
+    def reach(self, layer: int) -> bool:
+        """`layer`'s exchange issued (with those before it in order), or
+        False when it is not exchanged; the window is not refilled (a
+        refill after a False issues nothing that need() would not)."""
         if layer not in self.pos:
             return False
         if layer not in self.ahead and \
@@ -86,8 +100,13 @@ class Schedule:
             del self.ahead[first]
             if first == layer:
                 break
-        while len(self.ahead) < self.window:
-            self._next()
+        return True
+
+    def refill_one(self) -> bool:
+        """One more exchange issued if the window is not full."""
+        if len(self.ahead) >= self.window:
+            return False
+        self._next()
         return True
 
 
@@ -96,7 +115,19 @@ class DeviceFeed:
     `pager` through the GPUs: `window` of them in flight ahead of the
     forward, each exchanged and handed to the pager as soon as it is
     issued (no host waits: the pager's decode follows the exchange's
-    stream).  A thread reads this rank's parts ahead, in the same order."""
+    stream).
+
+    The forward's thread only decides which exchanges to issue (the
+    :class:`Schedule`, bookkeeping) and queues them; a thread of its own
+    issues them in that order, on a communicator of its own over the same
+    ranks, and counts them done.  The forward waits for a layer only while
+    its exchange is not yet issued (never in the steady state: it was
+    queued a window ago).  The exchanges' host work (a dozen torch calls,
+    the collective, the hand-over to the pager) then runs beside the
+    model's, not before it; the communicator of their own keeps their
+    collectives out of the order of the caller's own, which a second
+    thread on the caller's communicator could not keep.  A third thread
+    reads this rank's parts ahead, in the same order."""
 
     def __init__(self, pager: Pager, group, order: List[int], window: int = 4,
                  budget: Optional[int] = None):
@@ -129,17 +160,62 @@ class DeviceFeed:
         # The slots in use: one for the layer acquired, the rest ahead.
         self.window = max(1, min(window, pager.stats()["gpu_slots"] - 1, len(self.order)))
         self.kept: Dict[int, torch.Tensor] = {}
-        self.schedule = Schedule(self.order, self.window, self._exchange)
+        self.schedule = Schedule(self.order, self.window, self._queue)
         self.copy = torch.cuda.Stream(self.dev)   # parts up the link
-        self.side = torch.cuda.Stream(self.dev)   # parts put together, then the pager's decode
+        self.side = torch.cuda.Stream(self.dev)   # the pager's decode follows the exchange
         self.bytes_read = self.reads = self.exchanges = self.not_taken = 0
         self.bytes_received = 0
         self.read_s = self.share_wait_s = self.need_s = 0.0
+        # Every rank of `group` makes it, as it makes the feed; the others
+        # of the world need not (local synchronization).
+        self.comm = dist.new_group(dist.get_process_group_ranks(group), backend="nccl",
+                                   use_local_synchronization=True)
         self.reader = ReadAhead(self.order, self._read, self.keep, self.window, "wspager-parts")
+        # Exchanges queued by the forward's thread, in order; `done` counts
+        # those the thread has issued (under `cv`); seq[layer]: the number
+        # of the layer's latest one.
+        self.work: "queue.SimpleQueue" = queue.SimpleQueue()
+        self.queued = self.done = 0
+        self.seq: Dict[int, int] = {}
+        self.failed: Optional[BaseException] = None
+        self.cv = threading.Condition()
+        self.thread = threading.Thread(target=self._issue, name="wspager-exchanges", daemon=True)
+        self.thread.start()
 
     def close(self) -> None:
+        # What was queued is issued first: every rank queued the same.
+        if self.thread.is_alive():
+            self.work.put(None)
+            self.thread.join()
         self.reader.close()
         self.kept.clear()
+        try:
+            dist.destroy_process_group(self.comm)
+        except Exception:   # the default group went first (interpreter exit)
+            pass
+
+    def _queue(self, layer: int) -> None:
+        """Schedule's issue(): `layer`'s exchange to the thread."""
+        self.queued += 1
+        self.seq[layer] = self.queued
+        self.work.put(layer)
+
+    def _issue(self) -> None:
+        """The thread: the queued exchanges, in order."""
+        torch.cuda.set_device(self.dev)
+        try:
+            while True:
+                layer = self.work.get()
+                if layer is None:
+                    return
+                self._exchange(layer)
+                with self.cv:
+                    self.done += 1
+                    self.cv.notify_all()
+        except BaseException as e:   # the forward's next need raises it
+            with self.cv:
+                self.failed = e
+                self.cv.notify_all()
 
     def _read(self, layer: int) -> torch.Tensor:
         """This rank's part of `layer`, read and checked, in pinned memory."""
@@ -168,57 +244,68 @@ class DeviceFeed:
         return part
 
     def _exchange(self, layer: int) -> None:
-        """`layer`'s part up the link, the all-gather, the parts put
-        together and handed to the pager, on the GPU."""
+        """`layer`'s part up the link into its place in the packed form,
+        the other ranks' parts gathered into theirs, and the whole handed
+        to the pager, on the GPU (the thread's)."""
         part = self._part(layer)
         parts = self.parts[layer]
-        width = max(max(p.bytes for p in parts), 1)
         total = parts[-1].offset + parts[-1].bytes
-        mine = parts[self.mine[layer]].bytes
+        mine = parts[self.mine[layer]]
         try:
             with torch.cuda.stream(self.copy):
-                w = torch.empty(width, dtype=torch.uint8, device=self.dev)
-                w[:mine].copy_(part[:mine], non_blocking=True)
-                gathered = torch.empty(self.n * width, dtype=torch.uint8, device=self.dev)
-                work = dist.all_gather_into_tensor(gathered, w, group=self.group,
-                                                   async_op=True)
+                whole = torch.empty(max(total, 1), dtype=torch.uint8, device=self.dev)
+                # rank r sent part (r + shift) mod n: the parts of unequal
+                # sizes are gathered straight into their places
+                into = [whole[p.offset:p.offset + p.bytes] for p in
+                        (parts[(r + self.shift[layer]) % self.n] for r in range(self.n))]
+                into[self.rank].copy_(part[:mine.bytes], non_blocking=True)
+                work = dist.all_gather(into, into[self.rank], group=self.comm, async_op=True)
             with torch.cuda.stream(self.side):
                 work.wait()   # the side stream waits for the all-gather
-                # Neither buffer is reused on the copy stream before the
-                # side stream is past the all-gather: the next layer's
-                # part would land in `w` while NCCL still reads it.
-                w.record_stream(self.side)
-                gathered.record_stream(self.side)
-                whole = torch.empty(total, dtype=torch.uint8, device=self.dev)
-                for r in range(self.n):   # rank r sent part (r + shift) mod n
-                    p = parts[(r + self.shift[layer]) % self.n]
-                    whole[p.offset:p.offset + p.bytes].copy_(
-                        gathered[r * width:r * width + p.bytes])
-                taken = self.pager.provide_device(layer, whole, self.side)
+                # Not reused on the copy stream before the pager's decode,
+                # which the side stream waits for, has read it.
+                whole.record_stream(self.side)
+                taken = self.pager.provide_device(layer, whole[:total], self.side)
         except BaseException as e:
             raise RuntimeError(f"wspager: rank {self.rank}: exchanging layer "
                                f"{self.pager.pack.layers[layer].name} with the process group "
                                f"failed (did another rank stop?): {e}") from e
         self.exchanges += 1
-        self.bytes_received += total - mine
+        self.bytes_received += total - mine.bytes
         if not taken:   # in a slot already, or updated: its acquire brings it
             self.not_taken += 1
 
     def need(self, layer: int) -> None:
-        """Before `layer` is acquired: its exchange issued (with those
-        before it in order), and the next `window` issued ahead."""
+        """Before `layer` is acquired: its exchange queued (with those
+        before it in order) and issued by the thread, and the next
+        `window` queued behind it."""
         t0 = time.perf_counter()
-        try:
-            self.schedule.need(layer)
-        finally:
-            self.need_s += time.perf_counter() - t0
+        if self.schedule.reach(layer):
+            mine = self.seq[layer]
+            while self.schedule.refill_one():
+                pass
+            if self.done < mine and self.failed is None:
+                with self.cv:
+                    while self.done < mine and self.failed is None:
+                        if not self.thread.is_alive():   # closed: nothing issues it
+                            self.failed = RuntimeError("wspager: the feed is closed")
+                            break
+                        self.cv.wait(0.5)
+        self.need_s += time.perf_counter() - t0
+        failed = self.failed
+        if failed is not None:
+            if isinstance(failed, RuntimeError) and str(failed).startswith("wspager:"):
+                raise failed
+            raise RuntimeError(f"wspager: rank {self.rank}: the exchanges' thread "
+                               f"failed: {failed}") from failed
 
     def stats(self) -> Dict[str, float]:
         """Counts (bytes_read: the stored bytes this rank read; reads: parts
         read; exchanges; not_taken: exchanged layers the pager did not
         need; repeats: needs within a cycle, left to the pager) and
-        seconds (read_s: the reader's; need_s: the forward's time
-        in need(), of which share_wait_s waiting for the reader)."""
+        seconds (read_s: the reader's; share_wait_s: the exchanges'
+        thread waiting for the reader; need_s: the forward's time in
+        need(), waiting for the exchanges' thread)."""
         return {"device": 1, "keep": int(self.keep), "bytes_read": self.bytes_read,
                 "bytes_received": self.bytes_received, "reads": self.reads,
                 "exchanges": self.exchanges, "not_taken": self.not_taken,
