@@ -7,8 +7,9 @@ a few tokens back to back).  With GPU decode the ranks' parts meet on the
 GPUs (each link carries half of every layer; the parts stay in pinned
 host memory); else in the host tier.  Ceilings measured in the same run:
 the pack read with one thread from a dropped page cache, pinned
-host->GPU copies to each GPU, and GPU->GPU copies (what the all-gathers
-could move at most).  Rows: the cold forward's seconds and GB/s of raw
+host->GPU copies to each GPU, GPU->GPU copies (what the all-gathers
+could move at most), and the same forwards with the model resident on
+one GPU (the forward's own host time: a floor for any paging).  Rows: the cold forward's seconds and GB/s of raw
 weights, the bytes each rank read from the pack (the group's sum against
 the pack's stored size), and the warm GB/s per GPU against one process
 and against its link.  Logits of the ranks against one process.
@@ -16,10 +17,14 @@ and against its link.  Logits of the ranks against one process.
   python3 bench/torch_dist.py --dir /var/tmp/wsp-dist [--layers 16 --hidden 4096]
       [--gpu-slots N: each pager's slots]
       [--profile DIR: each rank's cold forward traced, DIR/dist-rankN.json,
-       and two warm forwards, DIR/dist-rankN-warm.json]
+       and two warm forwards, DIR/dist-rankN-warm.json, the feed's and the
+       pager's calls named there: bench/cpu_time.py sums the host side]
   (drops the page cache: run as root, or the cold rows are warm and say so;
    WSP_DIST_STACKS=S: a rank still running after S seconds prints its
-   threads' stacks and ends)
+   threads' stacks and ends; WSP_DIST_SAMPLE=1: where the forward's thread
+   was during the warm forwards, sampled (rank 0 and the one process);
+   WSP_DIST_GPU_ONLY=1: --profile's warm traces without the host side,
+   whose tracing slows the forward's thread more than the GPU)
 """
 import argparse
 import json
@@ -76,20 +81,85 @@ def timed(model, ids, passes: int, reps: int, after_cold=lambda: None, trace=Non
         for _ in range(2):
             model(ids)
         if trace:
-            with profile(activities=[ProfilerActivity.CUDA, ProfilerActivity.CPU]) as prof:
+            acts = [ProfilerActivity.CUDA] + \
+                ([] if os.environ.get("WSP_DIST_GPU_ONLY") else [ProfilerActivity.CPU])
+            with profile(activities=acts) as prof:
                 for _ in range(2):
                     model(ids)
                 torch.cuda.synchronize(dev)
             prof.export_chrome_trace(trace.replace(".json", "-warm.json"))
-        times = []
+        sampler = StackSampler() if os.environ.get("WSP_DIST_SAMPLE") else None
+        times, busy = [], []
         for _ in range(reps):
             torch.cuda.synchronize(dev)
-            t0 = time.perf_counter()
+            t0, c0, p0 = time.perf_counter(), time.thread_time(), time.process_time()
             for _ in range(passes):
                 out = model(ids).logits
+            c1, p1 = time.thread_time(), time.process_time()
             torch.cuda.synchronize(dev)
             times.append(time.perf_counter() - t0)
+            busy.append(((c1 - c0) / times[-1], (p1 - p0) / times[-1]))
+    timed.busy = busy[times.index(statistics.median(times))] if reps % 2 else busy[0]
+    if sampler is not None and os.environ.get("RANK", "0") == "0":
+        log("where the forward's thread was during the warm forwards:")
+        sampler.report()
+    elif sampler is not None:
+        sampler.stop.set()
     return cold, statistics.median(times), out.float().cpu()
+
+
+def annotate_spans() -> None:
+    """Name the feed's and the pager's calls in a torch.profiler trace
+    (bench/cpu_time.py sums them): the C calls are invisible there else."""
+    from torch.profiler import record_function
+    from wspager import _devfeed, _offload
+
+    def wrap(cls, name):
+        inner = getattr(cls, name)
+
+        def spanned(*args, **kw):
+            with record_function(f"wspager.{cls.__name__}.{name}"):
+                return inner(*args, **kw)
+        setattr(cls, name, spanned)
+    for cls, name in ((_devfeed.DeviceFeed, "need"), (_devfeed.DeviceFeed, "_exchange"),
+                      (_devfeed.DeviceFeed, "_part"), (wspager.Pager, "acquire"),
+                      (wspager.Pager, "provide_device"), (wspager.AcquiredLayer, "release"),
+                      (_offload.Offload, "release"),
+                      (_offload.Offload, "acquire")):
+        wrap(cls, name)
+
+
+class StackSampler:
+    """WSP_DIST_SAMPLE=1: where the forward's thread is, sampled every half
+    millisecond from a thread of its own during the warm forwards (Python
+    frames: a C call shows as the line that made it).  Cheap enough not to
+    change what it measures, unlike a tracing profiler."""
+
+    def __init__(self):
+        import collections
+        import threading
+        self.tid, self.counts = threading.get_ident(), collections.Counter()
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def _run(self):
+        while not self.stop.is_set():
+            f = sys._current_frames().get(self.tid)
+            where = []
+            while f is not None and len(where) < 2:
+                code = f.f_code
+                where.append(f"{os.path.basename(code.co_filename)}:{f.f_lineno} {code.co_name}")
+                f = f.f_back
+            self.counts[" < ".join(where)] += 1
+            time.sleep(0.0005)
+
+    def report(self, top: int = 14) -> None:
+        self.stop.set()
+        self.thread.join()
+        total = sum(self.counts.values())
+        for where, n in self.counts.most_common(top):
+            log(f"  {n / total:6.1%}  {where}")
 
 
 def rank_main(a) -> None:
@@ -108,6 +178,8 @@ def rank_main(a) -> None:
     import transformers
     import transformers.models.llama.modeling_llama  # noqa: F401
     transformers.AutoConfig.from_pretrained(a.ck)
+    if a.profile:
+        annotate_spans()
     dist.barrier()
     t_open = time.perf_counter()
     model = wt.from_pretrained(a.pack, config=a.ck, device=dev, host_cache=a.host_cache,
@@ -126,6 +198,7 @@ def rank_main(a) -> None:
     cold, warm, out = timed(model, ids, a.passes, a.reps, after_cold, trace)
     log(f"rank {rank}: cold {cold:.2f} s, warm {warm:.2f} s for {a.passes} passes")
     res = {"rank": rank, "open_s": opened, "cold_s": cold, "warm_s": warm,
+           "thread_busy": timed.busy[0], "process_busy": timed.busy[1],
            "pager_bytes_read": off.pager.stats()["bytes_read"], **at_cold}
     torch.save(out, os.path.join(a.dir, f"logits-{rank}.pt"))
     json.dump(res, open(os.path.join(a.dir, f"dist-{rank}.json"), "w"))
@@ -179,6 +252,7 @@ def main():
                                gpu_slots=a.gpu_slots)
     opened = time.perf_counter() - t0
     cold, warm, want = timed(model, ids, a.passes, a.reps)
+    one_busy = timed.busy
     read1 = model._wspager.pager.stats()["bytes_read"]
     wt.remove(model)
     del model
@@ -186,7 +260,21 @@ def main():
     log(f"one process: open {opened:.2f} s, cold forward {cold:.2f} s = {raw / cold / 1e9:.2f} "
         f"GB/s raw ({stored / cold / 1e9:.2f} GB/s stored; read {read1 / stored:.2f}x the pack); "
         f"warm {a.passes * raw / warm / 1e9:.1f} GB/s raw = "
-        f"{a.passes * raw / warm / 1e9 / link[0]:.2f}x the link")
+        f"{a.passes * raw / warm / 1e9 / link[0]:.2f}x the link; its thread on a CPU "
+        f"{one_busy[0]:.0%} of the warm time")
+
+    # The same forwards with the model resident on one GPU: no paging at
+    # all, so what is left is the forward's own host time (a floor)
+    import transformers
+    res_model = transformers.AutoModelForCausalLM.from_pretrained(
+        ck, dtype=torch.bfloat16).eval().to("cuda:0")
+    _, res_warm, _ = timed(res_model, ids, a.passes, a.reps)
+    res_busy = timed.busy
+    del res_model
+    torch.cuda.empty_cache()
+    log(f"resident on one GPU: its thread on a CPU {res_busy[0]:.0%} of the time; "
+        f"a forward {res_warm / a.passes * 1e3:.1f} ms "
+        f"(= {a.passes * raw / res_warm / 1e9:.1f} GB/s of weights if they had to come)")
 
     # Two ranks, NCCL, the same pack
     drop_caches()
@@ -213,6 +301,10 @@ def main():
         per_gpu = a.passes * raw / r["warm_s"] / 1e9
         how = "the GPUs (parts all-gathered, decoded there)" if r.get("device") else \
             "the host tier (whole layers over each link)"
+        log(f"rank {r['rank']}: a warm forward {r['warm_s'] / a.passes * 1e3:.1f} ms "
+            f"({r['warm_s'] / res_warm:.2f}x the resident model's); the forward's thread on "
+            f"a CPU {r['thread_busy']:.0%} of it, the process's threads "
+            f"{r['process_busy']:.2f} CPUs")
         log(f"rank {r['rank']}: layers meet on {how}; open {r['open_s']:.2f} s, cold forward "
             f"{r['cold_s']:.2f} s = {raw / r['cold_s'] / 1e9:.2f} GB/s raw "
             f"({cold / r['cold_s']:.2f}x one process); read {r['bytes_read'] / stored:.2f}x the "
