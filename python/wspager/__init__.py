@@ -384,7 +384,9 @@ class AcquiredLayer(NoCopy):
 
     ``layer["mlp.up_proj.weight"]`` (short or full name) gives the tensor:
     a read-only numpy view on the host backend, a :class:`DeviceTensor` on a
-    GPU.  ``layer.dtypes[name]`` is the real dtype ("BF16") of each view.
+    GPU.  ``layer.dtypes[name]`` is the real dtype ("BF16") of each view,
+    ``layer.addresses`` each tensor's address, in pack order (the same
+    while the layer stays in the same slot).
     Used as a context manager it is released on exit.  After the release,
     or once the pager is closed, it raises; views taken from it stay
     readable (they keep the pager's memory alive) but hold whatever the

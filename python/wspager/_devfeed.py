@@ -20,8 +20,6 @@ uses GroupFeed).
 """
 from __future__ import annotations
 
-import queue
-import threading
 import time
 from collections import OrderedDict
 from typing import Dict, List, Optional
@@ -31,6 +29,7 @@ import torch.distributed as dist
 
 from . import Pager
 from ._group import agree_min
+from ._issuer import Issuer
 from ._readahead import ReadAhead
 
 
@@ -171,22 +170,14 @@ class DeviceFeed:
         self.comm = dist.new_group(dist.get_process_group_ranks(group), backend="nccl",
                                    use_local_synchronization=True)
         self.reader = ReadAhead(self.order, self._read, self.keep, self.window, "wspager-parts")
-        # Exchanges queued by the forward's thread, in order; `done` counts
-        # those the thread has issued (under `cv`); seq[layer]: the number
-        # of the layer's latest one.
-        self.work: "queue.SimpleQueue" = queue.SimpleQueue()
-        self.queued = self.done = 0
+        # The exchanges, issued in the order queued; seq[layer]: the
+        # number of the layer's latest one.
         self.seq: Dict[int, int] = {}
-        self.failed: Optional[BaseException] = None
-        self.cv = threading.Condition()
-        self.thread = threading.Thread(target=self._issue, name="wspager-exchanges", daemon=True)
-        self.thread.start()
+        self.issuer = Issuer(self._exchange, "wspager-exchanges",
+                             setup=lambda: torch.cuda.set_device(self.dev))
 
     def close(self) -> None:
-        # What was queued is issued first: every rank queued the same.
-        if self.thread.is_alive():
-            self.work.put(None)
-            self.thread.join()
+        self.issuer.close()   # what was queued is issued first: every rank queued the same
         self.reader.close()
         self.kept.clear()
         try:
@@ -195,27 +186,8 @@ class DeviceFeed:
             pass
 
     def _queue(self, layer: int) -> None:
-        """Schedule's issue(): `layer`'s exchange to the thread."""
-        self.queued += 1
-        self.seq[layer] = self.queued
-        self.work.put(layer)
-
-    def _issue(self) -> None:
-        """The thread: the queued exchanges, in order."""
-        torch.cuda.set_device(self.dev)
-        try:
-            while True:
-                layer = self.work.get()
-                if layer is None:
-                    return
-                self._exchange(layer)
-                with self.cv:
-                    self.done += 1
-                    self.cv.notify_all()
-        except BaseException as e:   # the forward's next need raises it
-            with self.cv:
-                self.failed = e
-                self.cv.notify_all()
+        """Schedule's issue(): `layer`'s exchange to the issuing thread."""
+        self.seq[layer] = self.issuer.put(layer)
 
     def _read(self, layer: int) -> torch.Tensor:
         """This rank's part of `layer`, read and checked, in pinned memory."""
@@ -280,24 +252,20 @@ class DeviceFeed:
         before it in order) and issued by the thread, and the next
         `window` queued behind it."""
         t0 = time.perf_counter()
+        mine = 0
         if self.schedule.reach(layer):
             mine = self.seq[layer]
             while self.schedule.refill_one():
                 pass
-            if self.done < mine and self.failed is None:
-                with self.cv:
-                    while self.done < mine and self.failed is None:
-                        if not self.thread.is_alive():   # closed: nothing issues it
-                            self.failed = RuntimeError("wspager: the feed is closed")
-                            break
-                        self.cv.wait(0.5)
-        self.need_s += time.perf_counter() - t0
-        failed = self.failed
-        if failed is not None:
-            if isinstance(failed, RuntimeError) and str(failed).startswith("wspager:"):
-                raise failed
+        try:
+            self.issuer.wait(mine)   # raises what ended the issuing thread
+        except Exception as e:
+            if str(e).startswith("wspager:"):   # _exchange's own, naming the layer
+                raise
             raise RuntimeError(f"wspager: rank {self.rank}: the exchanges' thread "
-                               f"failed: {failed}") from failed
+                               f"failed: {e}") from e
+        finally:
+            self.need_s += time.perf_counter() - t0
 
     def stats(self) -> Dict[str, float]:
         """Counts (bytes_read: the stored bytes this rank read; reads: parts
