@@ -45,6 +45,15 @@ def usable(pager: Pager, group, order: List[int]) -> bool:
     return bool(t.item())
 
 
+def group_timeout(group, dev: torch.device):
+    """The timeout `group` was made with (None, torch's default, where this
+    torch does not say)."""
+    try:
+        return group._get_backend(dev).options._timeout
+    except (AttributeError, RuntimeError):
+        return None
+
+
 class Schedule:
     """Which exchanges a feed issues, and when: the layers of `order` in
     that order, cyclically, `window` of them ahead of the one needed.
@@ -166,8 +175,11 @@ class DeviceFeed:
         self.bytes_received = 0
         self.read_s = self.share_wait_s = self.need_s = 0.0
         # Every rank of `group` makes it, as it makes the feed; the others
-        # of the world need not (local synchronization).
+        # of the world need not (local synchronization).  With the caller's
+        # timeout: a rank that stops must end the others as soon as the
+        # caller asked of its own group.
         self.comm = dist.new_group(dist.get_process_group_ranks(group), backend="nccl",
+                                   timeout=group_timeout(group, self.dev),
                                    use_local_synchronization=True)
         self.reader = ReadAhead(self.order, self._read, self.keep, self.window, "wspager-parts")
         # The exchanges, issued in the order queued; seq[layer]: the

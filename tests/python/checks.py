@@ -1,7 +1,9 @@
 """What the Python tests share: record a failed check, and finish with the
 count and the exit status (0, or 1 when anything failed); the device
-argument and the optional packages a test needs (skip, 77, without)."""
+argument and the optional packages a test needs (skip, 77, without); a
+free port for torch.distributed."""
 import importlib
+import socket
 import sys
 
 failures = []
@@ -36,3 +38,10 @@ def require(module: str):
     except ImportError:
         print(f"SKIP: {module} is not installed")
         sys.exit(77)
+
+
+def free_port() -> int:
+    """A TCP port free on the loopback now (for torch.distributed's store)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]

@@ -38,7 +38,6 @@ import hashlib
 import json
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import time
@@ -48,12 +47,6 @@ import transformers
 
 T = os.environ["WSP_TEST_TMP"]
 HERE = os.path.dirname(os.path.abspath(__file__))
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def train_steps(model, batches, scale: float, no_sync: bool = False, opt=None):
@@ -192,6 +185,7 @@ def rank_main(case: str, mode: str) -> None:
 
 
 def launch(case: str, mode: str) -> list:
+    from checks import free_port
     env = dict(os.environ, MASTER_ADDR="127.0.0.1", MASTER_PORT=str(free_port()), WORLD_SIZE="2")
     procs = [subprocess.Popen([sys.executable, __file__, "rank", case, mode],
                               env=dict(env, RANK=str(r)))

@@ -6,11 +6,16 @@ embeddings (the embedding's layer needed again at the end of a pass): the
 second use within a cycle left to the pager, never a cycle of exchanges.
 A layer the forward skips: exchanged and dropped, the pass goes on.  A
 first need far into the order: the layers before it issued once.  A layer
-outside the order: nothing.  The window is never exceeded."""
-import sys
+outside the order: nothing.  The window is never exceeded.  And the
+feed's own group takes the caller's timeout."""
+import datetime
+import os
 
-from wspager._devfeed import Schedule
-from checks import check, finish
+import torch
+import torch.distributed as dist
+
+from wspager._devfeed import Schedule, group_timeout
+from checks import check, finish, free_port
 
 
 def run(order, needs, window=2):
@@ -57,5 +62,15 @@ check(issued == [] and got == [False], f"outside the order: {issued} {got}")
 # a window as large as the order
 issued, got, sch = run(order, order * 2, window=6)
 check(issued[:6] == order and len(issued) == 12 + 6, f"window 6: {issued}")
+
+# the feed's own group is made with the caller's timeout (a rank that
+# stops ends the others when the caller asked): read from a gloo group
+os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(free_port()), RANK="0",
+                  WORLD_SIZE="1")
+dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=17))
+got = group_timeout(dist.group.WORLD, torch.device("cpu"))
+check(got == datetime.timedelta(seconds=17), f"the caller's timeout read as {got}")
+check(group_timeout(object(), torch.device("cpu")) is None, "no timeout to read: not None")
+dist.destroy_process_group()
 
 finish()
