@@ -311,12 +311,15 @@ def main():
             f"pack itself (+{r['pager_bytes_read']} by its pager); warm {per_gpu:.1f} GB/s raw "
             f"= {per_gpu / one_warm:.2f}x one process, {per_gpu / link[r['rank']]:.2f}x its "
             f"link; logits identical: {torch.equal(got, want)}")
-        waits = (f"{r['share_wait_s']:.2f} s for parts" if r.get("device") else
-                 f"{r['share_wait_s']:.2f} s for shares and {r['exchange_wait_s']:.2f} s for "
-                 f"exchanges; {r['provide_s']:.2f} s handing them to the pager (a thread)")
-        log(f"rank {r['rank']}, cold pass: reading its parts {r['read_s']:.2f} s (a thread); the "
-            f"forward's thread {r['need_s']:.2f} s in the feed, of which it waited {waits}; "
-            f"{r['acquire_block_s']:.2f} s in acquires")
+        if r.get("device"):   # the exchanges have a thread of their own
+            feed = (f"the forward's thread waited {r['need_s']:.2f} s for exchanges, the "
+                    f"exchanges' thread {r['share_wait_s']:.2f} s for parts")
+        else:
+            feed = (f"the forward's thread {r['need_s']:.2f} s in the feed, of which it waited "
+                    f"{r['share_wait_s']:.2f} s for shares and {r['exchange_wait_s']:.2f} s for "
+                    f"exchanges; {r['provide_s']:.2f} s handing them to the pager (a thread)")
+        log(f"rank {r['rank']}, cold pass: reading its parts {r['read_s']:.2f} s (a thread); "
+            f"{feed}; {r['acquire_block_s']:.2f} s in acquires")
     log(f"the group read {group_read / stored:.3f}x the pack's stored bytes in its cold pass")
 
 
