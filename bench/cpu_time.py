@@ -1,7 +1,8 @@
 """Where a thread's time went in a profiled region: read a torch.profiler
 Chrome trace (its host rows) and, for the thread that launched the most
-work (or the --threads N that launched most), say how much of the region it spent in each named span (annotations
-such as the bench's wspager.* ones, torch operators) and in each CUDA
+work (or the --threads N that launched most), say how much of the region
+it spent in each named span (annotations such as the bench's wspager.*
+ones, torch operators) and in each CUDA
 runtime call (a cudaMalloc, cudaFree or a synchronize there is a host
 stall), and how much lay outside every span (Python, and C calls nobody
 annotated).

@@ -9,10 +9,12 @@ host memory); else in the host tier.  Ceilings measured in the same run:
 the pack read with one thread from a dropped page cache, pinned
 host->GPU copies to each GPU, GPU->GPU copies (what the all-gathers
 could move at most), and the same forwards with the model resident on
-one GPU (the forward's own host time: a floor for any paging).  Rows: the cold forward's seconds and GB/s of raw
-weights, the bytes each rank read from the pack (the group's sum against
-the pack's stored size), and the warm GB/s per GPU against one process
-and against its link.  Logits of the ranks against one process.
+one GPU (the forward's own host time: a floor for any paging).  Rows:
+the cold forward's seconds and GB/s of raw weights, the bytes each rank
+read from the pack (the group's sum against the pack's stored size), the
+warm GB/s per GPU against one process and against its link, and a warm
+forward's time against the resident model's.  Logits of the ranks
+against one process.
 
   python3 bench/torch_dist.py --dir /var/tmp/wsp-dist [--layers 16 --hidden 4096]
       [--gpu-slots N: each pager's slots]
