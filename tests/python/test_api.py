@@ -112,6 +112,24 @@ with wspager.Pager(os.path.join(T, "m.wsp"), device="host", host_cache="16M", gp
                     check(False, f"{t.name}: a write went through")
                 except ValueError:
                     pass
+    # again, in the other order: what a layer's tensors are is read once
+    # (the pager's table), where they are at each acquire (`addresses`, the
+    # views' own); each acquire's dtypes are its own
+    for L in reversed(pack.layers):
+        with pg.acquire(L.index) as layer:
+            check(len(layer.addresses) == len(L.tensors), f"{L.name}: addresses")
+            for t, addr in zip(L.tensors, layer.addresses):
+                a = layer[t.short_name]
+                check(addr == layer.address(t.name) and (a.size == 0 or addr == a.ctypes.data),
+                      f"{t.name}: address {addr:#x} is not its view's")
+                want = src[t.name]
+                if want.dtype in (torch.bfloat16, torch.float8_e4m3fn):
+                    want = want.view(torch.uint16 if want.dtype == torch.bfloat16 else torch.uint8)
+                check(np.array_equal(a, want.numpy()), f"{t.name}: values differ, second round")
+            layer.dtypes.clear()   # a caller's change stays in its own acquire
+    with pg.acquire(pack.layers[0].index) as layer:
+        t = pack.layers[0].tensors[0]
+        check(layer.dtypes.get(t.short_name) == t.dtype, "dtypes shared between acquires")
     with pg.acquire("model.layers.0") as layer:
         a = layer["model.layers.0.mlp.up_proj.weight"]   # full name too
         check(layer.index == 1, "acquire by name")
@@ -131,7 +149,8 @@ with wspager.Pager(os.path.join(T, "m.wsp"), device="host", host_cache="16M", gp
     ok, e = raises(lambda: pg.acquire("nope"), None, "no layer named 'nope'")
     check(ok, f"bad name: {e}")
     st = pg.stats()
-    check(st["acquires"] == len(pack.layers) + 4 and st["acquire_failures"] == 2, f"stats {st}")
+    check(st["acquires"] == 2 * len(pack.layers) + 5 and st["acquire_failures"] == 2,
+          f"stats {st}")
     check(st["io_backend"] in ("uring", "pread", "mmap"), "io_backend")
     # the host backend decodes nothing on a device: asked, it says so
     check(pg.provide_device(0, None) is None, "provide_device on the host backend")
