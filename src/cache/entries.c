@@ -61,6 +61,11 @@ uint32_t hcache_pieces(const struct hcache *hc, uint32_t layer, struct hcache_pi
 	return n;
 }
 
+int hcache_layer_packed(const struct hcache *hc, uint32_t layer)
+{
+	return hc->layer_packed[layer];
+}
+
 uint64_t hcache_layer_bytes(const struct hcache *hc, uint32_t layer)
 {
 	return hc->layer_bytes[layer];

@@ -113,6 +113,8 @@ struct hcache_piece {
  * layer is not kept packed. */
 uint32_t hcache_pieces(const struct hcache *hc, uint32_t layer, struct hcache_piece *out,
 		       uint32_t max);
+/* Whether the cache keeps `layer` in its packed form (pack.h). */
+int hcache_layer_packed(const struct hcache *hc, uint32_t layer);
 /* Bytes a layer takes in the cache (its packed size, or raw). */
 uint64_t hcache_layer_bytes(const struct hcache *hc, uint32_t layer);
 

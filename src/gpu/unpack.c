@@ -179,14 +179,13 @@ int unpacker_create(struct dev *d, const struct wsp_pack_s *pk, const struct hca
 {
 	uint32_t n_layers = pk->m.hdr->n_layers;
 	uint64_t total = 0, max_pieces = 0, stage = 0;
-	struct hcache_piece one;
 	int any = 0;
 	*out = NULL;
 	for (uint32_t l = 0; l < n_layers; l++) {
 		uint64_t c = layer_chunks(pk, l);
 		total += 2 * c + 1;   /* a job a piece, a zero job a gap */
 		max_pieces = WSP_MAX(max_pieces, c);
-		any |= hcache_pieces(hc, l, &one, 1) > 0;
+		any |= hcache_layer_packed(hc, l);
 	}
 	if (!any || !d->ops->unpack)
 		return 0;
@@ -227,7 +226,7 @@ int unpacker_create(struct dev *d, const struct wsp_pack_s *pk, const struct hca
 		k += layer_jobs(pk, l, pc, jobs + k, u->chunk_of + k, u->tensor_of + k,
 				&u->max_out[l], &u->layouts[l], &u->packed_bytes[l]);
 		uint64_t bytes = u->packed_bytes[l];
-		if (hcache_pieces(hc, l, &one, 1)) {
+		if (hcache_layer_packed(hc, l)) {
 			if (hcache_layer_bytes(hc, l) != bytes) {
 				rc = WSP_ERR(err, WSP_ESTATE, "layer %u: the host tier keeps %" PRIu64
 					     " packed bytes, the packed form has %" PRIu64, l,
