@@ -91,6 +91,19 @@ def parse_size(size: SizeLike) -> int:
     return out.value
 
 
+def _host_bytes(obj, what: str, writable: bool = False) -> Tuple[int, int]:
+    """(address, size) of host bytes: a contiguous CPU torch tensor, or
+    anything with the buffer protocol (bytes, a NumPy array)."""
+    if hasattr(obj, "data_ptr"):   # a torch tensor
+        if obj.device.type != "cpu" or not obj.is_contiguous():
+            raise ValueError(f"{what}: a tensor must be contiguous and on the CPU")
+        return obj.data_ptr(), obj.numel() * obj.element_size()
+    a = np.frombuffer(obj, dtype=np.uint8)
+    if writable and not a.flags.writeable:
+        raise ValueError(f"{what}: the buffer is read-only")
+    return a.ctypes.data, a.nbytes
+
+
 class Part(NamedTuple):
     """Part of a layer in its packed form (:meth:`Pack.read_part`)."""
     offset: int          # in the layer's packed form
@@ -273,17 +286,7 @@ class Pack(_Closing):
         i = self.layer(key).index
         if not 0 <= part < parts < 1 << 32:   # the C side takes unsigned ints
             raise ValueError(f"read_part: part {part} of {parts}")
-        ptr, cap = None, 0
-        if out is not None:
-            if hasattr(out, "data_ptr"):   # a torch tensor
-                if out.device.type != "cpu" or not out.is_contiguous():
-                    raise ValueError("read_part: a tensor must be contiguous and on the CPU")
-                ptr, cap = out.data_ptr(), out.numel() * out.element_size()
-            else:
-                a = np.frombuffer(out, dtype=np.uint8)
-                if not a.flags.writeable:
-                    raise ValueError("read_part: the buffer is read-only")
-                ptr, cap = a.ctypes.data, a.nbytes
+        ptr, cap = (None, 0) if out is None else _host_bytes(out, "read_part", writable=True)
         p = _c.Part()
         with self._owner.call():
             _check(_c.lib().wsp_pack_read_part(self._ptr, i, part, parts, ctypes.c_void_p(ptr),
@@ -738,13 +741,7 @@ class Pager(_Closing):
         tensor).  Copied; the layer's next load uses them instead of the
         disk, and starts now.  True when taken, False when the layer was
         present or loading already."""
-        if hasattr(stored, "data_ptr"):   # a torch tensor
-            if stored.device.type != "cpu" or not stored.is_contiguous():
-                raise ValueError("provide: a tensor must be contiguous and on the CPU")
-            n, ptr = stored.numel() * stored.element_size(), stored.data_ptr()
-        else:                              # anything with the buffer protocol
-            a = np.frombuffer(stored, dtype=np.uint8)
-            n, ptr = a.nbytes, a.ctypes.data
+        ptr, n = _host_bytes(stored, "provide")
         return self._call(_c.lib().wsp_provide, self._index(layer), ctypes.c_void_p(ptr),
                           n) == 1
 
