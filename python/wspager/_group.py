@@ -118,7 +118,7 @@ class GroupFeed:
         pk = pager.pack
         page = pager.page_bytes
         need = sum((L.raw_bytes + page - 1) // page * page for L in pk.layers)
-        self.once = need <= self._agree_min(pager.stats()["host_cache_bytes"])
+        self.once = need <= agree_min(self.group, self.wire, pager.stats()["host_cache_bytes"])
         self.slots = pager.stats()["gpu_slots"]
         self.reader = ReadAhead(self.order, self._share, self.once, self.window,
                                 "wspager-shares")
@@ -126,9 +126,6 @@ class GroupFeed:
                                          daemon=True)
         if self.order:   # nothing to exchange: no threads
             self.receiver.start()
-
-    def _agree_min(self, value: int) -> int:
-        return agree_min(self.group, self.wire, value)
 
     def close(self) -> None:
         self.reader.close()

@@ -141,11 +141,13 @@ def offload(model: torch.nn.Module, pack: Union[str, os.PathLike], device=None, 
         host->GPU link and decodes the whole layer from the gathered
         shares, at every use; the shares stay in pinned host memory when
         this rank's part of the model fits `host_cache` beside the pager's
-        own (then the pack is read once).  Otherwise a layer is exchanged once when every rank's
+        own (then the pack is read once); the exchanges run over a group
+        of their own (``new_group`` over the same ranks, with its
+        timeout).  Otherwise a layer is exchanged once when every rank's
         host tier holds the model, else at each use, and reaches the GPU
         from the host tier.  Layers read only sometimes (routed experts,
-        `on_demand`) are read by each rank.  A collective that fails (a rank stopped)
-        raises on the others within the group's timeout
+        `on_demand`) are read by each rank.  A collective that fails (a
+        rank stopped) raises on the others within the group's timeout
         (``init_process_group(timeout=...)``).  One device a process.
         With ``train=True``: after each backward the gradients are summed
         over the group and divided by its size (as DistributedDataParallel
