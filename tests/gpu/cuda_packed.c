@@ -37,19 +37,7 @@ static void add(struct pack_writer *pw, const char *name, int dtype, uint64_t ro
 	uint64_t shape[2] = { rows, cols }, n = rows * cols, es = dtype == WSP_DTYPE_F32 ? 4 : 2;
 	uint8_t *buf = malloc(n * es);
 	CHECK(buf);
-	for (uint64_t i = 0; i < n; i++) {
-		float f = (float)t_gauss(0.02);
-		if (upcast) {
-			uint32_t x = (uint32_t)bf16_of(f) << 16;
-			memcpy(&f, &x, 4);
-		}
-		if (es == 4)
-			memcpy(buf + 4 * i, &f, 4);
-		else {
-			uint16_t h = bf16_of(f);
-			memcpy(buf + 2 * i, &h, 2);
-		}
-	}
+	fill_values(buf, n, dtype, upcast ? UPCAST : GAUSS);
 	CHECK_RC(pack_writer_add_tensor(pw, name, NULL, dtype, cols > 1 ? 2 : 1, cols > 1 ? shape : &n,
 					buf, n * es, 0, 0, 0), 0);
 	keep[n_keep++] = buf;

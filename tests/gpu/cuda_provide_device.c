@@ -28,25 +28,21 @@
 static void *keep[8 * LAYERS];
 static unsigned n_keep;
 
-/* kind 0: Gaussian, 1: fp32 widened from bf16, 2: all ones */
+/* ONES (bf16 1.0 everywhere: a chunk that compresses to almost nothing),
+ * else a kind of float_data.h */
+#define ONES (LAST_KIND + 1)
+
 static void add(struct pack_writer *pw, const char *name, int dtype, uint64_t n, int kind)
 {
 	uint64_t es = dtype == WSP_DTYPE_F32 ? 4 : 2;
 	uint8_t *buf = malloc(n * es);
 	CHECK(buf);
-	for (uint64_t i = 0; i < n; i++) {
-		float f = kind == 2 ? 1.0f : (float)t_gauss(0.02);
-		if (kind == 1) {
-			uint32_t x = (uint32_t)bf16_of(f) << 16;
-			memcpy(&f, &x, 4);
-		}
-		if (es == 4) {
-			memcpy(buf + 4 * i, &f, 4);
-		} else {
-			uint16_t h = bf16_of(f);
-			memcpy(buf + 2 * i, &h, 2);
-		}
-	}
+	CHECK(kind != ONES || dtype == WSP_DTYPE_BF16);
+	if (kind != ONES)
+		fill_values(buf, n, dtype, (enum kind)kind);
+	else
+		for (uint64_t i = 0; i < n; i++)
+			((uint16_t *)buf)[i] = 0x3f80;
 	CHECK_RC(pack_writer_add_tensor(pw, name, NULL, dtype, 1, &n, buf, n * es, 0, 0, 0), 0);
 	keep[n_keep++] = buf;
 }
@@ -65,15 +61,15 @@ static void make_pack(const char *dir)
 	for (unsigned l = 0; l < LAYERS; l++) {
 		char name[96];
 		snprintf(name, sizeof(name), "model.layers.%u.input_layernorm.weight", l);
-		add(pw, name, WSP_DTYPE_BF16, 4096, 2);
+		add(pw, name, WSP_DTYPE_BF16, 4096, ONES);
 		snprintf(name, sizeof(name), "model.layers.%u.mlp.up_proj.weight", l);
-		add(pw, name, WSP_DTYPE_BF16, 300000 + 17 * l, 0);
+		add(pw, name, WSP_DTYPE_BF16, 300000 + 17 * l, GAUSS);
 		snprintf(name, sizeof(name), "model.layers.%u.mlp.gate_proj.weight", l);
-		add(pw, name, WSP_DTYPE_F32, 100001, 1);
+		add(pw, name, WSP_DTYPE_F32, 100001, UPCAST);
 		snprintf(name, sizeof(name), "model.layers.%u.mlp.down_proj.weight", l);
-		add(pw, name, WSP_DTYPE_F32, 70000, 0);
+		add(pw, name, WSP_DTYPE_F32, 70000, GAUSS);
 		snprintf(name, sizeof(name), "model.layers.%u.mlp.bias", l);
-		add(pw, name, WSP_DTYPE_BF16, 3, 0);
+		add(pw, name, WSP_DTYPE_BF16, 3, GAUSS);
 	}
 	CHECK_RC(pack_writer_finish(pw), 0);
 	pack_writer_free(pw);
