@@ -10,6 +10,16 @@ import time
 from wspager._issuer import Issuer
 from checks import check, finish
 
+
+def wait_fails(iss, n, exc, text, what):
+    """iss.wait(n) must raise `exc` saying `text`."""
+    try:
+        iss.wait(n)
+    except exc as e:
+        check(text in str(e), f"{what}: {e}")
+        return
+    check(False, f"{what}: wait({n}) returned")
+
 # in order, on a thread of its own; wait(n) is not early
 ran, threads = [], set()
 gate = threading.Event()
@@ -51,11 +61,7 @@ for k in range(3):
 threading.Timer(0.2, gate.set).start()
 iss.close()
 check(ran == ["slow", 0, 1, 2], f"close dropped queued work: {ran}")
-try:
-    iss.wait(iss.put("never"))
-    check(False, "a wait for what the closed thread never ran returned")
-except RuntimeError as e:
-    check("closed" in str(e), f"closed: {e}")
+wait_fails(iss, iss.put("never"), RuntimeError, "closed", "what the closed thread never ran")
 
 # a failure: raised to every wait after it (and to one for an item done
 # before it), nothing after it runs, close returns
@@ -72,11 +78,7 @@ iss = Issuer(fails, "test-issuer")
 for k in range(5):
     iss.put(k)
 for n in (3, 5, 1):
-    try:
-        iss.wait(n)
-        check(False, f"wait({n}) after a failure returned")
-    except ValueError as e:
-        check("part 2 is bad" in str(e), f"wait({n}): {e}")
+    wait_fails(iss, n, ValueError, "part 2 is bad", "after a failure")
 check(ran == [0, 1], f"ran after the failure: {ran}")
 iss.close()
 
@@ -94,10 +96,6 @@ def bad_setup():
 
 
 iss = Issuer(lambda item: None, "test-issuer", setup=bad_setup)
-try:
-    iss.wait(iss.put("x"))
-    check(False, "a failed setup went unnoticed")
-except OSError as e:
-    check("no device" in str(e), f"setup failure: {e}")
+wait_fails(iss, iss.put("x"), OSError, "no device", "a failed setup")
 iss.close()
 finish()
