@@ -39,10 +39,7 @@ def usable(pager: Pager, group, order: List[int]) -> bool:
     if dist.get_backend(group) != "nccl" or not order:
         return False
     ok = all(pager.provide_device(i, None) for i in order)
-    t = torch.tensor([1 if ok else 0], dtype=torch.int32,
-                     device=torch.device("cuda", torch.cuda.current_device()))
-    dist.all_reduce(t, op=dist.ReduceOp.MIN, group=group)
-    return bool(t.item())
+    return agree_min(group, torch.device("cuda", torch.cuda.current_device()), int(ok)) == 1
 
 
 def group_timeout(group, dev: torch.device):
