@@ -18,6 +18,13 @@ from wspager import _lib
 from checks import check, finish
 
 T = os.environ["WSP_TEST_TMP"]
+def as_stored(t: torch.Tensor) -> torch.Tensor:
+    """t as the pager's host views show it: bf16 and fp8 as their bits."""
+    if t.dtype == torch.bfloat16:
+        return t.view(torch.uint16)
+    return t.view(torch.uint8) if t.dtype == torch.float8_e4m3fn else t
+
+
 def raises(fn, code=None, text=None):
     try:
         fn()
@@ -101,9 +108,7 @@ with wspager.Pager(os.path.join(T, "m.wsp"), device="host", host_cache="16M", gp
             for t in L.tensors:
                 a = layer[t.short_name]
                 check(a is not None and not a.flags.writeable, f"{t.name}: not read-only")
-                want = src[t.name]
-                if want.dtype in (torch.bfloat16, torch.float8_e4m3fn):
-                    want = want.view(torch.uint16 if want.dtype == torch.bfloat16 else torch.uint8)
+                want = as_stored(src[t.name])
                 check(a.shape == tuple(want.shape), f"{t.name}: shape {a.shape}")
                 check(np.array_equal(a, want.numpy()), f"{t.name}: values differ")
                 check(layer.dtypes[t.short_name] == t.dtype, f"{t.name}: dtype name")
@@ -122,9 +127,7 @@ with wspager.Pager(os.path.join(T, "m.wsp"), device="host", host_cache="16M", gp
                 a = layer[t.short_name]
                 check(addr == layer.address(t.name) and (a.size == 0 or addr == a.ctypes.data),
                       f"{t.name}: address {addr:#x} is not its view's")
-                want = src[t.name]
-                if want.dtype in (torch.bfloat16, torch.float8_e4m3fn):
-                    want = want.view(torch.uint16 if want.dtype == torch.bfloat16 else torch.uint8)
+                want = as_stored(src[t.name])
                 check(np.array_equal(a, want.numpy()), f"{t.name}: values differ, second round")
             layer.dtypes.clear()   # a caller's change stays in its own acquire
     with pg.acquire(pack.layers[0].index) as layer:
@@ -256,9 +259,7 @@ with wspager.Pager(m, device=["host", "host"], host_cache="16M", gpu_slots=2) as
     for L in pack.layers:
         with pg.acquire(L.index) as layer:
             for t in L.tensors:
-                want = src[t.name]
-                if want.dtype in (torch.bfloat16, torch.float8_e4m3fn):
-                    want = want.view(torch.uint16 if want.dtype == torch.bfloat16 else torch.uint8)
+                want = as_stored(src[t.name])
                 check(np.array_equal(layer[t.short_name], want.numpy()),
                       f"several devices: {t.name} differs")
     check(pg.stats()["gpu_slots"] == 4, f"slots over two devices: {pg.stats()['gpu_slots']}")
