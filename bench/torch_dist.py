@@ -62,8 +62,10 @@ def read_rate(pack: str) -> float:
 
 
 def timed(model, ids, passes: int, reps: int, after_cold=lambda: None, trace=None):
-    """(cold forward seconds, median warm seconds of `passes` forwards);
-    after_cold() is called between the two.  trace: a path, to record the
+    """(cold forward seconds, median warm seconds of `passes` forwards, the
+    last forward's logits, and (the forward's thread's share of the warm
+    time on a CPU, the process's CPUs) in the median rep); after_cold() is
+    called between the two.  trace: a path, to record the
     cold forward's device activity there (torch.profiler, Chrome trace),
     and two warm forwards' in trace-warm.json beside it."""
     import contextlib
@@ -101,13 +103,13 @@ def timed(model, ids, passes: int, reps: int, after_cold=lambda: None, trace=Non
             torch.cuda.synchronize(dev)
             times.append(time.perf_counter() - t0)
             busy.append(((c1 - c0) / times[-1], (p1 - p0) / times[-1]))
-    timed.busy = busy[times.index(statistics.median(times))] if reps % 2 else busy[0]
+    busy_median = busy[times.index(statistics.median(times))] if reps % 2 else busy[0]
     if sampler is not None and os.environ.get("RANK", "0") == "0":
         log("where the forward's thread was during the warm forwards:")
         sampler.report()
     elif sampler is not None:
         sampler.stop.set()
-    return cold, statistics.median(times), out.float().cpu()
+    return cold, statistics.median(times), out.float().cpu(), busy_median
 
 
 def annotate_spans() -> None:
@@ -197,10 +199,10 @@ def rank_main(a) -> None:
         st = off.pager.stats()
         at_cold.update(off.feed.stats(), acquire_block_s=st["acquire_block_ns"] / 1e9)
     trace = os.path.join(a.profile, f"dist-rank{rank}.json") if a.profile else None
-    cold, warm, out = timed(model, ids, a.passes, a.reps, after_cold, trace)
+    cold, warm, out, busy = timed(model, ids, a.passes, a.reps, after_cold, trace)
     log(f"rank {rank}: cold {cold:.2f} s, warm {warm:.2f} s for {a.passes} passes")
     res = {"rank": rank, "open_s": opened, "cold_s": cold, "warm_s": warm,
-           "thread_busy": timed.busy[0], "process_busy": timed.busy[1],
+           "thread_busy": busy[0], "process_busy": busy[1],
            "pager_bytes_read": off.pager.stats()["bytes_read"], **at_cold}
     torch.save(out, os.path.join(a.dir, f"logits-{rank}.pt"))
     json.dump(res, open(os.path.join(a.dir, f"dist-{rank}.json"), "w"))
@@ -253,8 +255,7 @@ def main():
     model = wt.from_pretrained(pack, config=ck, device="cuda:0", host_cache=a.host_cache,
                                gpu_slots=a.gpu_slots)
     opened = time.perf_counter() - t0
-    cold, warm, want = timed(model, ids, a.passes, a.reps)
-    one_busy = timed.busy
+    cold, warm, want, one_busy = timed(model, ids, a.passes, a.reps)
     read1 = model._wspager.pager.stats()["bytes_read"]
     wt.remove(model)
     del model
@@ -270,8 +271,7 @@ def main():
     import transformers
     res_model = transformers.AutoModelForCausalLM.from_pretrained(
         ck, dtype=torch.bfloat16).eval().to("cuda:0")
-    _, res_warm, _ = timed(res_model, ids, a.passes, a.reps)
-    res_busy = timed.busy
+    _, res_warm, _, res_busy = timed(res_model, ids, a.passes, a.reps)
     del res_model
     torch.cuda.empty_cache()
     log(f"resident on one GPU: its thread on a CPU {res_busy[0]:.0%} of the time; "
