@@ -201,10 +201,11 @@ int slots_forget(struct slot_pool *sp, uint32_t layer)
 }
 
 /* A fill of `layer` starting: it must fit the slot; its timing events
- * taken, the slot emptied, and the copy stream ordered after every release
- * of the slot and its previous fill. */
+ * taken, the slot emptied, and queue q (the one that writes the slot
+ * first: the copy queue, or a decode queue for a fill from device memory)
+ * ordered after every release of the slot and its previous fill. */
 static int fill_begin(struct slot_pool *sp, struct slot *s, const struct wsp_pack_s *pk,
-		      uint32_t layer, struct pending_put *pp, struct wspi_err *err)
+		      uint32_t layer, int q, struct pending_put *pp, struct wspi_err *err)
 {
 	struct dev *d = sp->dev;
 	uint64_t raw = pk->layers[layer].raw_bytes;
@@ -231,10 +232,10 @@ static int fill_begin(struct slot_pool *sp, struct slot *s, const struct wsp_pac
 	s->state = SLOT_FREE;
 	s->prefetched = 0;
 
-	/* The rule of the pool: the copy stream waits for every stream that
-	 * released this slot before it writes into it. */
+	/* The rule of the pool: the queue that writes into this slot waits
+	 * for every stream that released it. */
 	for (unsigned i = 0; i < s->n_rel; i++) {
-		rc = d->ops->wait(d, DEV_Q_COPY, NULL, s->rel[i].ev, err);
+		rc = d->ops->wait(d, q, NULL, s->rel[i].ev, err);
 		if (rc < 0)
 			return rc;
 	}
@@ -242,11 +243,11 @@ static int fill_begin(struct slot_pool *sp, struct slot *s, const struct wsp_pac
 		put_event(sp, 0, s->rel[i].ev);
 	s->n_rel = 0;
 	/* And after the slot's previous fill: a packed layer's decode writes
-	 * it from the decode stream, which the copy stream does not follow
-	 * (a fill never used is replaced without a release to wait for). */
-	if ((rc = d->ops->wait(d, DEV_Q_COPY, NULL, s->fill_ev, err)) < 0)
+	 * it from a decode stream, which the others do not follow (a fill
+	 * never used is replaced without a release to wait for). */
+	if ((rc = d->ops->wait(d, q, NULL, s->fill_ev, err)) < 0)
 		return rc;
-	return d->ops->record(d, pp->start, DEV_Q_COPY, NULL, err);
+	return d->ops->record(d, pp->start, q, NULL, err);
 }
 
 /* A fill's end, its work enqueued up to queue pp->queue. */
@@ -297,7 +298,7 @@ int slots_fill(struct slot_pool *sp, struct slot *s, const struct wsp_pack_s *pk
 	if (ref->packed && !sp->unpack)
 		return WSP_ERR(err, WSP_ESTATE, "layer %u is packed but the device cannot decode it",
 			       layer);
-	if ((rc = fill_begin(sp, s, pk, layer, &pp, err)) < 0 ||
+	if ((rc = fill_begin(sp, s, pk, layer, DEV_Q_COPY, &pp, err)) < 0 ||
 	    (rc = ref->packed ? unpacker_fill(sp->unpack, s->base, ref, &pp.bytes, &pp.queue, err)
 			      : copy_ref_pages(d, s->base, ref, ref->raw_bytes, err)) < 0 ||
 	    (rc = fill_end(sp, s, pk, layer, &pp, prefetch, err)) < 0)
@@ -318,13 +319,15 @@ int slots_fill_device(struct slot_pool *sp, struct slot *s, const struct wsp_pac
 
 	if (!unpacker_fills_from_device(sp->unpack, layer))
 		return WSP_ERR(err, -ENOTSUP, "layer %u: this device decodes nothing", layer);
-	/* The bytes are there once `stream` reaches this point: the copy
-	 * stream (which the decode follows) waits for it. */
+	/* The bytes are there once `stream` reaches this point: the decode
+	 * queue waits for it, and for the slot's releases, itself (not
+	 * through the copy queue: unpack.h says why). */
+	int q = unpacker_device_queue(sp->unpack);
 	if ((rc = get_event(sp, 0, &ready, err)) < 0)
 		return rc;
 	if ((rc = d->ops->record(d, ready, DEV_Q_USER, stream, err)) < 0 ||
-	    (rc = d->ops->wait(d, DEV_Q_COPY, NULL, ready, err)) < 0 ||
-	    (rc = fill_begin(sp, s, pk, layer, &pp, err)) < 0 ||
+	    (rc = d->ops->wait(d, q, NULL, ready, err)) < 0 ||
+	    (rc = fill_begin(sp, s, pk, layer, q, &pp, err)) < 0 ||
 	    (rc = unpacker_fill_device(sp->unpack, s->base, layer, packed, &pp.queue, err)) < 0 ||
 	    (rc = fill_end(sp, s, pk, layer, &pp, 1, err)) < 0) {
 		put_event(sp, 0, ready);

@@ -9,13 +9,16 @@
  * Ordering rules, all enforced on the device, never by a host sync:
  *  - a user stream that acquires a slot waits on the slot's fill event;
  *  - every release records an event on the releasing stream, and the next
- *    fill of that slot makes the copy stream wait on all of them first, so a
- *    slot is never overwritten before every user stream is done with it;
+ *    fill of that slot makes the queue that writes it first (the copy
+ *    stream; the decode stream for a fill from device memory) wait on all
+ *    of them, so a slot is never overwritten before every user stream is
+ *    done with it;
  *  - the host cache reference a fill copies from is kept until an event
  *    recorded after the copies has completed (slots_reap).
  * A packed layer's fill (gpu/unpack.h) copies on the copy stream and
- * decodes on the decode stream; its fill and end events are recorded on
- * the decode stream, after the decode.
+ * decodes on a decode stream; its fill and end events are recorded on
+ * the decode stream, after the decode.  A fill from device memory uses
+ * the decode stream alone.
  *
  * Not thread-safe: the pager serializes every call with its mutex.
  */

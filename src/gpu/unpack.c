@@ -351,21 +351,25 @@ static int packed_home(struct unpacker *u, uint32_t l, uint64_t bytes, unsigned 
 	return 0;
 }
 
-/* On decode queue k, after the copy stream (the copy, and the waits for
- * the slot's releases that slots_fill put there): layer l's jobs from its
- * packed form at src into slot. */
+/* On decode queue k, at its current point: layer l's jobs from its packed
+ * form at src into slot. */
 static int decode(struct unpacker *u, unsigned k, const void *src, void *slot, uint32_t l,
 		  struct wspi_err *err)
 {
 	struct dev *d = u->dev;
-	int dq = DEV_Q_DECODE + (int)k, rc;
 	uint64_t j0 = u->job0[l], n = u->job0[l + 1] - j0, row = j0 + k * u->n_jobs;
-	if ((rc = d->ops->record(d, u->copied, DEV_Q_COPY, NULL, err)) < 0 ||
-	    (rc = d->ops->wait(d, dq, NULL, u->copied, err)) < 0)
-		return rc;
-	return d->ops->unpack(d, dq, src, slot, u->jobs_dev + j0, (unsigned)n, u->layouts[l],
-			      u->max_out[l], u->status_dev + row, u->status_host + row,
+	return d->ops->unpack(d, DEV_Q_DECODE + (int)k, src, slot, u->jobs_dev + j0, (unsigned)n,
+			      u->layouts[l], u->max_out[l], u->status_dev + row, u->status_host + row,
 			      u->status_view ? u->status_view + row : NULL, err);
+}
+
+/* Decode queue k after the copy queue's current point (the copy, and the
+ * waits for the slot's releases that slots_fill put there). */
+static int after_copy(struct unpacker *u, unsigned k, struct wspi_err *err)
+{
+	struct dev *d = u->dev;
+	int rc = d->ops->record(d, u->copied, DEV_Q_COPY, NULL, err);
+	return rc < 0 ? rc : d->ops->wait(d, DEV_Q_DECODE + (int)k, NULL, u->copied, err);
 }
 
 int unpacker_fill(struct unpacker *u, void *slot, const struct hcache_ref *ref,
@@ -396,7 +400,7 @@ int unpacker_fill(struct unpacker *u, void *slot, const struct hcache_ref *ref,
 	} else {
 		*copied = ref->bytes;
 	}
-	if ((rc = decode(u, k, src, slot, l, err)) < 0)
+	if ((rc = after_copy(u, k, err)) < 0 || (rc = decode(u, k, src, slot, l, err)) < 0)
 		return rc;
 	if (stage >= 0) {
 		if ((rc = d->ops->record(d, u->stage_free[stage], dq, NULL, err)) < 0)
@@ -414,6 +418,11 @@ int unpacker_fills_from_device(const struct unpacker *u, uint32_t layer)
 uint64_t unpacker_packed_bytes(const struct unpacker *u, uint32_t layer)
 {
 	return u->packed_bytes[layer];
+}
+
+int unpacker_device_queue(const struct unpacker *u)
+{
+	return DEV_Q_DECODE + (int)u->next;
 }
 
 int unpacker_fill_device(struct unpacker *u, void *slot, uint32_t layer, const void *packed,

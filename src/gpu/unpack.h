@@ -52,11 +52,17 @@ int unpacker_fill(struct unpacker *u, void *slot, const struct hcache_ref *ref,
 int unpacker_fills_from_device(const struct unpacker *u, uint32_t layer);
 /* The size of `layer`'s packed form (when the unpacker exists). */
 uint64_t unpacker_packed_bytes(const struct unpacker *u, uint32_t layer);
+/* The decode queue the next unpacker_fill_device decodes on.  The caller
+ * orders that queue after the packed bytes and after whatever may still
+ * read the slot: not the copy queue, whose waits would sit behind the
+ * copies of other streams (a stream of host->device copies, such as the
+ * caller's own parts, would hold the decode back until it drains). */
+int unpacker_device_queue(const struct unpacker *u);
 /* Enqueue the fill of `slot` from `packed`: the layer's packed form
- * (pack.h) in device memory, read after the copy queue's current point.
- * The slot is complete at the point of decode queue *queue right after
- * this returns.  Nothing here checks the chunks' bytes: their readers did
- * (wsp_pack_read_part). */
+ * (pack.h) in device memory, read at the current point of decode queue
+ * unpacker_device_queue(), which is also *queue: the slot is complete at
+ * its point right after this returns.  Nothing here checks the chunks'
+ * bytes: their readers did (wsp_pack_read_part). */
 int unpacker_fill_device(struct unpacker *u, void *slot, uint32_t layer, const void *packed,
 			 int *queue, struct wspi_err *err);
 /* Fills decoded from the GPU tier, and the bytes it holds now. */
