@@ -26,7 +26,10 @@ against one process.
    threads' stacks and ends; WSP_DIST_SAMPLE=1: where the forward's thread
    was during the warm forwards, sampled (rank 0 and the one process);
    WSP_DIST_GPU_ONLY=1: --profile's warm traces without the host side,
-   whose tracing slows the forward's thread more than the GPU)
+   whose tracing slows the forward's thread more than the GPU;
+   WSP_DIST_TIMELINE=1: two more warm forwards with each layer's points
+   on one clock, DIR/timeline-rankN.json, summed in the log
+   (bench/dist_timeline.py))
 """
 import argparse
 import json
@@ -201,6 +204,12 @@ def rank_main(a) -> None:
     trace = os.path.join(a.profile, f"dist-rank{rank}.json") if a.profile else None
     cold, warm, out, busy = timed(model, ids, a.passes, a.reps, after_cold, trace)
     log(f"rank {rank}: cold {cold:.2f} s, warm {warm:.2f} s for {a.passes} passes")
+    if os.environ.get("WSP_DIST_TIMELINE"):
+        import dist_timeline
+        path = os.path.join(a.dir, f"timeline-rank{rank}.json")
+        saved = dist_timeline.record(model, ids, off, path)
+        if rank == 0:
+            dist_timeline.summarize(saved)
     res = {"rank": rank, "open_s": opened, "cold_s": cold, "warm_s": warm,
            "thread_busy": busy[0], "process_busy": busy[1],
            "pager_bytes_read": off.pager.stats()["bytes_read"], **at_cold}
