@@ -17,7 +17,8 @@ outputs, the second use left to the pager rather than a cycle of
 exchanges; ranks whose packs differ refused at
 open on both, naming both; a rank that stops mid-pass
 makes the other fail with the reason within the group's timeout (gloo;
-over NCCL its watchdog ends the process after the timeout instead).
+over NCCL torch's watchdog ends the process after the timeout instead,
+saying why: checked too).
 Training (train=True with the group): two AdamW steps with clipping, each
 rank a half of the global batch, give on both ranks the gradient norms and
 fp32 masters of one process that accumulates the two halves (loss / 2
@@ -194,23 +195,55 @@ def left_out(case: str) -> bool:
     return False
 
 
-def launch(case: str, mode: str) -> list:
+def launch(case: str, mode: str, ends: list = None) -> list:
+    """Each rank's result of `case` (None for a rank that wrote none).
+    `ends`, a list: each rank's (exit status, seconds it ran, its stderr)
+    appended there, its stderr kept instead of shown."""
     from checks import free_port
     env = dict(os.environ, MASTER_ADDR="127.0.0.1", MASTER_PORT=str(free_port()), WORLD_SIZE="2")
+    errs = [open(os.path.join(T, f"{case}-{r}.stderr"), "w+") if ends is not None else None
+            for r in range(2)]
+    t0 = time.monotonic()
     procs = [subprocess.Popen([sys.executable, __file__, "rank", case, mode],
-                              env=dict(env, RANK=str(r)))
+                              env=dict(env, RANK=str(r)), stderr=errs[r])
              for r in range(2)]
-    for p in procs:
+    for r, p in enumerate(procs):
         try:
             p.wait(timeout=240)
         except subprocess.TimeoutExpired:
             p.kill()
             raise SystemExit(f"FAIL: case {case}: a rank hung (killed after 240 s)")
+        if ends is not None:
+            errs[r].seek(0)
+            ends.append((p.returncode, time.monotonic() - t0, errs[r].read()))
+            errs[r].close()
     res = []
     for r in range(2):
         f = os.path.join(T, f"{case}-{r}.json")
         res.append(json.load(open(f)) if os.path.exists(f) else None)
     return res
+
+
+def dies_over_nccl(check) -> None:
+    """Rank 1 stops mid-run.  Over NCCL rank 0's collectives cannot fail
+    by themselves: torch's watchdog ends its process once the group's
+    timeout (20 s) has passed, saying why.  Either way rank 0 must end,
+    with the reason, and not hang."""
+    ends = []
+    r0, r1 = launch("dies", "cuda", ends)
+    (rc0, secs0, err0), _ = ends
+    check(r1 is None, "dies: rank 1 should have written nothing")
+    if r0 is not None and "run_error" in r0:   # the error reached the forward
+        print(f"dies: rank 0 failed after {r0['seconds']:.1f} s: {r0['run_error'][:200]}")
+        check("exchanging layer" in r0["run_error"] or "process group" in r0["run_error"],
+              f"dies: the error does not name the exchange: {r0['run_error'][:300]}")
+        return
+    why = [line for line in err0.splitlines() if "imeout" in line or "atchdog" in line]
+    print(f"dies: rank 0 ended with status {rc0} after {secs0:.1f} s (from its start); "
+          f"it said: {why[0][:300] if why else err0[-300:]}")
+    check(rc0 != 0, "dies: rank 0 ended with status 0 but wrote no result")
+    check(bool(why), "dies: rank 0's stderr does not say that a collective timed out")
+    check(secs0 < 150, f"dies: rank 0 took {secs0:.1f} s to end (the group's timeout is 20 s)")
 
 
 def main(mode: str) -> None:
@@ -366,7 +399,10 @@ def main(mode: str) -> None:
             check("rank0.wsp" in r["open_error"] and "other.wsp" in r["open_error"],
                   f"differ: the message names both packs: {r['open_error']}")
 
-    if mode == "cuda" or left_out("dies"):   # NCCL: its watchdog ends a rank whose peer stopped
+    if left_out("dies"):
+        finish()
+    if mode == "cuda":   # NCCL: its watchdog ends a rank whose peer stopped
+        dies_over_nccl(check)
         finish()
     r0, r1 = launch("dies", mode)
     check(r1 is None, "dies: rank 1 should have written nothing")
