@@ -127,7 +127,8 @@ class DeviceFeed:
     issues them in that order, on a communicator of its own over the same
     ranks, and counts them done.  The forward waits for a layer only while
     its exchange is not yet issued (never in the steady state: it was
-    queued a window ago).  The exchanges' host work (a dozen torch calls,
+    queued a window ago), and at most the group's timeout: then it raises,
+    naming the layer (a collective whose peer stopped may never return).  The exchanges' host work (a dozen torch calls,
     the collective, the hand-over to the pager) then runs beside the
     model's, not before it; the communicator of their own keeps their
     collectives out of the order of the caller's own, which a second
@@ -175,9 +176,16 @@ class DeviceFeed:
         # of the world need not (local synchronization).  With the caller's
         # timeout: a rank that stops must end the others as soon as the
         # caller asked of its own group.
+        timeout = group_timeout(group, self.dev)
         self.comm = dist.new_group(dist.get_process_group_ranks(group), backend="nccl",
-                                   timeout=group_timeout(group, self.dev),
-                                   use_local_synchronization=True)
+                                   timeout=timeout, use_local_synchronization=True)
+        # NCCL makes a communicator at its first collective, and that waits
+        # for every rank with no timeout: made now, while every rank is
+        # here, a rank that stops later leaves collectives that time out.
+        agree_min(self.comm, self.dev, 1)
+        # The forward waits this long for an exchange not yet issued before
+        # it says that the thread is stuck (torch's NCCL default: 10 min).
+        self.wait_s = timeout.total_seconds() if timeout is not None else 600.0
         self.reader = ReadAhead(self.order, self._read, self.keep, self.window, "wspager-parts")
         # The exchanges, issued in the order queued; seq[layer]: the
         # number of the layer's latest one.
@@ -189,6 +197,8 @@ class DeviceFeed:
         self.issuer.close()   # what was queued is issued first: every rank queued the same
         self.reader.close()
         self.kept.clear()
+        if self.issuer.stuck:   # in a collective that may never end: left as it is
+            return
         try:
             dist.destroy_process_group(self.comm)
         except Exception:   # the default group went first (interpreter exit)
@@ -267,7 +277,13 @@ class DeviceFeed:
             while self.schedule.refill_one():
                 pass
         try:
-            self.issuer.wait(mine)   # raises what ended the issuing thread
+            self.issuer.wait(mine, self.wait_s)   # raises what ended the issuing thread
+        except TimeoutError as e:
+            raise RuntimeError(f"wspager: rank {self.rank}: exchanging layer "
+                               f"{self.pager.pack.layers[layer].name} with the process group "
+                               f"did not start within {self.wait_s:g} s, the group's timeout: "
+                               f"the exchanges' thread is still in a collective (did another "
+                               f"rank stop?)") from e
         except Exception as e:
             if str(e).startswith("wspager:"):   # _exchange's own, naming the layer
                 raise

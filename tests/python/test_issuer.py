@@ -3,7 +3,9 @@
 in order; wait(n) returns once the n-th is done and not before; a failure
 reaches every wait after it, naming what failed, and nothing after it
 runs; close() runs everything put before it, then ends the thread; a wait
-for what the closed thread never ran raises instead of hanging."""
+for what the closed thread never ran raises instead of hanging; a wait
+with a timeout on a stuck item raises TimeoutError, and close() then
+returns without it."""
 import threading
 import time
 
@@ -11,10 +13,10 @@ from wspager._issuer import Issuer
 from checks import check, finish
 
 
-def wait_fails(iss, n, exc, text, what):
-    """iss.wait(n) must raise `exc` saying `text`."""
+def wait_fails(iss, n, exc, text, what, timeout=None):
+    """iss.wait(n, timeout) must raise `exc` saying `text`."""
     try:
-        iss.wait(n)
+        iss.wait(n, timeout)
     except exc as e:
         check(text in str(e), f"{what}: {e}")
         return
@@ -98,4 +100,22 @@ def bad_setup():
 iss = Issuer(lambda item: None, "test-issuer", setup=bad_setup)
 wait_fails(iss, iss.put("x"), OSError, "no device", "a failed setup")
 iss.close()
+
+# a wait with a timeout, on an item stuck in the thread (a collective
+# whose peer stopped): TimeoutError after about that long, and close()
+# does not wait for the stuck thread
+stuck = threading.Event()
+iss = Issuer(lambda item: stuck.wait(30), "test-issuer")
+n = iss.put("x")
+iss.wait(0, 0.1)   # nothing to wait for: no timeout
+t0 = time.perf_counter()
+wait_fails(iss, n, TimeoutError, "not done within 0.3 s", "a stuck item", 0.3)
+took = time.perf_counter() - t0
+check(0.25 < took < 2, f"the timeout of 0.3 s came after {took:.2f} s")
+t0 = time.perf_counter()
+iss.close()
+check(time.perf_counter() - t0 < 1, "close waited for a stuck thread")
+stuck.set()   # let it end
+iss.thread.join(5)
+check(not iss.thread.is_alive(), "the thread did not end once unstuck")
 finish()
