@@ -25,7 +25,10 @@
 struct family {
 	const char *name;
 	void (*make)(struct trace *t);
-	int asserted;    /* 1: TARGET; 0: the weaker INFO_FLOOR checks */
+	/* 1: TARGET; 0: the weaker INFO_FLOOR checks; 2 (routing chosen at
+	 * random, most of the model: Belady is far out of reach): PREDICT
+	 * hits at least as often as LRU */
+	int asserted;
 };
 
 static void make_passes(struct trace *t)
@@ -72,6 +75,35 @@ static void make_noisy_passes(struct trace *t)
 				trace_push(t, i);
 }
 
+/* A MoE forward: an embedding, then per block its attention layer and 4 of
+ * 32 experts chosen at random (acquired in index order, as a dispatch
+ * runs them), then the head; every layer observed (a caller that does not
+ * flag routed experts).  Which experts a batch takes only Belady knows. */
+static void make_moe(struct trace *t)
+{
+	enum { BLOCKS = 8, EXPERTS = 32, TOPK = 4 };
+	uint64_t seed = 9;
+
+	t->n_layers = 2 + BLOCKS * (1 + EXPERTS);
+	for (int pass = 0; pass < 40; pass++) {
+		trace_push(t, 0);
+		for (uint32_t b = 0; b < BLOCKS; b++) {
+			uint32_t attn = 1 + b * (1 + EXPERTS);
+			uint8_t take[EXPERTS] = { 0 };
+			trace_push(t, attn);
+			for (unsigned k = 0; k < TOPK;) {
+				uint32_t e = (uint32_t)(t_rand(&seed) % EXPERTS);
+				k += !take[e];
+				take[e] = 1;
+			}
+			for (uint32_t e = 0; e < EXPERTS; e++)
+				if (take[e])
+					trace_push(t, attn + 1 + e);
+		}
+		trace_push(t, t->n_layers - 1);
+	}
+}
+
 static const struct family families[] = {
 	{ "passes (32 layers x 20)", make_passes, 1 },
 	{ "fwd+bwd (32 layers x 10)", make_fwdbwd, 1 },
@@ -79,6 +111,7 @@ static const struct family families[] = {
 	{ "branches 8+4x4+8, 50/30/10/10 (60 batches)", make_branches_skewed, 1 },
 	{ "(info) branches 4+4x6+4, uniform (100 batches)", make_branch_heavy, 0 },
 	{ "(info) passes (32 layers x 30), 10% random skips", make_noisy_passes, 0 },
+	{ "(moe) 8 x (attention + 4 of 32 experts), 40 forwards", make_moe, 2 },
 };
 
 static const unsigned percents[] = { 25, 50, 75, 90 };
@@ -118,16 +151,18 @@ int main(void)
 				       100.0 * r[WSP_SIM_LRU].hits / tr.len,
 				       100.0 * r[WSP_SIM_PREDICT].hits / tr.len,
 				       100.0 * r[WSP_SIM_BELADY].hits / tr.len, ratio,
-				       ratio < TARGET && families[f].asserted ? " BELOW TARGET" : "",
+				       ratio < TARGET && families[f].asserted == 1 ? " BELOW TARGET" : "",
 				       (double)r[WSP_SIM_PREDICT].bytes_read /
 					       (double)r[WSP_SIM_BELADY].bytes_read);
-				if (ratio < TARGET && families[f].asserted)
+				int kind = families[f].asserted;
+				if (ratio < TARGET && kind == 1)
 					failed = 1;
 				if (r[WSP_SIM_PREDICT].hits > r[WSP_SIM_BELADY].hits ||
-				    (!families[f].asserted &&
-				     (r[WSP_SIM_PREDICT].hits < r[WSP_SIM_LRU].hits || ratio < INFO_FLOOR))) {
-					printf("   ^ fails: PREDICT <= BELADY%s\n", families[f].asserted ? ""
-					       : ", LRU <= PREDICT and ratio >= 0.80");
+				    (kind != 1 && r[WSP_SIM_PREDICT].hits < r[WSP_SIM_LRU].hits) ||
+				    (kind == 0 && ratio < INFO_FLOOR)) {
+					printf("   ^ fails: PREDICT <= BELADY%s\n", kind == 1 ? ""
+					       : kind == 0 ? ", LRU <= PREDICT and ratio >= 0.80"
+					       : ", LRU <= PREDICT");
 					failed = 1;
 				}
 			}
