@@ -128,12 +128,13 @@ class DeviceFeed:
     ranks, and counts them done.  The forward waits for a layer only while
     its exchange is not yet issued (never in the steady state: it was
     queued a window ago), and at most the group's timeout: then it raises,
-    naming the layer (a collective whose peer stopped may never return).  The exchanges' host work (a dozen torch calls,
-    the collective, the hand-over to the pager) then runs beside the
-    model's, not before it; the communicator of their own keeps their
-    collectives out of the order of the caller's own, which a second
-    thread on the caller's communicator could not keep.  A third thread
-    reads this rank's parts ahead, in the same order."""
+    naming the layer (a collective whose peer stopped may never return).
+    The exchanges' host work (a dozen torch calls, the collective, the
+    hand-over to the pager) then runs beside the model's, not before it;
+    the communicator of their own keeps their collectives out of the
+    order of the caller's own, which a second thread on the caller's
+    communicator could not keep.  A third thread reads this rank's parts
+    ahead, in the same order."""
 
     def __init__(self, pager: Pager, group, order: List[int], window: int = 4,
                  budget: Optional[int] = None):
