@@ -339,6 +339,10 @@ static void walk_alternatives(struct predictor *p, uint64_t steps, uint64_t hori
 	uint64_t budget = horizon;
 
 	for (uint64_t s = 1; s <= steps && budget > 0; s++) {
+		/* An alternative's mass is at most the path's, which only falls
+		 * along the walk: from here on every one is below the cut. */
+		if (p->w_prob[s] < 1e-4)
+			break;
 		const struct ctx *c = p->w_ctx[s];
 		uint32_t total;
 		if (!c || (total = ctx_total(c)) == 0)
