@@ -1,17 +1,21 @@
 """Where each layer's time goes in the data-parallel feed over the GPUs
 (wspager._devfeed.DeviceFeed), host and GPU on one clock, without a
 tracing profiler: bench/torch_dist.py records it with
-WSP_DIST_TIMELINE=1 for two warm forwards after the timed ones, and
-writes DIR/timeline-rankN.json; `python3 bench/dist_timeline.py FILE`
-sums it.
+WSP_DIST_TIMELINE=1 for the cold forward (DIR/timeline-cold-rankN.json)
+and for two warm forwards after the timed ones (DIR/timeline-rankN.json);
+`python3 bench/dist_timeline.py FILE` sums one.
 
 Points, each (layer, what, ms since the start):
   host, the forward's thread: need / needed (DeviceFeed.need), acquired
   (Offload.acquire returned), released (Offload.release returned);
   queued (the forward's thread put the layer's exchange on the queue);
-  host, the exchanges' thread: exchange / exchanged (DeviceFeed._exchange);
+  host, the exchanges' thread: exchange / exchanged (DeviceFeed._exchange),
+  parted (it has the layer's part: kept, or from the reader);
+  host, the reader's thread: read (a part's read starts: its pinned
+  buffer is made), pread (Pack.read_part called), readdone;
   GPU (CUDA events, when the stream reached them): copy (the feed's copy
-  stream before the part's copy: its start), copied (after it: its end),
+  stream once the part is there, before its copy: its start), copied
+  (after it: its end),
   gathered (the all-gather done, on a stream that waits for nothing
   else), decoded (the pager's decode into the slot done: provide_device
   makes the side stream wait for it; the side stream waits for the
@@ -68,9 +72,10 @@ class Timeline:
             json.dump({"rows": rows, "stats": stats or {}}, f)
 
 
-def install(tl: Timeline, feed) -> None:
+def install(tl: Timeline, feed):
     """Record tl's points from the feed's and the hooks' calls (`feed`'s
-    thread and schedule hold their callables: patched on it)."""
+    thread and schedule hold their callables: patched on it); returns a
+    function that puts everything back."""
     import torch.distributed as dist
     from wspager import _devfeed, _offload
 
@@ -90,7 +95,6 @@ def install(tl: Timeline, feed) -> None:
 
     def exchange_(self, layer):
         tl.at(layer, "exchange")
-        tl.gpu(layer, "copy", self.copy)
         current["at"] = (self, layer)
         exchange(layer)
         tl.gpu(layer, "copied", self.copy)
@@ -120,11 +124,39 @@ def install(tl: Timeline, feed) -> None:
         release(self, g)
         tl.at(g.index, "released")
 
+    part, read, read_part = feed._part, feed.reader.read, feed.pager.pack.read_part
+
+    def part_(layer):   # the exchanges' thread has the part: its copy is next
+        got = part(layer)
+        tl.at(layer, "parted")
+        tl.gpu(layer, "copy", feed.copy)
+        return got
+
+    def read_(layer):   # the reader's thread: a pinned buffer, then the read
+        tl.at(layer, "read")
+        got = read(layer)
+        tl.at(layer, "readdone")
+        return got
+
+    def read_part_(key, *args, **kw):
+        tl.at(key, "pread")
+        return read_part(key, *args, **kw)
+
+    def undo():
+        _devfeed.DeviceFeed.need = need
+        feed.schedule.issue, feed.issuer.run = queue_, exchange
+        del feed._part, feed.pager.pack.read_part   # the methods show again
+        feed.reader.read = read
+        _offload.Offload.acquire, _offload.Offload.release = acquire, release
+        dist.all_gather = all_gather
+
     _devfeed.DeviceFeed.need = need_
     feed.schedule.issue = lambda layer: queue__(feed, layer)
     feed.issuer.run = lambda layer: exchange_(feed, layer)
+    feed._part, feed.reader.read, feed.pager.pack.read_part = part_, read_, read_part_
     _offload.Offload.acquire, _offload.Offload.release = acquire_, release_
     dist.all_gather = all_gather_
+    return undo
 
 
 COUNTED = {"pager": ("acquires", "gpu_hits", "host_hits", "misses", "gpu_evictions",
@@ -132,26 +164,29 @@ COUNTED = {"pager": ("acquires", "gpu_hits", "host_hits", "misses", "gpu_evictio
            "feed": ("exchanges", "not_taken", "repeats")}
 
 
+def counts(off):
+    """The pager's and the feed's counts that record() reports."""
+    got = {"pager": off.pager.stats(), "feed": off.feed.stats()}
+    return {k: got[src][k] for src, keys in COUNTED.items() for k in keys}
+
+
 def record(model, ids, off, path: str):
     """Two warm forwards of `model` (offloaded: `off` is its _wspager, with
-    a DeviceFeed) on a timeline, after one that warms the wrappers; the
-    pager's and the feed's counts over the two.  Written to path and
+    a DeviceFeed) on a timeline, after one more that warms the wrappers;
+    the pager's and the feed's counts over the two.  Written to path and
     returned."""
     tl, dev = Timeline(), ids.device
-
-    def counts():
-        got = {"pager": off.pager.stats(), "feed": off.feed.stats()}
-        return {k: got[src][k] for src, keys in COUNTED.items() for k in keys}
-    install(tl, off.feed)
+    undo = install(tl, off.feed)
     with torch.no_grad():
         model(ids)
-        before = counts()
+        before = counts(off)
         tl.start(dev)
         for _ in range(2):
             model(ids)
         torch.cuda.synchronize(dev)
-        after = counts()
+        after = counts(off)
     tl.dump(dev, path, {k: after[k] - before[k] for k in after})
+    undo()
     with open(path) as f:
         return json.load(f)
 
@@ -175,7 +210,8 @@ def summarize(saved) -> None:
         d = [tb - ta for layer in by.get(a, {}) if layer in by.get(b, {})
              for ta, tb in zip(by[a][layer], by[b][layer])]
         return (sum(d) / len(d), min(d), max(d), len(d)) if d else None
-    for a, b in (("queued", "exchange"), ("exchange", "exchanged"), ("copy", "copied"),
+    for a, b in (("read", "pread"), ("pread", "readdone"), ("exchange", "parted"),
+                 ("queued", "exchange"), ("exchange", "exchanged"), ("copy", "copied"),
                  ("copied", "gathered"), ("gathered", "decoded"), ("decoded", "ready"),
                  ("ready", "done"), ("need", "needed"), ("needed", "acquired"),
                  ("queued", "copy"), ("acquired", "ready"), ("done", "released")):

@@ -27,9 +27,9 @@ against one process.
    was during the warm forwards, sampled (rank 0 and the one process);
    WSP_DIST_GPU_ONLY=1: --profile's warm traces without the host side,
    whose tracing slows the forward's thread more than the GPU;
-   WSP_DIST_TIMELINE=1: two more warm forwards with each layer's points
-   on one clock, DIR/timeline-rankN.json, summed in the log
-   (bench/dist_timeline.py))
+   WSP_DIST_TIMELINE=1: each layer's points on one clock for the cold
+   forward and two more warm ones, DIR/timeline-cold-rankN.json and
+   DIR/timeline-rankN.json, summed in the log (bench/dist_timeline.py))
 """
 import argparse
 import json
@@ -64,17 +64,20 @@ def read_rate(pack: str) -> float:
     return total / (time.perf_counter() - t0) / 1e9
 
 
-def timed(model, ids, passes: int, reps: int, after_cold=lambda: None, trace=None):
+def timed(model, ids, passes: int, reps: int, after_cold=lambda: None, trace=None,
+          before_cold=lambda: None):
     """(cold forward seconds, median warm seconds of `passes` forwards, the
     last forward's logits, and (the forward's thread's share of the warm
-    time on a CPU, the process's CPUs) in the median rep); after_cold() is
-    called between the two.  trace: a path, to record the
+    time on a CPU, the process's CPUs) in the median rep); before_cold()
+    is called before the cold forward, after_cold() between the two.
+    trace: a path, to record the
     cold forward's device activity there (torch.profiler, Chrome trace),
     and two warm forwards' in trace-warm.json beside it."""
     import contextlib
     from torch.profiler import ProfilerActivity, profile
     dev = ids.device
     with torch.no_grad():
+        before_cold()
         with profile(activities=[ProfilerActivity.CUDA]) if trace else \
                 contextlib.nullcontext() as prof:
             t0 = time.perf_counter()
@@ -198,17 +201,32 @@ def rank_main(a) -> None:
     off = model._wspager
     at_cold = {}
 
+    tl = None   # the cold forward's timeline (WSP_DIST_TIMELINE, DeviceFeed)
+    if os.environ.get("WSP_DIST_TIMELINE") and hasattr(off.feed, "issuer"):
+        import dist_timeline
+        tl = dist_timeline.Timeline()
+        undo = dist_timeline.install(tl, off.feed)
+
     def after_cold():   # where the cold pass spent its time, before warm passes add to it
         st = off.pager.stats()
         at_cold.update(off.feed.stats(), acquire_block_s=st["acquire_block_ns"] / 1e9)
+        if tl is not None:
+            path = os.path.join(a.dir, f"timeline-cold-rank{rank}.json")
+            tl.dump(dev, path, dist_timeline.counts(off))
+            undo()   # the timed forwards run as without it
+            if rank == 0:
+                log("the cold forward's timeline:")
+                with open(path) as f:
+                    dist_timeline.summarize(json.load(f))
     trace = os.path.join(a.profile, f"dist-rank{rank}.json") if a.profile else None
-    cold, warm, out, busy = timed(model, ids, a.passes, a.reps, after_cold, trace)
+    cold, warm, out, busy = timed(model, ids, a.passes, a.reps, after_cold, trace,
+                                  before_cold=lambda: tl and tl.start(dev))
     log(f"rank {rank}: cold {cold:.2f} s, warm {warm:.2f} s for {a.passes} passes")
-    if os.environ.get("WSP_DIST_TIMELINE"):
-        import dist_timeline
+    if tl is not None:
         path = os.path.join(a.dir, f"timeline-rank{rank}.json")
         saved = dist_timeline.record(model, ids, off, path)
         if rank == 0:
+            log("two warm forwards' timeline:")
             dist_timeline.summarize(saved)
     res = {"rank": rank, "open_s": opened, "cold_s": cold, "warm_s": warm,
            "thread_busy": busy[0], "process_busy": busy[1],
