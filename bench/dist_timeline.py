@@ -11,8 +11,9 @@ Points, each (layer, what, ms since the start):
   queued (the forward's thread put the layer's exchange on the queue);
   host, the exchanges' thread: exchange / exchanged (DeviceFeed._exchange),
   parted (it has the layer's part: kept, or from the reader);
-  host, the reader's thread: read (a part's read starts: its pinned
-  buffer is made), pread (Pack.read_part called), readdone;
+  host, the reader's thread: read (a part's read starts: it takes its
+  pinned buffer from the pinning thread, or, before that thread was
+  there, made it), pread (Pack.read_part called), readdone;
   GPU (CUDA events, when the stream reached them): copy (the feed's copy
   stream once the part is there, before its copy: its start), copied
   (after it: its end),
