@@ -16,13 +16,12 @@ Points, each (layer, what, ms since the start):
   there, made it), pread (Pack.read_part called), readdone;
   GPU (CUDA events, when the stream reached them): copy (the feed's copy
   stream once the part is there, before its copy: its start), copied
-  (after it: its end),
-  gathered (the all-gather done, on a stream that waits for nothing
-  else), decoded (the pager's decode into the slot done: provide_device
-  makes the side stream wait for it; the side stream waits for the
-  decode before too), ready
-  (the forward's stream past the acquire: the layer may be used), done
-  (the forward's stream at the release: the layer's work done).
+  (after it: its end), gathered (the all-gather done, on a stream that
+  waits for nothing else), decoded (the pager's decode into the slot
+  done: provide_device makes the side stream wait for it; the side
+  stream waits for the decode before too), ready (the forward's stream
+  past the acquire: the layer may be used), done (the forward's stream
+  at the release: the layer's work done).
 The GPU's clock is put on the host's by one event synchronized at the
 start (within tens of microseconds)."""
 import json
