@@ -18,6 +18,8 @@ from wspager import _lib
 from checks import check, finish
 
 T = os.environ["WSP_TEST_TMP"]
+
+
 def as_stored(t: torch.Tensor) -> torch.Tensor:
     """t as the pager's host views show it: bf16 and fp8 as their bits."""
     if t.dtype == torch.bfloat16:
