@@ -12,8 +12,10 @@ kept on the GPU) with the acquires that found their layer prefetched;
 logits of the two compared.  Measured after the host tier is pinned and warm.
 
   python3 bench/torch_devices.py --dir /var/tmp/wsp-devices [--layers 16 --hidden 4096]
+                                 [--trace]
 """
 import argparse
+import json
 import os
 import statistics
 import sys
@@ -34,9 +36,10 @@ def log(*a):
     print(*a, flush=True)
 
 
-def h2d(devices, nbytes=1 << 30, reps=5):
+def h2d(devices, nbytes=1 << 30, reps=5, piece=None):
     """Median GB/s of pinned host->GPU copies of `nbytes` to every device of
-    `devices` at once (one source buffer each), summed."""
+    `devices` at once (one source buffer each), summed; in copies of `piece`
+    bytes each (as the pager copies its host tier's pages) if given."""
     srcs = [torch.empty(nbytes, dtype=torch.uint8, pin_memory=True).fill_(1) for _ in devices]
     dsts = [torch.empty(nbytes, dtype=torch.uint8, device=d) for d in devices]
     times = []
@@ -44,7 +47,10 @@ def h2d(devices, nbytes=1 << 30, reps=5):
         for d in devices:
             torch.cuda.synchronize(d)
         t0 = time.perf_counter()
-        threads = [threading.Thread(target=lambda s=s, t=t: t.copy_(s, non_blocking=True))
+        step = piece or nbytes
+        threads = [threading.Thread(target=lambda s=s, t=t: [
+                       t[o:o + step].copy_(s[o:o + step], non_blocking=True)
+                       for o in range(0, nbytes, step)])
                    for s, t in zip(srcs, dsts)]
         for t in threads:
             t.start()
@@ -74,6 +80,44 @@ def d2d(src, dst, nbytes=1 << 30, reps=5):
     return nbytes / statistics.median(times[1:]) / 1e9
 
 
+def fills_report(name, model, events, t0, t1, passes):
+    """Each GPU's slot fills (copy and decode, GPU-timed) from t0 to its last
+    fill's end (a pager hands its fills over when it reaps them, so the last
+    ones of [t0, t1] may come later): the time some fill ran (its link busy,
+    at most), the rate from one fill's start to the next's (its link's, when
+    they follow one another), its idle gaps over 0.3 ms with the layer whose
+    fill came next, and the acquires that waited."""
+    homes = model._wspager.homes
+    home = {i: str(d) for i, (_pg, d) in homes.items()} if homes else None
+    by = {}
+    for stage, layer, b, e, n in events:
+        key = home.get(layer, "?") if home else "cuda:0"
+        by.setdefault(key, {"h2d": [], "wait": []})
+        if stage in ("h2d", "wait"):
+            by[key][stage].append((max(b, t0), min(e, t1), layer, n))
+    for dev in sorted(by):
+        fills = sorted(f for f in by[dev]["h2d"] if f[1] > f[0])
+        if not fills:
+            continue
+        span = (max(f[1] for f in fills) - t0) / 1e6
+        rate = (sum(f[3] for f in fills[:-1]) / max(fills[-1][0] - fills[0][0], 1)
+                if len(fills) > 1 else 0.0)
+        busy, end, gaps = 0.0, t0, []
+        for b, e, layer, _n in fills:
+            if b > end and (b - end) / 1e6 > 0.3:
+                gaps.append(((b - end) / 1e6, (end - t0) / 1e6, layer))
+            busy += max(0, e - max(b, end)) / 1e6
+            end = max(end, e)
+        waits = by[dev]["wait"]
+        waited = sum(w[1] - w[0] for w in waits) / 1e6
+        log(f"  {name}, {dev}: fills ran {busy:.1f} of {span:.1f} ms ({busy / span:.0%}; "
+            f"{len(fills)} fills, {rate:.1f} GB/s start to start); {len(gaps)} gaps over 0.3 ms, "
+            f"{sum(g[0] for g in gaps):.1f} ms in all; acquires waited {len(waits)} times, "
+            f"{waited:.1f} ms")
+        for g, at, layer in sorted(gaps, reverse=True)[:6]:
+            log(f"    idle {g:.2f} ms from {at:.1f} ms, then layer {layer}")
+
+
 def main():
     ap = argparse.ArgumentParser()
     model_args(ap, "/var/tmp/wsp-devices", tokens=16)
@@ -82,6 +126,10 @@ def main():
     ap.add_argument("--host-cache", default="12G")
     ap.add_argument("--gpu-slots", type=int, default=None,
                     help="slots a GPU (default: wspager's, 3 on one GPU, more over several)")
+    ap.add_argument("--trace", action="store_true",
+                    help="also time each GPU's slot fills in one more rep: how busy each "
+                         "link is and where it idles (the pagers then call back into Python "
+                         "in every rep: compare the rows with a run without it)")
     a = ap.parse_args()
     if torch.cuda.device_count() < 2:
         log("torch_devices: fewer than two CUDA devices")
@@ -101,13 +149,17 @@ def main():
     one = [torch.device("cuda", 0)]
     two = [torch.device("cuda", 0), torch.device("cuda", 1)]
     link = {"cuda:0": h2d(one), "cuda:1": h2d([two[1]]), "both": h2d(two)}
+    if a.trace:
+        link["both, 2 MiB copies"] = h2d(two, piece=2 << 20)
     log("ceilings, pinned host->GPU: " + ", ".join(f"{k} {v:.1f} GB/s" for k, v in link.items())
         + f"; GPU->GPU cuda:0->cuda:1 {d2d(two[0], two[1]):.1f} GB/s")
     ids = torch.randint(0, a.vocab, (1, a.tokens), device="cuda:0")
     rows, logits = {}, {}
     for name, device in (("one GPU", "cuda:0"), ("two GPUs", ["cuda:0", "cuda:1"])):
+        events = []
+        extra = {"trace": lambda *ev: events.append(ev)} if a.trace else {}
         model = wt.from_pretrained(pack, config=ck, device=device, host_cache=a.host_cache,
-                                   gpu_slots=a.gpu_slots)
+                                   gpu_slots=a.gpu_slots, **extra)
         pagers = model._wspager.pagers
         with torch.no_grad():
             for _ in range(3):            # the host tier filled, the order learnt
@@ -131,7 +183,19 @@ def main():
                 torch.cuda.synchronize(0)
                 torch.cuda.synchronize(1)
                 times.append(time.perf_counter() - t0)
-        s1 = [pg.stats() for pg in pagers]
+            s1 = [pg.stats() for pg in pagers]
+            if a.trace:                   # one more rep, its fills timed
+                events.clear()
+                t0 = time.monotonic_ns()
+                for _ in range(a.passes):
+                    out = model(ids).logits
+                torch.cuda.synchronize(0)
+                torch.cuda.synchronize(1)
+                t1 = time.monotonic_ns()
+                time.sleep(0.5)           # the last fills reaped
+                fills_report(name, model, list(events), t0, t1, a.passes)
+                with open(os.path.join(a.dir, f"fills-{len(pagers)}.json"), "w") as f:
+                    json.dump({"t0": t0, "t1": t1, "events": events}, f)
         n = a.reps * a.passes
         h2d_fwd = sum(b["bytes_h2d"] - e["bytes_h2d"] for b, e in zip(s1, s0)) / n
         hits = sum(b["gpu_hits"] - e["gpu_hits"] for b, e in zip(s1, s0))
