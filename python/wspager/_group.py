@@ -120,6 +120,14 @@ class GroupFeed:
         need = sum((L.raw_bytes + page - 1) // page * page for L in pk.layers)
         self.once = need <= agree_min(self.group, self.wire, pager.stats()["host_cache_bytes"])
         self.slots = pager.stats()["gpu_slots"]
+        # Over NCCL a share goes up from pinned memory, and making a pinned
+        # buffer costs about as much as reading into it (85-98 ms against
+        # 118-121 ms a part on two H200s, cold; _devfeed.py): a thread makes
+        # the next one while the reader reads.  The receiver lands every
+        # layer in one pinned buffer, kept: the pager copies what it is given.
+        self.pins = (ReadAhead(self.order, self._pin, self.once, 1, "wspager-share-pins")
+                     if nccl else None)
+        self.landing = None
         self.reader = ReadAhead(self.order, self._share, self.once, self.window,
                                 "wspager-shares")
         self.receiver = threading.Thread(target=self._receive, name="wspager-received",
@@ -129,6 +137,8 @@ class GroupFeed:
 
     def close(self) -> None:
         self.reader.close()
+        if self.pins is not None:
+            self.pins.close()
         for ex in self.issued.values():
             ex.wanted.set()
         self.received.put(None)   # after the exchanges issued: each is waited for
@@ -139,14 +149,30 @@ class GroupFeed:
             os.close(fd)
         self.fds.clear()
 
-    def _share(self, layer: int):
-        """This rank's part of the layer's stored bytes, read into a tensor
-        (zero-padded to the part size; pinned for a GPU's copy)."""
+    def _bounds(self, layer: int) -> Tuple[str, int, int, int, int, int]:
+        """Where `layer`'s stored bytes are, the part size, and this rank's
+        part of them [lo, hi)."""
         path, offset, n = self.pager.pack.layer_extent(layer)
         part = (n + self.n - 1) // self.n
-        lo, hi = min(n, self.rank * part), min(n, (self.rank + 1) * part)
-        share = torch.zeros(max(part, 1), dtype=torch.uint8,
-                            pin_memory=self.wire.type == "cuda")
+        return path, offset, n, part, min(n, self.rank * part), min(n, (self.rank + 1) * part)
+
+    def _pin(self, layer: int) -> torch.Tensor:
+        """The pinned buffer of this rank's share of `layer` (zeros)."""
+        part = self._bounds(layer)[3]
+        return torch.zeros(max(part, 1), dtype=torch.uint8, pin_memory=True)
+
+    def _share(self, layer: int):
+        """This rank's part of the layer's stored bytes, read into a tensor
+        (zero-padded to the part size; over NCCL the pinning thread's, which
+        follows the same order)."""
+        path, offset, n, part, lo, hi = self._bounds(layer)
+        if self.pins is None:
+            share = torch.zeros(max(part, 1), dtype=torch.uint8)
+        else:
+            pinned_for, share = self.pins.get()
+            if isinstance(share, BaseException):
+                raise RuntimeError(f"pinned memory for the share: {share}") from share
+            assert pinned_for == layer, (pinned_for, layer)
         fd = self.fds.get(path)
         if fd is None:
             fd = self.fds[path] = os.open(path, os.O_RDONLY)
@@ -201,7 +227,10 @@ class GroupFeed:
         else:
             with torch.cuda.device(self.wire), torch.cuda.stream(self.side):
                 ex.work.wait()   # the side stream waits for the collective
-                got = torch.empty(ex.n, dtype=torch.uint8, pin_memory=True)
+                if self.landing is None:   # the largest layer's size, once
+                    largest = max(self.pager.pack.layer_extent(k)[2] for k in self.order)
+                    self.landing = torch.empty(largest, dtype=torch.uint8, pin_memory=True)
+                got = self.landing[:ex.n]
                 got.copy_(ex.whole[:ex.n], non_blocking=True)
                 copied = torch.cuda.Event()
                 copied.record()
