@@ -23,7 +23,11 @@ transfer (the condition under which that wait should be small; raise
 With --profile DIR, one more step of each (resident, paged) runs under
 torch.profiler; their device timelines go to DIR as Chrome traces and are
 summarised (bench/cuda_timeline.py): where the compute stream sat idle,
-and what ran beside it.
+and what ran beside it; and one more step inside the backward, with the
+pager's fills and, on the host, when each layer's state copies and step
+were issued.  The step inside the backward is measured against moving
+its bytes in and out at once (both directions measured together in the
+same run); --device-step-only runs only it.
 
   python3 bench/torch_train.py --dir /var/tmp/wsp-train [--layers 8 --hidden 4096 --batch 4]
 """
@@ -33,6 +37,7 @@ import os
 import statistics
 import sys
 import time
+from typing import Optional
 
 import torch
 import transformers
@@ -47,7 +52,10 @@ from torch_offload import make_checkpoint  # noqa: E402
 
 
 def ceilings(nbytes: int = 1 << 30):
-    """Median GB/s of 1 GiB pinned copies, host->GPU and GPU->host."""
+    """Median GB/s of 1 GiB pinned copies, host->GPU and GPU->host, each
+    alone; then both at once on two streams ("h2d both", "d2h both": each
+    direction's rate while the other runs), which is what a step that
+    moves state in and out at the same time can reach."""
     host = torch.empty(nbytes, dtype=torch.uint8, pin_memory=True).fill_(1)
     dev = torch.empty(nbytes, dtype=torch.uint8, device="cuda")
     out = {}
@@ -61,6 +69,26 @@ def ceilings(nbytes: int = 1 << 30):
             b.synchronize()
             ts.append(a.elapsed_time(b) / 1e3)
         out[name] = nbytes / statistics.median(ts[1:]) / 1e9
+    host2 = torch.empty(nbytes, dtype=torch.uint8, pin_memory=True)
+    dev2 = torch.empty(nbytes, dtype=torch.uint8, device="cuda").fill_(1)
+    streams = {"h2d both": (dev, host), "d2h both": (host2, dev2)}
+    ts = {k: [] for k in streams}
+    side = {k: torch.cuda.Stream() for k in streams}
+    for _ in range(6):
+        torch.cuda.synchronize()
+        marks = {}
+        for k, (dst, src) in streams.items():
+            with torch.cuda.stream(side[k]):
+                a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                a.record()
+                dst.copy_(src, non_blocking=True)
+                b.record()
+                marks[k] = (a, b)
+        torch.cuda.synchronize()
+        for k, (a, b) in marks.items():
+            ts[k].append(a.elapsed_time(b) / 1e3)
+    for k in streams:
+        out[k] = nbytes / statistics.median(ts[k][1:]) / 1e9
     return out
 
 
@@ -162,7 +190,9 @@ def main():
     ap.add_argument("--reps", type=int, default=3, help="timed paged steps (median)")
     ap.add_argument("--state-cache", default="24G",
                     help="the pager's memory for masters and optimizer state (step_in_backward)")
-    ap.add_argument("--profile", metavar="DIR", help="profile a step of each; traces to DIR")
+    ap.add_argument("--profile", metavar="DIR",
+                    help="profile a step of each; traces to DIR (device activity; with "
+                         "WSP_PROFILE_CPU=1 the host's operators and CUDA calls too)")
     ap.add_argument("--host-decode", action="store_true",
                     help="decode on the host, the link carrying raw weights (host_decode=True); "
                          "by default the GPU decodes packed layers")
@@ -171,6 +201,8 @@ def main():
                          "against resident, whole steps")
     ap.add_argument("--fwd-bwd-only", action="store_true",
                     help="only the forward+backward figures (no optimizer steps)")
+    ap.add_argument("--device-step-only", action="store_true",
+                    help="only the step inside the backward (wt.step_in_backward)")
     a = ap.parse_args()
     torch.manual_seed(0)
     d = os.path.join(a.dir, f"llama-{a.layers}x{a.hidden}")
@@ -182,10 +214,13 @@ def main():
     make_checkpoint(d, cfg)
     ceil = ceilings()
     print(f"{torch.cuda.get_device_name()}; pinned host->GPU {ceil['h2d']:.1f} GB/s, "
-          f"GPU->host {ceil['d2h']:.1f} GB/s; torch {torch.__version__}")
+          f"GPU->host {ceil['d2h']:.1f} GB/s; both at once {ceil['h2d both']:.1f} in + "
+          f"{ceil['d2h both']:.1f} GB/s out; torch {torch.__version__}")
     batches = [torch.randint(0, cfg.vocab_size, (a.batch, a.seq), device="cuda") for _ in range(2)]
     if a.lora:
         return lora_steps(d, a, batches, ceil)
+    if a.device_step_only:
+        return device_step(d, a, batches, ceil)
 
     # Resident: the compute the paged steps overlap with.
     ref = transformers.AutoModelForCausalLM.from_pretrained(d, dtype=torch.bfloat16).cuda()
@@ -328,7 +363,8 @@ def lora_steps(d, a, batches, ceil):
     wt.remove(model)
 
 
-def device_step(d, a, batches, ceil, t_fwd_bwd: float, n: int):
+def device_step(d, a, batches, ceil, t_fwd_bwd: Optional[float] = None,
+                n: Optional[int] = None):
     """The step on the GPU inside the backward (wt.step_in_backward): a
     whole training step (forward, backward, AdamW) against the link's
     ceilings for what it moves: weights in (the pager's counter), fp32
@@ -336,9 +372,13 @@ def device_step(d, a, batches, ceil, t_fwd_bwd: float, n: int):
     way), and the new bf16 weights out (2)."""
     # Masters and moments (12 bytes a parameter) kept by the pager: in
     # memory when --state-cache holds them, else partly in its overflow file.
+    events = []
+    extra = {"trace": lambda *ev: events.append(ev)} if a.profile else {}
     model = wt.from_pretrained(d, device="cuda", host_cache=a.host_cache, gpu_slots=4, train=True,
-                               state_cache=a.state_cache)
+                               state_cache=a.state_cache, **extra)
     pg = model._wspager.pager
+    if n is None:   # the paged model's parameters: the masters' count
+        n = sum(p.numel() for p in model.parameters())
     opt = wt.step_in_backward(model, torch.optim.AdamW, lr=1e-5)
 
     def one(ids):
@@ -358,6 +398,44 @@ def device_step(d, a, batches, ceil, t_fwd_bwd: float, n: int):
         ts.append(time.perf_counter() - t0)
     t = statistics.median(ts)
     st = pg.stats()
+    if a.profile:   # one more step, its device timeline (after the counters)
+        import gzip
+        import shutil
+        from torch.profiler import ProfilerActivity, profile
+        path = os.path.join(a.profile, f"train-device-step-b{a.batch}.json")
+        events.clear()
+        for name in ("prefetch", "step_layer"):   # when the state's copies are issued
+            def timed(g, *rest, _f=getattr(opt, name), _n=name):
+                t = time.monotonic_ns()
+                _f(g, *rest)
+                events.append((_n, g.index, t, time.monotonic_ns(), 0))
+            setattr(opt, name, timed)
+        # AdamW's step on the host: its launches block when the device is behind
+        for ls in opt.layers.values():
+            def stepped(_f=ls.opt.step):
+                t = time.monotonic_ns()
+                _f()
+                events.append(("optimizer.step", -1, t, time.monotonic_ns(), 0))
+            ls.opt.step = stepped
+        t0 = time.monotonic_ns()
+        acts = [ProfilerActivity.CUDA] + ([ProfilerActivity.CPU]
+                                          if os.environ.get("WSP_PROFILE_CPU") else [])
+        with profile(activities=acts) as prof:
+            one(batches[0])
+            torch.cuda.synchronize()
+        time.sleep(0.5)   # the pager hands its last fills over when it reaps them
+        print("the pager's fills (GPU-timed) and blocked acquires, and on the host each "
+              "layer's state copies issued (prefetch), its step issued (step_layer) and "
+              "AdamW steps over 5 ms, in that step, ms from its start:")
+        for stage, layer, b, e, nb in sorted(events, key=lambda ev: ev[2]):
+            if stage != "optimizer.step" or e - b > 5e6:
+                print(f"  {stage:14s} layer {layer:3d} {(b - t0) / 1e6:8.1f} -> {(e - t0) / 1e6:8.1f}"
+                      f"  {nb / 1e9:.2f} GB")
+        prof.export_chrome_trace(path)
+        with open(path, "rb") as f, gzip.open(path + ".gz", "wb") as g:
+            shutil.copyfileobj(f, g)
+        os.remove(path)
+        print(cuda_timeline.report(cuda_timeline.summarize(cuda_timeline.load(path + ".gz"))))
     w_in = st["bytes_h2d"] / reps
     s_in, s_out = 12 * n, 14 * n
     t_in, t_out = (w_in + s_in) / ceil["h2d"] / 1e9, s_out / ceil["d2h"] / 1e9
@@ -368,8 +446,12 @@ def device_step(d, a, batches, ceil, t_fwd_bwd: float, n: int):
     print(f"  in: weights {w_in / 1e9:.2f} GB + masters and moments {s_in / 1e9:.2f} GB = "
           f"{t_in * 1e3:.1f} ms at the link; out: masters, moments and weights "
           f"{s_out / 1e9:.2f} GB = {t_out * 1e3:.1f} ms at the link")
-    print(f"  efficiency max(in, out) / step = {max(t_in, t_out) / t:.3f}; the paged "
-          f"forward+backward alone took {t_fwd_bwd * 1e3:.1f} ms; gradients through the "
+    # Both directions at once: each at its rate while the other runs.
+    t_both = max((w_in + s_in) / ceil["h2d both"], s_out / ceil["d2h both"]) / 1e9
+    alone = "not measured" if t_fwd_bwd is None else f"{t_fwd_bwd * 1e3:.1f} ms"
+    print(f"  efficiency max(in, out) / step = {max(t_in, t_out) / t:.3f}; with both "
+          f"directions at once ({t_both * 1e3:.1f} ms) {t_both / t:.3f}; the paged "
+          f"forward+backward alone took {alone}; gradients through the "
           f"write-back path: {st['grad_pushes']}")
     wt.remove(model)
 
