@@ -128,8 +128,9 @@ def main():
                     help="slots a GPU (default: wspager's, 3 on one GPU, more over several)")
     ap.add_argument("--trace", action="store_true",
                     help="also time each GPU's slot fills in one more rep: how busy each "
-                         "link is and where it idles (the pagers then call back into Python "
-                         "in every rep: compare the rows with a run without it)")
+                         "link is and where it idles, the events in DIR/fills-N.json (N: the "
+                         "pagers; they then call back into Python in every rep: compare the "
+                         "rows with a run without it)")
     a = ap.parse_args()
     if torch.cuda.device_count() < 2:
         log("torch_devices: fewer than two CUDA devices")
