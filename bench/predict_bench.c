@@ -12,14 +12,16 @@
  * GB/s: the link is an argument, `--link-gbps`, default 55, the pinned
  * host->GPU rate of the H100s in docs/PERFORMANCE.md; the predictor's time
  * is measured); once with every layer observed, once with the experts
- * routed as wspager.torch acquires them (not observed).  CPU time of one
- * thread; prints microseconds per acquire. */
+ * routed as wspager.torch acquires them (not observed); and what the
+ * predictions are worth there (moe_quality).  CPU time of one thread;
+ * prints microseconds per acquire. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
 #include "predict/predict.h"
+#include "wspager.h"
 
 static double cpu_us(void)
 {
@@ -134,6 +136,48 @@ static void moe(double link_gbps, int routed)
 		puts("");
 }
 
+/* What the predictions are worth on the same trace: the host tier's hits
+ * in `wsp_simulate` (every layer observed; small experts, the attention
+ * 0.04 GB) under LRU, the predictive policy and Belady's offline rule, for
+ * tiers of half a forward's bytes to a quarter of the model.  The floor a
+ * change that makes the walk cheaper must keep (only Belady knows which
+ * experts the next forward takes). */
+static void moe_quality(void)
+{
+	enum { FORWARDS = 12 };
+	const uint32_t n = moe_attn(MOE_BLOCKS) + 1, per = 2 + MOE_BLOCKS * (1 + MOE_TOPK);
+	uint32_t *trace = malloc(sizeof(*trace) * FORWARDS * per);
+	uint64_t *bytes = malloc(sizeof(*bytes) * n), rng = 7, len = 0, model = 0;
+	if (!trace || !bytes)
+		exit(1);
+	for (unsigned f = 0; f < FORWARDS; f++)
+		len += moe_forward(trace + len, &rng);
+	for (uint32_t l = 0; l < n; l++) {
+		bytes[l] = is_expert(l) ? 3ull * 2048 * 768 * 2 : 40000000;
+		model += bytes[l];
+	}
+	uint64_t forward = MOE_BLOCKS * (40000000 + MOE_TOPK * 3ull * 2048 * 768 * 2);
+	const struct { const char *name; uint64_t bytes; } tiers[] = {
+		{ "half a forward", forward / 2 }, { "a forward", forward },
+		{ "two forwards", 2 * forward }, { "10% of the model", model / 10 },
+		{ "25% of the model", model / 4 },
+	};
+	printf("\nhost-tier hits on that trace (%u forwards, every layer observed, small experts; "
+	       "wsp_simulate):\n%-18s %8s %8s %8s\n", FORWARDS, "tier", "LRU", "PREDICT", "BELADY");
+	for (unsigned t = 0; t < sizeof(tiers) / sizeof(tiers[0]); t++) {
+		struct wsp_sim_result r[3];
+		for (int pol = 0; pol < 3; pol++)
+			if (wsp_simulate(bytes, n, trace, len, tiers[t].bytes, (enum wsp_sim_policy)pol,
+					 &r[pol]) < 0)
+				exit(1);
+		printf("%-18s %7.2f%% %7.2f%% %7.2f%%\n", tiers[t].name,
+		       100.0 * r[WSP_SIM_LRU].hits / len, 100.0 * r[WSP_SIM_PREDICT].hits / len,
+		       100.0 * r[WSP_SIM_BELADY].hits / len);
+	}
+	free(trace);
+	free(bytes);
+}
+
 int main(int argc, char **argv)
 {
 	static const uint32_t sizes[] = {32, 128, 512, 2048};
@@ -149,6 +193,7 @@ int main(int argc, char **argv)
 	if (argc > 1 && !strcmp(argv[1], "--moe")) {
 		moe(link_gbps, 0);
 		moe(link_gbps, 1);
+		moe_quality();
 		return 0;
 	}
 	int growth_only = argc > 1 && !strcmp(argv[1], "--growth");
