@@ -82,8 +82,8 @@ def d2d(src, dst, nbytes=1 << 30, reps=5):
 
 def fills_report(name, model, events, t0, t1, passes):
     """Each GPU's slot fills (copy and decode, GPU-timed) from t0 to its last
-    fill's end (a pager hands its fills over when it reaps them, so the last
-    ones of [t0, t1] may come later): the time some fill ran (its link busy,
+    fill's end (a pager hands a fill's event over when it reaps the fill,
+    lazily: the last ones of [t0, t1] may be missing): the time some fill ran (its link busy,
     at most), the rate from one fill's start to the next's (its link's, when
     they follow one another), its idle gaps over 0.3 ms with the layer whose
     fill came next, and the acquires that waited."""
@@ -193,7 +193,6 @@ def main():
                 torch.cuda.synchronize(0)
                 torch.cuda.synchronize(1)
                 t1 = time.monotonic_ns()
-                time.sleep(0.5)           # the last fills reaped
                 fills_report(name, model, list(events), t0, t1, a.passes)
                 with open(os.path.join(a.dir, f"fills-{len(pagers)}.json"), "w") as f:
                     json.dump({"t0": t0, "t1": t1, "events": events}, f)

@@ -423,7 +423,8 @@ def device_step(d, a, batches, ceil, t_fwd_bwd: Optional[float] = None,
         with profile(activities=acts) as prof:
             one(batches[0])
             torch.cuda.synchronize()
-        time.sleep(0.5)   # the pager hands its last fills over when it reaps them
+        # (a pager hands a fill's event over when it reaps it, which it does
+        # lazily: the step's last fills may be missing)
         print("the pager's fills (GPU-timed) and blocked acquires, and on the host each "
               "layer's state copies issued (prefetch), its step issued (step_layer) and "
               "AdamW steps over 5 ms, in that step, ms from its start:")
