@@ -82,12 +82,12 @@ def d2d(src, dst, nbytes=1 << 30, reps=5):
 
 def fills_report(name, model, events, t0, t1, passes):
     """Each GPU's slot fills (copy and decode, GPU-timed) from t0 to its last
-    fill's end (a pager hands a fill's event over when it reaps the fill,
-    lazily: the last ones of [t0, t1] may be missing): the time some fill
-    ran (its link busy, at most), the rate from one fill's start to the
-    next's (its link's, when they follow one another), its idle gaps over
-    0.3 ms with the layer whose fill came next, and the acquires that
-    waited."""
+    fill's end (a pager hands a fill's event over when it reaps the fill:
+    at its next acquire, or at stats(), which the caller asks first): the
+    time some fill ran (its link busy, at most), the rate from one fill's
+    start to the next's (its link's, when they follow one another), its
+    idle gaps over 0.3 ms with the layer whose fill came next, and the
+    acquires that waited."""
     homes = model._wspager.homes
     home = {i: str(d) for i, (_pg, d) in homes.items()} if homes else None
     by = {}
@@ -194,6 +194,8 @@ def main():
                 torch.cuda.synchronize(0)
                 torch.cuda.synchronize(1)
                 t1 = time.monotonic_ns()
+                for pg in pagers:         # reaps the fills done: their events come now
+                    pg.stats()
                 fills_report(name, model, list(events), t0, t1, a.passes)
                 with open(os.path.join(a.dir, f"fills-{len(pagers)}.json"), "w") as f:
                     json.dump({"t0": t0, "t1": t1, "events": events}, f)

@@ -423,8 +423,7 @@ def device_step(d, a, batches, ceil, t_fwd_bwd: Optional[float] = None,
         with profile(activities=acts) as prof:
             one(batches[0])
             torch.cuda.synchronize()
-        # (a pager hands a fill's event over when it reaps it, which it does
-        # lazily: the step's last fills may be missing)
+        pg.stats()   # reaps the fills done: their events come now
         print("the pager's fills (GPU-timed) and blocked acquires, and on the host each "
               "layer's state copies issued (prefetch), its step issued (step_layer) and "
               "AdamW steps over 5 ms, in that step, ms from its start:")

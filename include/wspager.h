@@ -296,8 +296,11 @@ enum wsp_io_backend { WSP_IO_AUTO = 0, WSP_IO_URING, WSP_IO_PREAD, WSP_IO_MMAP }
 enum wsp_policy { WSP_POLICY_PREDICT = 0, WSP_POLICY_LRU };
 
 /* Trace events, for timelines (wspager run --trace-json).  H2D is a slot
- * fill (its copy, and for a packed layer its decode on the GPU); D2H
- * (added in 0.2) a gradient push's copies out of the device. */
+ * fill (its copy, and for a packed layer its decode on the GPU), given
+ * when the pager reaps the fill once it is done: at a later acquire or
+ * fill, wsp_get_stats or wsp_close, not as the device finishes it (see
+ * wsp_open(3)); D2H (added in 0.2) a gradient push's copies out of the
+ * device. */
 enum wsp_stage { WSP_STAGE_READ = 0, WSP_STAGE_DECODE, WSP_STAGE_H2D, WSP_STAGE_WAIT,
 		 WSP_STAGE_D2H };
 struct wsp_trace_event {

@@ -538,9 +538,11 @@ class Pager(_Closing):
         Receives the pager's timeline (wsp_options.trace): `stage` is
         "read", "decode", "h2d" (a slot fill), "wait" (an acquire blocked)
         or "d2h" (a gradient push's copies); times are
-        ``time.monotonic_ns()`` values.  Called from library threads; it
-        must not call this pager (the thread that starts the copies calls
-        it too, and would wait for itself).
+        ``time.monotonic_ns()`` values.  A slot fill's event comes when the
+        pager reaps the fill, at a later acquire, :meth:`stats` or
+        :meth:`close`, not as the device finishes it.  Called from library
+        threads; it must not call this pager (the thread that starts the
+        copies calls it too, and would wait for itself).
     """
 
     def __init__(self, path: Union[str, os.PathLike], *, device: Union[str, int] = "host",
