@@ -29,6 +29,7 @@ sys.path.insert(0, os.path.join(HERE, "..", "python"))
 sys.path.insert(0, HERE)
 import wspager  # noqa: E402
 import wspager.torch as wt  # noqa: E402
+import cuda_timeline  # noqa: E402
 from torch_offload import llama_config, make_checkpoint, model_args  # noqa: E402
 
 
@@ -103,12 +104,11 @@ def fills_report(name, model, events, t0, t1, passes):
         span = (max(f[1] for f in fills) - t0) / 1e6
         rate = (sum(f[3] for f in fills[:-1]) / max(fills[-1][0] - fills[0][0], 1)
                 if len(fills) > 1 else 0.0)
-        busy, end, gaps = 0.0, t0, []
-        for b, e, layer, _n in fills:
-            if b > end and (b - end) / 1e6 > 0.3:
-                gaps.append(((b - end) / 1e6, (end - t0) / 1e6, layer))
-            busy += max(0, e - max(b, end)) / 1e6
-            end = max(end, e)
+        ran = cuda_timeline.union([(t0, t0)] + [(b, e) for b, e, _l, _n in fills])
+        busy = cuda_timeline.length(ran) / 1e6
+        first = {b: layer for b, _e, layer, _n in reversed(fills)}   # a fill starting at b
+        gaps = [((b - prev_end) / 1e6, (prev_end - t0) / 1e6, first[b])
+                for (_pb, prev_end), (b, _e) in zip(ran, ran[1:]) if b - prev_end > 0.3e6]
         waits = by[dev]["wait"]
         waited = sum(w[1] - w[0] for w in waits) / 1e6
         log(f"  {name}, {dev}: fills ran {busy:.1f} of {span:.1f} ms ({busy / span:.0%}; "
