@@ -222,10 +222,7 @@ class DeviceFeed:
     def _read(self, layer: int) -> torch.Tensor:
         """This rank's part of `layer`, read and checked, in pinned memory
         (the buffer from the pinning thread, which follows the same order)."""
-        pinned_for, part = self.pins.get()
-        if isinstance(part, BaseException):
-            raise RuntimeError(f"pinned memory for the part: {part}") from part
-        assert pinned_for == layer, (pinned_for, layer)
+        part = self.pins.take(layer, "pinned memory for the part")
         t0 = time.perf_counter()
         got = self.pager.pack.read_part(layer, self.mine[layer], self.n, out=part)
         self.read_s += time.perf_counter() - t0

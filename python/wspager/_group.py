@@ -169,10 +169,7 @@ class GroupFeed:
         if self.pins is None:
             share = torch.zeros(max(part, 1), dtype=torch.uint8)
         else:
-            pinned_for, share = self.pins.get()
-            if isinstance(share, BaseException):
-                raise RuntimeError(f"pinned memory for the share: {share}") from share
-            assert pinned_for == layer, (pinned_for, layer)
+            share = self.pins.take(layer, "pinned memory for the share")
         fd = self.fds.get(path)
         if fd is None:
             fd = self.fds[path] = os.open(path, os.O_RDONLY)

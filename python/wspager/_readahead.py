@@ -42,6 +42,15 @@ class ReadAhead:
         """(layer, what read returned, or the exception it raised)."""
         return self.items.get()
 
+    def take(self, layer: int, what: str):
+        """What read returned for `layer`, the next item (the taker follows
+        the same order); its exception raised again, saying `what`."""
+        got_for, item = self.items.get()
+        if isinstance(item, BaseException):
+            raise RuntimeError(f"{what}: {item}") from item
+        assert got_for == layer, (got_for, layer)
+        return item
+
     def close(self) -> None:
         self.stop = True
         while self.thread.is_alive():   # unblock its put, then let it see stop

@@ -3,12 +3,11 @@
 order, once each or cyclically; it runs at most `depth` items ahead of the
 taker; a failed read is handed over in its item's place and ends the
 thread; close() returns while the thread is blocked on a full queue.  And
-two of them chained, as DeviceFeed chains its pinning thread and its
-reader (the reader's read takes the next buffer from the pinning thread):
-buffers and reads meet in order, the next buffer is made while a read
-runs, a failure of
-the first reaches the taker of the second, and closing the reader, then
-the pinning thread, does not hang."""
+two of them chained, as the feeds chain their pinning thread and their
+reader (the reader's read takes its buffer from the pinning thread with
+take()): buffers and reads meet in order, the next buffer is made while a
+read runs, a failure of the first reaches the taker of the second, and
+closing the reader, then the pinning thread, does not hang."""
 import threading
 import time
 
@@ -75,10 +74,7 @@ def make(layer):
 def read_into(pins, overlap=False):
     def read(layer):
         threads["read"] = threading.get_ident()
-        got, buf = pins.get()
-        if isinstance(buf, BaseException):
-            raise RuntimeError(f"pinned memory for the part: {buf}") from buf
-        assert got == layer, (got, layer)
+        buf = pins.take(layer, "pinned memory for the part")
         k = order.index(layer)
         if overlap and k + 1 < len(order):
             with made_cv:
