@@ -4,8 +4,9 @@
  * stream ships those packed bytes into one of two device staging buffers,
  * and one of two decode streams (fills take turns) runs the layer's jobs
  * from there into the slot (decode the EXPRANS chunks, copy the others,
- * zero the padding) and copies the jobs' status words back to the host.  The link carries the packed bytes, ~1.5x fewer
- * than raw bf16, and the next layer's copy runs while this one decodes.
+ * zero the padding) and copies the jobs' status words back to the host.
+ * The link carries the packed bytes, ~1.5x fewer than raw bf16, and the
+ * next layer's copy runs while this one decodes.
  * Optionally packed layers also stay in device memory (a GPU tier), so a
  * model ~1.4x larger than the slots' memory streams without the link.
  *

@@ -50,6 +50,9 @@
  * far beyond any look-ahead the pager asks for.  Layers past it read as
  * never needed (bench/predict_bench --moe: a 15 000-layer MoE trace). */
 #define UNCERTAIN_HORIZON 4096u
+/* Alternatives of the walk less likely than this are not walked: their
+ * layers read as reached through the main walk, or never. */
+#define ALT_MASS_MIN 1e-4
 
 struct succ {
 	uint32_t layer;    /* NONE: unused */
@@ -332,7 +335,8 @@ static bool state_seen(const struct predictor *p, uint32_t prev, uint32_t cur, u
  * gives its layers the distance (step / mass), until it reaches a layer the
  * main walk visits after s: there the branches merge, and the main walk's
  * layers from that step on are reached with the mass added back.  The total
- * alternative steps are bounded by the horizon.
+ * alternative steps are bounded by the horizon, and an alternative less
+ * likely than ALT_MASS_MIN is not walked.
  */
 static void walk_alternatives(struct predictor *p, uint64_t steps, uint64_t horizon)
 {
@@ -341,7 +345,7 @@ static void walk_alternatives(struct predictor *p, uint64_t steps, uint64_t hori
 	for (uint64_t s = 1; s <= steps && budget > 0; s++) {
 		/* An alternative's mass is at most the path's, which only falls
 		 * along the walk: from here on every one is below the cut. */
-		if (p->w_prob[s] < 1e-4)
+		if (p->w_prob[s] < ALT_MASS_MIN)
 			break;
 		const struct ctx *c = p->w_ctx[s];
 		uint32_t total;
@@ -350,7 +354,7 @@ static void walk_alternatives(struct predictor *p, uint64_t steps, uint64_t hori
 		for (unsigned i = 0; i < SUCC_WAYS && budget > 0; i++) {
 			uint32_t prev = p->w_cur[s], cur = c->s[i].layer;
 			double mass = p->w_prob[s] * c->s[i].count / total;
-			if (cur == NONE || cur == p->w_layer[s] || mass < 1e-4)
+			if (cur == NONE || cur == p->w_layer[s] || mass < ALT_MASS_MIN)
 				continue;
 			for (uint64_t k = s; k < s + horizon && budget > 0; k++, budget--) {
 				struct on_walk *w = on_walk(p, cur);
