@@ -132,7 +132,7 @@ def install(tl: Timeline, feed):
         tl.gpu(layer, "copy", feed.copy)
         return got
 
-    def read_(layer):   # the reader's thread: a pinned buffer, then the read
+    def read_(layer):   # the reader's thread: the pinning thread's buffer taken, then the read
         tl.at(layer, "read")
         got = read(layer)
         tl.at(layer, "readdone")
