@@ -14,8 +14,9 @@ backward has them all, by a torch optimizer of the user's choice:
   host memory train within a bound.  Small state (AdamW's step count)
   stays with the optimizer;
 * when the backward re-acquires the layer, its buffer is taken and a side
-  stream copies it in (page-locked: straight from the pager's memory), so
-  it arrives while the layer's backward runs;
+  stream copies it in (page-locked: straight from the pager's memory) once
+  the layer's weights have arrived, so it arrives while the layer's
+  backward runs and never ahead of the weights the backward needs first;
 * once the layer's gradients are complete, the optimizer steps its masters
   on the compute stream (the gradients never leave the device);
 * another side stream copies the stepped masters and state back into the
@@ -104,6 +105,13 @@ class StepInBackward:
         ls = self.layers.get(g.index)
         if not self.cuda or ls is None or ls.arrived is not None or not ls.nbytes:
             return
+        # The copies wait on the device for g's weights.  Issued at once,
+        # they would queue on the copy engine ahead of the fills of the
+        # layers the backward needs next (its acquires run ahead), and the
+        # compute stream would idle behind several layers' state while
+        # nothing goes out.  A second acquire of g, on this stream, only
+        # adds that wait (the backward's own acquire holds the slot).
+        self.pager.acquire(g.index, self.s_in.cuda_stream, routed=True).release()
         self._copy_in(g, ls, self.s_in)
 
     def step_layer(self, g, grads: List[Optional[torch.Tensor]]) -> None:
