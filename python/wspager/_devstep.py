@@ -16,14 +16,17 @@ backward has them all, by a torch optimizer of the user's choice:
 * when the backward re-acquires the layer, its buffer is taken and a side
   stream copies it in (page-locked: straight from the pager's memory) once
   the layer's weights have arrived, so it arrives while the layer's
-  backward runs and never ahead of the weights the backward needs first;
+  backward runs and never ahead of the weights the backward needs first
+  (a layer the backward does not re-acquire, an embedding, is copied in
+  after the layer it followed in the last backward);
 * once the layer's gradients are complete, the optimizer steps its masters
   on the compute stream (the gradients never leave the device);
-* another side stream copies the stepped masters and state back into the
-  buffer, and the new weights in the layer's dtype out; once the layer is
-  released, a thread waits for those copies, hands the weights to the
-  pager (``wsp_update``) and the buffer back; the next forward waits for
-  every such update, so it sees all of them.
+* another side stream copies the new weights in the layer's dtype out,
+  then the stepped masters and state back into the buffer; once the layer
+  is released, a thread waits for the weights and hands them to the pager
+  (``wsp_update``), then for the buffer and hands it back.  The next
+  forward waits for every such update, so it sees all of them, but not
+  for the buffers: the last layers' state leaves while it runs.
 
 Each backward is one step: gradients are not accumulated across backward
 passes.  On the host backend the same runs on the CPU, synchronously, the
@@ -53,7 +56,8 @@ class _Master:
 
 
 class _Layer:
-    __slots__ = ("masters", "opt", "layout", "nbytes", "held", "arrived", "leaving", "weights")
+    __slots__ = ("masters", "opt", "layout", "nbytes", "held", "arrived", "weights_out",
+                 "leaving", "weights", "releasing")
 
     def __init__(self):
         self.masters: List[_Master] = []
@@ -62,8 +66,10 @@ class _Layer:
         self.nbytes = 0                  # the buffer's size (0: none yet)
         self.held: Optional[int] = None  # the buffer's address while taken
         self.arrived = None   # (device masters, device state, event): copied in ahead
-        self.leaving = None   # event: the buffer and the weights written
+        self.weights_out = None   # event: the new weights written
+        self.leaving = None   # event: then the buffer written
         self.weights: Optional[List[torch.Tensor]] = None   # new weights for wsp_update
+        self.releasing: Optional[Future] = None   # the buffer's way back to the pager
 
 
 def _host_view(pager, addr: int, e: _Entry) -> torch.Tensor:
@@ -79,7 +85,8 @@ def _host_view(pager, addr: int, e: _Entry) -> torch.Tensor:
 class StepInBackward:
     """What :func:`wspager.torch.step_in_backward` returns.  ``step()``
     hands every stepped layer's weights to the pager (waiting for the last
-    copies); ``zero_grad()`` does nothing: gradients never leave the device."""
+    weights' copies; masters and state may still be on their way out);
+    ``zero_grad()`` does nothing: gradients never leave the device."""
 
     def __init__(self, trainer, optimizer, kwargs, clip_per_layer=None):
         self.tr = trainer
@@ -92,6 +99,12 @@ class StepInBackward:
         # update under way (None until the layer is released).
         self.pending: List[Tuple[object, _Layer, Optional[Future]]] = []
         self.cuda = self.off.device.type == "cuda"
+        # Layers stepped without being re-acquired by the backward (an
+        # embedding: its backward needs no weights), by the layer whose
+        # copies were issued last before their step in the last backward:
+        # theirs are issued right after that layer's next time.
+        self.after: Dict[int, list] = {}
+        self.last_copied: Optional[int] = None
         if self.cuda:
             self.s_in = torch.cuda.Stream(self.off.device)
             self.s_out = torch.cuda.Stream(self.off.device)
@@ -113,6 +126,11 @@ class StepInBackward:
         # adds that wait (the backward's own acquire holds the slot).
         self.pager.acquire(g.index, self.s_in.cuda_stream, routed=True).release()
         self._copy_in(g, ls, self.s_in)
+        self.last_copied = g.index
+        for x in self.after.get(g.index, ()):
+            lx = self.layers[x.index]
+            if lx.arrived is None and lx.nbytes:
+                self._copy_in(x, lx, self.s_in)
 
     def step_layer(self, g, grads: List[Optional[torch.Tensor]]) -> None:
         """g's gradients (one per parameter of the group, None where none)
@@ -126,32 +144,56 @@ class StepInBackward:
 
     def reap(self, block: bool) -> None:
         """Start the updates of the layers stepped since (they are released
-        now); with block, wait until every update is done.  An update's
-        error is raised here."""
+        now): the new weights to the pager, then the buffer back; with
+        block, wait until every layer's new weights are in the pager.  An
+        update's error is raised here, a buffer's where it is next taken
+        or in :meth:`settle`."""
+        if block:   # between backward passes
+            self.last_copied = None
         left = []
         for g, ls, fut in self.pending:
             if fut is None:
                 if not self.cuda:   # the host backend: now, on this thread
                     self._update(g, ls)
+                    self._give_back(g, ls)
                     continue
                 fut = self.updater.submit(self._update, g, ls)
+                ls.releasing = self.updater.submit(self._give_back, g, ls)
             if block or fut.done():
                 fut.result()
             else:
                 left.append((g, ls, fut))
         self.pending = left
 
+    def settle(self) -> None:
+        """Every update done and every buffer back with the pager (before it
+        saves or closes)."""
+        self.reap(block=True)
+        for ls in self.layers.values():
+            self._settled(ls)
+
+    @staticmethod
+    def _settled(ls: _Layer) -> None:
+        """The layer's buffer is back (or still held), never on its way."""
+        fut, ls.releasing = ls.releasing, None
+        if fut is not None:
+            fut.result()
+
     def _update(self, g, ls: _Layer) -> None:
-        """Once the copies out are done: the new weights to the pager, the
-        buffer back to it."""
-        if ls.leaving is not None:
-            ls.leaving.synchronize()
+        """Once the new weights are out: to the pager."""
+        if ls.weights_out is not None:
+            ls.weights_out.synchronize()
         pos = self.tr.pos[g.index]
         vals: List[Optional[int]] = [None] * len(pos)
         for m, w in zip(ls.masters, ls.weights):
             vals[pos[g.params[m.index][1]]] = w.data_ptr()
         self.pager.update(g.index, vals)
         ls.weights = None
+
+    def _give_back(self, g, ls: _Layer) -> None:
+        """Once the masters and state are out: the buffer back to the pager."""
+        if ls.leaving is not None:
+            ls.leaving.synchronize()
         held, ls.held = ls.held, None
         if held is not None:
             self.pager.state_release(g.index, True)
@@ -211,6 +253,7 @@ class StepInBackward:
     def _take(self, g, ls: _Layer, layout: List[_Entry], nbytes: int) -> int:
         """The layer's buffer for this layout (a new one of zeros when its
         size changes: the old one is handed back first)."""
+        self._settled(ls)
         if ls.held is not None and nbytes != ls.nbytes:
             self.pager.state_release(g.index, False)
             ls.held = None
@@ -266,6 +309,10 @@ class StepInBackward:
         cur = torch.cuda.current_stream(self.off.device)
         if ls.arrived is None:   # not re-acquired in this backward (an embedding)
             self._copy_in(g, ls, cur)
+            if self.last_copied is not None and ls.nbytes:   # ahead, next time
+                follow = self.after.setdefault(self.last_copied, [])
+                if g not in follow:
+                    follow.append(g)
         masters, state, ev = ls.arrived
         ls.arrived = None
         if ev is not None:
@@ -282,17 +329,19 @@ class StepInBackward:
         parts = self._tensors(ls)
         layout, nbytes = self._lay_out(parts)
         addr = self._take(g, ls, layout, nbytes)
+        # The weights first: the next forward waits for them, not for the state.
         with torch.cuda.stream(self.s_out):
             self.s_out.wait_event(done)
-            for e, (_, t) in zip(layout, parts):
-                t.record_stream(self.s_out)
-                _host_view(self.pager, addr, e).copy_(t, non_blocking=True)
             ls.weights = []
             for n in new:
                 n.record_stream(self.s_out)
                 w = torch.empty(n.shape, dtype=n.dtype, pin_memory=True)
                 w.copy_(n, non_blocking=True)
                 ls.weights.append(w)
+            ls.weights_out = self._record(self.s_out)
+            for e, (_, t) in zip(layout, parts):
+                t.record_stream(self.s_out)
+                _host_view(self.pager, addr, e).copy_(t, non_blocking=True)
             ls.leaving = self._record(self.s_out)
         self._drop(ls, self.off.device)
 

@@ -334,7 +334,7 @@ class Trainer:
         self.off.pager.grad_wait()
         self.inflight.clear()
         if self.devstep is not None:
-            self.devstep.reap(block=True)
+            self.devstep.settle()
 
     # What the user sees --------------------------------------------------
     def grads(self) -> Dict[str, torch.Tensor]:
