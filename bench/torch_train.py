@@ -27,7 +27,8 @@ and what ran beside it; and one more step inside the backward, with the
 pager's fills and, on the host, when each layer's state copies and step
 were issued.  The step inside the backward is measured against moving
 its bytes in and out at once (both directions measured together in the
-same run); --device-step-only runs only it.
+same run), each step synchronised and then several back to back, as a
+training loop runs them; --device-step-only runs only it.
 
   python3 bench/torch_train.py --dir /var/tmp/wsp-train [--layers 8 --hidden 4096 --batch 4]
 """
@@ -390,7 +391,7 @@ def device_step(d, a, batches, ceil, t_fwd_bwd: Optional[float] = None,
         one(ids)
     torch.cuda.synchronize()
     pg.reset_stats()
-    reps, ts = 3, []
+    reps, ts = a.reps, []
     for i in range(reps):
         t0 = time.perf_counter()
         one(batches[i % len(batches)])
@@ -398,18 +399,45 @@ def device_step(d, a, batches, ceil, t_fwd_bwd: Optional[float] = None,
         ts.append(time.perf_counter() - t0)
     t = statistics.median(ts)
     st = pg.stats()
+    # As a training loop runs: no synchronize between steps, so that the
+    # last layers' state leaving overlaps the next forward.
+    t0 = time.perf_counter()
+    for i in range(reps):
+        one(batches[i % len(batches)])
+    torch.cuda.synchronize()
+    t_loop = (time.perf_counter() - t0) / reps
+    print(f"steps inside the backward, each synchronised: "
+          f"{', '.join(f'{x * 1e3:.1f}' for x in ts)} ms; {reps} back to back: "
+          f"{t_loop * 1e3:.1f} ms a step")
     if a.profile:   # one more step, its device timeline (after the counters)
         import gzip
         import shutil
         from torch.profiler import ProfilerActivity, profile
         path = os.path.join(a.profile, f"train-device-step-b{a.batch}.json")
         events.clear()
-        for name in ("prefetch", "step_layer"):   # when the state's copies are issued
-            def timed(g, *rest, _f=getattr(opt, name), _n=name):
+        # When the state's copies are issued, and on the update thread when
+        # the new weights went to the pager and the buffer back to it.
+        for name in ("prefetch", "step_layer", "_update", "_give_back"):
+            def timed(g, *rest, _f=getattr(opt, name), _n=name.lstrip("_")):
                 t = time.monotonic_ns()
                 _f(g, *rest)
                 events.append((_n, g.index, t, time.monotonic_ns(), 0))
             setattr(opt, name, timed)
+
+        def mark(what):
+            t = time.monotonic_ns()
+            events.append((what, -1, t, t, 0))
+
+        def one_marked(ids):
+            mark("forward")
+            loss = model(ids, labels=ids).loss
+            mark("backward")
+            loss.backward()
+            mark("opt.step")
+            opt.step()
+            mark("synchronize")
+            torch.cuda.synchronize()
+            mark("end")
         # AdamW's step on the host: its launches block when the device is behind
         for ls in opt.layers.values():
             def stepped(_f=ls.opt.step):
@@ -421,12 +449,12 @@ def device_step(d, a, batches, ceil, t_fwd_bwd: Optional[float] = None,
         acts = [ProfilerActivity.CUDA] + ([ProfilerActivity.CPU]
                                           if os.environ.get("WSP_PROFILE_CPU") else [])
         with profile(activities=acts) as prof:
-            one(batches[0])
-            torch.cuda.synchronize()
+            one_marked(batches[0])
         pg.stats()   # reaps the fills done: their events come now
         print("the pager's fills (GPU-timed) and blocked acquires, and on the host each "
-              "layer's state copies issued (prefetch), its step issued (step_layer) and "
-              "AdamW steps over 5 ms, in that step, ms from its start:")
+              "layer's state copies issued (prefetch), its step issued (step_layer), its "
+              "weights handed to the pager (update) and its buffer back (give_back), AdamW "
+              "steps over 5 ms and the step's phases, in that step, ms from its start:")
         for stage, layer, b, e, nb in sorted(events, key=lambda ev: ev[2]):
             if stage != "optimizer.step" or e - b > 5e6:
                 print(f"  {stage:14s} layer {layer:3d} {(b - t0) / 1e6:8.1f} -> {(e - t0) / 1e6:8.1f}"
@@ -453,6 +481,8 @@ def device_step(d, a, batches, ceil, t_fwd_bwd: Optional[float] = None,
           f"directions at once ({t_both * 1e3:.1f} ms) {t_both / t:.3f}; the paged "
           f"forward+backward alone took {alone}; gradients through the "
           f"write-back path: {st['grad_pushes']}")
+    print(f"  {reps} steps back to back (no synchronize between them, as a training loop): "
+          f"{t_loop * 1e3:.1f} ms a step; with both directions at once {t_both / t_loop:.3f}")
     wt.remove(model)
 
 
