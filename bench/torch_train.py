@@ -407,8 +407,7 @@ def device_step(d, a, batches, ceil, t_fwd_bwd: Optional[float] = None,
     torch.cuda.synchronize()
     t_loop = (time.perf_counter() - t0) / reps
     print(f"steps inside the backward, each synchronised: "
-          f"{', '.join(f'{x * 1e3:.1f}' for x in ts)} ms; {reps} back to back: "
-          f"{t_loop * 1e3:.1f} ms a step")
+          f"{', '.join(f'{x * 1e3:.1f}' for x in ts)} ms")
     if a.profile:   # one more step, its device timeline (after the counters)
         import gzip
         import shutil

@@ -402,9 +402,10 @@ def step_in_backward(model: torch.nn.Module, optimizer=torch.optim.AdamW, *,
     below it exist, so the global norm is not known in time.
     ``clip_per_layer=max_norm`` clips each layer's gradients to its own
     norm (``clip_grad_norm_`` over the layer's parameters) before its step;
-    for a global clip, use :func:`parameters` with an optimizer on the host.  Returns an object whose ``step()`` waits until the last layers'
-    new weights are in the pager (the next forward also does; their
-    masters and state may still be on their way out) and whose ``zero_grad()`` does
+    for a global clip, use :func:`parameters` with an optimizer on the host.
+    Returns an object whose ``step()`` waits until the last layers' new
+    weights are in the pager (the next forward also does; their masters and
+    state may still be on their way out) and whose ``zero_grad()`` does
     nothing, so a usual training loop keeps its shape::
 
         opt = wt.step_in_backward(model, torch.optim.AdamW, lr=1e-4)
