@@ -24,6 +24,11 @@ uint64_t predictor_bytes(const struct predictor *p);
 /* For tests: false makes every observation walk afresh, the oracle a kept
  * walk must answer exactly as (default true). */
 void predictor_keep_walks(struct predictor *p, bool keep);
+/* For tests: false walks an uncertain walk again after every observation
+ * (default true: a long one is walked again after one observation per
+ * UNCERTAIN_STEPS_PER_WALK of its steps, and read from where the
+ * observations since have reached in between: an approximation). */
+void predictor_age_walks(struct predictor *p, bool age);
 /* For tests: how many walks it has made, and (when main_steps is not
  * NULL) the steps of their main walks in all. */
 uint64_t predictor_walk_count(struct predictor *p, uint64_t *main_steps);

@@ -20,7 +20,12 @@
  * each observation, lazily, into per-layer distances and the order of first
  * appearance; lookups are then O(1).  A walk costs O(its steps), not
  * O(layers): the per-layer results carry the walk's epoch, and a layer
- * whose stamp is older reads as not on the walk.
+ * whose stamp is older reads as not on the walk.  A certain walk is kept
+ * across the observations that follow it (exactly); a long uncertain one
+ * (routing: a MoE) is read from where the observations since have reached
+ * until they number 1 / UNCERTAIN_STEPS_PER_WALK of its steps (an
+ * approximation), so that an observation pays about that many steps of
+ * walking, whatever the layer count.
  */
 #include <errno.h>
 #include <math.h>
@@ -50,6 +55,13 @@
  * far beyond any look-ahead the pager asks for.  Layers past it read as
  * never needed (bench/predict_bench --moe: a 15 000-layer MoE trace). */
 #define UNCERTAIN_HORIZON 4096u
+/* A long uncertain walk (a MoE's forward: hundreds of steps, its routed
+ * steps guesses) is walked again after one observation per this many of
+ * its steps, not after each: in between, queries read it from the step
+ * the observations have reached (aged_distance).  So the walking an
+ * observation pays is about this many steps whatever the layer count,
+ * and a short walk (a few branches) is still walked after each. */
+#define UNCERTAIN_STEPS_PER_WALK 32u
 /* Alternatives of the walk less likely than this are not walked: their
  * layers read as reached through the main walk, or never. */
 #define ALT_MASS_MIN 1e-4
@@ -109,7 +121,8 @@ struct predictor {
 	 * main_step - shift; w_next (per step: the next step of the same
 	 * layer, 0: none) and last_step move first steps on as steps are
 	 * taken and added.  So a pass costs O(layers), not O(layers^2). */
-	bool certain, keep_walks;
+	bool certain, keep_walks, age_walks;
+	uint32_t aged;                   /* observations since an uncertain walk */
 	uint64_t walks, walked;          /* walks made, their main steps: for tests */
 	uint64_t steps, shift;
 	uint64_t *w_next;
@@ -451,6 +464,7 @@ static void walk(struct predictor *p)
 				w->dist = d;
 		}
 	}
+	p->aged = 0;
 	p->dirty = false;
 }
 
@@ -461,10 +475,28 @@ static void walk_if_stale(struct predictor *p)
 		walk(p);
 }
 
+/* On an uncertain walk `aged` observations old: a layer's distance from
+ * the step they reached.  One the walk met before that step is read at
+ * its next step on the walk (without the alternatives' or merges' share),
+ * or as never. */
+static uint64_t aged_distance(const struct predictor *p, uint32_t layer)
+{
+	const struct on_walk *w = &p->lw[layer];
+	if (w->stamp != p->epoch)
+		return PREDICT_NEVER;
+	if (w->main_step == PREDICT_NEVER || w->main_step > p->aged)
+		return w->dist > p->aged ? w->dist - p->aged : 1;
+	uint64_t t = w->main_step;
+	while (t <= p->aged && p->w_next[t])
+		t = p->w_next[t];
+	return t > p->aged ? to_distance(scaled(t - p->aged, p->w_after[t])) : PREDICT_NEVER;
+}
+
 static uint64_t distance_now(const struct predictor *p, uint32_t layer)
 {
 	if (!p->certain)
-		return p->lw[layer].stamp == p->epoch ? p->lw[layer].dist : PREDICT_NEVER;
+		return p->aged ? aged_distance(p, layer) :
+		       p->lw[layer].stamp == p->epoch ? p->lw[layer].dist : PREDICT_NEVER;
 	uint64_t m = main_step(p, layer);
 	return m == PREDICT_NEVER ? PREDICT_NEVER : m - p->shift;
 }
@@ -525,6 +557,7 @@ int predictor_create(uint32_t n_layers, struct predictor **out)
 	p->n = n_layers;
 	p->set_mask = sets - 1;
 	p->keep_walks = true;
+	p->age_walks = true;
 	p->o1 = calloc(n_layers, sizeof(*p->o1));
 	p->o2_key = calloc((size_t)sets * CTX2_WAYS, sizeof(*p->o2_key));
 	p->o2_stamp = calloc((size_t)sets * CTX2_WAYS, sizeof(*p->o2_stamp));
@@ -658,7 +691,10 @@ void predictor_observe(struct predictor *p, uint32_t layer)
 	keep = keep && walk_advance(p, layer) && (p->cur == NONE || walk_still_holds(p, p->cur));
 	p->prev = p->cur;
 	p->cur = layer;
-	if (!keep)
+	if (!keep && p->age_walks && !p->dirty && !p->certain &&
+	    p->aged + 1 < p->steps / UNCERTAIN_STEPS_PER_WALK)
+		p->aged++;
+	else if (!keep)
 		p->dirty = true;
 	pthread_mutex_unlock(&p->lock);
 }
@@ -675,10 +711,10 @@ unsigned predictor_next(struct predictor *p, uint32_t *out, unsigned k)
 		for (uint64_t s = p->shift + 1; s <= p->steps && n < k; s++)
 			if (main_step(p, p->w_layer[at(p, s)]) == s)
 				out[n++] = p->w_layer[at(p, s)];
-	} else {
-		n = WSP_MIN(k, p->n_order);
-		if (n > 0)
-			memcpy(out, p->order, (size_t)n * sizeof(*out));
+	} else {   /* first appearances after the steps already taken */
+		for (uint32_t i = 0; i < p->n_order && n < k; i++)
+			if (main_step(p, p->order[i]) > p->aged)
+				out[n++] = p->order[i];
 	}
 	pthread_mutex_unlock(&p->lock);
 	return n;
@@ -725,5 +761,12 @@ void predictor_keep_walks(struct predictor *p, bool keep)
 {
 	pthread_mutex_lock(&p->lock);
 	p->keep_walks = keep;
+	pthread_mutex_unlock(&p->lock);
+}
+
+void predictor_age_walks(struct predictor *p, bool age)
+{
+	pthread_mutex_lock(&p->lock);
+	p->age_walks = age;
 	pthread_mutex_unlock(&p->lock);
 }

@@ -75,33 +75,12 @@ static void make_noisy_passes(struct trace *t)
 				trace_push(t, i);
 }
 
-/* A MoE forward: an embedding, then per block its attention layer and 4 of
- * 32 experts chosen at random (acquired in index order, as a dispatch
- * runs them), then the head; every layer observed (a caller that does not
- * flag routed experts).  Which experts a batch takes only Belady knows. */
+/* A MoE forward (trace_moe): 8 blocks of an attention layer and 4 of 32
+ * experts, every layer observed (a caller that does not flag routed
+ * experts).  Which experts a batch takes only Belady knows. */
 static void make_moe(struct trace *t)
 {
-	enum { BLOCKS = 8, EXPERTS = 32, TOPK = 4 };
-	uint64_t seed = 9;
-
-	t->n_layers = 2 + BLOCKS * (1 + EXPERTS);
-	for (int pass = 0; pass < 40; pass++) {
-		trace_push(t, 0);
-		for (uint32_t b = 0; b < BLOCKS; b++) {
-			uint32_t attn = 1 + b * (1 + EXPERTS);
-			uint8_t take[EXPERTS] = { 0 };
-			trace_push(t, attn);
-			for (unsigned k = 0; k < TOPK;) {
-				uint32_t e = (uint32_t)(t_rand(&seed) % EXPERTS);
-				k += !take[e];
-				take[e] = 1;
-			}
-			for (uint32_t e = 0; e < EXPERTS; e++)
-				if (take[e])
-					trace_push(t, attn + 1 + e);
-		}
-		trace_push(t, t->n_layers - 1);
-	}
+	trace_moe(t, 8, 32, 4, 40, 9);
 }
 
 static const struct family families[] = {

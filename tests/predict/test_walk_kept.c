@@ -22,6 +22,9 @@ static unsigned compare(const char *name, const struct trace *tr)
 	CHECK_RC(predictor_create(n, &kept), 0);
 	CHECK_RC(predictor_create(n, &fresh), 0);
 	predictor_keep_walks(fresh, false);
+	/* exactness is for kept walks; aged ones are approximations (test_walk_aged) */
+	predictor_age_walks(kept, false);
+	predictor_age_walks(fresh, false);
 	for (size_t t = 0; t < tr->len && bad < 5; t++) {
 		predictor_observe(kept, tr->at[t]);
 		predictor_observe(fresh, tr->at[t]);

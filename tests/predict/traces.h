@@ -48,6 +48,37 @@ static inline void trace_passes(struct trace *t, uint32_t n, unsigned passes)
 			trace_push(t, i);
 }
 
+/* MoE forwards: an embedding, then per block its attention layer and
+ * `topk` of `experts` experts chosen at random (acquired in index order,
+ * as a dispatch runs them), then the head. */
+static inline void trace_moe(struct trace *t, uint32_t blocks, uint32_t experts, unsigned topk,
+			     unsigned forwards, uint64_t seed)
+{
+	uint8_t *take = malloc(experts);
+	if (!take)
+		abort();
+	t->n_layers = 2 + blocks * (1 + experts);
+	for (unsigned pass = 0; pass < forwards; pass++) {
+		trace_push(t, 0);
+		for (uint32_t b = 0; b < blocks; b++) {
+			uint32_t attn = 1 + b * (1 + experts);
+			for (uint32_t e = 0; e < experts; e++)
+				take[e] = 0;
+			trace_push(t, attn);
+			for (unsigned k = 0; k < topk;) {
+				uint32_t e = (uint32_t)(t_rand(&seed) % experts);
+				k += !take[e];
+				take[e] = 1;
+			}
+			for (uint32_t e = 0; e < experts; e++)
+				if (take[e])
+					trace_push(t, attn + 1 + e);
+		}
+		trace_push(t, t->n_layers - 1);
+	}
+	free(take);
+}
+
 /* Forward then backward, repeated.  repeat_ends: the turnaround layers are
  * acquired twice (0..n-1, n-1..0, as forward and backward passes do);
  * otherwise once (0..n-1, n-2..1, 0..n-1, ...). */
