@@ -34,9 +34,9 @@ static void *accumulate_part(void *arg)
 	const uint8_t *src = p->src;
 	for (uint32_t i = 0; i < L->n_tensors; i++) {
 		const struct wsp_tensor *t = &L->tensors[i];
-		unsigned esize = wsp_dtype_bits(t->dtype) / 8;
-		uint64_t n = t->bytes / esize;
-		if (p->which[i]) {
+		if (p->which[i]) {   /* a float tensor (wb_dtype_ok) */
+			unsigned esize = wsp_dtype_bits(t->dtype) / 8;
+			uint64_t n = t->bytes / esize;
 			uint64_t per = (n + p->parts - 1) / p->parts;
 			uint64_t a = WSP_MIN(n, per * p->part), b = WSP_MIN(n, a + per);
 			wb_accumulate(wl->acc[i] + a, src + a * esize, t->dtype, b - a, p->first[i]);
@@ -48,7 +48,8 @@ static void *accumulate_part(void *arg)
 
 uint64_t wb_tensor_elements(const struct wsp_tensor *t)
 {
-	return t->bytes / (wsp_dtype_bits(t->dtype) / 8);
+	unsigned bits = wsp_dtype_bits(t->dtype);
+	return bits >= 8 ? t->bytes / (bits / 8) : t->bytes;   /* sub-byte: its bytes */
 }
 
 /* Widen or add the selected tensors of `src` into the layer's accumulators,
