@@ -31,14 +31,6 @@ __global__ void spin_then_fill(uint16_t *g, uint64_t n, uint32_t t, unsigned k, 
 		g[i] = grad_bits(i, t, k);
 }
 
-static float bf16f(uint16_t h)
-{
-	uint32_t u = (uint32_t)h << 16;
-	float f;
-	memcpy(&f, &u, 4);
-	return f;
-}
-
 int main(void)
 {
 	t_need_gpu();
@@ -83,7 +75,7 @@ int main(void)
 	uint64_t checked = 0;
 	for (uint32_t t = 0; t < L->n_tensors; t++)
 		for (uint64_t i = 0; i < L->tensors[t].bytes / 2; i++) {
-			float want = bf16f(grad_bits(i, t, 0)) + bf16f(grad_bits(i, t, 1));
+			float want = t_bf16f(grad_bits(i, t, 0)) + t_bf16f(grad_bits(i, t, 1));
 			if (memcmp(&want, &gr.data[t][i], 4) != 0) {
 				fprintf(stderr, "tensor %u element %llu: %a, want %a\n", t,
 					(unsigned long long)i, gr.data[t][i], want);

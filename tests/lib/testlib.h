@@ -4,6 +4,7 @@
 #define WSP_TESTLIB_H
 
 #include <errno.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -51,6 +52,15 @@ static inline const char *t_scratch(const char *tag)
 		exit(1);
 	}
 	return dir;
+}
+
+/* A bf16 value, given as its bits, as the float it denotes. */
+static inline float t_bf16f(uint16_t h)
+{
+	uint32_t u = (uint32_t)h << 16;
+	float f;
+	memcpy(&f, &u, 4);
+	return f;
 }
 
 static inline void t_rmrf(const char *path)

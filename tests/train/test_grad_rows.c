@@ -11,14 +11,6 @@
 
 #include "../gpu/pager_util.h"
 
-static float bf16f(uint16_t h)
-{
-	uint32_t u = (uint32_t)h << 16;
-	float f;
-	memcpy(&f, &u, 4);
-	return f;
-}
-
 /* Deterministic bf16 values, some negative, one -0. */
 static void fill(uint16_t *g, uint64_t n, unsigned seed)
 {
@@ -72,7 +64,7 @@ static void tensor_by_tensor(wsp_pager *pg, wsp_pack *pk)
 			uint64_t n = L->tensors[t].bytes / 2;
 			float *want = malloc(n * 4 + 4);
 			for (uint64_t i = 0; i < n; i++)
-				want[i] = bf16f(g[0][l][t][i]) + bf16f(g[1][l][t][i]);
+				want[i] = t_bf16f(g[0][l][t][i]) + t_bf16f(g[1][l][t][i]);
 			CHECK(same(gr.data[t], want, n, L->tensors[t].name));
 			free(want);
 			for (unsigned r = 0; r < ROUNDS; r++)
@@ -112,14 +104,14 @@ static void rows(wsp_pager *pg, wsp_pack *pk)
 	CHECK_RC(wsp_grad_get(pg, 0, &gr), 0);
 	CHECK(gr.pushes == 1);
 	for (uint64_t i = 0; i < n; i++)
-		want[i] = bf16f(dense[i]);
+		want[i] = t_bf16f(dense[i]);
 	CHECK(same(gr.data[0], want, n, "rows on zero"));
 	/* A dense push after them adds. */
 	ptr[0] = more;
 	CHECK_RC(wsp_grad_push(pg, 0, ptr, NULL), 0);
 	CHECK_RC(wsp_grad_get(pg, 0, &gr), 0);
 	for (uint64_t i = 0; i < n; i++)
-		want[i] = bf16f(dense[i]) + bf16f(more[i]);
+		want[i] = t_bf16f(dense[i]) + t_bf16f(more[i]);
 	CHECK(same(gr.data[0], want, n, "dense after rows"));
 	/* Rows after a landed (never widened) dense push: added to it. */
 	CHECK_RC(wsp_grad_zero(pg, 0), 0);
@@ -133,7 +125,7 @@ static void rows(wsp_pager *pg, wsp_pack *pk)
 	for (int k = 0; k < N; k++)
 		listed[tokens[k]] = 1;
 	for (uint64_t i = 0; i < n; i++)
-		want[i] = listed[i / H] ? bf16f(more[i]) + bf16f(dense[i]) : bf16f(more[i]);
+		want[i] = listed[i / H] ? t_bf16f(more[i]) + t_bf16f(dense[i]) : t_bf16f(more[i]);
 	CHECK(same(gr.data[0], want, n, "rows after a landed push"));
 	free(listed);
 	/* No rows: a zero gradient (the accumulator reads as zeros). */

@@ -14,14 +14,6 @@
 #define PUSHES 3
 #define THREADS 4
 
-static float bf16f(uint16_t h)
-{
-	uint32_t u = (uint32_t)h << 16;
-	float f;
-	memcpy(&f, &u, 4);
-	return f;
-}
-
 /* Gradient k of tensor t: deterministic bf16 values, some negative, some
  * tiny, one -0. */
 static void fill(uint16_t *g, uint64_t n, uint32_t layer, uint32_t t, unsigned k)
@@ -71,9 +63,9 @@ static void *push_and_check(void *arg)
 	for (uint32_t t = 0; t + 1 < L->n_tensors; t++) {
 		uint64_t n = L->tensors[t].bytes / 2;
 		for (uint64_t i = 0; i < n; i++) {
-			float want = bf16f(g[0][t][i]);
+			float want = t_bf16f(g[0][t][i]);
 			for (unsigned k = 1; k < PUSHES; k++)
-				want += bf16f(g[k][t][i]);
+				want += t_bf16f(g[k][t][i]);
 			if (memcmp(&want, &gr.data[t][i], 4) != 0) {
 				fprintf(stderr, "layer %u tensor %u element %" PRIu64 ": %a, want %a\n",
 					j->layer, t, i, gr.data[t][i], want);
@@ -145,7 +137,7 @@ int main(void)
 	CHECK_RC(wsp_grad_get(pg, 2, &gr), 0);
 	CHECK(gr.pushes == 1);
 	for (uint64_t i = 0; i < n0; i++)
-		CHECK(memcmp(&gr.data[0][i], &(float){ bf16f(g[i]) }, 4) == 0);   /* -0 too */
+		CHECK(memcmp(&gr.data[0][i], &(float){ t_bf16f(g[i]) }, 4) == 0);   /* -0 too */
 	/* Zeroed, then one tensor pushed before any read: that tensor is the
 	 * pushed value, the others read as zeros (zeroing is lazy). */
 	CHECK_RC(wsp_grad_zero(pg, 3), 0);
@@ -158,7 +150,7 @@ int main(void)
 	CHECK_RC(wsp_grad_get(pg, 3, &gr), 0);
 	CHECK(gr.pushes == 1);
 	for (uint64_t i = 0; i < n3; i++)
-		CHECK(memcmp(&gr.data[0][i], &(float){ bf16f(g3[i]) }, 4) == 0);
+		CHECK(memcmp(&gr.data[0][i], &(float){ t_bf16f(g3[i]) }, 4) == 0);
 	for (uint32_t t = 1; t + 1 < L3->n_tensors; t++)
 		for (uint64_t i = 0; i < L3->tensors[t].bytes / 2; i++)
 			CHECK(gr.data[t][i] == 0.0f && !signbit(gr.data[t][i]));

@@ -10,14 +10,6 @@
 #include "testlib.h"
 #include "wspager.h"
 
-static float bf16f(uint16_t h)
-{
-	uint32_t u = (uint32_t)h << 16;
-	float f;
-	memcpy(&f, &u, 4);
-	return f;
-}
-
 int main(void)
 {
 	struct wsp_convert_options copt;
@@ -79,7 +71,7 @@ int main(void)
 	CHECK_RC(wsp_grad_get(pg, 0, &gr), 0);
 	CHECK(gr.data[iw] && !gr.data[iq] && !gr.data[ib]);
 	for (int i = 0; i < 64; i++)
-		CHECK(gr.data[iw][i] == bf16f(g[i]) + bf16f(g[i]));
+		CHECK(gr.data[iw][i] == t_bf16f(g[i]) + t_bf16f(g[i]));
 	const void *bad[3] = { NULL, NULL, NULL };
 	bad[iq] = q;
 	CHECK_RC(wsp_grad_push(pg, 0, bad, NULL), WSP_EDTYPE);
