@@ -46,10 +46,11 @@ static void *accumulate_part(void *arg)
 	return NULL;
 }
 
+/* Bits, not bytes, per element: F4 and F6 hold less than a byte each (the
+ * manifest's check gave every tensor a known dtype and whole bytes). */
 uint64_t wb_tensor_elements(const struct wsp_tensor *t)
 {
-	unsigned bits = wsp_dtype_bits(t->dtype);
-	return bits >= 8 ? t->bytes / (bits / 8) : t->bytes;   /* sub-byte: its bytes */
+	return t->bytes * 8 / wsp_dtype_bits(t->dtype);
 }
 
 /* Widen or add the selected tensors of `src` into the layer's accumulators,
@@ -63,9 +64,9 @@ static int accumulate(struct wb *wb, uint32_t layer, const void *src, const uint
 	struct wb_layer *wl = &wb->layers[layer];
 	uint64_t elements = 0;
 	for (uint32_t i = 0; i < L->n_tensors; i++) {
-		uint64_t n = wb_tensor_elements(&L->tensors[i]);
 		if (!which[i])
 			continue;
+		uint64_t n = wb_tensor_elements(&L->tensors[i]);
 		elements += n;
 		if (!wl->acc[i] &&
 		    !(wl->acc[i] = aligned_alloc(WB_ALIGN, wspi_align_up(n * 4 + 4, WB_ALIGN))))
