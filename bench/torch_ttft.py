@@ -19,6 +19,12 @@ wspager also beyond its host tier (the pager's `host_cache_bytes` and
   accelerate     the same on the CPU, then accelerate.cpu_offload
 
   python3 bench/torch_ttft.py --dir /var/tmp/wsp-torch [--layers 16 --hidden 4096]
+                              [--timeline]
+
+--timeline also prints, for the wspager row, when each phase of the load
+began and ended and what had been read from disk by then, and the read
+rate through the load and the first token against the disk's
+(bench/ttft_timeline.py).
 """
 import argparse
 import json
@@ -70,12 +76,18 @@ def warm_up(name: str) -> None:
         __import__("accelerate")
 
 
-def one_row(name: str, ck: str, pack: str, host_cache: str, ids) -> dict:
+def one_row(name: str, ck: str, pack: str, host_cache: str, ids, timeline=False) -> dict:
     """Load and generate in this process; the page cache was dropped by the
     parent just before it started."""
     warm_up(name)
     base = rss_kib()
     extra = {}
+    tl = None
+    if timeline and name == "wspager":
+        from ttft_timeline import Timeline
+        tl = Timeline()
+        tl.install()
+        tl.start()
     t0 = time.perf_counter()
     if name == "wspager":
         model = wt.from_pretrained(pack, config=ck, device="cuda", host_cache=host_cache)
@@ -88,14 +100,19 @@ def one_row(name: str, ck: str, pack: str, host_cache: str, ids) -> dict:
         accelerate.cpu_offload(model, execution_device=torch.device("cuda"))
     torch.cuda.synchronize()
     t1 = time.perf_counter()
+    if tl:
+        tl.mark("load end")
     token = first_token(model, ids.cuda())
     t2 = time.perf_counter()
+    if tl:
+        tl.mark("first token")
+        extra["timeline"] = tl.stop()
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     if name == "wspager":
         st = model._wspager.pager.stats()
         tier = max(st["host_cache_bytes"], st["pinned_bytes"])
-        extra = {"bytes_read": st["bytes_read"], "host_tier_bytes": tier,
-                 "beyond_tier_GiB": (peak - base) / 2**20 - tier / 2**30}
+        extra.update(bytes_read=st["bytes_read"], host_tier_bytes=tier,
+                     beyond_tier_GiB=(peak - base) / 2**20 - tier / 2**30)
     return {"row": name, "load_s": t1 - t0, "first_token_s": t2 - t1, "total_s": t2 - t0,
             "token": token, "peak_beyond_imports_GiB": (peak - base) / 2**20, **extra}
 
@@ -107,13 +124,14 @@ def main():
     ap.add_argument("--rows", default=",".join(ROWS))
     ap.add_argument("--row", default=None, help=argparse.SUPPRESS)   # a child's one row
     ap.add_argument("--json", default=None)
+    ap.add_argument("--timeline", action="store_true")
     a = ap.parse_args()
     ck = os.path.join(a.dir, "llama")
     pack = ck + ".wsp"
     torch.manual_seed(0)
     ids = torch.randint(0, a.vocab, (1, a.tokens))
     if a.row:
-        print("RESULT " + json.dumps(one_row(a.row, ck, pack, a.host_cache, ids)), flush=True)
+        print("RESULT " + json.dumps(one_row(a.row, ck, pack, a.host_cache, ids, a.timeline)), flush=True)
         return
     make_checkpoint(ck, llama_config(a.layers, a.hidden, a.intermediate, a.vocab))
     if not os.path.exists(os.path.join(pack, "manifest.wspm")):
@@ -132,7 +150,7 @@ def main():
         cmd = [sys.executable, os.path.abspath(__file__), "--row", name, "--dir", a.dir,
                "--host-cache", a.host_cache, "--layers", str(a.layers), "--hidden", str(a.hidden),
                "--intermediate", str(a.intermediate), "--vocab", str(a.vocab),
-               "--tokens", str(a.tokens)]
+               "--tokens", str(a.tokens)] + (["--timeline"] if a.timeline else [])
         p = subprocess.run(cmd, capture_output=True, text=True)
         res = [ln for ln in p.stdout.splitlines() if ln.startswith("RESULT ")]
         if p.returncode != 0 or not res:
@@ -147,6 +165,9 @@ def main():
         log(f"{name:13s} load {r['load_s']:6.2f} s + first token {r['first_token_s']:5.2f} s = "
             f"{r['total_s']:6.2f} s = {r['vs_disk']:.2f}x the disk read; token {r['token']}; "
             f"peak RSS +{r['peak_beyond_imports_GiB']:.2f} GiB{beyond}")
+        if "timeline" in r:
+            from ttft_timeline import report
+            report(r.pop("timeline"), nread / disk_s / 1e9, log)
     tokens = {r["token"] for r in rows if not r.get("failed")}
     log("first tokens agree" if len(tokens) == 1 else f"first tokens DIFFER: {tokens}")
     if a.json:
