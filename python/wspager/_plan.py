@@ -92,8 +92,11 @@ class Plan:
         return [self.layers[i].name for i in sorted(self.expert_only)]
 
 
-def plan(model: torch.nn.Module, pack: Pack, names, resident: Set[str], train: bool) -> Plan:
-    """Match every pack tensor with the model; every problem at once."""
+def plan(model: torch.nn.Module, pack: Pack, names, resident: Set[str], train: bool,
+         values: bool = True) -> Plan:
+    """Match every pack tensor with the model; every problem at once.
+    values=False: the model is a meta-device probe of the one to come, so
+    parameters and buffers without values are not problems."""
     params = dict(model.named_parameters(remove_duplicate=False))
     buffers = dict(model.named_buffers(remove_duplicate=False))
     modules = dict(model.named_modules(remove_duplicate=False))
@@ -164,15 +167,15 @@ def plan(model: torch.nn.Module, pack: Pack, names, resident: Set[str], train: b
         if id(p) in covered or name in reported:
             continue
         if _resident(name, resident):
-            if p.device.type == "meta":
+            if values and p.device.type == "meta":
                 problems.append(f"model parameter {name} is kept resident but has no value "
                                 "(meta device) and is not in the pack")
             continue
         problems.append(f"model parameter {name} ({_dt(p.dtype)} {list(p.shape)}) is not in "
                         "the pack")
     given = {e.name for es in out.kept.values() for e in es}
-    empty = [n for n, b in buffers.items() if b is not None and b.device.type == "meta"
-             and n not in given]
+    empty = [n for n, b in buffers.items() if values and b is not None
+             and b.device.type == "meta" and n not in given]
     if empty:
         problems.append("buffers on the meta device have no value and are not in the pack: "
                         + ", ".join(empty) + " (build the model with wspager.torch.init_empty(), "

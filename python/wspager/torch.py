@@ -61,7 +61,7 @@ __all__ = ["offload", "remove", "from_pretrained", "convert", "init_empty", "Mis
 def offload(model: torch.nn.Module, pack: Union[str, os.PathLike], device=None, *,
             host_cache=None, gpu_slots: Optional[int] = None, resident: Sequence[str] = (),
             on_demand: Sequence[str] = (), train: bool = False, process_group=None,
-            **pager_options) -> torch.nn.Module:
+            _early=None, **pager_options) -> torch.nn.Module:
     """Page `model`'s weights from the pack through the pager.
 
     Parameters
@@ -181,14 +181,7 @@ def offload(model: torch.nn.Module, pack: Union[str, os.PathLike], device=None, 
     with Pack(pack) as p:
         plan = _plan.plan(model, p, names, set(resident), train)
         path = p.path
-    wanted = set(plan.on_demand())
-    unknown = []
-    for prefix in on_demand:
-        hit = [L.name for i, L in plan.layers.items() if inside(L.name, prefix) or any(
-            inside(e.name, prefix) for e in plan.paged.get(i, []) + plan.kept.get(i, []))]
-        wanted.update(hit)
-        if not hit:
-            unknown.append(prefix)
+    wanted, unknown = _wanted(plan, on_demand)
     if unknown:
         raise MismatchError(f"{path}: on_demand names no pack layer: {', '.join(unknown)}")
     pager_options.setdefault("host_total", True)   # host_cache: what a user budgets RAM for
@@ -199,8 +192,10 @@ def offload(model: torch.nn.Module, pack: Union[str, os.PathLike], device=None, 
     homes = path_device = None
     if len(devices) > 1:
         homes, path_device = place(model, plan.layers, devices, device_map)
-    pagers = _open_pagers(pack, plan, devices, homes, wanted, host_cache, gpu_slots,
-                          pager_options)
+    pagers = _early.take(plan, wanted) if _early is not None else None
+    if pagers is None:
+        pagers = _open_pagers(pack, plan, devices, homes, wanted, host_cache, gpu_slots,
+                              pager_options)
     off = Offload(model, pagers[0], dev)
     off.names = names
     off.pagers = pagers
@@ -246,6 +241,21 @@ def offload(model: torch.nn.Module, pack: Union[str, os.PathLike], device=None, 
         raise
     model._wspager = off
     return model
+
+
+def _wanted(plan, on_demand) -> Tuple[set, List[str]]:
+    """The pack layers read only when their module runs (routed experts,
+    and the layers `on_demand` names), and the names in it that match no
+    layer."""
+    wanted = set(plan.on_demand())
+    unknown = []
+    for prefix in on_demand:
+        hit = [L.name for i, L in plan.layers.items() if inside(L.name, prefix) or any(
+            inside(e.name, prefix) for e in plan.paged.get(i, []) + plan.kept.get(i, []))]
+        wanted.update(hit)
+        if not hit:
+            unknown.append(prefix)
+    return wanted, unknown
 
 
 def _devices(device) -> Tuple[List[torch.device], Optional[Dict[str, torch.device]]]:
@@ -514,15 +524,45 @@ def from_pretrained(path: Union[str, bytes, os.PathLike], device=None, *, config
     dtype = _hf.resolve_dtype(dtype, config, [d for _, d in tensors])
     names = _hf.Names(probe)
     provided = {names(k)[0] for k, _ in tensors}
-    # transformers builds the model and computes its buffers; the pack's
-    # parameters arrive as placeholders, the rest as transformers makes
-    # weights a checkpoint lacks (and reports them as it does)
-    model = _hf.skeleton(cls, config, dtype, provided)
-    # where it came from, as transformers records it (peft reads it)
-    model.config.name_or_path = model.name_or_path = path if not given_pack else (config_dir or path)
-    _loading.load_generation_config(model, path if not given_pack else config_dir)
-    given = {id(q) for n, q in model.named_parameters(remove_duplicate=False) if n in provided}
-    made = [n for n, q in model.named_parameters() if id(q) not in given]
-    return offload(model, pack, dev, host_cache=host_cache, gpu_slots=gpu_slots,
-                   resident=list(resident) + made, on_demand=on_demand, train=train,
-                   **pager_options)
+    early = _open_early(probe, names, pack, dev, several, train, provided, resident, on_demand,
+                        host_cache, gpu_slots, pager_options)
+    try:
+        # transformers builds the model and computes its buffers; the
+        # pack's parameters arrive as placeholders, the rest as transformers
+        # makes weights a checkpoint lacks (and reports them as it does)
+        model = _hf.skeleton(cls, config, dtype, provided)
+        # where it came from, as transformers records it (peft reads it)
+        model.config.name_or_path = model.name_or_path = \
+            path if not given_pack else (config_dir or path)
+        _loading.load_generation_config(model, path if not given_pack else config_dir)
+        given = {id(q) for n, q in model.named_parameters(remove_duplicate=False)
+                 if n in provided}
+        made = [n for n, q in model.named_parameters() if id(q) not in given]
+        return offload(model, pack, dev, host_cache=host_cache, gpu_slots=gpu_slots,
+                       resident=list(resident) + made, on_demand=on_demand, train=train,
+                       _early=early, **pager_options)
+    except BaseException:
+        if early is not None:
+            early.discard()
+        raise
+
+
+def _open_early(probe, names, pack, dev, several, train, provided, resident, on_demand,
+                host_cache, gpu_slots, pager_options):
+    """The pager opened now, on a thread, from the probe's plan, so that
+    the pack is read while the model is built (_early.py); None where
+    offload would open another kind (several devices, a process group,
+    training) or the probe's plan fails (offload reports it)."""
+    if several or train or pager_options.get("process_group") is not None or \
+            not pager_options.get("prefetch", True):
+        return None
+    from ._early import EarlyOpen
+    options = dict(pager_options)
+    options.setdefault("host_total", True)     # as offload sets it
+    made = [n for n, _ in probe.named_parameters() if n not in provided]
+    try:
+        devices, _ = _devices(dev)
+        return EarlyOpen(probe, names, pack, devices[0], list(resident) + made, on_demand,
+                         host_cache, gpu_slots, options)
+    except Exception:
+        return None

@@ -67,4 +67,51 @@ except ValueError as e:
 model = wt.from_pretrained(pack, device=device, config=d)
 with torch.no_grad():
     check(torch.equal(model(ids).logits, want), "from a pack: logits differ")
+wt.remove(model)
+
+# The pager opens while transformers builds the model (on a thread, from
+# the meta probe's plan), and offload takes that one rather than opening
+# another; where the load fails after it opened, it is closed.
+import threading  # noqa: E402
+from wspager import _hf  # noqa: E402
+
+opened = []
+open_pagers, skeleton = wt._open_pagers, _hf.skeleton
+
+
+def counting(*a, **k):
+    pagers = open_pagers(*a, **k)
+    opened.append((threading.current_thread() is threading.main_thread(), pagers))
+    return pagers
+
+
+wt._open_pagers = counting
+model = wt.from_pretrained(pack, device=device, config=d, host_cache="32M")
+check([main for main, _ in opened] == [False], f"pagers opened (on the main thread?): "
+      f"{[main for main, _ in opened]}")
+check(opened and model._wspager.pagers == opened[0][1], "offload did not take the early pager")
+with torch.no_grad():
+    check(torch.equal(model(ids).logits, want), "early pager: logits differ")
+wt.remove(model)
+for failing, kwargs in (("skeleton", {}), ("on_demand", {"on_demand": ["no.such.module"]})):
+    opened.clear()
+    if failing == "skeleton":
+        def broken(*a, **k):
+            raise RuntimeError("skeleton failed")
+        _hf.skeleton = broken
+    try:
+        wt.from_pretrained(pack, device=device, config=d, host_cache="32M", **kwargs)
+        check(False, f"{failing}: the load did not fail")
+    except (RuntimeError, wt.MismatchError) as e:
+        check(failing in str(e) or "on_demand" in str(e), f"{failing}: message {e}")
+    finally:
+        _hf.skeleton = skeleton
+    for _, pagers in opened:
+        for pg in pagers:
+            try:
+                pg.stats()
+                check(False, f"{failing}: a pager opened for the failed load is still open")
+            except Exception:
+                pass
+wt._open_pagers = open_pagers
 finish()
