@@ -9,9 +9,13 @@ import threading
 import time
 
 import wspager.torch as wt
-from wspager import _hf
+from wspager import _bind, _hf, _plan, _weights
 
 PHASES = (("skeleton", _hf, "skeleton"), ("open", wt, "_open_pagers"), ("bind", wt, "bind"))
+# Inside those: the time each of these took in all (the calls, seconds).
+TALLIES = (("bind: placeholders", _plan.Placeholders, "__call__"), ("bind: kept tensors read", _bind, "_read"),
+           ("bind: hooks", _bind.PagedModuleHook, "attach"),
+           ("state_dict hooks", _weights.StateDictSource, "attach"))
 
 
 def read_bytes() -> int:
@@ -28,6 +32,7 @@ class Timeline:
     def __init__(self, every_s: float = 0.005):
         self.every = every_s
         self.marks = []        # (name, t)
+        self.tallies = {}      # name -> [calls, seconds]
         self.samples = []      # (t, bytes read by the process, by the pagers, pinned)
         self.pagers = []
         self.t0 = None
@@ -48,6 +53,18 @@ class Timeline:
                 self.mark(_name + " end")
                 return out
             setattr(mod, attr, wrapped)
+        for name, owner, attr in TALLIES:
+            fn = getattr(owner, attr)
+            tally = self.tallies.setdefault(name, [0, 0.0])
+
+            def timed(*a, _fn=fn, _tally=tally, **k):
+                t = time.perf_counter()
+                try:
+                    return _fn(*a, **k)
+                finally:
+                    _tally[0] += 1
+                    _tally[1] += time.perf_counter() - t
+            setattr(owner, attr, timed)
 
     def start(self) -> None:
         self.t0 = time.perf_counter()
@@ -70,7 +87,7 @@ class Timeline:
 
     def stop(self) -> dict:
         self._stop.set()
-        return {"marks": self.marks, "samples": self.samples}
+        return {"marks": self.marks, "samples": self.samples, "tallies": self.tallies}
 
 
 def report(tl: dict, disk_gbps: float, log) -> None:
@@ -85,6 +102,8 @@ def report(tl: dict, disk_gbps: float, log) -> None:
         x = at(t)
         log(f"  {t:6.3f} s  {name:16s} read {x[1] / 1e9:5.2f} GB (pagers {x[2] / 1e9:5.2f}), "
             f"pinned {x[3] / 2**30:5.2f} GiB")
+    for name, (calls, secs) in tl.get("tallies", {}).items():
+        log(f"  {name}: {calls} calls, {secs:.3f} s")
     if not s:
         return
     end, step, prev = s[-1][0], 0.1, (0.0, 0, 0, 0)

@@ -9,7 +9,7 @@ import torch
 
 from . import _experts, _plan
 from ._offload import Group, Offload
-from ._plan import TORCH_DTYPES, inside, placeholder
+from ._plan import TORCH_DTYPES, Placeholders, inside
 
 
 def module_names(model: torch.nn.Module) -> Dict[str, torch.nn.Module]:
@@ -164,8 +164,9 @@ def bind(model: torch.nn.Module, off: Offload, plan: "_plan.Plan") -> None:
         for target, value in made.items():
             if target in params:
                 replace(owners, params[target], value)
+    placeholder = Placeholders()
     for x in plan.experts:
-        _experts.bind(off, x, off.names, owners, replace, Group)
+        _experts.bind(off, x, off.names, owners, replace, Group, placeholder)
     # Everything not paged goes to its device as it is (buffers such as
     # rotary inv_freq, parameters kept resident).
     params = dict(model.named_parameters(remove_duplicate=False))

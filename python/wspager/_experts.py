@@ -20,7 +20,7 @@ from typing import Dict, List
 
 import torch
 
-from ._plan import Experts, TORCH_DTYPES, placeholder
+from ._plan import Experts, TORCH_DTYPES
 
 
 def _stack(x: Experts, names, copies: List[Dict[str, Dict[str, torch.Tensor]]]
@@ -69,9 +69,10 @@ def _stack_differentiable(x: Experts, names, copies) -> Dict[str, torch.Tensor]:
     return out
 
 
-def bind(off, x: Experts, names, owners, replace, new_group) -> None:
-    """The stacked parameters of `x` become placeholders; the module's
-    forward acquires the routed experts around the model's own forward.
+def bind(off, x: Experts, names, owners, replace, new_group, placeholder) -> None:
+    """The stacked parameters of `x` become placeholders (made by
+    `placeholder`, a :class:`_plan.Placeholders`); the module's forward
+    acquires the routed experts around the model's own forward.
 
     Each pack layer holding expert tensors becomes a group of its own (in
     ``off.groups``, without hooks): a placeholder parameter per tensor,
