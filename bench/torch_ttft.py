@@ -112,7 +112,10 @@ def one_row(name: str, ck: str, pack: str, host_cache: str, ids, timeline=False)
         st = model._wspager.pager.stats()
         tier = max(st["host_cache_bytes"], st["pinned_bytes"])
         extra.update(bytes_read=st["bytes_read"], host_tier_bytes=tier,
-                     beyond_tier_GiB=(peak - base) / 2**20 - tier / 2**30)
+                     beyond_tier_GiB=(peak - base) / 2**20 - tier / 2**30,
+                     pager={k: st[k] for k in ("misses", "host_hits", "prefetches",
+                                               "prefetch_wasted", "host_evictions",
+                                               "readahead_left_out")})
     return {"row": name, "load_s": t1 - t0, "first_token_s": t2 - t1, "total_s": t2 - t0,
             "token": token, "peak_beyond_imports_GiB": (peak - base) / 2**20, **extra}
 
@@ -165,6 +168,9 @@ def main():
         log(f"{name:13s} load {r['load_s']:6.2f} s + first token {r['first_token_s']:5.2f} s = "
             f"{r['total_s']:6.2f} s = {r['vs_disk']:.2f}x the disk read; token {r['token']}; "
             f"peak RSS +{r['peak_beyond_imports_GiB']:.2f} GiB{beyond}")
+        if "pager" in r:
+            log(f"  read {r['bytes_read'] / stored:.3f}x the pack's stored bytes; "
+                + ", ".join(f"{k} {v}" for k, v in r["pager"].items()))
         if "timeline" in r:
             from ttft_timeline import report
             report(r.pop("timeline"), nread / disk_s / 1e9, log)
