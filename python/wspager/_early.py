@@ -2,7 +2,7 @@
 
 Cold, nothing is read until a pager is open and told which layers come
 first (`_open_pagers`' hint), and `offload` opens it only after the model
-exists: on a 6 GB Llama the skeleton and the open took 0.2-0.3 s, the disk
+exists: on a 6 GB Llama the skeleton and the open took 0.16-0.26 s, the disk
 idle meanwhile (bench/torch_ttft.py --timeline).  The layers and the
 on-demand set come from the pack and the module structure alone, so the
 meta-device probe that from_pretrained builds first gives the same ones:
