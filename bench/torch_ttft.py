@@ -135,7 +135,8 @@ def main():
     torch.manual_seed(0)
     ids = torch.randint(0, a.vocab, (1, a.tokens))
     if a.row:
-        print("RESULT " + json.dumps(one_row(a.row, ck, pack, a.host_cache, ids, a.timeline)), flush=True)
+        print("RESULT " + json.dumps(one_row(a.row, ck, pack, a.host_cache, ids, a.timeline)),
+              flush=True)
         return
     make_checkpoint(ck, llama_config(a.layers, a.hidden, a.intermediate, a.vocab))
     if not os.path.exists(os.path.join(pack, "manifest.wspm")):

@@ -13,7 +13,8 @@ from wspager import _bind, _hf, _plan, _weights
 
 PHASES = (("skeleton", _hf, "skeleton"), ("open", wt, "_open_pagers"), ("bind", wt, "bind"))
 # Inside those: the time each of these took in all (the calls, seconds).
-TALLIES = (("bind: placeholders", _plan.Placeholders, "__call__"), ("bind: kept tensors read", _bind, "_read"),
+TALLIES = (("bind: placeholders", _plan.Placeholders, "__call__"),
+           ("bind: kept tensors read", _bind, "_read"),
            ("bind: hooks", _bind.PagedModuleHook, "attach"),
            ("state_dict hooks", _weights.StateDictSource, "attach"))
 
