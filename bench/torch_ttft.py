@@ -40,6 +40,7 @@ import transformers
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from torch_offload import drop_caches, llama_config, log, make_checkpoint, model_args  # noqa: E402
+from ttft_timeline import proc_field  # noqa: E402
 
 import wspager  # noqa: E402  (torch_offload put python/ on the path)
 import wspager.torch as wt  # noqa: E402
@@ -48,11 +49,7 @@ ROWS = ("wspager", "transformers", "accelerate")
 
 
 def rss_kib() -> int:
-    with open("/proc/self/status") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1])
-    return 0
+    return proc_field("/proc/self/status", "VmRSS")
 
 
 def first_token(model, ids):

@@ -19,12 +19,17 @@ TALLIES = (("bind: placeholders", _plan.Placeholders, "__call__"),
            ("state_dict hooks", _weights.StateDictSource, "attach"))
 
 
-def read_bytes() -> int:
-    with open("/proc/self/io") as f:
+def proc_field(path: str, key: str) -> int:
+    """The number after `key:` in a /proc file of this process (0 if absent)."""
+    with open(path) as f:
         for line in f:
-            if line.startswith("read_bytes:"):
+            if line.startswith(key + ":"):
                 return int(line.split()[1])
     return 0
+
+
+def read_bytes() -> int:
+    return proc_field("/proc/self/io", "read_bytes")
 
 
 class Timeline:

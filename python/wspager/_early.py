@@ -7,8 +7,8 @@ idle meanwhile (bench/torch_ttft.py --timeline).  The layers and the
 on-demand set come from the pack and the module structure alone, so the
 meta-device probe that from_pretrained builds first gives the same ones:
 the pager opens from them on a thread (the library call releases the GIL)
-while the skeleton is built, and `offload` takes it when its own plan
-agrees, else closes it and opens its own."""
+while the skeleton is built, and `offload` takes it when its own plan has
+the same on-demand set, else closes it and opens its own."""
 import threading
 from typing import List, Optional
 
@@ -23,7 +23,7 @@ class EarlyOpen:
         with Pack(pack) as p:
             plan = _plan.plan(probe, p, names, set(resident), False, values=False)
         wanted, unknown = _wanted(plan, on_demand)
-        self.key = (sorted(plan.layers), sorted(wanted))
+        self.wanted = wanted   # the plan's layers are the pack's: only this can differ
         self.pagers: Optional[List[Pager]] = None
         if unknown:            # offload reports it
             self.thread = None
@@ -44,11 +44,11 @@ class EarlyOpen:
         pagers, self.pagers = self.pagers, None
         return pagers
 
-    def take(self, plan, wanted) -> Optional[List[Pager]]:
-        """The pagers, where `offload`'s plan has the same layers and
-        on-demand set; else None (and they are closed)."""
+    def take(self, wanted) -> Optional[List[Pager]]:
+        """The pagers, where `offload`'s plan has the same on-demand set;
+        else None (and they are closed)."""
         pagers = self._wait()
-        if pagers is not None and self.key != (sorted(plan.layers), sorted(wanted)):
+        if pagers is not None and self.wanted != set(wanted):
             self._close(pagers)
             return None
         return pagers

@@ -184,7 +184,6 @@ def offload(model: torch.nn.Module, pack: Union[str, os.PathLike], device=None, 
     wanted, unknown = _wanted(plan, on_demand)
     if unknown:
         raise MismatchError(f"{path}: on_demand names no pack layer: {', '.join(unknown)}")
-    pager_options.setdefault("host_total", True)   # host_cache: what a user budgets RAM for
     if process_group is not None:
         from ._group import check_same_pack
         check_same_pack(process_group, path)
@@ -192,7 +191,7 @@ def offload(model: torch.nn.Module, pack: Union[str, os.PathLike], device=None, 
     homes = path_device = None
     if len(devices) > 1:
         homes, path_device = place(model, plan.layers, devices, device_map)
-    pagers = _early.take(plan, wanted) if _early is not None else None
+    pagers = _early.take(wanted) if _early is not None else None
     if pagers is None:
         pagers = _open_pagers(pack, plan, devices, homes, wanted, host_cache, gpu_slots,
                               pager_options)
@@ -304,7 +303,9 @@ def _slots_for(device: torch.device, layers) -> int:
 def _open_pagers(pack, plan, devices, homes, wanted, host_cache, gpu_slots, options):
     """A pager a device (homes: pack layer -> position in `devices`), each
     reading ahead only its own layers (the others are on demand to it: it
-    never reads them); `host_cache` split by the raw bytes each serves."""
+    never reads them); `host_cache` split by the raw bytes each serves, and
+    bounding all of a pager's host memory unless ``host_total=False``."""
+    options = {"host_total": True, **options}   # host_cache: what a user budgets RAM for
     pagers: List[Pager] = []
     names = {i: L.name for i, L in plan.layers.items()}
     total = sum(L.raw_bytes for L in plan.layers.values()) or 1
@@ -557,12 +558,10 @@ def _open_early(probe, names, pack, dev, several, train, provided, resident, on_
             not pager_options.get("prefetch", True):
         return None
     from ._early import EarlyOpen
-    options = dict(pager_options)
-    options.setdefault("host_total", True)     # as offload sets it
     made = [n for n, _ in probe.named_parameters() if n not in provided]
     try:
         devices, _ = _devices(dev)
         return EarlyOpen(probe, names, pack, devices[0], list(resident) + made, on_demand,
-                         host_cache, gpu_slots, options)
+                         host_cache, gpu_slots, pager_options)
     except Exception:
         return None
