@@ -149,6 +149,10 @@ void hc_entries_fini(struct hcache *hc)
 			free(e->provided);
 			free(e->page_idx);
 			free(e->page_ptr);
+			uint64_t len;
+			uint8_t *buf = hc_raw_detach(hc, e, &len);
+			hc_raw_free(hc, buf, len);
+			free(e->raw_ptr);
 		}
 	for (unsigned i = 0; i < HC_SPARES; i++)
 		free(hc->spare[i]);
@@ -168,6 +172,11 @@ void hc_entries_fini(struct hcache *hc)
 static void release_pages(struct hcache *hc, struct hc_entry *e)
 {
 	hc_pages_give(hc, e->page_idx, e->n_pages);
+	/* A raw copy goes with its entry (rare: only a tier short of room
+	 * evicts, and the trial makes copies only when all fits). */
+	uint64_t len;
+	uint8_t *buf = hc_raw_detach(hc, e, &len);
+	hc_raw_free(hc, buf, len);
 	e->state = HC_ABSENT;
 }
 
@@ -398,15 +407,17 @@ void hc_entries_pages_ready(struct hcache *hc)
 static void fill_ref(struct hcache *hc, uint32_t layer, struct hcache_ref *ref)
 {
 	const struct hc_entry *e = &hc->entries[layer];
+	int raw = hc->hand_raw && e->raw == HC_RAW_READY;
 	ref->layer = layer;
-	ref->n_pages = e->n_pages;
-	ref->pages = e->page_ptr;
+	ref->n_pages = raw ? e->n_raw_pages : e->n_pages;
+	ref->pages = raw ? e->raw_ptr : e->page_ptr;
 	ref->page_bytes = hc->pg.page_bytes;
 	ref->raw_bytes = hc->m->layers[layer].raw_bytes;
-	ref->bytes = hc->layer_bytes[layer];
-	ref->packed = hc->layer_packed[layer];
-	ref->arena = (const char *)hc->pg.arena;
-	ref->piece_bytes = hc->pg.piece_bytes;
+	ref->bytes = raw ? ref->raw_bytes : hc->layer_bytes[layer];
+	ref->packed = raw ? 0 : hc->layer_packed[layer];
+	/* A raw copy is one pinned range: its pages merge into long copies. */
+	ref->arena = raw ? (const char *)e->raw_buf : (const char *)hc->pg.arena;
+	ref->piece_bytes = raw ? 0 : hc->pg.piece_bytes;
 }
 
 /* Take the reference on a VALID entry (lock held). */

@@ -187,7 +187,11 @@ int hcache_create(const struct hcache_config *cfg, struct wsp_pack_s *pk, struct
 	 * for a 6 GB model would lock 58 GB the tier can never fill (and, on
 	 * two ranks of one host, locking 16 GB each while the forwards ran
 	 * held them up for seconds). */
-	budget = WSP_MIN(budget, most_held(hc));
+	uint64_t arena = WSP_MIN(budget, most_held(hc));
+	/* What the clamp left of the budget may hold raw copies of packed
+	 * layers (raw_copy.c), made only when a pager asks. */
+	hc->raw_budget = cfg->keep_packed ? budget - arena : 0;
+	budget = arena;
 	rc = check_fits(hc, budget, cfg->budget_bytes, reserve, err);
 	if (rc < 0)
 		goto fail;
@@ -258,6 +262,7 @@ void hcache_get_stats(struct hcache *hc, struct hcache_stats *out)
 	out->bytes_decoded = LD(c_bytes_decoded);
 	out->read_ns = LD(c_read_ns);
 	out->decode_ns = LD(c_decode_ns);
+	out->raw_copies = LD(c_raw_copies);
 	out->budget_bytes = hc->pg.arena_bytes;
 	out->staging_bytes = hc->ld.staging_bytes;
 	pthread_mutex_lock(&hc->lock);
@@ -271,7 +276,7 @@ void hcache_reset_stats(struct hcache *hc)
 		&hc->c_hits, &hc->c_misses, &hc->c_evictions, &hc->c_prefetches,
 		&hc->c_prefetch_wasted, &hc->c_prefetch_hits, &hc->c_loads,
 		&hc->c_load_failures, &hc->c_bytes_read, &hc->c_bytes_decoded,
-		&hc->c_read_ns, &hc->c_decode_ns,
+		&hc->c_read_ns, &hc->c_decode_ns, &hc->c_raw_copies,
 	};
 	for (size_t i = 0; i < WSP_ARRAY_SIZE(c); i++)
 		atomic_store(c[i], 0);

@@ -135,6 +135,7 @@ struct hcache_stats {
 	uint64_t bytes_read, bytes_decoded;
 	uint64_t read_ns, decode_ns;
 	uint64_t budget_bytes, pinned_bytes, staging_bytes;
+	uint64_t raw_copies;        /* raw copies made */
 	int pin_error;
 };
 
@@ -181,6 +182,19 @@ int hcache_try_get(struct hcache *hc, uint32_t layer, struct hcache_ref *ref);
 /* 1 if `layer` is valid in the cache now (no reference taken). */
 int hcache_contains(struct hcache *hc, uint32_t layer);
 void hcache_put(struct hcache *hc, struct hcache_ref *ref);
+/* Raw copies of packed layers (raw_copy.c): add one to `layer`'s entry,
+ * decoded from its packed form on the calling thread into a buffer of its
+ * own, page-locked with the pin hook, within what the budget has left
+ * beyond the arena (the arena never takes more than the whole pack raw).
+ * 1 made; 0 when not (the layer is not valid and packed, has a copy, or
+ * the copy would not fit or could not be pinned); < 0 when its bytes fail
+ * their checks (err says where).  With hcache_hand_raw(hc, 1) references
+ * come raw (packed 0) from the layers that have a copy; (hc, 0) hands out
+ * the packed form again and frees the copies.  A copy goes with its entry.
+ * hcache_raw_layers: how many copies there are. */
+int hcache_add_raw(struct hcache *hc, uint32_t layer, struct wspi_err *err);
+void hcache_hand_raw(struct hcache *hc, int on);
+uint32_t hcache_raw_layers(struct hcache *hc);
 void hcache_get_stats(struct hcache *hc, struct hcache_stats *out);
 void hcache_reset_stats(struct hcache *hc);
 

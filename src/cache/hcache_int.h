@@ -14,6 +14,9 @@
  *	inbox.c        the front end's inbox, a mailbox the rooms below post to
  *	               (struct hc_inbox, inbox.h); hcache.c's thread reads it
  *	report.c       notices, trace events, layer names (used by all of them)
+ *	raw_copy.c     raw copies of packed entries, in buffers of their own,
+ *	               made on the caller's thread (under hc->lock for the
+ *	               entry's fields only)
  * A load in flight is a record of its own (struct hc_load, load.c), one a
  * layer, owned by the loader: the front end starts it (hc_load_begin) and
  * reads its result when it ends; the decode pool, through the slice's
@@ -80,6 +83,14 @@ struct hc_entry {
 	uint8_t *provided;
 	uint64_t provided_cap;         /* its buffer's size (a spare may be larger) */
 	int deferred;                  /* in hc->deferred */
+	/* A packed entry's raw copy (raw_copy.c): none, being made (the maker
+	 * holds a reference), or ready; in a pinned buffer of its own, outside
+	 * the arena, which raw_ptr cuts into pages for hcache_ref. */
+	enum { HC_RAW_NONE = 0, HC_RAW_MAKING, HC_RAW_READY } raw;
+	uint8_t *raw_buf;
+	uint64_t raw_len;
+	uint32_t n_raw_pages;
+	void **raw_ptr;
 };
 
 /* A piece of a layer read into one staging slot: consecutive chunks. */
@@ -139,6 +150,9 @@ struct hcache {
 	uint32_t *started;         /* scratch of deferred_run, entries.c (pin thread only) */
 	uint64_t clock;
 	unsigned n_loading;
+	int hand_raw;               /* references get raw copies where made (raw_copy.c) */
+	uint64_t raw_budget;        /* the budget the arena left unused, for raw copies */
+	uint64_t raw_held;          /* bytes of raw copies (ready or being made) */
 	uint64_t max_chunk_raw, max_chunk_stored;
 	uint64_t table_bytes;       /* the chunk table and page lists (entries.c) */
 	/* Buffers of handed-in bytes kept after their loads for the next ones
@@ -151,6 +165,7 @@ struct hcache {
 	atomic_uint_fast64_t c_hits, c_misses, c_evictions, c_prefetches, c_prefetch_wasted;
 	atomic_uint_fast64_t c_prefetch_hits, c_loads, c_load_failures;
 	atomic_uint_fast64_t c_bytes_read, c_bytes_decoded, c_read_ns, c_decode_ns;
+	atomic_uint_fast64_t c_raw_copies;
 };
 
 static inline void *hc_page(const struct hcache *hc, uint32_t idx)
@@ -166,6 +181,12 @@ void hc_entries_fini(struct hcache *hc);
  * pinning made pages usable (prefetches that waited for them start). */
 void hc_entry_load_ended(struct hcache *hc, uint32_t layer);
 void hc_entries_pages_ready(struct hcache *hc);
+
+/* raw_copy.c, under hc->lock: detach an entry's raw copy, if it has one:
+ * returns its buffer (its length in *len) for hc_raw_free, outside the lock. */
+uint8_t *hc_raw_detach(struct hcache *hc, struct hc_entry *e, uint64_t *len);
+void hc_raw_free(struct hcache *hc, uint8_t *buf, uint64_t len);
+
 
 /* Messages */
 void hc_notice(struct hcache *hc, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
