@@ -399,6 +399,13 @@ struct wsp_options {
  * (no host decode), and the GPU decodes them at each slot fill, so the link carries fewer bytes (added
  * in 0.2). */
 #define WSP_OPEN_HOST_DECODE 16u
+/* Who decodes is otherwise measured while running: with a GPU that decodes,
+ * the pager times windows of acquires with packed layers, then with raw
+ * copies of them decoded once on the host (in host-tier pages free at the
+ * time), and keeps the faster (wsp_who_decodes; a notice gives the figures).  A step bound by the link keeps the GPU decoding; one bound by
+ * compute, whose kernels the GPU's decode would delay, gets raw layers.
+ * This flag skips the trial: the GPU decodes (added in 0.2). */
+#define WSP_OPEN_GPU_DECODE 32u
 
 /* Fill `opt` with the defaults above. */
 void wsp_options_init(struct wsp_options *opt);
@@ -565,6 +572,14 @@ struct wsp_stats {
 int wsp_get_stats(wsp_pager *pg, struct wsp_stats *out);
 /* Zero the counters (not the configuration fields). */
 void wsp_reset_stats(wsp_pager *pg);
+
+/* Who decodes the packed layers (WSP_OPEN_GPU_DECODE says how it is
+ * chosen): one of these, or -EINVAL (added in 0.2).  Thread-safe. */
+#define WSP_DECODE_GPU 1       /* the GPU, at each fill (or nothing is packed) */
+#define WSP_DECODE_HOST 2      /* the host: the link carries raw layers */
+#define WSP_DECODE_TRYING 3    /* being measured */
+#define WSP_DECODE_MIXED 4     /* several devices that chose differently */
+int wsp_who_decodes(wsp_pager *pg);
 
 /* ---------------------------------------------------------------------- */
 /* 4b. Training: gradients written back (added in 0.2)                     */

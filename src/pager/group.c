@@ -275,6 +275,22 @@ int pgroup_get_stats(struct wsp_pager_s *pg, struct wsp_stats *out)
 	return 0;
 }
 
+int pgroup_who_decodes(struct wsp_pager_s *pg)
+{
+	int out = 0;
+	for (unsigned k = 0; k < pg->group->n; k++) {
+		if (!pg->group->members[k])
+			continue;
+		int c = wsp_who_decodes(pg->group->members[k]);
+		/* One choice when the members agree; any still measuring wins. */
+		if (!out || c == WSP_DECODE_TRYING)
+			out = c;
+		else if (out != c && out != WSP_DECODE_TRYING)
+			out = WSP_DECODE_MIXED;
+	}
+	return out ? out : WSP_DECODE_GPU;
+}
+
 void pgroup_reset_stats(struct wsp_pager_s *pg)
 {
 	for (unsigned k = 0; k < pg->group->n; k++)

@@ -135,6 +135,7 @@ static int slot_sizes(const struct wsp_pack_s *pk, unsigned n, uint64_t *small, 
 
 static void pager_free(struct wsp_pager_s *pg)
 {
+	who_decodes_stop(pg);   /* its thread reads the host tier */
 	pager_copier_free(pg);
 	pgroup_close(pg);
 	wb_destroy(pg->wb);   /* waits for gradient copies still in flight */
@@ -268,6 +269,7 @@ static int open_tiers(struct wsp_pager_s *pg, const char *path)
 	pg->sp.unpack = up;
 	pg->sp.pk = pg->pk;
 	pthread_mutex_unlock(&pg->lock);
+	who_decodes_init(pg);
 	/* The budget in use: clamped, or net of staging under a total budget. */
 	struct hcache_stats hs;
 	hcache_get_stats(pg->hc, &hs);

@@ -15,6 +15,7 @@
 #include "writeback/dirty.h"
 #include "writeback/state.h"
 #include "train/grads.h"
+#include "pager/trial.h"
 #include "wspager.h"
 
 /* Predicted layers examined per acquire at most (bounds a stack array). */
@@ -55,6 +56,25 @@ struct pager_inbox {
 	int conds, started;
 };
 
+/* who_decodes.c: the trial of who decodes packed layers (trial.h).  Under
+ * the pager's lock, but for the maker thread's own locals. */
+struct who_decodes {
+	int on;                      /* the trial runs: a GPU that decodes, no flag */
+	struct trial t;
+	uint64_t window;             /* acquires a window */
+	uint64_t count, t0, misses0; /* the window so far */
+	int started;
+	int choice;                  /* WSP_DECODE_* */
+	/* The maker thread makes the raw copies, posts how many (made), then
+	 * waits for the verdict: the GPU (it drops the copies; a fill may
+	 * still hold one, and only callers' threads hand such back) or the
+	 * host. */
+	pthread_t maker;
+	pthread_cond_t wake;         /* a verdict, or stopping */
+	int maker_started, maker_stop, made_posted, verdict, cond_made;
+	uint32_t made;
+};
+
 struct wsp_pager_s {
 	struct wsp_pack_s *pk;
 	struct wsp_options opt;
@@ -89,6 +109,7 @@ struct wsp_pager_s {
 	uint8_t *on_demand;          /* per layer: never read ahead (wsp_options.on_demand) */
 	uint64_t acquires, gpu_hits, host_hits, misses, predicted, acquire_block_ns;
 	uint64_t acquire_failures;
+	struct who_decodes who;
 	int decode_rc;               /* the GPU refused a packed layer: sticky */
 	char decode_msg[WSP_ERRMSG_MAX];
 
@@ -136,6 +157,13 @@ int pager_slot_fits(const struct wsp_pager_s *pg, const struct slot *s, uint32_t
 /* messages.c: the error for a layer index out of range. */
 int pager_bad_layer(struct wsp_pager_s *pg, uint32_t layer, struct wspi_err *err);
 
+/* who_decodes.c: set up the trial at open (after the tiers); count an
+ * acquire (without the lock; it may run the trial's next step); and stop
+ * the maker thread before the host tier goes. */
+void who_decodes_init(struct wsp_pager_s *pg);
+void who_decodes_acquired(struct wsp_pager_s *pg);
+void who_decodes_stop(struct wsp_pager_s *pg);
+
 /* group.c: a pager over several devices routes each call to a member. */
 int pgroup_open(struct wsp_pager_s *pg, const char *path);
 void pgroup_close(struct wsp_pager_s *pg);
@@ -147,6 +175,7 @@ int pgroup_hint_next(struct wsp_pager_s *pg, const uint32_t *layers, size_t n);
 void pgroup_reset_prediction(struct wsp_pager_s *pg);
 int pgroup_get_stats(struct wsp_pager_s *pg, struct wsp_stats *out);
 void pgroup_reset_stats(struct wsp_pager_s *pg);
+int pgroup_who_decodes(struct wsp_pager_s *pg);
 
 /* source.c: a layer's current bytes come from the updated-layer store
  * (what training made) over the pack's (the host tier, or the pack itself

@@ -84,6 +84,7 @@ int main(void)
 	wsp_reset_prediction(NULL);
 	CHECK_RC(wsp_get_stats(NULL, NULL), -EINVAL);
 	wsp_reset_stats(NULL);
+	CHECK_RC(wsp_who_decodes(NULL), -EINVAL);
 	wsp_options_init(NULL);
 	wsp_convert_options_init(NULL);
 	wsp_generate_options_init(NULL);

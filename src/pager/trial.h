@@ -1,0 +1,58 @@
+/*
+ * Who decodes a packed layer: the GPU at each fill (the link carries ~1.5x
+ * fewer bytes) or the host, once (the link carries raw bytes, and the
+ * GPU's SMs stay with the user's kernels).  Which is faster depends on the
+ * workload: a step bound by the link wants the GPU to decode, one bound by
+ * compute wants the host to.  No model of the step predicts it well (the
+ * backward's gradients share the link, the decode's cost depends on what
+ * it runs beside), so the pager measures both: windows of acquires with
+ * packed layers, then with raw copies, and keeps the faster.
+ *
+ * This is the trial's state and rules alone, with no clock or pager in it:
+ * the pager (who_decodes.c) feeds it the length of each window and whether
+ * the window was steady (no layer had to be read), and does what it says.
+ */
+#ifndef WSP_PAGER_TRIAL_H
+#define WSP_PAGER_TRIAL_H
+
+#include <stdint.h>
+
+/* Windows measured each way; the first of each is not counted (warm-up,
+ * or the switch itself). */
+#define TRIAL_WINDOWS 3u
+/* Raw copies are kept only when they are this much faster: a tie keeps
+ * the packed form, which takes less memory (per mille). */
+#define TRIAL_MARGIN_PERMILLE 20u
+
+enum trial_phase {
+	TRIAL_PACKED,    /* measuring with packed layers */
+	TRIAL_MAKING,    /* raw copies being made: windows not measured */
+	TRIAL_RAW,       /* measuring with raw copies */
+	TRIAL_DONE,
+};
+
+enum trial_action {
+	TRIAL_NONE,
+	TRIAL_MAKE_COPIES,   /* make raw copies of the packed layers */
+	TRIAL_HAND_RAW,      /* hand out the copies from now on */
+	TRIAL_KEEP_GPU,      /* done: the GPU decodes (drop the copies) */
+	TRIAL_KEEP_HOST,     /* done: the raw copies stay */
+};
+
+struct trial {
+	enum trial_phase phase;
+	unsigned skipped;               /* warm-up windows passed in this phase */
+	unsigned n[2];                  /* windows measured: packed, raw */
+	uint64_t ns[2][TRIAL_WINDOWS];
+	uint64_t packed_ns, raw_ns;     /* the medians compared (0: not yet) */
+};
+
+void trial_init(struct trial *t);
+/* A window of acquires ended, `ns` long; `steady`: no layer was read from
+ * disk in it (nor did anything else make it unlike the others). */
+enum trial_action trial_window(struct trial *t, uint64_t ns, int steady);
+/* The raw copies asked for are made: `made` of them (0: none could be,
+ * for lack of room, and the GPU keeps decoding). */
+enum trial_action trial_copies_made(struct trial *t, uint32_t made);
+
+#endif

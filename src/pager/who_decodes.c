@@ -1,0 +1,183 @@
+/*
+ * Who decodes packed layers, measured while running (trial.h has the rules
+ * and why).  Acquires are counted in windows of about two passes; each
+ * window's wall time goes to the trial, steady when no acquire in it had
+ * to wait for a read from disk.  When the trial asks for raw copies, a
+ * thread of this room makes them (hcache_add_raw, one layer after the
+ * other) and posts how many it made; the next acquire hands that to the
+ * trial.  Handing raw copies out, or dropping them, is the host tier's
+ * (hcache_hand_raw).
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "common/util.h"
+#include "pager/pager.h"
+
+void who_decodes_init(struct wsp_pager_s *pg)
+{
+	struct who_decodes *w = &pg->who;
+	uint32_t n = pg->pk->m.hdr->n_layers, paged = 0;
+	for (uint32_t l = 0; l < n; l++)
+		paged += !pg->on_demand[l];
+	memset(w, 0, sizeof(*w));
+	trial_init(&w->t);
+	w->cond_made = pthread_cond_init(&w->wake, NULL) == 0;
+	/* Two passes of the layers read ahead: a training step's forward and
+	 * backward, or two inference passes (routed experts come on top). */
+	w->window = WSP_MAX(2ull * paged, 4);
+	int on = pg->sp.unpack && !(pg->opt.flags & WSP_OPEN_GPU_DECODE);
+	__atomic_store_n(&w->on, on, __ATOMIC_RELAXED);
+	w->choice = on ? WSP_DECODE_TRYING : pg->sp.unpack ? WSP_DECODE_GPU : WSP_DECODE_HOST;
+}
+
+static void *maker_main(void *arg)
+{
+	struct wsp_pager_s *pg = arg;
+	uint32_t made = 0;
+	struct wspi_err err;
+	wspi_err_init(&err);
+	for (uint32_t l = 0; l < pg->pk->m.hdr->n_layers; l++) {
+		pthread_mutex_lock(&pg->lock);
+		int stop = pg->who.maker_stop;
+		pthread_mutex_unlock(&pg->lock);
+		if (stop)
+			break;
+		if (src_updated(pg, l))   /* training's bytes: served from elsewhere */
+			continue;
+		int rc = hcache_add_raw(pg->hc, l, &err);
+		if (rc < 0) {
+			/* The packed bytes in memory fail their checks: keep to
+			 * the GPU, whose decode checks them at each fill too. */
+			char msg[WSP_ERRMSG_MAX + 64];
+			snprintf(msg, sizeof(msg), "raw copies for the host to decode: %s", err.msg);
+			pager_notice(pg, msg);
+			made = 0;
+			break;
+		}
+		made += (uint32_t)rc;
+	}
+	wspi_err_destroy(&err);
+	struct who_decodes *w = &pg->who;
+	pthread_mutex_lock(&pg->lock);
+	w->made = made;
+	w->made_posted = 1;
+	while (!w->verdict && !w->maker_stop)
+		pthread_cond_wait(&w->wake, &pg->lock);
+	int drop = w->verdict == WSP_DECODE_GPU && !w->maker_stop;
+	pthread_mutex_unlock(&pg->lock);
+	if (drop)
+		hcache_hand_raw(pg->hc, 0);
+	/* Said only now: unpinning the copies takes the driver for a while,
+	 * and whoever waits for the choice should not time that. */
+	pthread_mutex_lock(&pg->lock);
+	w->choice = w->verdict;
+	pthread_mutex_unlock(&pg->lock);
+	return NULL;
+}
+
+/* Carry out what the trial said (without the pager's lock). */
+static void act(struct wsp_pager_s *pg, enum trial_action a)
+{
+	struct who_decodes *w = &pg->who;
+	char msg[320];
+	switch (a) {
+	case TRIAL_NONE:
+		return;
+	case TRIAL_MAKE_COPIES:
+		pthread_mutex_lock(&pg->lock);
+		w->maker_started = w->cond_made &&
+				   pthread_create(&w->maker, NULL, maker_main, pg) == 0;
+		if (!w->maker_started) {   /* no thread: as if no copy could be made */
+			w->made = 0;
+			w->made_posted = 1;
+		}
+		pthread_mutex_unlock(&pg->lock);
+		return;
+	case TRIAL_HAND_RAW:
+		hcache_hand_raw(pg->hc, 1);
+		return;
+	case TRIAL_KEEP_GPU:
+	case TRIAL_KEEP_HOST: {
+		int host = a == TRIAL_KEEP_HOST;
+		pthread_mutex_lock(&pg->lock);
+		w->verdict = host ? WSP_DECODE_HOST : WSP_DECODE_GPU;
+		if (!w->maker_started)   /* else the maker says it, after dropping any copies */
+			w->choice = w->verdict;
+		pthread_cond_broadcast(&w->wake);
+		uint64_t p = w->t.packed_ns, r = w->t.raw_ns;
+		pthread_mutex_unlock(&pg->lock);
+		if (r)
+			snprintf(msg, sizeof(msg), "who decodes: %" PRIu64 " acquires took %.1f ms "
+				 "with packed layers (the GPU decoding) and %.1f ms with raw ones "
+				 "(decoded on the host; median of %u windows each): the %s decodes "
+				 "from now on", w->window, p / 1e6, r / 1e6, TRIAL_WINDOWS,
+				 host ? "host" : "GPU");
+		else
+			snprintf(msg, sizeof(msg), "who decodes: no raw copy could be made (the "
+				 "host budget has no room beyond the pack for one): the GPU decodes");
+		pager_notice(pg, msg);
+		return;
+	}
+	}
+}
+
+void who_decodes_acquired(struct wsp_pager_s *pg)
+{
+	struct who_decodes *w = &pg->who;
+	if (!__atomic_load_n(&w->on, __ATOMIC_RELAXED))
+		return;
+	uint64_t now = wspi_now_ns();
+	enum trial_action a = TRIAL_NONE;
+	pthread_mutex_lock(&pg->lock);
+	if (w->made_posted) {
+		w->made_posted = 0;
+		a = trial_copies_made(&w->t, w->made);
+		w->started = 0;   /* the next window starts after the switch */
+	} else if (!w->started) {
+		w->started = 1;
+		w->t0 = now;
+		w->misses0 = pg->misses;
+		w->count = 0;
+	} else if (++w->count == w->window) {
+		a = trial_window(&w->t, now - w->t0, pg->misses == w->misses0);
+		w->t0 = now;
+		w->misses0 = pg->misses;
+		w->count = 0;
+	}
+	if (w->t.phase == TRIAL_DONE && a == TRIAL_NONE)
+		__atomic_store_n(&w->on, 0, __ATOMIC_RELAXED);   /* decided: nothing more to count */
+	pthread_mutex_unlock(&pg->lock);
+	act(pg, a);
+}
+
+void who_decodes_stop(struct wsp_pager_s *pg)
+{
+	struct who_decodes *w = &pg->who;
+	if (!w->cond_made)
+		return;   /* never set up */
+	pthread_mutex_lock(&pg->lock);
+	w->maker_stop = 1;
+	pthread_cond_broadcast(&w->wake);
+	int joined = w->maker_started;
+	w->maker_started = 0;
+	pthread_mutex_unlock(&pg->lock);
+	if (joined)
+		pthread_join(w->maker, NULL);
+	pthread_cond_destroy(&w->wake);
+	w->cond_made = 0;
+}
+
+int wsp_who_decodes(wsp_pager *pg)
+{
+	if (!pg)
+		return -EINVAL;
+	if (pg->group)
+		return pgroup_who_decodes(pg);
+	pthread_mutex_lock(&pg->lock);
+	int c = pg->who.choice;
+	pthread_mutex_unlock(&pg->lock);
+	return c;
+}
