@@ -482,6 +482,9 @@ _POLICY = {"predict": 0, "lru": 1}
 # wsp_acquire_flags: WSP_ACQUIRE_UNPREDICTED | WSP_ACQUIRE_NO_READAHEAD
 _ACQUIRE_ROUTED = 1 | 2
 OPEN_NO_DIRECT, OPEN_NO_PIN, OPEN_NO_PREFETCH, OPEN_HOST_TOTAL, OPEN_HOST_DECODE = 1, 2, 4, 8, 16
+OPEN_GPU_DECODE = 32
+# wsp_who_decodes(3)
+DECODERS = {1: "gpu", 2: "host", 3: "trying", 4: "mixed"}
 
 
 class Pager(_Closing):
@@ -504,10 +507,13 @@ class Pager(_Closing):
         True: `host_cache` bounds all the pager's host memory (cache, read
         staging, decode buffers, host-backend slots), not only the cache
         (WSP_OPEN_HOST_TOTAL).
-    host_decode : bool
-        True: decode every chunk on the host (WSP_OPEN_HOST_DECODE); by
-        default, on a GPU, exprans chunks stay packed in the host tier and
-        the GPU decodes them.
+    host_decode : bool or None
+        Who decodes exprans chunks.  None (default): measured while running
+        (wsp_open(3)): on a GPU the host tier keeps them packed and the GPU
+        decodes them at each fill, then the pager times raw copies decoded
+        once on the host against that and keeps the faster
+        (:meth:`who_decodes`).  True: always the host (WSP_OPEN_HOST_DECODE:
+        layers kept raw).  False: always the GPU (WSP_OPEN_GPU_DECODE).
     gpu_slots : int
         Slots of the largest layer in the third tier (default 3).
     io : {"auto", "uring", "pread", "mmap"}
@@ -551,7 +557,7 @@ class Pager(_Closing):
                  io_threads: Optional[int] = None, decode_threads: int = 0,
                  page_bytes: Optional[SizeLike] = None, prefetch: bool = True,
                  direct: bool = True, pin: bool = True, host_total: bool = False,
-                 host_decode: bool = False,
+                 host_decode: Optional[bool] = None,
                  on_demand: Sequence[str] = (), updated_cache: Optional[SizeLike] = None,
                  state_cache: Optional[SizeLike] = None,
                  overflow_dir: Optional[Union[str, os.PathLike]] = None,
@@ -608,9 +614,11 @@ class Pager(_Closing):
         if overflow_dir is not None:
             keep.append(_c_path(overflow_dir))
             o.overflow_dir = keep[-1]
+        if host_decode not in (None, True, False):
+            raise ValueError(f"host_decode: None, True or False, not {host_decode!r}")
         o.flags = (0 if prefetch else OPEN_NO_PREFETCH) | (0 if direct else OPEN_NO_DIRECT) | \
             (0 if pin else OPEN_NO_PIN) | (OPEN_HOST_TOTAL if host_total else 0) | \
-            (OPEN_HOST_DECODE if host_decode else 0)
+            {None: 0, True: OPEN_HOST_DECODE, False: OPEN_GPU_DECODE}[host_decode]
         # Called from library threads until wsp_close.
         if log:
             keep.append(_c.LOG_FN(lambda _ctx, msg: log(msg.decode(errors="replace"))))
@@ -810,6 +818,12 @@ class Pager(_Closing):
     def reset_stats(self) -> None:
         with self._owner.call() as h:
             _c.lib().wsp_reset_stats(h)
+
+    def who_decodes(self) -> str:
+        """Who decodes packed layers now (wsp_who_decodes(3)): "gpu", "host",
+        "trying" (being measured) or "mixed" (devices that chose apart)."""
+        with self._owner.call() as h:
+            return DECODERS[_check(_c.lib().wsp_who_decodes(h), lambda: "wsp_who_decodes")]
 
     # Gradients written back (wsp_grad_push(3)).
     def _layer_or_all(self, layer: Optional[Union[int, str]]) -> int:

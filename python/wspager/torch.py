@@ -300,12 +300,18 @@ def _slots_for(device: torch.device, layers) -> int:
     return max(3, int(want))
 
 
+def _pager_notice(message: str) -> None:
+    _loading.logger.info("wspager: %s", message)
+
+
 def _open_pagers(pack, plan, devices, homes, wanted, host_cache, gpu_slots, options):
     """A pager a device (homes: pack layer -> position in `devices`), each
     reading ahead only its own layers (the others are on demand to it: it
     never reads them); `host_cache` split by the raw bytes each serves, and
     bounding all of a pager's host memory unless ``host_total=False``."""
-    options = {"host_total": True, **options}   # host_cache: what a user budgets RAM for
+    # host_cache: what a user budgets RAM for; the library's notices (who
+    # decodes, pinning refused, ...) to the "wspager" logger unless given
+    options = {"host_total": True, "log": _pager_notice, **options}
     pagers: List[Pager] = []
     names = {i: L.name for i, L in plan.layers.items()}
     total = sum(L.raw_bytes for L in plan.layers.values()) or 1
@@ -525,6 +531,8 @@ def from_pretrained(path: Union[str, bytes, os.PathLike], device=None, *, config
     dtype = _hf.resolve_dtype(dtype, config, [d for _, d in tensors])
     names = _hf.Names(probe)
     provided = {names(k)[0] for k, _ in tensors}
+    # the pagers' notices as the loader's notes: to `log` and the logger
+    pager_options.setdefault("log", lambda m: _loading.notify(log, f"wspager: {m}"))
     early = _open_early(probe, names, pack, dev, several, train, provided, resident, on_demand,
                         host_cache, gpu_slots, pager_options)
     try:

@@ -157,6 +157,8 @@ with wspager.Pager(os.path.join(T, "m.wsp"), device="host", host_cache="16M", gp
     check(st["acquires"] == 2 * len(pack.layers) + 5 and st["acquire_failures"] == 2,
           f"stats {st}")
     check(st["io_backend"] in ("uring", "pread", "mmap"), "io_backend")
+    # who decodes (wsp_who_decodes): on the host backend, the host
+    check(pg.who_decodes() == "host", f"who decodes on the host backend: {pg.who_decodes()}")
     # the host backend decodes nothing on a device: asked, it says so
     check(pg.provide_device(0, None) is None, "provide_device on the host backend")
     try:   # host memory is refused before the library is asked
@@ -210,6 +212,12 @@ check(raises(lambda: wspager.parse_size("12Q"))[0], "parse_size('12Q')")
 check(wspager.parse_size("1.5K") == 1536, "parse_size('1.5K')")
 ok, e = raises(lambda: wspager.Pager(os.path.join(T, "m.wsp"), device="gpu"), None, "device must be")
 check(ok, f"bad device: {e}")
+ok, e = raises(lambda: wspager.Pager(os.path.join(T, "m.wsp"), device="host", host_decode="gpu"),
+               None, "host_decode")
+check(ok and isinstance(e, ValueError), f"host_decode='gpu': {e!r}")
+for hd in (True, False):   # forced either way: on the host backend, still the host
+    with wspager.Pager(os.path.join(T, "m.wsp"), device="host", host_decode=hd) as pg:
+        check(pg.who_decodes() == "host", f"host_decode={hd}: {pg.who_decodes()}")
 # gradients and updates: a list that does not match the layer's tensors, a
 # layer that does not exist, a save onto the open pack
 with wspager.Pager(os.path.join(T, "m.wsp"), device="host", host_cache="16M", gpu_slots=2) as pg:

@@ -68,6 +68,23 @@ for name, cfg in CASES:
             failures.append(f"{tag}: generate differs: {got_gen.tolist()} vs {want_gen.tolist()}")
         if got_gen.shape[1] != ids.shape[1] + 32:
             failures.append(f"{tag}: generated {got_gen.shape[1] - ids.shape[1]} tokens")
+        if tag == "llama-mid/bfloat16":
+            # Who decodes is measured while running (wsp_open(3)): on CUDA
+            # forwards with packed layers, while raw copies are made, and
+            # from them; every one gives the same logits, and the pager
+            # chooses.  The host backend decodes on the host from the start.
+            pg = model._wspager.pager
+            n, same = 0, True
+            with torch.no_grad():
+                while pg.who_decodes() == "trying" and n < 400 and same:
+                    same = torch.equal(model(ids).logits, want)
+                    n += 1
+            who = pg.who_decodes()
+            print(f"{tag:22s} who decodes: {who}, after {n} more forwards, each the same")
+            if not same:
+                failures.append(f"{tag}: logits differ in forward {n} of the decoder's trial")
+            if who != ("host" if device == "cpu" else who if who in ("gpu", "host") else "decided"):
+                failures.append(f"{tag}: who decodes: {who} after {n} forwards")
         # Outside a forward the weights are placeholders, not the data.
         p = next(iter(model.model.layers[0].parameters())) if hasattr(model, "model") else \
             next(iter(model.transformer.h[0].parameters()))
