@@ -7,7 +7,10 @@ torch's AdamW, the library's (wspager.torch.AdamW) and, where installed,
 DeepSpeed's CPU Adam (ZeRO-Offload's); then whole
 training steps with the step on the GPU inside the backward
 (wspager.torch.step_in_backward); or, with --lora, LoRA fine-tuning (peft)
-over the frozen model, resident against paged.  Printed: seconds per forward+backward; the bytes the link carried
+over the frozen model, resident against paged.  Who decodes packed layers
+is the pager's choice, measured while running (--decode auto: the bench
+runs untimed steps until it has chosen, and prints the choice and the
+pager's figures), or fixed (--decode gpu / host).  Printed: seconds per forward+backward; the bytes the link carried
 (weights in: forward and backward each acquire every layer; gradients out)
 from the pager's counters; the time those bytes need at the pinned
 host->GPU and GPU->host bandwidths measured in the same run; and the step's
@@ -154,6 +157,26 @@ class Timeline:
         return inside / total if total else float("nan"), total
 
 
+def choose_decoder(model, batches, notices, most: int = 200):
+    """Steps (forward+backward, gradients zeroed) until the pager has chosen
+    who decodes (wsp_who_decodes(3)); prints the choice, how long it took
+    and the pager's notice with its figures."""
+    pg = model._wspager.pager
+    t0, n = time.perf_counter(), 0
+    while pg.who_decodes() == "trying" and n < most:
+        wt.zero_grad(model)
+        model(batches[n % len(batches)], labels=batches[n % len(batches)]).loss.backward()
+        torch.cuda.synchronize()
+        n += 1
+    wt.grads(model)
+    who = pg.who_decodes()
+    print(f"decode: {who} ({'the link carries raw weights' if who == 'host' else 'the link carries packed layers'})"
+          + (f", chosen after {n} more steps, {time.perf_counter() - t0:.1f} s" if n else ""))
+    for msg in notices:
+        if "who decodes" in msg:
+            print(f"  {msg}")
+
+
 def traced_steps(model, batches, reps, before, tl: Timeline):
     """step_time, with each step's backward (the warm-up's too: its
     gradients are traced as well) placed on the host clock; returns the
@@ -194,9 +217,13 @@ def main():
     ap.add_argument("--profile", metavar="DIR",
                     help="profile a step of each; traces to DIR (device activity; with "
                          "WSP_PROFILE_CPU=1 the host's operators and CUDA calls too)")
-    ap.add_argument("--host-decode", action="store_true",
-                    help="decode on the host, the link carrying raw weights (host_decode=True); "
-                         "by default the GPU decodes packed layers")
+    ap.add_argument("--decode", choices=("auto", "gpu", "host"), default="auto",
+                    help="who decodes packed layers: measured while running (auto, the "
+                         "default: the bench runs steps until the pager has chosen), the GPU "
+                         "(host_decode=False) or the host, the link carrying raw weights "
+                         "(host_decode=True)")
+    ap.add_argument("--host-decode", dest="decode", action="store_const", const="host",
+                    help="as --decode host")
     ap.add_argument("--lora", action="store_true",
                     help="only LoRA fine-tuning (peft adapters over the frozen model), paged "
                          "against resident, whole steps")
@@ -205,6 +232,7 @@ def main():
     ap.add_argument("--device-step-only", action="store_true",
                     help="only the step inside the backward (wt.step_in_backward)")
     a = ap.parse_args()
+    a.host_decode = {"auto": None, "gpu": False, "host": True}[a.decode]
     torch.manual_seed(0)
     d = os.path.join(a.dir, f"llama-{a.layers}x{a.hidden}")
     cfg = transformers.LlamaConfig(vocab_size=32000, hidden_size=a.hidden,
@@ -237,11 +265,12 @@ def main():
           f"forward+backward {t_res * 1e3:.1f} ms")
 
     tl = Timeline()
-    print(f"decode: {'host (the link carries raw weights)' if a.host_decode else 'GPU (the link carries packed layers)'}")
+    notices = []
     model = wt.from_pretrained(d, device="cuda", host_cache=a.host_cache, gpu_slots=4, train=True,
-                               trace=tl.trace, host_decode=a.host_decode)
+                               trace=tl.trace, host_decode=a.host_decode, log=notices.append)
     pg = model._wspager.pager
     step_time(model, batches, reps=1)   # fills the host cache
+    choose_decoder(model, batches, notices)
     wt.zero_grad(model)
     wt.grads(model)
     pg.reset_stats()
@@ -254,7 +283,7 @@ def main():
     if a.profile:
         prof = profiled_step(model, batches[0], lambda: wt.zero_grad(model),
                              os.path.join(a.profile, f"train-paged-b{a.batch}"
-                                          f"{'-hd' if a.host_decode else ''}.json"))
+                                          f"-{pg.who_decodes()}.json"))
         wt.grads(model)
     # The counters include the warm-up step of step_time: reps + 1 steps.
     h2d, d2h = st["bytes_h2d"] / (reps + 1), st["bytes_d2h"] / (reps + 1)
@@ -325,14 +354,13 @@ def lora_steps(d, a, batches, ceil):
     lora = dict(r=16, lora_alpha=32, lora_dropout=0.0,
                 target_modules=["q_proj", "k_proj", "v_proj", "o_proj"])
 
-    def timed(model, reps, warm=1, before_timed=None):
-        """Median seconds of a whole step, after `warm` untimed steps."""
+    def timed(model, reps, warm=1, before_timed=None, warming=lambda: False, most=200):
+        """Median seconds of a whole step, after `warm` untimed steps and
+        then more while `warming()` says so (at most `most`)."""
         model = peft.get_peft_model(model, peft.LoraConfig(**lora))
         opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=1e-4)
-        ts = []
-        for i in range(warm + reps):
-            if i == warm and before_timed:
-                before_timed()
+
+        def step(i):
             ids = batches[i % len(batches)]
             torch.cuda.synchronize()
             t0 = time.perf_counter()
@@ -340,19 +368,35 @@ def lora_steps(d, a, batches, ceil):
             opt.step()
             opt.zero_grad()
             torch.cuda.synchronize()
-            if i >= warm:
-                ts.append(time.perf_counter() - t0)
-        return statistics.median(ts), ts
+            return time.perf_counter() - t0
+        i = 0
+        while i < warm or (warming() and i < warm + most):
+            step(i)
+            i += 1
+        if before_timed:
+            before_timed()
+        ts = [step(i + k) for k in range(reps)]
+        return statistics.median(ts), ts, i
 
     ref = transformers.AutoModelForCausalLM.from_pretrained(d, dtype=torch.bfloat16).cuda()
-    t_res, _ = timed(ref, a.reps)
+    t_res, _, _ = timed(ref, a.reps)
     del ref
     torch.cuda.empty_cache()
+    notices = []
     model = wt.from_pretrained(d, device="cuda", host_cache=a.host_cache, gpu_slots=4,
-                               host_decode=a.host_decode)
+                               host_decode=a.host_decode, log=notices.append)
     pg = model._wspager.pager
-    # two untimed steps: the first fills the host cache
-    t_pag, t_all = timed(model, a.reps, warm=2, before_timed=pg.reset_stats)
+    # untimed steps: the first fills the host cache, then until the pager
+    # has chosen who decodes
+    t0 = time.perf_counter()
+    t_pag, t_all, warm = timed(model, a.reps, warm=2, before_timed=pg.reset_stats,
+                               warming=lambda: pg.who_decodes() == "trying")
+    who = pg.who_decodes()
+    print(f"decode: {who} ({'the link carries raw weights' if who == 'host' else 'the link carries packed layers'}), "
+          f"after {warm} untimed steps ({time.perf_counter() - t0 - sum(t_all):.1f} s)")
+    for msg in notices:
+        if "who decodes" in msg:
+            print(f"  {msg}")
     st = pg.stats()
     h2d = st["bytes_h2d"] / a.reps
     t_in = h2d / ceil["h2d"] / 1e9
@@ -360,7 +404,9 @@ def lora_steps(d, a, batches, ceil):
           f"{t_res * 1e3:.1f} ms, paged {t_pag * 1e3:.1f} ms (median of {a.reps}: "
           f"{', '.join(f'{t * 1e3:.1f}' for t in t_all)}); paged / resident {t_pag / t_res:.2f}x")
     print(f"  weights in {h2d / 1e9:.2f} GB a step ({t_in * 1e3:.1f} ms at the link); "
-          f"paged step / max(resident step, link time) = {t_pag / max(t_res, t_in):.2f}")
+          f"paged step / max(resident step, link time) = {t_pag / max(t_res, t_in):.2f}; "
+          f"the GPU waited {(t_pag - max(t_res, t_in)) / t_pag * 100:.1f}% of the step beyond "
+          f"what {'compute' if t_res >= t_in else 'the link'} needs")
     wt.remove(model)
 
 

@@ -23,7 +23,10 @@
 #                               torch-rss (only the latter), ttft
 #                               (bench/torch_ttft.py: the first token,
 #                               cold), lora-bench
-#                               (bench/torch_train.py --lora), train-bench
+#                               (bench/torch_train.py --lora), decode-bench
+#                               (bench/torch_train.py --lora: who decodes,
+#                               chosen by the pager against each fixed
+#                               choice, batch 4 and 16), train-bench
 #                               (bench/torch_train.py), multi-gpu (a
 #                               model over two GPUs: tests/python/
 #                               test_devices.py and bench/torch_devices.py;
@@ -327,6 +330,25 @@ run() {
 		for f in bench-train bench-train-hd bench-train-heavy bench-train-heavy-hd; do
 			[ -f "$out/$f.log" ] || continue
 			echo "== $f"; grep -v "Loading weights" "$out/$f.log" | tail -n 24
+		done ;;
+	esac
+	case $parts in *" decode-bench "*)
+		# who decodes (wsp_who_decodes): the pager's own choice against
+		# each fixed one, on LoRA over the paged model (no gradient of
+		# the base leaves: the link carries weights only), link-bound
+		# (batch 4) and compute-bound (WSP_LANE_DECODE_BATCH, 16)
+		local heavy=${WSP_LANE_DECODE_BATCH:-16}
+		for b in 4 $heavy; do
+			for d in auto gpu host; do
+				step bench-decode-b$b-$d 300 "${py_env[@]}" python3 "$top/bench/torch_train.py" \
+					--dir "$work/train" --batch $b --reps 5 --lora --decode $d
+			done
+		done
+		for b in 4 $heavy; do
+			for d in auto gpu host; do
+				echo "== bench-decode-b$b-$d"
+				grep -aE "^decode|who decodes|LoRA|weights in" "$out/bench-decode-b$b-$d.log"
+			done
 		done ;;
 	esac
 	case $parts in *" torch-bench "*|*" lora-bench "*)
