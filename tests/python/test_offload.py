@@ -52,6 +52,32 @@ for name, cfg in CASES:
         # The same model built again, offloaded: its own weights never used.
         model = cls.from_config(cfg).to(dtype).eval()
         wt.offload(model, pack, device=device, host_cache="64M", gpu_slots=3)
+        if tag == "llama-mid/bfloat16":
+            # Who decodes is measured while running (wsp_open(3)): on CUDA
+            # forwards with packed layers, while raw copies are made, and
+            # from them; every one gives the same logits, and the pager
+            # chooses.  The host backend decodes on the host from the start.
+            # (Three slots for eight layers: each forward fills every one,
+            # so its bytes over the link say which form crossed.)
+            pg = model._wspager.pager
+            n, same, carried = 0, True, []
+            with torch.no_grad():
+                while pg.who_decodes() == "trying" and n < 400 and same:
+                    before = pg.stats()["bytes_h2d"]
+                    same = torch.equal(model(ids).logits, want)
+                    if device == "cuda":
+                        torch.cuda.synchronize()   # every fill counted
+                    carried.append(pg.stats()["bytes_h2d"] - before)
+                    n += 1
+            who = pg.who_decodes()
+            print(f"{tag:22s} who decodes: {who}, after {n} forwards, each the same; bytes a "
+                  f"forward carried: {min(carried, default=0)} to {max(carried, default=0)}")
+            if not same:
+                failures.append(f"{tag}: logits differ in forward {n} of the decoder's trial")
+            if who != ("host" if device == "cpu" else who if who in ("gpu", "host") else "decided"):
+                failures.append(f"{tag}: who decodes: {who} after {n} forwards")
+            if device == "cuda" and not (carried and max(carried) > 1.3 * min(carried) > 0):
+                failures.append(f"{tag}: no forward of the trial carried raw copies: {carried}")
         with torch.no_grad():
             t0 = time.time()
             got = model(ids).logits
@@ -68,23 +94,6 @@ for name, cfg in CASES:
             failures.append(f"{tag}: generate differs: {got_gen.tolist()} vs {want_gen.tolist()}")
         if got_gen.shape[1] != ids.shape[1] + 32:
             failures.append(f"{tag}: generated {got_gen.shape[1] - ids.shape[1]} tokens")
-        if tag == "llama-mid/bfloat16":
-            # Who decodes is measured while running (wsp_open(3)): on CUDA
-            # forwards with packed layers, while raw copies are made, and
-            # from them; every one gives the same logits, and the pager
-            # chooses.  The host backend decodes on the host from the start.
-            pg = model._wspager.pager
-            n, same = 0, True
-            with torch.no_grad():
-                while pg.who_decodes() == "trying" and n < 400 and same:
-                    same = torch.equal(model(ids).logits, want)
-                    n += 1
-            who = pg.who_decodes()
-            print(f"{tag:22s} who decodes: {who}, after {n} more forwards, each the same")
-            if not same:
-                failures.append(f"{tag}: logits differ in forward {n} of the decoder's trial")
-            if who != ("host" if device == "cpu" else who if who in ("gpu", "host") else "decided"):
-                failures.append(f"{tag}: who decodes: {who} after {n} forwards")
         # Outside a forward the weights are placeholders, not the data.
         p = next(iter(model.model.layers[0].parameters())) if hasattr(model, "model") else \
             next(iter(model.transformer.h[0].parameters()))
