@@ -78,7 +78,7 @@ int main(int argc, char **argv)
 			rounds = (unsigned)atoi(argv[i + 1]);
 	}
 	o.gpu_slots = 1;
-	o.flags |= WSP_OPEN_NO_PREFETCH;
+	o.flags |= WSP_OPEN_NO_PREFETCH | WSP_OPEN_GPU_DECODE;   /* the acquire path alone */
 	if (wsp_open(argv[1], &o, &pg, err, sizeof(err)) < 0) {
 		fprintf(stderr, "acquire_bench: %s\n", err);
 		return 1;

@@ -290,6 +290,9 @@ int main(int argc, char **argv)
 	o.gpu_slots = a.slots;
 	o.gpu_packed_bytes = a.gpu_packed;
 	o.log = log_notice;
+	/* What this measures is the GPU decoding (exprans) at the link: the
+	 * pager's trial of raw copies would run in the middle of the rounds. */
+	o.flags |= WSP_OPEN_GPU_DECODE;
 	wsp_pack *pk;
 	struct wsp_pack_summary sum;
 	if (wsp_pack_open(pack, &pk, err, sizeof(err)) < 0) {

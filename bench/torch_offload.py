@@ -278,7 +278,12 @@ def main():
     m = wt.from_pretrained(ck, device="cuda", host_cache=a.warm_cache, gpu_slots=3)
     with torch.no_grad():
         m(ids)   # the first pass learns the order and fills the host tier
-    run("wspager-warm", m, note=f"host cache {a.warm_cache}")
+        n = 0    # then the pager chooses who decodes, measuring forwards
+        while m._wspager.pager.who_decodes() == "trying" and n < 200:
+            m(ids)
+            n += 1
+    run("wspager-warm", m, note=f"host cache {a.warm_cache}; {m._wspager.pager.who_decodes()} "
+        f"decodes (chosen in {n} forwards)")
     st = m._wspager.pager.stats()
     log(f"  stats: {st['acquires']} acquires, {st['gpu_hits']} gpu hits, {st['host_hits']} host hits, "
         f"{st['misses']} misses, read {st['bytes_read'] / 1e9:.2f} GB")
