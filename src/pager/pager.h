@@ -158,11 +158,14 @@ int pager_slot_fits(const struct wsp_pager_s *pg, const struct slot *s, uint32_t
 int pager_bad_layer(struct wsp_pager_s *pg, uint32_t layer, struct wspi_err *err);
 
 /* who_decodes.c: set up the trial at open (after the tiers); count an
- * acquire (without the lock; it may run the trial's next step); and stop
- * the maker thread before the host tier goes. */
+ * acquire (without the lock; it may run the trial's next step); stop the
+ * maker thread before the host tier goes; and the choice so far
+ * (wsp_who_decodes is in stats.c, beside the group's). */
 void who_decodes_init(struct wsp_pager_s *pg);
 void who_decodes_acquired(struct wsp_pager_s *pg);
 void who_decodes_stop(struct wsp_pager_s *pg);
+/* WSP_DECODE_* for this pager (one device). */
+int who_decodes_choice(struct wsp_pager_s *pg);
 
 /* group.c: a pager over several devices routes each call to a member. */
 int pgroup_open(struct wsp_pager_s *pg, const char *path);

@@ -100,3 +100,10 @@ void wsp_reset_stats(wsp_pager *pg)
 	unpacker_reset_counters(pg->sp.unpack);
 	pthread_mutex_unlock(&pg->lock);
 }
+
+int wsp_who_decodes(wsp_pager *pg)
+{
+	if (!pg)
+		return -EINVAL;
+	return pg->group ? pgroup_who_decodes(pg) : who_decodes_choice(pg);
+}

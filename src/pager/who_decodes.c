@@ -8,7 +8,6 @@
  * trial.  Handing raw copies out, or dropping them, is the host tier's
  * (hcache_hand_raw).
  */
-#include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
@@ -170,12 +169,8 @@ void who_decodes_stop(struct wsp_pager_s *pg)
 	w->cond_made = 0;
 }
 
-int wsp_who_decodes(wsp_pager *pg)
+int who_decodes_choice(struct wsp_pager_s *pg)
 {
-	if (!pg)
-		return -EINVAL;
-	if (pg->group)
-		return pgroup_who_decodes(pg);
 	pthread_mutex_lock(&pg->lock);
 	int c = pg->who.choice;
 	pthread_mutex_unlock(&pg->lock);
