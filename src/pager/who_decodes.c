@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "common/util.h"
+#include "common/workers.h"
 #include "pager/pager.h"
 
 void who_decodes_init(struct wsp_pager_s *pg)
@@ -32,33 +33,60 @@ void who_decodes_init(struct wsp_pager_s *pg)
 	w->choice = on ? WSP_DECODE_TRYING : pg->sp.unpack ? WSP_DECODE_GPU : WSP_DECODE_HOST;
 }
 
-static void *maker_main(void *arg)
+/* The copies are made by a few threads at once, each taking the next
+ * layer (one thread decodes ~1.5-2.5 GB/s: an 8 GB model's copies would
+ * take seconds more), sharing this. */
+struct making {
+	struct wsp_pager_s *pg;
+	pthread_mutex_t lock;
+	uint32_t next, made;
+	int failed;
+};
+
+static void *make_some(void *arg)
 {
-	struct wsp_pager_s *pg = arg;
-	uint32_t made = 0;
+	struct making *mk = arg;
+	struct wsp_pager_s *pg = mk->pg;
 	struct wspi_err err;
 	wspi_err_init(&err);
-	for (uint32_t l = 0; l < pg->pk->m.hdr->n_layers; l++) {
+	for (;;) {
 		pthread_mutex_lock(&pg->lock);
 		int stop = pg->who.maker_stop;
 		pthread_mutex_unlock(&pg->lock);
-		if (stop)
+		pthread_mutex_lock(&mk->lock);
+		uint32_t l = mk->next++;
+		stop |= mk->failed;
+		pthread_mutex_unlock(&mk->lock);
+		if (stop || l >= pg->pk->m.hdr->n_layers)
 			break;
 		if (src_updated(pg, l))   /* training's bytes: served from elsewhere */
 			continue;
 		int rc = hcache_add_raw(pg->hc, l, &err);
-		if (rc < 0) {
+		pthread_mutex_lock(&mk->lock);
+		int first = rc < 0 && !mk->failed;
+		mk->failed |= rc < 0;
+		mk->made += rc > 0;
+		pthread_mutex_unlock(&mk->lock);
+		if (first) {
 			/* The packed bytes in memory fail their checks: keep to
 			 * the GPU, whose decode checks them at each fill too. */
 			char msg[WSP_ERRMSG_MAX + 64];
 			snprintf(msg, sizeof(msg), "raw copies for the host to decode: %s", err.msg);
 			pager_notice(pg, msg);
-			made = 0;
-			break;
 		}
-		made += (uint32_t)rc;
 	}
 	wspi_err_destroy(&err);
+	return NULL;
+}
+
+static void *maker_main(void *arg)
+{
+	struct wsp_pager_s *pg = arg;
+	struct making mk = { .pg = pg };
+	pthread_mutex_init(&mk.lock, NULL);
+	wspi_run_workers(make_some, &mk, WSP_MAX(1u, WSP_MIN(wspi_cpu_count() / 2, 8u)));
+	pthread_mutex_destroy(&mk.lock);
+	uint32_t made = mk.failed ? 0 : mk.made;   /* failed: the copies made go too */
 	struct who_decodes *w = &pg->who;
 	pthread_mutex_lock(&pg->lock);
 	w->made = made;
