@@ -354,7 +354,10 @@ def lora_steps(d, a, batches, ceil):
     lora = dict(r=16, lora_alpha=32, lora_dropout=0.0,
                 target_modules=["q_proj", "k_proj", "v_proj", "o_proj"])
 
-    def timed(model, reps, warm=1, before_timed=None, warming=lambda: False, most=200):
+    summaries = []
+
+    def timed(model, reps, warm=1, before_timed=None, warming=lambda: False, most=200,
+              profile=None, after_timed=None):
         """Median seconds of a whole step, after `warm` untimed steps and
         then more while `warming()` says so (at most `most`)."""
         model = peft.get_peft_model(model, peft.LoraConfig(**lora))
@@ -376,10 +379,15 @@ def lora_steps(d, a, batches, ceil):
         if before_timed:
             before_timed()
         ts = [step(i + k) for k in range(reps)]
+        if after_timed:
+            after_timed()
+        if profile:   # one more forward+backward, its device timeline
+            summaries.append(profiled_step(model, batches[0], opt.zero_grad, os.path.join(
+                a.profile, f"lora-{profile}-b{a.batch}-{a.decode}.json")))
         return statistics.median(ts), ts, i
 
     ref = transformers.AutoModelForCausalLM.from_pretrained(d, dtype=torch.bfloat16).cuda()
-    t_res, _, _ = timed(ref, a.reps)
+    t_res, _, _ = timed(ref, a.reps, profile=a.profile and "resident")
     del ref
     torch.cuda.empty_cache()
     notices = []
@@ -389,15 +397,16 @@ def lora_steps(d, a, batches, ceil):
     # untimed steps: the first fills the host cache, then until the pager
     # has chosen who decodes
     t0 = time.perf_counter()
+    st = {}
     t_pag, t_all, warm = timed(model, a.reps, warm=2, before_timed=pg.reset_stats,
-                               warming=lambda: pg.who_decodes() == "trying")
+                               warming=lambda: pg.who_decodes() == "trying",
+                               profile=a.profile and "paged", after_timed=lambda: st.update(pg.stats()))
     who = pg.who_decodes()
     print(f"decode: {who} ({'the link carries raw weights' if who == 'host' else 'the link carries packed layers'}), "
           f"after {warm} untimed steps ({time.perf_counter() - t0 - sum(t_all):.1f} s)")
     for msg in notices:
         if "who decodes" in msg:
             print(f"  {msg}")
-    st = pg.stats()
     h2d = st["bytes_h2d"] / a.reps
     t_in = h2d / ceil["h2d"] / 1e9
     print(f"LoRA r=16 on q,k,v,o, {a.batch}x{a.seq} tokens, whole steps: resident "
@@ -407,6 +416,8 @@ def lora_steps(d, a, batches, ceil):
           f"paged step / max(resident step, link time) = {t_pag / max(t_res, t_in):.2f}; "
           f"the GPU waited {(t_pag - max(t_res, t_in)) / t_pag * 100:.1f}% of the step beyond "
           f"what {'compute' if t_res >= t_in else 'the link'} needs")
+    if a.profile:   # where the compute stream sat idle, paged against resident
+        print(cuda_timeline.report(summaries[1], summaries[0]))
     wt.remove(model)
 
 
