@@ -212,6 +212,7 @@ def main():
     ap.add_argument("--seq", type=int, default=512)
     ap.add_argument("--host-cache", default="16G")
     ap.add_argument("--reps", type=int, default=3, help="timed paged steps (median)")
+    ap.add_argument("--gpu-slots", type=int, default=4, help="the pager's GPU slots")
     ap.add_argument("--state-cache", default="24G",
                     help="the pager's memory for masters and optimizer state (step_in_backward)")
     ap.add_argument("--profile", metavar="DIR",
@@ -266,7 +267,7 @@ def main():
 
     tl = Timeline()
     notices = []
-    model = wt.from_pretrained(d, device="cuda", host_cache=a.host_cache, gpu_slots=4, train=True,
+    model = wt.from_pretrained(d, device="cuda", host_cache=a.host_cache, gpu_slots=a.gpu_slots, train=True,
                                trace=tl.trace, host_decode=a.host_decode, log=notices.append)
     pg = model._wspager.pager
     step_time(model, batches, reps=1)   # fills the host cache
@@ -391,7 +392,7 @@ def lora_steps(d, a, batches, ceil):
     del ref
     torch.cuda.empty_cache()
     notices = []
-    model = wt.from_pretrained(d, device="cuda", host_cache=a.host_cache, gpu_slots=4,
+    model = wt.from_pretrained(d, device="cuda", host_cache=a.host_cache, gpu_slots=a.gpu_slots,
                                host_decode=a.host_decode, log=notices.append)
     pg = model._wspager.pager
     # untimed steps: the first fills the host cache, then until the pager
@@ -432,7 +433,7 @@ def device_step(d, a, batches, ceil, t_fwd_bwd: Optional[float] = None,
     # memory when --state-cache holds them, else partly in its overflow file.
     events = []
     extra = {"trace": lambda *ev: events.append(ev)} if a.profile else {}
-    model = wt.from_pretrained(d, device="cuda", host_cache=a.host_cache, gpu_slots=4, train=True,
+    model = wt.from_pretrained(d, device="cuda", host_cache=a.host_cache, gpu_slots=a.gpu_slots, train=True,
                                state_cache=a.state_cache, **extra)
     pg = model._wspager.pager
     if n is None:   # the paged model's parameters: the masters' count
