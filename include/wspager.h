@@ -522,7 +522,8 @@ int wsp_provide(wsp_pager *pg, uint32_t layer, const void *stored, uint64_t len)
 int wsp_provide_device(wsp_pager *pg, uint32_t layer, const void *packed, uint64_t len,
 		       void *stream);
 
-/* Forget the learned execution order (e.g. when the workload changes). */
+/* Forget the learned execution order (e.g. when the workload changes), and
+ * measure who decodes again (WSP_OPEN_GPU_DECODE). */
 void wsp_reset_prediction(wsp_pager *pg);
 
 struct wsp_stats {

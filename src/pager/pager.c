@@ -369,5 +369,6 @@ void wsp_reset_prediction(wsp_pager *pg)
 	if (pg && pg->pred) {
 		predictor_reset(pg->pred);
 		readahead_reset(pg->ra);
+		who_decodes_reset(pg);   /* a new workload may want the other decoder */
 	}
 }

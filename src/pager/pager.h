@@ -73,6 +73,8 @@ struct who_decodes {
 	pthread_cond_t wake;         /* a verdict, or stopping */
 	int maker_started, maker_stop, made_posted, verdict, cond_made;
 	uint32_t made;
+	int enabled;                 /* the trial may run on this pager at all */
+	unsigned gen;                /* trials started (wsp_reset_prediction starts one) */
 };
 
 struct wsp_pager_s {
@@ -164,6 +166,8 @@ int pager_bad_layer(struct wsp_pager_s *pg, uint32_t layer, struct wspi_err *err
 void who_decodes_init(struct wsp_pager_s *pg);
 void who_decodes_acquired(struct wsp_pager_s *pg);
 void who_decodes_stop(struct wsp_pager_s *pg);
+/* wsp_reset_prediction: the choice is made again, any copies dropped. */
+void who_decodes_reset(struct wsp_pager_s *pg);
 /* WSP_DECODE_* for this pager (one device). */
 int who_decodes_choice(struct wsp_pager_s *pg);
 

@@ -29,6 +29,7 @@ void who_decodes_init(struct wsp_pager_s *pg)
 	 * backward, or two inference passes (routed experts come on top). */
 	w->window = WSP_MAX(2ull * paged, 4);
 	int on = pg->sp.unpack && !(pg->opt.flags & WSP_OPEN_GPU_DECODE);
+	w->enabled = on;
 	__atomic_store_n(&w->on, on, __ATOMIC_RELAXED);
 	w->choice = on ? WSP_DECODE_TRYING : pg->sp.unpack ? WSP_DECODE_GPU : WSP_DECODE_HOST;
 }
@@ -105,8 +106,9 @@ static void *maker_main(void *arg)
 	return NULL;
 }
 
-/* Carry out what the trial said (without the pager's lock). */
-static void act(struct wsp_pager_s *pg, enum trial_action a)
+/* Carry out what the trial said (without the pager's lock), unless a
+ * reset came in between (gen: the trial's generation when it said so). */
+static void act(struct wsp_pager_s *pg, enum trial_action a, unsigned gen)
 {
 	struct who_decodes *w = &pg->who;
 	char msg[320];
@@ -115,6 +117,10 @@ static void act(struct wsp_pager_s *pg, enum trial_action a)
 		return;
 	case TRIAL_MAKE_COPIES:
 		pthread_mutex_lock(&pg->lock);
+		if (gen != w->gen) {   /* reset meanwhile: the new trial asks anew */
+			pthread_mutex_unlock(&pg->lock);
+			return;
+		}
 		w->maker_started = w->cond_made &&
 				   pthread_create(&w->maker, NULL, maker_main, pg) == 0;
 		if (!w->maker_started) {   /* no thread: as if no copy could be made */
@@ -124,12 +130,17 @@ static void act(struct wsp_pager_s *pg, enum trial_action a)
 		pthread_mutex_unlock(&pg->lock);
 		return;
 	case TRIAL_HAND_RAW:
-		hcache_hand_raw(pg->hc, 1);
+		if (gen == __atomic_load_n(&w->gen, __ATOMIC_RELAXED))
+			hcache_hand_raw(pg->hc, 1);
 		return;
 	case TRIAL_KEEP_GPU:
 	case TRIAL_KEEP_HOST: {
 		int host = a == TRIAL_KEEP_HOST;
 		pthread_mutex_lock(&pg->lock);
+		if (gen != w->gen) {
+			pthread_mutex_unlock(&pg->lock);
+			return;
+		}
 		w->verdict = host ? WSP_DECODE_HOST : WSP_DECODE_GPU;
 		if (!w->maker_started)   /* else the maker says it, after dropping any copies */
 			w->choice = w->verdict;
@@ -176,15 +187,16 @@ void who_decodes_acquired(struct wsp_pager_s *pg)
 	}
 	if (w->t.phase == TRIAL_DONE && a == TRIAL_NONE)
 		__atomic_store_n(&w->on, 0, __ATOMIC_RELAXED);   /* decided: nothing more to count */
+	unsigned gen = w->gen;
 	pthread_mutex_unlock(&pg->lock);
-	act(pg, a);
+	act(pg, a, gen);
 }
 
-void who_decodes_stop(struct wsp_pager_s *pg)
+/* The maker thread, stopped and joined (it may be waiting for a verdict);
+ * it may be started again after. */
+static void maker_join(struct wsp_pager_s *pg)
 {
 	struct who_decodes *w = &pg->who;
-	if (!w->cond_made)
-		return;   /* never set up */
 	pthread_mutex_lock(&pg->lock);
 	w->maker_stop = 1;
 	pthread_cond_broadcast(&w->wake);
@@ -193,6 +205,37 @@ void who_decodes_stop(struct wsp_pager_s *pg)
 	pthread_mutex_unlock(&pg->lock);
 	if (joined)
 		pthread_join(w->maker, NULL);
+	pthread_mutex_lock(&pg->lock);
+	w->maker_stop = 0;
+	pthread_mutex_unlock(&pg->lock);
+}
+
+void who_decodes_reset(struct wsp_pager_s *pg)
+{
+	struct who_decodes *w = &pg->who;
+	if (!w->enabled || !w->cond_made)
+		return;
+	maker_join(pg);
+	/* The fills done give their host references back, so that dropping
+	 * the copies waits for nothing this thread would have to hand back. */
+	pager_reap(pg, 1);
+	hcache_hand_raw(pg->hc, 0);
+	pthread_mutex_lock(&pg->lock);
+	__atomic_store_n(&w->gen, w->gen + 1, __ATOMIC_RELAXED);
+	trial_init(&w->t);
+	w->started = w->made_posted = w->verdict = 0;
+	w->made = 0;
+	w->choice = WSP_DECODE_TRYING;
+	__atomic_store_n(&w->on, 1, __ATOMIC_RELAXED);
+	pthread_mutex_unlock(&pg->lock);
+}
+
+void who_decodes_stop(struct wsp_pager_s *pg)
+{
+	struct who_decodes *w = &pg->who;
+	if (!w->cond_made)
+		return;   /* never set up */
+	maker_join(pg);
 	pthread_cond_destroy(&w->wake);
 	w->cond_made = 0;
 }

@@ -7,6 +7,7 @@
  * GPU or host with a notice giving both figures, and the passes after the
  * choice carry what it says.  Which one wins here is not asserted: that is
  * timing (bench/torch_train.py measures it where it matters).
+ * wsp_reset_prediction starts it again, from packed layers.
  * WSP_OPEN_GPU_DECODE: GPU from the start, never raw bytes; HOST_DECODE:
  * host.  A host tier with no page to spare for a copy: GPU, saying so.
  * Skips (77) without a GPU. */
@@ -156,6 +157,21 @@ int main(void)
 	pass(pg, pk);   /* the window that decided may have ended mid-pass */
 	for (int i = 0; i < 5; i++)
 		CHECK(pass(pg, pk) == (who == WSP_DECODE_HOST ? raw : packed));
+	/* A new workload: wsp_reset_prediction starts the trial again, with
+	 * packed layers (any copies dropped). */
+	wsp_reset_prediction(pg);
+	CHECK_RC(wsp_who_decodes(pg), WSP_DECODE_TRYING);
+	pass(pg, pk);
+	CHECK(pass(pg, pk) == packed);
+	for (passes = 0; wsp_who_decodes(pg) == WSP_DECODE_TRYING && passes < 2000; passes++) {
+		pass(pg, pk);
+		if (passes > 30)
+			usleep(1000);
+	}
+	who = wsp_who_decodes(pg);
+	printf("after wsp_reset_prediction: %s after %u passes\n",
+	       who == WSP_DECODE_HOST ? "host" : who == WSP_DECODE_GPU ? "GPU" : "undecided", passes);
+	CHECK(who == WSP_DECODE_HOST || who == WSP_DECODE_GPU);
 	wsp_close(pg);
 
 	/* No page to spare for a copy. */
