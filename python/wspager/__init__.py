@@ -800,7 +800,8 @@ class Pager(_Closing):
         self._call(_c.lib().wsp_hint_next, arr, len(idx))
 
     def reset_prediction(self) -> None:
-        """Forget the learned execution order."""
+        """Forget the learned execution order, and measure who decodes again
+        (wsp_reset_prediction(3))."""
         with self._owner.call() as h:
             _c.lib().wsp_reset_prediction(h)
 
