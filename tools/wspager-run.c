@@ -159,17 +159,29 @@ static const char *policy_name(enum wsp_policy p)
 	return p == WSP_POLICY_LRU ? "lru" : "predict";
 }
 
+/* wsp_who_decodes as a word (wsp_open(3)). */
+static const char *decoder_name(int who)
+{
+	switch (who) {
+	case WSP_DECODE_GPU: return "gpu";
+	case WSP_DECODE_HOST: return "host";
+	case WSP_DECODE_TRYING: return "trying";
+	case WSP_DECODE_MIXED: return "mixed";
+	default: return "unknown";
+	}
+}
+
 static int print_json(const struct run_cfg *c, const char *devices, const struct wsp_pack_summary *s,
-		      size_t steps, const struct wsp_stats *fin, const struct run_row *rows,
+		      size_t steps, const struct wsp_stats *fin, int who, const struct run_row *rows,
 		      const struct run_row *tot)
 {
-	json_t *cfg = json_pack("{s:i,s:i,s:I,s:I,s:i,s:I,s:I,s:s,s:b,s:s,s:i,s:i,s:b}", "passes", c->passes, "batch",
+	json_t *cfg = json_pack("{s:i,s:i,s:I,s:I,s:i,s:I,s:I,s:s,s:b,s:s,s:i,s:i,s:b,s:s}", "passes", c->passes, "batch",
 				c->batch, "host_cache_bytes", (json_int_t)fin->host_cache_bytes, "pinned_bytes",
 				(json_int_t)fin->pinned_bytes, "gpu_slots", fin->gpu_slots, "slot_bytes",
 				(json_int_t)fin->slot_bytes, "slots_total_bytes",
 				(json_int_t)fin->slots_total_bytes, "io_backend", fin->io_backend, "direct_io",
 				fin->direct_io != 0, "policy", policy_name(c->policy), "lookahead", c->lookahead,
-				"threads", c->threads, "prefetch", !c->no_prefetch);
+				"threads", c->threads, "prefetch", !c->no_prefetch, "who_decodes", decoder_name(who));
 	json_t *model = json_pack("{s:i,s:i,s:i,s:I,s:I,s:I,s:i}", "layers", s->n_layers, "tensors", s->n_tensors,
 				  "shards", s->n_shards, "raw_bytes", (json_int_t)s->raw_bytes, "stored_bytes",
 				  (json_int_t)s->stored_bytes, "max_layer_raw_bytes", (json_int_t)s->max_layer_raw_bytes,
@@ -200,7 +212,7 @@ static void print_row(const char *label, const struct run_row *r)
 
 static void print_table(const struct run_cfg *c, const char *devices, bool host,
 			const struct wsp_pack_summary *s, size_t steps, const struct wsp_stats *fin,
-			const struct run_row *rows, const struct run_row *tot)
+			int who, const struct run_row *rows, const struct run_row *tot)
 {
 	char a[32], b[32], d[32];
 	printf("pack      %s: %u layers, %s raw, %s stored\n", c->pack, s->n_layers,
@@ -215,8 +227,11 @@ static void print_table(const struct run_cfg *c, const char *devices, bool host,
 		printf(": %s in all (%s if each were the largest)", wt_size(fin->slots_total_bytes, a, sizeof(a)),
 		       wt_size(all_largest, b, sizeof(b)));
 	printf("\n");
-	printf("io        %s%s, policy %s, %zu layers per pass, batch %u\n\n", fin->io_backend,
+	printf("io        %s%s, policy %s, %zu layers per pass, batch %u\n", fin->io_backend,
 	       fin->direct_io ? " (O_DIRECT)" : " (buffered)", policy_name(c->policy), steps, c->batch);
+	printf("decode    %s%s\n\n", decoder_name(who),
+	       who == WSP_DECODE_TRYING ? " (still measuring who decodes at the end: more passes let "
+					  "the pager choose)" : "");
 	printf("%-6s %8s %9s %9s %9s %9s %9s %11s %8s\n", "pass", "time(s)", "GB/s", "compute", "wait(s)",
 	       "host hit", "GPU hit", "disk read", "CPU(s)");
 	for (unsigned p = 0; p < c->passes; p++) {
@@ -522,10 +537,11 @@ int wt_cmd_run(int argc, char **argv)
 		row_add(&tot, &rows[p]);
 	struct wsp_stats fin;
 	wsp_get_stats(pg, &fin);
+	int who = wsp_who_decodes(pg);
 	if (c.json)
-		rc = print_json(&c, label, &s, steps, &fin, rows, &tot);
+		rc = print_json(&c, label, &s, steps, &fin, who, rows, &tot);
 	else {
-		print_table(&c, label, host, &s, steps, &fin, rows, &tot);
+		print_table(&c, label, host, &s, steps, &fin, who, rows, &tot);
 		rc = fflush(stdout) == EOF ? CLI_EXIT_FAIL : 0;
 	}
 out:

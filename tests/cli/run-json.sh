@@ -17,6 +17,7 @@ for k in ("passes", "batch", "host_cache_bytes", "pinned_bytes", "gpu_slots", "s
     assert k in cfg, k
 assert cfg["passes"] == 2 and cfg["batch"] == 16 and cfg["policy"] == "predict"
 assert cfg["io_backend"] == "pread", cfg["io_backend"]
+assert cfg["who_decodes"] == "host", cfg["who_decodes"]   # the host backend decodes on the host
 # slots sized by what they hold: the make_pack model's embedding and head
 # (1024 x 256) are about the size of its blocks, so one size here
 assert cfg["slot_bytes"] <= cfg["slots_total_bytes"] <= cfg["gpu_slots"] * cfg["slot_bytes"], cfg
