@@ -154,8 +154,9 @@ static void act(struct wsp_pager_s *pg, enum trial_action a, unsigned gen)
 				 "from now on", w->window, p / 1e6, r / 1e6, TRIAL_WINDOWS,
 				 host ? "host" : "GPU");
 		else
-			snprintf(msg, sizeof(msg), "who decodes: no raw copy could be made (the "
-				 "host budget has no room beyond the pack for one): the GPU decodes");
+			snprintf(msg, sizeof(msg), "who decodes: no raw copy could be made (no "
+				 "packed layer that training has not updated, or no room for one in "
+				 "the host budget beyond the pack): the GPU decodes");
 		pager_notice(pg, msg);
 		return;
 	}
