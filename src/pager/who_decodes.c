@@ -3,9 +3,10 @@
  * and why).  Acquires are counted in windows of about two passes; each
  * window's wall time goes to the trial, steady when no acquire in it had
  * to wait for a read from disk.  When the trial asks for raw copies, a
- * thread of this room makes them (hcache_add_raw, one layer after the
- * other) and posts how many it made; the next acquire hands that to the
- * trial.  Handing raw copies out, or dropping them, is the host tier's
+ * thread of this room makes them (hcache_add_raw, with a few workers) and
+ * posts how many it made; the next acquire hands that to the trial, and
+ * the thread waits for the verdict (the GPU: it drops the copies).
+ * Handing raw copies out, or dropping them, is the host tier's
  * (hcache_hand_raw).
  */
 #include <inttypes.h>
@@ -101,7 +102,8 @@ static void *maker_main(void *arg)
 	/* Said only now: unpinning the copies takes the driver for a while,
 	 * and whoever waits for the choice should not time that. */
 	pthread_mutex_lock(&pg->lock);
-	w->choice = w->verdict;
+	if (w->verdict)   /* none when stopped: a reset or the close says the rest */
+		w->choice = w->verdict;
 	pthread_mutex_unlock(&pg->lock);
 	return NULL;
 }
