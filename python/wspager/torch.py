@@ -188,6 +188,10 @@ def offload(model: torch.nn.Module, pack: Union[str, os.PathLike], device=None, 
         from ._group import check_same_pack
         check_same_pack(process_group, path)
         pager_options["prefetch"] = False   # every layer comes by exchange or on demand
+        # The exchanges are built around what the GPU decodes (packed parts
+        # meet on the GPUs or in the host tier): no per-rank trial of raw
+        # copies, which would pin memory on every rank at once mid-run.
+        pager_options.setdefault("host_decode", False)
     homes = path_device = None
     if len(devices) > 1:
         homes, path_device = place(model, plan.layers, devices, device_map)
