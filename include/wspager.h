@@ -399,12 +399,14 @@ struct wsp_options {
  * (no host decode), and the GPU decodes them at each slot fill, so the link carries fewer bytes (added
  * in 0.2). */
 #define WSP_OPEN_HOST_DECODE 16u
-/* Who decodes is otherwise measured while running: with a GPU that decodes,
- * the pager times windows of acquires with packed layers, then with raw
- * copies of them decoded once on the host (in host-tier pages free at the
- * time), and keeps the faster (wsp_who_decodes; a notice gives the figures).  A step bound by the link keeps the GPU decoding; one bound by
- * compute, whose kernels the GPU's decode would delay, gets raw layers.
- * This flag skips the trial: the GPU decodes (added in 0.2). */
+/* Who decodes is otherwise measured while running: with a GPU that decodes
+ * and a host budget beyond the pack's raw size, the pager times windows of
+ * acquires with packed layers, then with raw copies of them decoded once
+ * on the host (in what the budget leaves beyond the pack), and keeps the
+ * faster (wsp_who_decodes; a notice gives the figures).  A step bound by
+ * the link keeps the GPU decoding; one bound by compute, whose kernels the
+ * GPU's decode would delay, gets raw layers.  This flag skips the trial:
+ * the GPU decodes (added in 0.2). */
 #define WSP_OPEN_GPU_DECODE 32u
 
 /* Fill `opt` with the defaults above. */

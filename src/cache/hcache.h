@@ -195,6 +195,8 @@ void hcache_put(struct hcache *hc, struct hcache_ref *ref);
 int hcache_add_raw(struct hcache *hc, uint32_t layer, struct wspi_err *err);
 void hcache_hand_raw(struct hcache *hc, int on);
 uint32_t hcache_raw_layers(struct hcache *hc);
+/* Bytes of raw copies the budget allows in all (0: none can be made). */
+uint64_t hcache_raw_room(const struct hcache *hc);
 void hcache_get_stats(struct hcache *hc, struct hcache_stats *out);
 void hcache_reset_stats(struct hcache *hc);
 

@@ -193,3 +193,8 @@ uint32_t hcache_raw_layers(struct hcache *hc)
 	pthread_mutex_unlock(&hc->lock);
 	return n;
 }
+
+uint64_t hcache_raw_room(const struct hcache *hc)
+{
+	return hc->raw_budget;   /* set at create, read-only after */
+}

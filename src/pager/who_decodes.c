@@ -29,7 +29,11 @@ void who_decodes_init(struct wsp_pager_s *pg)
 	/* Two passes of the layers read ahead: a training step's forward and
 	 * backward, or two inference passes (routed experts come on top). */
 	w->window = WSP_MAX(2ull * paged, 4);
-	int on = pg->sp.unpack && !(pg->opt.flags & WSP_OPEN_GPU_DECODE);
+	/* No trial where no copy could be made: a pack the host tier cannot
+	 * hold whole (its budget left nothing beyond the arena), which would
+	 * never give a steady window either. */
+	int on = pg->sp.unpack && !(pg->opt.flags & WSP_OPEN_GPU_DECODE) &&
+		 hcache_raw_room(pg->hc) > 0;
 	w->enabled = on;
 	__atomic_store_n(&w->on, on, __ATOMIC_RELAXED);
 	w->choice = on ? WSP_DECODE_TRYING : pg->sp.unpack ? WSP_DECODE_GPU : WSP_DECODE_HOST;

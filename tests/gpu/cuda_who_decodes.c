@@ -9,7 +9,8 @@
  * timing (bench/torch_train.py measures it where it matters).
  * wsp_reset_prediction starts it again, from packed layers.
  * WSP_OPEN_GPU_DECODE: GPU from the start, never raw bytes; HOST_DECODE:
- * host.  A host tier with no page to spare for a copy: GPU, saying so.
+ * host.  A budget the pack fills: no trial, the GPU; room for less than a
+ * copy: the trial makes none and keeps the GPU, saying so.
  * Skips (77) without a GPU. */
 #include <pthread.h>
 #include <string.h>
@@ -17,7 +18,6 @@
 
 #include "cuda_check.h"
 #include "pager_util.h"
-#include "pager/pager.h"
 
 #define LAYERS 4u
 
@@ -174,16 +174,18 @@ int main(void)
 	CHECK(who == WSP_DECODE_HOST || who == WSP_DECODE_GPU);
 	wsp_close(pg);
 
-	/* No page to spare for a copy. */
+	/* A budget the pack fills: no trial at all, the GPU from the start. */
 	n.text[0] = '\0';
-	pg = open_pager(m.pack, WSP_OPEN_GPU_DECODE, 64 << 20, &n);
-	pass(pg, pk);
-	struct hcache *hc = ((struct wsp_pager_s *)pg)->hc;
 	uint64_t pages = 0;
 	for (uint32_t l = 0; l < n_layers; l++)
-		pages += (hcache_layer_bytes(hc, l) + 4095) / 4096;
-	wsp_close(pg);
+		pages += (wsp_pack_layer(pk, l)->raw_bytes + 4095) / 4096;   /* the pack raw, in pages */
 	pg = open_pager(m.pack, 0, pages * 4096, &n);
+	CHECK_RC(wsp_who_decodes(pg), WSP_DECODE_GPU);
+	wsp_close(pg);
+	/* Room for less than one copy: the trial measures, makes none, and
+	 * keeps the GPU, saying why. */
+	pg = open_pager(m.pack, 0, (pages + 1) * 4096, &n);
+	CHECK_RC(wsp_who_decodes(pg), WSP_DECODE_TRYING);
 	pass(pg, pk);
 	passes = 0;
 	while (wsp_who_decodes(pg) == WSP_DECODE_TRYING && passes++ < 2000) {
@@ -191,7 +193,7 @@ int main(void)
 		if (passes > 30)
 			usleep(1000);
 	}
-	printf("a host tier with no page to spare: %s", n.text);
+	printf("room for less than one copy: %s", n.text);
 	CHECK_RC(wsp_who_decodes(pg), WSP_DECODE_GPU);
 	CHECK(strstr(n.text, "no raw copy could be made"));
 	wsp_close(pg);
