@@ -578,8 +578,9 @@ void wsp_reset_stats(wsp_pager *pg);
 
 /* Who decodes the packed layers (WSP_OPEN_GPU_DECODE says how it is
  * chosen): one of these, or -EINVAL (added in 0.2).  Thread-safe. */
-#define WSP_DECODE_GPU 1       /* the GPU, at each fill (or nothing is packed) */
-#define WSP_DECODE_HOST 2      /* the host: the link carries raw layers */
+#define WSP_DECODE_GPU 1       /* the GPU, at each fill */
+#define WSP_DECODE_HOST 2      /* the host: the link carries raw layers (also for
+                                  a pack with no exprans chunk) */
 #define WSP_DECODE_TRYING 3    /* being measured */
 #define WSP_DECODE_MIXED 4     /* several devices that chose differently */
 int wsp_who_decodes(wsp_pager *pg);
