@@ -4,8 +4,12 @@
 #define WSP_TESTS_GPU_CUDA_CHECK_H
 
 #include <cuda_runtime_api.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+
+#include "wspager.h"
 
 #define CU(call)                                                                       \
 	do {                                                                           \
@@ -27,6 +31,31 @@ static inline void t_need_gpu(void)
 			rc != cudaSuccess ? cudaGetErrorString(rc) : "count 0");
 		exit(77);
 	}
+}
+
+/* Whether a slot (view L of pack layer l, after stream s) holds exactly the
+ * pack's raw layer, padding included; a difference is reported on stderr
+ * with where it starts.  Exits when the pack cannot be read. */
+static inline int t_slot_matches(const struct wsp_layer *L, wsp_pack *pk, uint32_t l,
+				 cudaStream_t s)
+{
+	uint8_t *got = (uint8_t *)malloc(L->raw_bytes ? L->raw_bytes : 1);
+	uint8_t *want = (uint8_t *)malloc(L->raw_bytes ? L->raw_bytes : 1);
+	if (!got || !want || wsp_pack_read_layer(pk, l, want) < 0) {
+		fprintf(stderr, "layer %u: cannot read it from the pack\n", l);
+		exit(1);
+	}
+	CU(cudaMemcpyAsync(got, L->data, L->raw_bytes, cudaMemcpyDeviceToHost, s));
+	CU(cudaStreamSynchronize(s));
+	uint64_t i = 0;
+	while (i < L->raw_bytes && got[i] == want[i])
+		i++;
+	if (i < L->raw_bytes)
+		fprintf(stderr, "layer %u differs at byte %llu of %llu\n", l, (unsigned long long)i,
+			(unsigned long long)L->raw_bytes);
+	free(got);
+	free(want);
+	return i == L->raw_bytes;
 }
 
 #endif

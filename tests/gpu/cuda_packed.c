@@ -115,21 +115,8 @@ static struct wsp_stats sweep(const char *pack, wsp_pack *pk, unsigned flags, ui
 		for (uint32_t l = 0; l < LAYERS; l++) {
 			const struct wsp_layer *L;
 			CHECK_RC(wsp_acquire(pg, l, NULL, &L), 0);
-			uint8_t *got = malloc(L->raw_bytes), *want = malloc(L->raw_bytes);
-			CHECK(got && want);
-			CHECK(cudaMemcpy(got, L->data, L->raw_bytes, cudaMemcpyDeviceToHost) == cudaSuccess);
-			CHECK_RC(wsp_pack_read_layer(pk, l, want), 0);
-			if (memcmp(got, want, L->raw_bytes)) {
-				uint64_t i = 0;
-				while (got[i] == want[i])
-					i++;
-				fprintf(stderr, "layer %u differs at byte %llu of %llu\n", l,
-					(unsigned long long)i, (unsigned long long)L->raw_bytes);
-			}
-			CHECK(memcmp(got, want, L->raw_bytes) == 0);
+			CHECK(t_slot_matches(L, pk, l, NULL));
 			raw += L->raw_bytes;
-			free(got);
-			free(want);
 			CHECK_RC(wsp_release(pg, l, NULL), 0);
 		}
 	struct wsp_stats st;

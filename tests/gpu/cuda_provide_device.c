@@ -137,14 +137,7 @@ static void check_layer(wsp_pager *pg, wsp_pack *pk, uint32_t l, cudaStream_t s)
 {
 	const struct wsp_layer *L;
 	CHECK_RC(wsp_acquire(pg, l, s, &L), 0);
-	uint8_t *got = malloc(L->raw_bytes), *want = malloc(L->raw_bytes);
-	CHECK(got && want);
-	CU(cudaMemcpyAsync(got, L->data, L->raw_bytes, cudaMemcpyDeviceToHost, s));
-	CU(cudaStreamSynchronize(s));
-	CHECK_RC(wsp_pack_read_layer(pk, l, want), 0);
-	CHECK(memcmp(got, want, L->raw_bytes) == 0);
-	free(got);
-	free(want);
+	CHECK(t_slot_matches(L, pk, l, s));
 	CHECK_RC(wsp_release(pg, l, s), 0);
 }
 
