@@ -34,6 +34,9 @@ static int check_options(const struct wsp_options *o, struct wspi_err *err)
 		return WSP_ERR(err, -EINVAL, "unknown I/O backend %d", (int)o->io);
 	if (o->policy > WSP_POLICY_LRU)
 		return WSP_ERR(err, -EINVAL, "unknown eviction policy %d", (int)o->policy);
+	if ((o->flags & WSP_OPEN_HOST_DECODE) && (o->flags & WSP_OPEN_GPU_DECODE))
+		return WSP_ERR(err, -EINVAL, "WSP_OPEN_HOST_DECODE and WSP_OPEN_GPU_DECODE together: "
+			       "the host and the GPU cannot both decode every layer");
 	struct stat st;
 	if (o->overflow_dir && stat(o->overflow_dir, &st) < 0)
 		return WSP_ERR(err, -errno, "overflow_dir %s: %s", o->overflow_dir, strerror(errno));

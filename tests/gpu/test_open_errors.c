@@ -45,6 +45,9 @@ int main(void)
 	o.page_bytes = 1000;
 	expect(m.pack, &o, -EINVAL, "page_bytes");
 	t_host_options(&o, &m, 100, 3);
+	o.flags = WSP_OPEN_HOST_DECODE | WSP_OPEN_GPU_DECODE;   /* who decodes, both fixed */
+	expect(m.pack, &o, -EINVAL, "WSP_OPEN_GPU_DECODE");
+	t_host_options(&o, &m, 100, 3);
 	o.device = -7;
 	expect(m.pack, &o, WSP_ENODEVICE, "-7");
 
