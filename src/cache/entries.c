@@ -149,9 +149,7 @@ void hc_entries_fini(struct hcache *hc)
 			free(e->provided);
 			free(e->page_idx);
 			free(e->page_ptr);
-			uint64_t len;
-			uint8_t *buf = hc_raw_detach(hc, e, &len);
-			hc_raw_free(hc, buf, len);
+			hc_raw_drop(hc, e);
 			free(e->raw_ptr);
 		}
 	for (unsigned i = 0; i < HC_SPARES; i++)
@@ -174,9 +172,7 @@ static void release_pages(struct hcache *hc, struct hc_entry *e)
 	hc_pages_give(hc, e->page_idx, e->n_pages);
 	/* A raw copy goes with its entry (rare: only a tier short of room
 	 * evicts, and the trial makes copies only when all fits). */
-	uint64_t len;
-	uint8_t *buf = hc_raw_detach(hc, e, &len);
-	hc_raw_free(hc, buf, len);
+	hc_raw_drop(hc, e);
 	e->state = HC_ABSENT;
 }
 

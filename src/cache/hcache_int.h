@@ -186,6 +186,8 @@ void hc_entries_pages_ready(struct hcache *hc);
  * returns its buffer (its length in *len) for hc_raw_free, outside the lock. */
 uint8_t *hc_raw_detach(struct hcache *hc, struct hc_entry *e, uint64_t *len);
 void hc_raw_free(struct hcache *hc, uint8_t *buf, uint64_t len);
+/* Both at once, where the lock may stay held (an eviction, the teardown). */
+void hc_raw_drop(struct hcache *hc, struct hc_entry *e);
 
 
 /* Messages */

@@ -42,6 +42,13 @@ void hc_raw_free(struct hcache *hc, uint8_t *buf, uint64_t len)
 	munmap(buf, len);
 }
 
+void hc_raw_drop(struct hcache *hc, struct hc_entry *e)
+{
+	uint64_t len;
+	uint8_t *buf = hc_raw_detach(hc, e, &len);
+	hc_raw_free(hc, buf, len);
+}
+
 /* Bytes [at, at + len) of a page list into buf. */
 static void gather(const struct hcache *hc, void *const *pages, uint64_t at, uint8_t *buf,
 		   uint64_t len)
