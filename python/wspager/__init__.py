@@ -187,6 +187,9 @@ def _c_name(name: str, what: str) -> bytes:
     return name.encode()
 
 
+_U32, _U64 = 1 << 32, 1 << 64
+
+
 def _integer(name: str, value, bits: int = 32) -> int:
     """`value` as an unsigned integer of `bits` bits, or TypeError /
     ValueError: ctypes would silently wrap -1 or 2**32, and truncate 1.7."""
@@ -410,7 +413,15 @@ class AcquiredLayer(NoCopy):
         self.name, self._table = table.layer, table
         tensors = view.tensors
         self.addresses = tuple(tensors[i].data or 0 for i in range(len(table.infos)))
-        self.dtypes = dict(table.dtypes)
+        self._dtypes: Optional[Dict[str, str]] = None
+
+    @property
+    def dtypes(self) -> Dict[str, str]:
+        """Each view's real dtype by name: this acquire's own copy, made
+        when first asked for (not on the acquire's path)."""
+        if self._dtypes is None:
+            self._dtypes = dict(self._table.dtypes)
+        return self._dtypes
 
     def names(self) -> List[str]:
         """The tensors' short names, in pack order."""
@@ -462,7 +473,8 @@ class AcquiredLayer(NoCopy):
         once the pager is closed (closing released it)."""
         if self.released:
             return
-        s = self._stream if stream is None else _integer("stream", stream, 64)
+        s = (self._stream if stream is None else stream
+             if type(stream) is int and 0 <= stream < _U64 else _integer("stream", stream, 64))
         self.released = True
         try:
             self._pager._release_view(ctypes.addressof(self._view), s)
@@ -702,8 +714,11 @@ class Pager(_Closing):
         (a routed expert, hinted with :meth:`hint_next`): the predictor does
         not learn from it and it starts no read-ahead (wsp_acquire_flags)."""
         L = _c.lib()
-        idx = self._index(layer)
-        s = 0 if stream is None else _integer("stream", stream, 64)
+        # plain ints in range (wspager.torch's, on every layer visit) need
+        # none of the checks that make anything else a clear error
+        idx = layer if type(layer) is int and 0 <= layer < _U32 else self._index(layer)
+        s = (0 if stream is None else stream if type(stream) is int and 0 <= stream < _U64
+             else _integer("stream", stream, 64))
         view = ctypes.POINTER(_c.Layer)()
         if routed and timeout is not None:
             raise ValueError("acquire: routed and timeout cannot be combined")

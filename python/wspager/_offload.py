@@ -68,7 +68,7 @@ class Offload:
     def _stream(self, device: Optional[torch.device] = None) -> int:
         d = device if device is not None else self.device
         if d.type == "cuda":
-            return torch.cuda.current_stream(d).cuda_stream
+            return current_raw_stream(d)
         return 0
 
     def _view(self, g: Group, layer, name: str, dtype: torch.dtype, shape) -> torch.Tensor:
@@ -93,6 +93,17 @@ class Offload:
         g.views[key] = t
         return t
 
+    def slot_views(self, g: Group) -> List[torch.Tensor]:
+        """The views of held group `g`'s parameters over its slot, in the
+        pack's dtypes: made the first time the layer lands in that slot (an
+        acquire is on the forward's path), then reused."""
+        layer = g.layer
+        views = g.slot_views.get(layer.addresses)
+        if views is None:
+            views = g.slot_views[layer.addresses] = [
+                self._view(g, layer, name, dtype, shape) for _, name, dtype, shape in g.params]
+        return views
+
     def acquire(self, g: Group, routed: bool = False) -> None:
         g.depth += 1
         if g.depth > 1:
@@ -106,13 +117,7 @@ class Offload:
             g.depth -= 1   # nothing held: the release that follows has nothing to do
             raise
         g.layer = layer
-        # The views over a slot are made the first time the layer lands in
-        # it: an acquire is on the forward's path.
-        views = g.slot_views.get(layer.addresses)
-        if views is None:
-            views = g.slot_views[layer.addresses] = [
-                self._view(g, layer, name, dtype, shape) for _, name, dtype, shape in g.params]
-        for (p, _, _, _), ph, v in zip(g.params, g.placeholders, views):
+        for (p, _, _, _), ph, v in zip(g.params, g.placeholders, self.slot_views(g)):
             # a weight the model keeps in another dtype: cast on the device,
             # as transformers casts it at load
             p.data = v if v.dtype == ph.dtype else v.to(ph.dtype)
@@ -127,6 +132,18 @@ class Offload:
             p.data = ph
         layer, g.layer = g.layer, None
         layer.release(self._stream(self.where(g.index)[1]))
+
+
+# The current stream's cudaStream_t: torch's own query for it, which its
+# compiled kernels use, where this torch has it; else through a Stream
+# object (several times the cost, paid twice on each layer visit).
+_RAW_STREAM = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+
+
+def current_raw_stream(device: torch.device) -> int:
+    if _RAW_STREAM is not None:
+        return _RAW_STREAM(device.index)
+    return torch.cuda.current_stream(device).cuda_stream
 
 
 class _CudaBytes:

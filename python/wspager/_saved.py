@@ -54,6 +54,7 @@ class SavedWeights:
         # frozen layers held for the backward: index -> [group, unpacked
         # weights alive]; the callback at the backward's end is queued
         self.held: Dict[int, list] = {}
+        self.alive: Dict[weakref.ref, int] = {}   # unpacked frozen weights -> layer
         self.end_queued = False
         off.handles.append(model.register_forward_pre_hook(self._enter))
         off.handles.append(model.register_forward_hook(self._exit, always_call=True))
@@ -72,7 +73,9 @@ class SavedWeights:
             ctx.__exit__(None, None, None)
 
     def _pack(self, t: torch.Tensor):
-        base = t if t._base is None else t._base
+        base = t._base
+        if base is None:
+            base = t
         hit = self.by_param.get(id(base))
         if hit is None:
             return t
@@ -91,16 +94,22 @@ class SavedWeights:
             self.trainer.hold(g)
         else:
             self._hold_frozen(g)
-        _, name, dtype, shape = g.params[s.i]
-        v = self.off._view(g, g.layer, name, dtype, shape)
+        v = self.off.slot_views(g)[s.i]
         want = g.placeholders[s.i].dtype
         if v.dtype != want:     # a weight cast at each use is cast again
             v = v.to(want)
         out = v.as_strided(s.shape, s.stride, v.storage_offset() + s.offset)
         if not s.trained:
             self.held[g.index][1] += 1
-            weakref.finalize(out, self._dropped, g.index)
+            # told when autograd drops it (a weakref's callback: a third of
+            # what weakref.finalize costs, and this runs for every weight)
+            self.alive[weakref.ref(out, self._gone)] = g.index
         return out
+
+    def _gone(self, ref) -> None:
+        index = self.alive.pop(ref, None)
+        if index is not None:
+            self._dropped(index)
 
     def _hold_frozen(self, g) -> None:
         if not self.end_queued:
