@@ -23,6 +23,11 @@ resident step) / paged step, with whether compute was >= 1.2x the step's
 transfer (the condition under which that wait should be small; raise
 --batch to get there).
 
+With --lora --interleave, resident and paged steps take turns, both models
+on the GPU, and each pair's ratio is reported: the host's speed drifts by
+tens of percent between runs on a shared machine, more than the paged
+step's margin, and a pair of steps sees the same drift.
+
 With --profile DIR, one more step of each (resident, paged) runs under
 torch.profiler; their device timelines go to DIR as Chrome traces and are
 summarised (bench/cuda_timeline.py): where the compute stream sat idle,
@@ -213,6 +218,9 @@ def main():
     ap.add_argument("--host-cache", default="16G")
     ap.add_argument("--reps", type=int, default=3, help="timed paged steps (median)")
     ap.add_argument("--gpu-slots", type=int, default=4, help="the pager's GPU slots")
+    ap.add_argument("--gpu-packed", default=None, metavar="SIZE",
+                    help="with --lora: a GPU tier of packed layers of SIZE (wsp_options."
+                         "gpu_packed_bytes; default none)")
     ap.add_argument("--state-cache", default="24G",
                     help="the pager's memory for masters and optimizer state (step_in_backward)")
     ap.add_argument("--profile", metavar="DIR",
@@ -228,6 +236,10 @@ def main():
     ap.add_argument("--lora", action="store_true",
                     help="only LoRA fine-tuning (peft adapters over the frozen model), paged "
                          "against resident, whole steps")
+    ap.add_argument("--interleave", action="store_true",
+                    help="with --lora: resident and paged steps taking turns, both models on "
+                         "the GPU at once (the host's speed drifts between runs on a shared "
+                         "machine; pairs of steps see the same drift)")
     ap.add_argument("--fwd-bwd-only", action="store_true",
                     help="only the forward+backward figures (no optimizer steps)")
     ap.add_argument("--device-step-only", action="store_true",
@@ -387,13 +399,16 @@ def lora_steps(d, a, batches, ceil):
                 a.profile, f"lora-{profile}-b{a.batch}-{a.decode}.json")))
         return statistics.median(ts), ts, i
 
+    if a.interleave:
+        return lora_interleaved(d, a, batches, ceil, lora)
     ref = transformers.AutoModelForCausalLM.from_pretrained(d, dtype=torch.bfloat16).cuda()
     t_res, _, _ = timed(ref, a.reps, profile=a.profile and "resident")
     del ref
     torch.cuda.empty_cache()
     notices = []
+    extra = {"gpu_packed": a.gpu_packed} if a.gpu_packed else {}
     model = wt.from_pretrained(d, device="cuda", host_cache=a.host_cache, gpu_slots=a.gpu_slots,
-                               host_decode=a.host_decode, log=notices.append)
+                               host_decode=a.host_decode, log=notices.append, **extra)
     pg = model._wspager.pager
     # untimed steps: the first fills the host cache, then until the pager
     # has chosen who decodes
@@ -419,6 +434,60 @@ def lora_steps(d, a, batches, ceil):
           f"what {'compute' if t_res >= t_in else 'the link'} needs")
     if a.profile:   # where the compute stream sat idle, paged against resident
         print(cuda_timeline.report(summaries[1], summaries[0]))
+    wt.remove(model)
+
+
+def lora_interleaved(d, a, batches, ceil, lora):
+    """LoRA steps, resident and paged taking turns (both models on the
+    GPU): each pair's paged / resident ratio sees the same host speed.
+    Printed: both medians, the median of the pairs' ratios, and how long
+    the GPU waited beyond max(resident step, link time) by the median pair."""
+    import peft
+
+    def stepper(model):
+        model = peft.get_peft_model(model, peft.LoraConfig(**lora))
+        opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=1e-4)
+
+        def step(i):
+            ids = batches[i % len(batches)]
+            torch.cuda.synchronize()
+            t0 = time.perf_counter()
+            model(input_ids=ids, labels=ids).loss.backward()
+            opt.step()
+            opt.zero_grad()
+            torch.cuda.synchronize()
+            return time.perf_counter() - t0
+        return step
+
+    ref = stepper(transformers.AutoModelForCausalLM.from_pretrained(
+        d, dtype=torch.bfloat16).cuda())
+    extra = {"gpu_packed": a.gpu_packed} if a.gpu_packed else {}
+    model = wt.from_pretrained(d, device="cuda", host_cache=a.host_cache, gpu_slots=a.gpu_slots,
+                               host_decode=a.host_decode, **extra)
+    pg = model._wspager.pager
+    pag = stepper(model)
+    ref(0)
+    i = 0
+    while i < 2 or (pg.who_decodes() == "trying" and i < 200):
+        pag(i)
+        i += 1
+    pg.reset_stats()
+    pairs = [(pag(k), ref(k)) for k in range(a.reps)]
+    h2d = pg.stats()["bytes_h2d"] / a.reps
+    t_in = h2d / ceil["h2d"] / 1e9
+    t_pag = statistics.median(p for p, _ in pairs)
+    t_res = statistics.median(r for _, r in pairs)
+    ratios = sorted(p / r for p, r in pairs)
+    waits = sorted((p - max(r, t_in)) / p for p, r in pairs)
+    print(f"LoRA r=16 on q,k,v,o, {a.batch}x{a.seq} tokens, whole steps taking turns "
+          f"({a.reps} pairs, decode: {pg.who_decodes()}, {a.gpu_slots} slots"
+          f"{', GPU tier ' + a.gpu_packed if a.gpu_packed else ''}): resident "
+          f"{t_res * 1e3:.1f} ms, paged {t_pag * 1e3:.1f} ms; paged / resident by pair: median "
+          f"{statistics.median(ratios):.2f}x ({ratios[0]:.2f}-{ratios[-1]:.2f})")
+    print(f"  weights in {h2d / 1e9:.2f} GB a step ({t_in * 1e3:.1f} ms at the link); the GPU "
+          f"waited beyond max(resident step, link time), by pair: median "
+          f"{statistics.median(waits) * 100:.1f}% ({waits[0] * 100:.1f}% to "
+          f"{waits[-1] * 100:.1f}%)")
     wt.remove(model)
 
 
