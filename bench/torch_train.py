@@ -357,34 +357,41 @@ def main():
     device_step(d, a, batches, ceil, t_pag, n)
 
 
+def lora_stepper(model, batches):
+    """peft's LoRA (r=16 on q, k, v, o) over `model` and AdamW over the
+    adapters: the peft model, the optimizer, and step(i): the seconds of a
+    whole step (forward, backward, AdamW, zero_grad) on batch i."""
+    import peft
+    model = peft.get_peft_model(model, peft.LoraConfig(
+        r=16, lora_alpha=32, lora_dropout=0.0,
+        target_modules=["q_proj", "k_proj", "v_proj", "o_proj"]))
+    opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=1e-4)
+
+    def step(i):
+        ids = batches[i % len(batches)]
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        model(input_ids=ids, labels=ids).loss.backward()
+        opt.step()
+        opt.zero_grad()
+        torch.cuda.synchronize()
+        return time.perf_counter() - t0
+    return model, opt, step
+
+
 def lora_steps(d, a, batches, ceil):
     """LoRA (r=16 on q, k, v, o) over the frozen model, whole steps (forward,
     backward, AdamW over the adapters, zero_grad): resident against paged.
     The paged step's link-bound time is the weights it brings in (forward
     and backward each acquire every layer; no gradient leaves: the base is
     frozen)."""
-    import peft
-    lora = dict(r=16, lora_alpha=32, lora_dropout=0.0,
-                target_modules=["q_proj", "k_proj", "v_proj", "o_proj"])
-
     summaries = []
 
     def timed(model, reps, warm=1, before_timed=None, warming=lambda: False, most=200,
               profile=None, after_timed=None):
         """Median seconds of a whole step, after `warm` untimed steps and
         then more while `warming()` says so (at most `most`)."""
-        model = peft.get_peft_model(model, peft.LoraConfig(**lora))
-        opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=1e-4)
-
-        def step(i):
-            ids = batches[i % len(batches)]
-            torch.cuda.synchronize()
-            t0 = time.perf_counter()
-            model(input_ids=ids, labels=ids).loss.backward()
-            opt.step()
-            opt.zero_grad()
-            torch.cuda.synchronize()
-            return time.perf_counter() - t0
+        model, opt, step = lora_stepper(model, batches)
         i = 0
         while i < warm or (warming() and i < warm + most):
             step(i)
@@ -400,7 +407,7 @@ def lora_steps(d, a, batches, ceil):
         return statistics.median(ts), ts, i
 
     if a.interleave:
-        return lora_interleaved(d, a, batches, ceil, lora)
+        return lora_interleaved(d, a, batches, ceil)
     ref = transformers.AutoModelForCausalLM.from_pretrained(d, dtype=torch.bfloat16).cuda()
     t_res, _, _ = timed(ref, a.reps, profile=a.profile and "resident")
     del ref
@@ -437,35 +444,18 @@ def lora_steps(d, a, batches, ceil):
     wt.remove(model)
 
 
-def lora_interleaved(d, a, batches, ceil, lora):
+def lora_interleaved(d, a, batches, ceil):
     """LoRA steps, resident and paged taking turns (both models on the
     GPU): each pair's paged / resident ratio sees the same host speed.
     Printed: both medians, the median of the pairs' ratios, and how long
     the GPU waited beyond max(resident step, link time) by the median pair."""
-    import peft
-
-    def stepper(model):
-        model = peft.get_peft_model(model, peft.LoraConfig(**lora))
-        opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=1e-4)
-
-        def step(i):
-            ids = batches[i % len(batches)]
-            torch.cuda.synchronize()
-            t0 = time.perf_counter()
-            model(input_ids=ids, labels=ids).loss.backward()
-            opt.step()
-            opt.zero_grad()
-            torch.cuda.synchronize()
-            return time.perf_counter() - t0
-        return step
-
-    ref = stepper(transformers.AutoModelForCausalLM.from_pretrained(
-        d, dtype=torch.bfloat16).cuda())
+    _, _, ref = lora_stepper(transformers.AutoModelForCausalLM.from_pretrained(
+        d, dtype=torch.bfloat16).cuda(), batches)
     extra = {"gpu_packed": a.gpu_packed} if a.gpu_packed else {}
     model = wt.from_pretrained(d, device="cuda", host_cache=a.host_cache, gpu_slots=a.gpu_slots,
                                host_decode=a.host_decode, **extra)
     pg = model._wspager.pager
-    pag = stepper(model)
+    _, _, pag = lora_stepper(model, batches)
     ref(0)
     i = 0
     while i < 2 or (pg.who_decodes() == "trying" and i < 200):
