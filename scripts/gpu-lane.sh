@@ -408,7 +408,8 @@ lane_python() {
 lane_py_families() {
 	step py-families-cuda 300 "${py_env[@]}" sh -c '. "$top_srcdir/tests/python/lib.sh"; "$PY" "$HERE/test_families.py" cuda'
 	step py-families-cpu 300 "${py_env[@]}" sh "$top/tests/python/torch_families.sh"
-	for f in py-families-cuda py-families-cpu; do
+	step py-frozen-cuda 300 "${py_env[@]}" sh -c '. "$top_srcdir/tests/python/lib.sh"; "$PY" "$HERE/test_frozen.py" cuda'
+	for f in py-families-cuda py-families-cpu py-frozen-cuda; do
 		echo "== $f"; grep -E 'torch|FAIL|Error|failures' "$out/$f.log"
 	done
 }

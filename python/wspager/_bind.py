@@ -3,7 +3,7 @@ device, each paged parameter becomes a placeholder of its group, and each
 module whose forward uses a group gets a :class:`PagedModuleHook`."""
 from __future__ import annotations
 
-from typing import Dict, List, Tuple
+from typing import Dict, List, Optional, Tuple
 
 import torch
 
@@ -26,11 +26,17 @@ def param_owners(model: torch.nn.Module) -> Dict[int, List[Tuple[str, torch.nn.M
     return out
 
 
-def replace(owners, p: torch.nn.Parameter, data: torch.Tensor) -> torch.nn.Parameter:
+def replace(owners, p: torch.nn.Parameter, data: torch.Tensor,
+            requires_grad: Optional[bool] = None) -> torch.nn.Parameter:
     """A new Parameter over `data` in place of `p` in every module holding
     it (tied weights stay tied).  Assigning .data cannot take a meta
-    parameter to another device; a new Parameter can."""
-    new = torch.nn.Parameter(data, requires_grad=False)
+    parameter to another device; a new Parameter can.  It keeps `p`'s
+    requires_grad unless told (torch.matmul picks its algorithm by a
+    weight's requires_grad, even under no_grad: the flag is part of running
+    the model exactly as transformers does)."""
+    if requires_grad is None:
+        requires_grad = p.requires_grad and data.is_floating_point()
+    new = torch.nn.Parameter(data, requires_grad=requires_grad)
     for _, m, attr in owners.get(id(p), []):
         m._parameters[attr] = new
     return new

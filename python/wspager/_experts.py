@@ -84,7 +84,7 @@ def bind(off, x: Experts, names, owners, replace, new_group, placeholder) -> Non
     dev = off.device_for(x.path)
     for attr in x.targets:
         p = m._parameters[attr]
-        replace(owners, p, placeholder(tuple(p.shape), p.dtype, dev))
+        replace(owners, p, placeholder(tuple(p.shape), p.dtype, dev), requires_grad=False)
     groups = {}
     x.slot = {}    # (expert, attribute, source pattern) -> (group, index in it)
     x.checked = set()   # attributes whose differentiable stacking was checked

@@ -26,6 +26,7 @@ class Group:
         # the tensors' addresses in a slot -> the views of params there
         self.slot_views: Dict[Tuple[int, ...], List[torch.Tensor]] = {}
         self.placeholders: List[torch.Tensor] = []
+        self.frozen: List[torch.nn.Parameter] = []   # made frozen for this use (acquire)
 
 
 class Offload:
@@ -121,6 +122,13 @@ class Offload:
             # a weight the model keeps in another dtype: cast on the device,
             # as transformers casts it at load
             p.data = v if v.dtype == ph.dtype else v.to(ph.dtype)
+        if self.trainer is None and torch.is_grad_enabled():
+            # Without train=True paged weights take no gradient (there is
+            # nowhere to keep it): frozen while a forward records, their
+            # requires_grad (transformers') given back at the release.
+            g.frozen = [p for p, _, _, _ in g.params if p.requires_grad]
+            for p in g.frozen:
+                p.requires_grad_(False)
 
     def release(self, g: Group) -> None:
         if g.depth == 0:   # its acquire failed (the forward raises that)
@@ -130,6 +138,9 @@ class Offload:
             return
         for (p, _, _, _), ph in zip(g.params, g.placeholders):
             p.data = ph
+        for p in g.frozen:
+            p.requires_grad_(True)
+        g.frozen = []
         layer, g.layer = g.layer, None
         layer.release(self._stream(self.where(g.index)[1]))
 

@@ -26,11 +26,13 @@ forward raises (see :mod:`wspager._weights`).  Autograd keeps handles in
 place of paged weights, and the backward re-acquires a layer while it
 needs its weights (see :mod:`wspager._saved`): gradients reach the inputs
 of paged modules, so adapters (peft's LoRA) or heads around a frozen paged
-model train as ordinary parameters.  Offloaded parameters have
-``requires_grad=False``, unless the model is offloaded with
-``train=True``: then gradients of the paged weights themselves leave
-through the pager's write-back path (see :mod:`wspager._train`,
-:func:`grads`).
+model train as ordinary parameters.  Parameters keep the ``requires_grad``
+transformers gave them (torch.matmul picks its algorithm by a weight's
+flag, even under ``no_grad``), but paged weights take no gradient unless
+the model is offloaded with ``train=True``: without it they are frozen
+while a forward records, and get their flag back after; with it their
+gradients leave through the pager's write-back path (see
+:mod:`wspager._train`, :func:`grads`).
 """
 from __future__ import annotations
 

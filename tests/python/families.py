@@ -69,12 +69,18 @@ FAMILIES = {
     "bert": lambda: tf.BertConfig(vocab_size=V, hidden_size=H, num_hidden_layers=L,
                                   num_attention_heads=HEADS, intermediate_size=2 * H,
                                   max_position_embeddings=64),
+    # its attention multiplies a weight by a batch of inputs (torch.matmul
+    # picks its algorithm by the weight's requires_grad)
+    "longformer": lambda: tf.LongformerConfig(vocab_size=V, hidden_size=H, num_hidden_layers=L,
+                                              num_attention_heads=HEADS, intermediate_size=2 * H,
+                                              max_position_embeddings=64, attention_window=8,
+                                              pad_token_id=0),
     "vit": lambda: tf.ViTConfig(hidden_size=H, num_hidden_layers=L, num_attention_heads=HEADS,
                                 intermediate_size=2 * H, image_size=16, patch_size=4),
 }
 
 SEQ2SEQ = {"t5", "bart", "whisper"}
-ENCODERS = {"bert", "vit"}
+ENCODERS = {"bert", "longformer", "vit"}
 
 
 def auto_class(family):
