@@ -79,6 +79,25 @@ FAMILIES = {
                                 intermediate_size=2 * H, image_size=16, patch_size=4),
 }
 
+# Families whose layers differ from the above in kind: a sliding-window
+# text Gemma, experts with attention sinks, a state-space model, short
+# convolutions beside attention, linear attention beside experts.  Only
+# where the installed transformers has them (a release may predate one).
+NEWER = {
+    "gemma3_text": ("Gemma3TextConfig", lambda c: _decoder(c, head_dim=8, sliding_window=16)),
+    "gpt_oss": ("GptOssConfig", lambda c: _moe(c, head_dim=8, num_local_experts=8,
+                                               num_experts_per_tok=2, sliding_window=16)),
+    "mamba": ("MambaConfig", lambda c: c(vocab_size=V, hidden_size=H, num_hidden_layers=L,
+                                         state_size=8, expand=2, time_step_rank=4, conv_kernel=4)),
+    "lfm2": ("Lfm2Config", lambda c: _decoder(c, layer_types=["conv", "full_attention"])),
+    "minimax": ("MiniMaxConfig", lambda c: _moe(c, head_dim=8, num_local_experts=8,
+                                                num_experts_per_tok=2)),
+}
+for _family, (_cls, _make) in NEWER.items():
+    if hasattr(tf, _cls):
+        FAMILIES[_family] = lambda c=getattr(tf, _cls), m=_make: m(c)
+MISSING = sorted(f for f, (c, _) in NEWER.items() if not hasattr(tf, c))
+
 SEQ2SEQ = {"t5", "bart", "whisper"}
 ENCODERS = {"bert", "longformer", "vit"}
 

@@ -28,7 +28,7 @@ from safetensors.torch import load_file
 
 import wspager.torch as wt
 from checks import check, finish
-from families import FAMILIES, ENCODERS, auto_class, inputs
+from families import FAMILIES, ENCODERS, MISSING, auto_class, inputs
 
 T = os.environ["WSP_TEST_TMP"]
 device = sys.argv[1] if len(sys.argv) > 1 else "cpu"
@@ -38,6 +38,8 @@ if device == "cuda" and not torch.cuda.is_available():
 only = sys.argv[2].split(",") if len(sys.argv) > 2 and sys.argv[2] else list(FAMILIES)
 transformers.logging.set_verbosity_error()
 print(f"torch {torch.__version__}, transformers {transformers.__version__}, device {device}")
+if MISSING:
+    print(f"not in this transformers, not checked: {', '.join(MISSING)}")
 
 
 def output(o):
