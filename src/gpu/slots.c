@@ -202,8 +202,9 @@ int slots_forget(struct slot_pool *sp, uint32_t layer)
 
 /* A fill of `layer` starting: it must fit the slot; its timing events
  * taken, the slot emptied, and queue q (the one that writes the slot
- * first: the copy queue, or a decode queue for a fill from device memory)
- * ordered after every release of the slot and its previous fill. */
+ * first: the copy queue, or a decode queue for a packed fill) ordered after
+ * every release of the slot and its previous fill; the fill's start is
+ * timed from there. */
 static int fill_begin(struct slot_pool *sp, struct slot *s, const struct wsp_pack_s *pk,
 		      uint32_t layer, int q, struct pending_put *pp, struct wspi_err *err)
 {
@@ -298,7 +299,14 @@ int slots_fill(struct slot_pool *sp, struct slot *s, const struct wsp_pack_s *pk
 	if (ref->packed && !sp->unpack)
 		return WSP_ERR(err, WSP_ESTATE, "layer %u is packed but the device cannot decode it",
 			       layer);
-	if ((rc = fill_begin(sp, s, pk, layer, DEV_Q_COPY, &pp, err)) < 0 ||
+	/* A packed layer's bytes cross into a staging buffer (or the GPU tier),
+	 * never into the slot; only its decode writes the slot.  So only the
+	 * decode queue waits for the slot's releases, and the copy over the
+	 * link runs while the slot's last layer may still be in use: at a
+	 * pass's turn, when every slot holds a layer needed sooner, the link
+	 * would otherwise sit idle until the GPU let one go. */
+	int q = ref->packed ? unpacker_device_queue(sp->unpack) : DEV_Q_COPY;
+	if ((rc = fill_begin(sp, s, pk, layer, q, &pp, err)) < 0 ||
 	    (rc = ref->packed ? unpacker_fill(sp->unpack, s->base, ref, &pp.bytes, &pp.queue, err)
 			      : copy_ref_pages(d, s->base, ref, ref->raw_bytes, err)) < 0 ||
 	    (rc = fill_end(sp, s, pk, layer, &pp, prefetch, err)) < 0)

@@ -44,8 +44,10 @@ int unpacker_pinned(const struct unpacker *u);
  * packed `ref`: the slot's bytes are complete at the point of decode queue
  * *queue right after this returns; the pages are read until that point
  * too.  *copied: the bytes it sends over the link (0 when the
- * GPU tier holds the layer).  The copy queue must already be ordered after whatever
- * may still read the slot. */
+ * GPU tier holds the layer).  The copy goes to a staging buffer or the GPU
+ * tier, never the slot: the decode queue it uses, unpacker_device_queue(),
+ * must already be ordered after whatever may still read the slot; the copy
+ * queue need not be. */
 int unpacker_fill(struct unpacker *u, void *slot, const struct hcache_ref *ref,
 		  uint64_t *copied, int *queue, struct wspi_err *err);
 /* Whether a slot can be filled with `layer` from its packed form in device
@@ -53,7 +55,7 @@ int unpacker_fill(struct unpacker *u, void *slot, const struct hcache_ref *ref,
 int unpacker_fills_from_device(const struct unpacker *u, uint32_t layer);
 /* The size of `layer`'s packed form (when the unpacker exists). */
 uint64_t unpacker_packed_bytes(const struct unpacker *u, uint32_t layer);
-/* The decode queue the next unpacker_fill_device decodes on.  The caller
+/* The decode queue the next unpacker_fill or unpacker_fill_device decodes on.  The caller
  * orders that queue after the packed bytes and after whatever may still
  * read the slot: not the copy queue, whose waits would sit behind the
  * copies of other streams (a stream of host->device copies, such as the
