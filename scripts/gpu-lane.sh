@@ -336,12 +336,14 @@ run() {
 		# who decodes (wsp_who_decodes): the pager's own choice against
 		# each fixed one, on LoRA over the paged model (no gradient of
 		# the base leaves: the link carries weights only), link-bound
-		# (batch 4) and compute-bound (WSP_LANE_DECODE_BATCH, 16)
+		# (batch 4) and compute-bound (WSP_LANE_DECODE_BATCH, 16); the
+		# resident and paged steps taking turns, as the host's speed
+		# drifts between runs here
 		local heavy=${WSP_LANE_DECODE_BATCH:-16}
 		for b in 4 $heavy; do
 			for d in auto gpu host; do
 				step bench-decode-b$b-$d 300 "${py_env[@]}" python3 "$top/bench/torch_train.py" \
-					--dir "$work/train" --batch $b --reps 5 --lora --decode $d
+					--dir "$work/train" --batch $b --reps 9 --lora --interleave --decode $d
 			done
 		done
 		for b in 4 $heavy; do
