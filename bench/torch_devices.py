@@ -176,6 +176,15 @@ def main():
                     break
                 last = now
                 time.sleep(1.0)
+            # who decodes is measured while running (wsp_who_decodes): forwards
+            # until every pager has chosen, so that no timed pass is a trial's
+            n = 0
+            while any(pg.who_decodes() == "trying" for pg in pagers) and n < 200:
+                out = model(ids).logits
+                n += 1
+            torch.cuda.synchronize(0)
+            torch.cuda.synchronize(1)
+            decoders = "/".join(pg.who_decodes() for pg in pagers)
             s0 = [pg.stats() for pg in pagers]
             times = []
             for _ in range(a.reps):
@@ -208,7 +217,8 @@ def main():
         rows[name] = gbps
         slots = "+".join(str(st["gpu_slots"]) for st in s1)
         ms = statistics.median(times) / a.passes * 1e3
-        log(f"{name:9s} {gbps:7.1f} GB/s of raw weights ({ms:.1f} ms a forward, {slots} slots); "
+        log(f"{name:9s} {gbps:7.1f} GB/s of raw weights ({ms:.1f} ms a forward, {slots} slots, "
+            f"decoded by: {decoders}); "
             f"over the links {h2d_fwd / 1e9:.2f} GB a forward "
             f"({h2d_fwd / weight_bytes:.3f} of the raw weights); {hits} of {acq} acquires "
             f"found their layer in a slot already (prefetched)")
