@@ -177,13 +177,15 @@ def main():
                 last = now
                 time.sleep(1.0)
             # who decodes is measured while running (wsp_who_decodes): forwards
-            # until every pager has chosen, so that no timed pass is a trial's
+            # until every pager has chosen, so that no timed pass is a trial's;
+            # each waited for, as a generating loop does (else the host issues
+            # 200 forwards before the trial's copies are even made)
             n = 0
             while any(pg.who_decodes() == "trying" for pg in pagers) and n < 200:
                 out = model(ids).logits
+                torch.cuda.synchronize(0)
+                torch.cuda.synchronize(1)
                 n += 1
-            torch.cuda.synchronize(0)
-            torch.cuda.synchronize(1)
             decoders = "/".join(pg.who_decodes() for pg in pagers)
             s0 = [pg.stats() for pg in pagers]
             times = []
