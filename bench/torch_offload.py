@@ -281,6 +281,7 @@ def main():
         n = 0    # then the pager chooses who decodes, measuring forwards
         while m._wspager.pager.who_decodes() == "trying" and n < 200:
             m(ids)
+            torch.cuda.synchronize()   # as a generating loop waits for each token
             n += 1
     run("wspager-warm", m, note=f"host cache {a.warm_cache}; {m._wspager.pager.who_decodes()} "
         f"decodes (chosen in {n} forwards)")
