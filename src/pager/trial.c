@@ -35,6 +35,14 @@ static int measured(struct trial *t, int form, uint64_t ns, int steady)
 
 enum trial_action trial_window(struct trial *t, uint64_t ns, int steady)
 {
+	if (t->phase == TRIAL_PACKED || t->phase == TRIAL_RAW) {
+		t->unsteady = steady ? 0 : t->unsteady + 1;
+		if (t->unsteady == TRIAL_GIVE_UP) {
+			t->phase = TRIAL_DONE;
+			t->gave_up = 1;
+			return TRIAL_KEEP_GPU;
+		}
+	}
 	switch (t->phase) {
 	case TRIAL_PACKED:
 		if (!measured(t, 0, ns, steady))
@@ -64,5 +72,6 @@ enum trial_action trial_copies_made(struct trial *t, uint32_t made)
 	}
 	t->phase = TRIAL_RAW;
 	t->skipped = 0;
+	t->unsteady = 0;
 	return TRIAL_HAND_RAW;
 }

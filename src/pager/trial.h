@@ -23,6 +23,11 @@
 /* Raw copies are kept only when they are this much faster: a tie keeps
  * the packed form, which takes less memory (per mille). */
 #define TRIAL_MARGIN_PERMILLE 20u
+/* Unsteady windows in a row after which the trial gives up and the GPU
+ * decodes: layers that keep being read from disk (routed experts still
+ * arriving, copies that crowd the tier) would otherwise keep it trying,
+ * and any copies made, for good. */
+#define TRIAL_GIVE_UP 16u
 
 enum trial_phase {
 	TRIAL_PACKED,    /* measuring with packed layers */
@@ -42,6 +47,8 @@ enum trial_action {
 struct trial {
 	enum trial_phase phase;
 	unsigned skipped;               /* warm-up windows passed in this phase */
+	unsigned unsteady;              /* unsteady windows in a row */
+	int gave_up;                    /* done for TRIAL_GIVE_UP of them */
 	unsigned n[2];                  /* windows measured: packed, raw */
 	uint64_t ns[2][TRIAL_WINDOWS];
 	uint64_t packed_ns, raw_ns;     /* the medians compared (0: not yet) */

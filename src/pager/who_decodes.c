@@ -152,8 +152,13 @@ static void act(struct wsp_pager_s *pg, enum trial_action a, unsigned gen)
 			w->choice = w->verdict;
 		pthread_cond_broadcast(&w->wake);
 		uint64_t p = w->t.packed_ns, r = w->t.raw_ns;
+		int gave_up = w->t.gave_up;
 		pthread_mutex_unlock(&pg->lock);
-		if (r)
+		if (gave_up)
+			snprintf(msg, sizeof(msg), "who decodes: %u windows of %" PRIu64 " acquires "
+				 "in a row read layers from disk, none steady enough to time: the "
+				 "GPU decodes", TRIAL_GIVE_UP, w->window);
+		else if (r)
 			snprintf(msg, sizeof(msg), "who decodes: %" PRIu64 " acquires took %.1f ms "
 				 "with packed layers (the GPU decoding) and %.1f ms with raw ones "
 				 "(decoded on the host; median of %u windows each): the %s decodes "

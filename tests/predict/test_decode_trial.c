@@ -2,7 +2,8 @@
  * one warm-up window, only steady ones count, the medians are compared, and
  * the raw copies are kept only when they are more than the margin faster.
  * Raw copies are asked for once the packed windows are in, handed out once
- * made; none made keeps the GPU decoding; after the choice nothing more
+ * made; none made keeps the GPU decoding; windows that never become
+ * steady make it give up for the GPU; after the choice nothing more
  * happens. */
 #include "testlib.h"
 #include "pager/trial.h"
@@ -63,6 +64,26 @@ int main(void)
 	packed_phase(&t, packed);
 	CHECK(trial_copies_made(&t, 0) == TRIAL_KEEP_GPU && t.phase == TRIAL_DONE);
 	CHECK(trial_window(&t, 1, 1) == TRIAL_NONE);
+	/* Windows that never become steady: after TRIAL_GIVE_UP in a row the
+	 * GPU decodes, in either phase; a steady window starts the count
+	 * again, and the switch to raw copies does too. */
+	trial_init(&t);
+	for (unsigned i = 0; i + 1 < TRIAL_GIVE_UP; i++)
+		CHECK(trial_window(&t, 1, 0) == TRIAL_NONE);
+	CHECK(trial_window(&t, 1, 1) == TRIAL_NONE);     /* steady: the count restarts */
+	for (unsigned i = 0; i + 1 < TRIAL_GIVE_UP; i++)
+		CHECK(trial_window(&t, 1, 0) == TRIAL_NONE);
+	CHECK(!t.gave_up && t.phase == TRIAL_PACKED);
+	CHECK(trial_window(&t, 1, 0) == TRIAL_KEEP_GPU && t.gave_up && t.phase == TRIAL_DONE);
+	CHECK(trial_window(&t, 1, 0) == TRIAL_NONE);     /* final */
+	trial_init(&t);
+	packed_phase(&t, packed);
+	for (unsigned i = 0; i < 2 * TRIAL_GIVE_UP; i++)   /* making: no windows count */
+		CHECK(trial_window(&t, 1, 0) == TRIAL_NONE);
+	CHECK(trial_copies_made(&t, 5) == TRIAL_HAND_RAW && t.phase == TRIAL_RAW);
+	for (unsigned i = 0; i + 1 < TRIAL_GIVE_UP; i++)
+		CHECK(trial_window(&t, 1, 0) == TRIAL_NONE);
+	CHECK(trial_window(&t, 1, 0) == TRIAL_KEEP_GPU && t.gave_up && t.phase == TRIAL_DONE);
 	printf("decode trial: choices as expected\n");
 	return 0;
 }
