@@ -187,12 +187,11 @@ def _c_name(name: str, what: str) -> bytes:
     return name.encode()
 
 
-_U32, _U64 = 1 << 32, 1 << 64
-
-
 def _integer(name: str, value, bits: int = 32) -> int:
     """`value` as an unsigned integer of `bits` bits, or TypeError /
     ValueError: ctypes would silently wrap -1 or 2**32, and truncate 1.7."""
+    if type(value) is int and 0 <= value < 1 << bits:
+        return value   # the common case first: every layer visit passes a stream
     if isinstance(value, bool):
         raise TypeError(f"{name} must be an integer, not bool")
     try:
@@ -473,8 +472,7 @@ class AcquiredLayer(NoCopy):
         once the pager is closed (closing released it)."""
         if self.released:
             return
-        s = (self._stream if stream is None else stream
-             if type(stream) is int and 0 <= stream < _U64 else _integer("stream", stream, 64))
+        s = self._stream if stream is None else _integer("stream", stream, 64)
         self.released = True
         try:
             self._pager._release_view(ctypes.addressof(self._view), s)
@@ -677,6 +675,8 @@ class Pager(_Closing):
         TypeError.  An index the library's uint32_t cannot hold raises
         WspError (WSP_ENOTFOUND) here, as the library would for any index
         out of range: ctypes would wrap 2**32 to layer 0."""
+        if type(layer) is int and 0 <= layer < 1 << 32:
+            return layer   # the common case first: every layer visit passes one
         if isinstance(layer, str):
             return self.pack.layer(layer).index
         if isinstance(layer, bool):
@@ -714,11 +714,8 @@ class Pager(_Closing):
         (a routed expert, hinted with :meth:`hint_next`): the predictor does
         not learn from it and it starts no read-ahead (wsp_acquire_flags)."""
         L = _c.lib()
-        # plain ints in range (wspager.torch's, on every layer visit) need
-        # none of the checks that make anything else a clear error
-        idx = layer if type(layer) is int and 0 <= layer < _U32 else self._index(layer)
-        s = (0 if stream is None else stream if type(stream) is int and 0 <= stream < _U64
-             else _integer("stream", stream, 64))
+        idx = self._index(layer)
+        s = 0 if stream is None else _integer("stream", stream, 64)
         view = ctypes.POINTER(_c.Layer)()
         if routed and timeout is not None:
             raise ValueError("acquire: routed and timeout cannot be combined")
