@@ -357,6 +357,15 @@ def main():
     device_step(d, a, batches, ceil, t_pag, n)
 
 
+def lora_pager(a) -> dict:
+    """from_pretrained's arguments for the paged LoRA base, as the options say."""
+    kw = dict(device="cuda", host_cache=a.host_cache, gpu_slots=a.gpu_slots,
+              host_decode=a.host_decode)
+    if a.gpu_packed:
+        kw["gpu_packed"] = a.gpu_packed
+    return kw
+
+
 def lora_stepper(model, batches):
     """peft's LoRA (r=16 on q, k, v, o) over `model` and AdamW over the
     adapters: the peft model, the optimizer, and step(i): the seconds of a
@@ -413,9 +422,7 @@ def lora_steps(d, a, batches, ceil):
     del ref
     torch.cuda.empty_cache()
     notices = []
-    extra = {"gpu_packed": a.gpu_packed} if a.gpu_packed else {}
-    model = wt.from_pretrained(d, device="cuda", host_cache=a.host_cache, gpu_slots=a.gpu_slots,
-                               host_decode=a.host_decode, log=notices.append, **extra)
+    model = wt.from_pretrained(d, **lora_pager(a), log=notices.append)
     pg = model._wspager.pager
     # untimed steps: the first fills the host cache, then until the pager
     # has chosen who decodes
@@ -451,9 +458,7 @@ def lora_interleaved(d, a, batches, ceil):
     the GPU waited beyond max(resident step, link time) by the median pair."""
     _, _, ref = lora_stepper(transformers.AutoModelForCausalLM.from_pretrained(
         d, dtype=torch.bfloat16).cuda(), batches)
-    extra = {"gpu_packed": a.gpu_packed} if a.gpu_packed else {}
-    model = wt.from_pretrained(d, device="cuda", host_cache=a.host_cache, gpu_slots=a.gpu_slots,
-                               host_decode=a.host_decode, **extra)
+    model = wt.from_pretrained(d, **lora_pager(a))
     pg = model._wspager.pager
     _, _, pag = lora_stepper(model, batches)
     ref(0)
