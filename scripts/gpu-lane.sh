@@ -33,9 +33,9 @@
 #                               a machine with two), run-devices
 #                               (`wspager run --devices 0,1` against one
 #                               GPU; a machine with two), dist (data
-#                               parallel: tests/python/test_dist.py on NCCL
-#                               and bench/torch_dist.py; two GPUs; dist-test:
-#                               the test only),
+#                               parallel: tests/python/test_dist.py and
+#                               test_ddp.py on NCCL and bench/torch_dist.py;
+#                               two GPUs; dist-test: the tests only),
 #                               exprans-bench
 #                               (bench/exprans_bench and the host decoders
 #                               in bench/codec_bench), adamw-bench
@@ -184,7 +184,10 @@ run() {
 	case $parts in *" dist "*|*" dist-test "*)
 		# data parallel over two GPUs: the test on NCCL, then (dist) the bench
 		step py-dist-cuda 400 "${py_env[@]}" sh -c '. "$top_srcdir/tests/python/lib.sh"; "$PY" "$HERE/test_dist.py" cuda'
-		echo "== py-dist-cuda"; grep -avE 'Loading|Writing|Packing' "$out/py-dist-cuda.log" | tail -n 16
+		step py-ddp-cuda 400 "${py_env[@]}" sh -c '. "$top_srcdir/tests/python/lib.sh"; "$PY" "$HERE/test_ddp.py" cuda'
+		for f in py-dist-cuda py-ddp-cuda; do
+			echo "== $f"; grep -avE 'Loading|Writing|Packing|warn' "$out/$f.log" | tail -n 16
+		done
 		case $parts in *" dist "*)
 			step bench-dist 600 "${py_env[@]}" python3 "$top/bench/torch_dist.py" --dir "$work/dist"
 			echo "== bench-dist"; grep -avE 'Loading|Writing|Packing' "$out/bench-dist.log" | tail -n 16 ;;

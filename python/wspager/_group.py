@@ -341,7 +341,8 @@ class GroupFeed:
 
 class GradientSum:
     """Data-parallel training: after each backward (outside
-    :func:`wspager.torch.no_sync`), every rank's gradients are summed over
+    :func:`wspager.torch.no_sync`, and outside the ``no_sync`` of a
+    DistributedDataParallel wrapping the model), every rank's gradients are summed over
     the group and divided by its size, as DistributedDataParallel averages
     them, before anything reads them (clipping, the step): the paged
     layers' fp32 accumulators in the pager, and the ``.grad`` of parameters
@@ -352,7 +353,9 @@ class GradientSum:
         self.n = dist.get_world_size(group)
         nccl = dist.get_backend(group) == "nccl"
         self.wire = torch.device("cuda", torch.cuda.current_device()) if nccl else None
-        self.no_sync = False
+        self.no_sync = False       # inside wspager.torch.no_sync
+        self.ddp = None            # weakref to a DistributedDataParallel wrapping the model
+        self.summed = 0            # backward passes whose gradients were averaged
 
     def _sum(self, t: torch.Tensor) -> None:
         if self.wire is None or t.device == self.wire:
@@ -364,7 +367,8 @@ class GradientSum:
         t.div_(self.n)
 
     def after_backward(self, pager, groups) -> None:
-        if self.no_sync:
+        ddp = self.ddp() if self.ddp is not None else None
+        if self.no_sync or (ddp is not None and not ddp.require_backward_grad_sync):
             return
         accs = [pager.grads(g.index) for g in groups]
         # The same layers must have gradients on every rank (the same model,
@@ -388,3 +392,4 @@ class GradientSum:
         for p in self.resident:
             if p.grad is not None:
                 self._sum(p.grad)
+        self.summed += 1

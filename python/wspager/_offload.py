@@ -45,6 +45,7 @@ class Offload:
         self.by_index: Dict[int, Group] = {}     # views of layers read outside hooks
         self.pagers: List[Pager] = [pager]
         self.feed = None           # _group.GroupFeed with a process group
+        self.pack_path = None      # the pack's directory
         # several devices: pack layer -> (its pager, its device), and module
         # path -> the device of the unit it belongs to
         self.homes: Dict[int, Tuple[Pager, torch.device]] = {}

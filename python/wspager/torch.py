@@ -44,7 +44,7 @@ import torch
 
 from . import Pager, Pack, parse_size
 from ._optim import AdamW  # noqa: F401  (wspager.torch.AdamW: the native host AdamW)
-from . import _hf, _loading, _plan
+from . import _ddp, _hf, _loading, _plan
 from ._bind import bind
 from ._convert import convert, is_pack, pack_for
 from ._empty import init_empty
@@ -162,6 +162,15 @@ def offload(model: torch.nn.Module, pack: Union[str, os.PathLike], device=None, 
         host memory and the group is NCCL).  Not with routed experts or
         :func:`step_in_backward` yet.
 
+        torch's ``DistributedDataParallel`` (and transformers' Trainer,
+        which wraps in it) may wrap the model, with or without a process
+        group here: paged parameters are named in
+        ``_ddp_params_and_buffers_to_ignore``, so DDP averages only what it
+        owns (adapters, resident parameters); each rank's pack is compared
+        over DDP's group when it is built; with ``train=True`` the pager
+        averages the paged gradients over this group, or DDP's, outside
+        DDP's ``no_sync`` (:mod:`wspager._ddp`).
+
     Returns the model, hooked.  Every disagreement between pack and model
     (missing tensors, shapes, tensors that match nothing, buffers without
     a value) is found before anything is bound and raised as one
@@ -204,6 +213,7 @@ def offload(model: torch.nn.Module, pack: Union[str, os.PathLike], device=None, 
     off = Offload(model, pagers[0], dev)
     off.names = names
     off.pagers = pagers
+    off.pack_path = path
     if homes is not None:
         off.homes = {i: (pagers[k], devices[k]) for i, k in homes.items()}
         off.path_device = path_device
@@ -221,6 +231,7 @@ def offload(model: torch.nn.Module, pack: Union[str, os.PathLike], device=None, 
                 off.feed = GroupFeed(pagers[0], process_group, order)
         bind(model, off, plan)
         off.handles += StateDictSource(off, model).attach(model)
+        off.handles += _ddp.attach(off, model)
         guard_conversions(off, model)
         off.saved = SavedWeights(off, model)
         if train:
@@ -371,7 +382,8 @@ def no_sync(model: torch.nn.Module):
     """Within it, backward passes of a model offloaded with a process group
     and ``train=True`` leave their gradients local (accumulating), as
     DistributedDataParallel's ``no_sync``: the first backward after it sums
-    everything accumulated over the ranks."""
+    everything accumulated over the ranks.  A model wrapped in DDP follows
+    DDP's own ``no_sync`` (which also covers what DDP averages)."""
     tr = _trainer(model)
     if tr.gsum is None:
         yield
