@@ -1,4 +1,14 @@
-"""torch's DistributedDataParallel over an offloaded model.
+"""torch's data-parallel wrappers over an offloaded model.
+
+``torch.nn.DataParallel`` (one process, several GPUs; transformers' Trainer
+picks it when one process sees several GPUs) copies every module and
+parameter onto each GPU at each forward.  The copies of paged parameters
+are copies of their placeholders (the whole model's size on every GPU),
+and the hooks of the copies bind the pager's slot to the original
+parameters, not to the copies: the forward would run on placeholder
+values, silently.  So a DataParallel wrapping an offloaded model is
+refused when it is built (torch's module registration hook), with a
+message saying what to do instead.
 
 DDP broadcasts rank 0's parameters and buffers when it is built and then
 averages, during each backward, the gradient of every parameter that
@@ -118,8 +128,28 @@ def _joined(off, ddp, top: torch.nn.Module, paged: set) -> None:
     tr.gsum.ddp = weakref.ref(ddp)
 
 
+def _refuse_data_parallel(parent: torch.nn.Module, name: str, child: torch.nn.Module):
+    """torch's module registration hook: a DataParallel over several GPUs
+    taking an offloaded model (or a module holding one) raises."""
+    if not isinstance(parent, torch.nn.DataParallel) or torch.cuda.device_count() < 2:
+        return None
+    for m in child.modules():
+        off = m.__dict__.get("_wspager")
+        if off is not None:
+            raise RuntimeError(
+                f"wspager: torch.nn.DataParallel cannot copy a paged model onto several GPUs "
+                f"(its weights come from the pager's slots on {off.device}; the copies would "
+                f"run without them).  transformers' Trainer uses DataParallel when one process "
+                f"sees several GPUs: run on one (CUDA_VISIBLE_DEVICES=N), or one process a GPU "
+                f"with torchrun (DistributedDataParallel wraps a paged model).")
+    return None
+
+
+_REGISTRATION_HOOK = None
+
+
 class _Restore:
-    """A handle whose remove() puts back the attribute the model had."""
+    """A handle whose remove() puts back the names the model had."""
 
     def __init__(self, model: torch.nn.Module, earlier):
         self.model, self.earlier = model, earlier
@@ -132,8 +162,13 @@ class _Restore:
 
 
 def attach(off, model: torch.nn.Module) -> List[_Restore]:
-    """Name the paged parameters for DDP on `model`; returns the handle
-    that takes the names off (wspager.torch.remove)."""
+    """Name the paged parameters for DDP on `model` (and refuse
+    DataParallel over it); returns the handle that takes the names off
+    (wspager.torch.remove)."""
     earlier = model.__dict__.get(ATTR)
     setattr(model, ATTR, PagedNames(off, list(earlier or ())))
+    global _REGISTRATION_HOOK
+    if _REGISTRATION_HOOK is None:   # once a process: it sees every module registered
+        from torch.nn.modules.module import register_module_module_registration_hook
+        _REGISTRATION_HOOK = register_module_module_registration_hook(_refuse_data_parallel)
     return [_Restore(model, earlier)]

@@ -19,8 +19,12 @@ copy of the pack (argv[1] "cpu", default: gloo and the host backend;
   refused with a message saying what to do instead.
 * transformers' Trainer (which wraps the model in DDP itself) over two
   ranks, LoRA and full fine-tuning with accumulation: both ranks end with
-  the same weights, those of one process on the global batch (within
-  1e-5), the pager averaging once an optimizer step.
+  the same weights, those of one process on the global batch (one GPU,
+  within 1e-5), the pager averaging once an optimizer step.
+* ``torch.nn.DataParallel`` over a paged model (the Trainer's choice when
+  one process sees several GPUs) is refused when built, saying what to do
+  (on the CPU, torch is told it has two GPUs); over CUDA, the Trainer in
+  one process seeing both GPUs stops with that message.
 * Ranks whose packs differ: DDP's construction refused on both, naming
   both packs."""
 import datetime
@@ -126,6 +130,42 @@ def flat(pairs) -> torch.Tensor:
                                                                              np: np[0])])
 
 
+def trainer_both(load, tag: str, per_device: int, dev) -> dict:
+    """The Trainer's LoRA and full fine-tuning runs: the weights after."""
+    import wspager.torch as wt
+    out = {}
+    model = lora(load())
+    tr = hf_trainer(model, f"lora-{tag}", per_device, dev)
+    tr.train()
+    out["wrapped"] = type(tr.model_wrapped).__name__
+    out["lora"] = flat(adapters(model)).tolist()
+    out["lora_digest"] = digest(adapters(model))
+    wt.remove(model.base_model.model)
+    model = load(train=True, resident=["model.norm"])
+    tr = hf_trainer(model, f"full-{tag}", per_device, dev)
+    tr.train()
+    out["full"] = flat(masters(model)).tolist()
+    out["full_digest"] = digest(masters(model))
+    gsum = model._wspager.trainer.gsum
+    out["summed"] = gsum.summed if gsum is not None else None
+    wt.remove(model)
+    return out
+
+
+def one_main(mode: str) -> None:
+    """One process with the global batch, on one GPU (CUDA_VISIBLE_DEVICES)
+    as the Trainer's user runs it: the weights the ranks must equal."""
+    import wspager.torch as wt
+    dev = torch.device("cuda", 0) if mode == "cuda" else torch.device("cpu")
+    transformers.logging.set_verbosity_error()
+
+    def load(**kw):
+        return wt.from_pretrained(os.path.join(T, "rank0.wsp"), config=os.path.join(T, "ckpt"),
+                                  device=dev, host_cache="64M", **kw)
+
+    json.dump(trainer_both(load, "one", 4, dev), open(os.path.join(T, "one.json"), "w"))
+
+
 def rank_main(case: str, mode: str) -> None:
     import torch.distributed as dist
     from torch.nn.parallel import DistributedDataParallel as DDP
@@ -180,18 +220,7 @@ def rank_main(case: str, mode: str) -> None:
             out["all_paged_error"] = str(e)
         wt.remove(model)
     elif case == "trainer":
-        model = lora(load())
-        tr = hf_trainer(model, f"lora{rank}", 2, dev)
-        tr.train()
-        out["wrapped"] = type(tr.model_wrapped).__name__
-        out["lora"] = flat(adapters(model)).tolist()
-        out["lora_digest"] = digest(adapters(model))
-        model = load(train=True, resident=["model.norm"])
-        tr = hf_trainer(model, f"full{rank}", 2, dev)
-        tr.train()
-        out["full"] = flat(masters(model)).tolist()
-        out["full_digest"] = digest(masters(model))
-        out["summed"] = model._wspager.trainer.gsum.summed
+        out.update(trainer_both(load, f"rank{rank}", 2, dev))
     elif case == "differ":
         model = load()
         try:
@@ -310,16 +339,45 @@ def main(mode: str) -> None:
         check("process_group=" in err and "resident" in err,
               f"full, rank {r['rank']}: DDP over an all-paged model: {err!r}")
 
-    # transformers' Trainer: one process with the global batch, then two ranks
-    model = lora(load())
-    hf_trainer(model, "lora-one", 4, dev).train()
-    want_lora = flat(adapters(model))
-    wt.remove(model.base_model.model)
-    model = load(train=True, resident=["model.norm"])
-    hf_trainer(model, "full-one", 4, dev).train()
-    want_full = flat(masters(model))
+    # nn.DataParallel (what the Trainer picks when one process sees several
+    # GPUs) would run copies without the pager's weights: refused when built.
+    # Without two GPUs here, torch is told it has two.
+    model = load()
+    count = torch.cuda.device_count
+    if mode == "cpu":
+        torch.cuda.device_count = lambda: 2
+    try:
+        torch.nn.DataParallel(lora(model))
+        err = ""
+    except RuntimeError as e:
+        err = str(e)
+    finally:
+        torch.cuda.device_count = count
     wt.remove(model)
-    res = ranks("trainer")
+    print(f"DataParallel: {err[:100]}...")
+    check("DataParallel cannot copy a paged model" in err and "torchrun" in err,
+          f"DataParallel over a paged model: {err!r}")
+    if mode == "cuda":       # the Trainer in one process seeing both GPUs
+        model = load()
+        try:
+            hf_trainer(lora(model), "dp", 4, dev).train()
+            err = ""
+        except RuntimeError as e:
+            err = str(e)
+        wt.remove(model)
+        print(f"the Trainer in one process over two GPUs: {err[:100]}...")
+        check("CUDA_VISIBLE_DEVICES" in err, f"the Trainer over two GPUs: {err!r}")
+
+    # transformers' Trainer: one process with the global batch, then two ranks
+    env = dict(os.environ, CUDA_VISIBLE_DEVICES="0")
+    rc = subprocess.call([sys.executable, __file__, "one", mode], env=env, timeout=300)
+    check(rc == 0, f"the one-process Trainer run ended with status {rc}")
+    one = json.load(open(os.path.join(T, "one.json"))) if rc == 0 else None
+    check(one is None or one["wrapped"] not in ("DataParallel", "DistributedDataParallel"),
+          f"the one-process Trainer wrapped the model in {one and one['wrapped']}")
+    want_lora = torch.tensor(one["lora"]) if one else None
+    want_full = torch.tensor(one["full"]) if one else None
+    res = ranks("trainer") if one else []
     for r in res:
         d_lora = (torch.tensor(r["lora"]) - want_lora).abs().max().item()
         d_full = (torch.tensor(r["full"]) - want_full).abs().max().item()
@@ -346,5 +404,7 @@ def main(mode: str) -> None:
 if __name__ == "__main__":
     if len(sys.argv) > 1 and sys.argv[1] == "rank":
         rank_main(sys.argv[2], sys.argv[3])
+    elif len(sys.argv) > 1 and sys.argv[1] == "one":
+        one_main(sys.argv[2])
     else:
         main(sys.argv[1] if len(sys.argv) > 1 else "cpu")
