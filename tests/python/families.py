@@ -92,6 +92,23 @@ NEWER = {
     "lfm2": ("Lfm2Config", lambda c: _decoder(c, layer_types=["conv", "full_attention"])),
     "minimax": ("MiniMaxConfig", lambda c: _moe(c, head_dim=8, num_local_experts=8,
                                                 num_experts_per_tok=2)),
+    # hybrids: Mamba blocks with attention and experts; gated delta rule
+    # with attention and experts; Mamba2 blocks sharing one attention block
+    # (the same weights used at several depths)
+    "jamba": ("JambaConfig", lambda c: _moe(c, num_hidden_layers=4, num_experts=4,
+                                            num_experts_per_tok=2, expert_layer_period=2,
+                                            expert_layer_offset=1, attn_layer_period=2,
+                                            attn_layer_offset=1, mamba_d_state=8,
+                                            mamba_dt_rank=8)),
+    "qwen3_next": ("Qwen3NextConfig", lambda c: _moe(
+        c, num_hidden_layers=4, head_dim=8, linear_num_value_heads=4, linear_num_key_heads=2,
+        linear_key_head_dim=8, linear_value_head_dim=8, num_experts=4, num_experts_per_tok=2,
+        moe_intermediate_size=H, shared_expert_intermediate_size=H, full_attention_interval=2)),
+    "zamba2": ("Zamba2Config", lambda c: _decoder(
+        c, num_hidden_layers=4, num_key_value_heads=HEADS, attention_head_dim=16,
+        mamba_d_state=8, mamba_headdim=8, n_mamba_heads=8, chunk_size=16,
+        layers_block_type=["mamba", "hybrid", "mamba", "hybrid"], hybrid_layer_ids=[1, 3],
+        num_mem_blocks=1, use_mem_rope=False, adapter_rank=8)),
 }
 for _family, (_cls, _make) in NEWER.items():
     if hasattr(tf, _cls):
