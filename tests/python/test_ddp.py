@@ -12,7 +12,8 @@ copy of the pack (argv[1] "cpu", default: gloo and the host backend;
 * Full fine-tuning (``train=True``, no process group given, the final norm
   kept resident): ``DDP(model)``; the pager averages the paged gradients
   over DDP's group, DDP the resident norm: norms and fp32 masters of one
-  process, bit for bit on the CPU.  With two micro-batches a rank, the
+  process, bit for bit on the CPU; the same with the pager's own process
+  group (the norm then left to DDP alone).  With two micro-batches a rank, the
   first inside DDP's ``no_sync``: the norms of one process accumulating
   the four quarters (within 1e-6), and the pager averaged once a step,
   not once a backward.  With every trained parameter paged, DDP is
@@ -205,6 +206,15 @@ def rank_main(case: str, mode: str) -> None:
         out["norms"], out["digest"] = steps(ddp, list(model.parameters()),
                                             lambda: masters(model), mine, 1.0)
         wt.remove(model)
+        # with the pager's own group too (shared reads): the norm is DDP's
+        # alone, not averaged twice
+        model = load(train=True, resident=["model.norm"], process_group=dist.group.WORLD)
+        before = len(model._wspager.trainer.gsum.resident)
+        ddp = DDP(model, **where)
+        out["group_resident"] = [before, len(model._wspager.trainer.gsum.resident)]
+        out["group_norms"], out["group_digest"] = steps(ddp, list(model.parameters()),
+                                                        lambda: masters(model), mine, 1.0)
+        wt.remove(model)
         model = load(train=True, resident=["model.norm"])
         ddp = DDP(model, **where)
         quarters = [[b[2 * rank:2 * rank + 1], b[2 * rank + 1:2 * rank + 2]]
@@ -329,6 +339,9 @@ def main(mode: str) -> None:
     wt.remove(model)
     for r in ranks("full"):
         same(r, (r["norms"], r["digest"]), want, "full")
+        same(r, (r["group_norms"], r["group_digest"]), want, "full with process_group=")
+        check(r["group_resident"] == [1, 0], f"full, rank {r['rank']}: parameters the pager "
+              f"averages beside DDP, before and after it wrapped: {r['group_resident']}")
         print(f"full, rank {r['rank']}: with DDP's no_sync, norms {r['accum_norms']} (one "
               f"process accumulating four: {want_accum}); the pager averaged {r['summed']} "
               f"times in 2 steps of 2 backward passes")
