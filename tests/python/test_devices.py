@@ -7,7 +7,9 @@ and greedy generate() bit-identical to the resident model; every pack
 layer read by exactly one pager (the bytes read add up to at most the
 pack's stored size, each pager read some, neither more than 3/4); a
 device_map places layers where it says; the outputs come back to the
-inputs' device; device="auto" takes every GPU; moving the whole model to
+inputs' device; LoRA (peft) over it trains as over the resident model
+(losses and adapters, bit for bit on the CPU); device="auto" takes every
+GPU; moving the whole model to
 one device is refused (on two GPUs); a GPU named twice, no device, a meta
 device, a map that leaves a layer out, train=True over several
 devices and a "disk" device_map refused with the reason.
@@ -106,6 +108,46 @@ if device == "cuda":
         check(False, "model.to(one device) of a model over two was accepted")
     except RuntimeError as e:
         print(f"model.to({first}) over two devices: {str(e)[:90]}...")
+    wt.remove(model)
+
+# LoRA over the model on two devices (the base frozen, adapters on each
+# block's device): three AdamW steps give the resident model's losses and
+# adapters (bit for bit on the CPU; two GPUs' kernels within rounding)
+peft = None
+try:
+    import peft
+except ImportError:
+    print("LoRA over two devices: peft is not installed, not checked")
+
+
+def lora_steps(base):
+    torch.manual_seed(1)
+    m = peft.get_peft_model(base, peft.LoraConfig(r=4, lora_alpha=8, lora_dropout=0.0,
+                                                  target_modules=["q_proj", "v_proj"]))
+    params = [p for p in m.parameters() if p.requires_grad]
+    opt = torch.optim.AdamW(params, lr=1e-2)
+    ids = torch.randint(0, 256, (2, 12), generator=torch.Generator().manual_seed(5)).to(first)
+    losses = []
+    for _ in range(3):
+        loss = m(ids, labels=ids).loss
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+        losses.append(loss.item())
+    return losses, torch.cat([p.detach().float().cpu().flatten() for p in params])
+
+
+if peft is not None:
+    want_losses, want_adapters = lora_steps(
+        transformers.AutoModelForCausalLM.from_pretrained(d, dtype=torch.float32).to(first))
+    model = wt.from_pretrained(d, device=devices, host_cache="64M", dtype=torch.float32)
+    losses, adapters = lora_steps(model)
+    diff = (adapters - want_adapters).abs().max().item()
+    print(f"LoRA over two devices: losses {losses} (resident {want_losses}); adapters max "
+          f"|diff| {diff}")
+    tol = 0 if device == "cpu" else 1e-5
+    check(all(abs(a - b) <= tol * abs(b) for a, b in zip(losses, want_losses)) and diff <= tol,
+          f"LoRA over two devices: losses {losses} vs {want_losses}, adapters differ by {diff}")
     wt.remove(model)
 
 # "auto": every GPU torch sees (the host backend without one)
