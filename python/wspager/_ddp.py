@@ -113,7 +113,7 @@ def _joined(off, ddp, top: torch.nn.Module, paged: set) -> None:
             "DistributedDataParallel with wspager.torch.step_in_backward: each layer would "
             "step before its gradients are averaged over the ranks; use an optimizer over "
             "the model's parameters")
-    own = {id(p) for n, p in top.named_parameters() if p.requires_grad and id(p) not in paged}
+    own = {id(p) for p in top.parameters() if p.requires_grad and id(p) not in paged}
     if not own:
         raise RuntimeError(
             "wspager: every parameter this model trains is paged (train=True), so "

@@ -342,11 +342,13 @@ class GroupFeed:
 class GradientSum:
     """Data-parallel training: after each backward (outside
     :func:`wspager.torch.no_sync`, and outside the ``no_sync`` of a
-    DistributedDataParallel wrapping the model), every rank's gradients are summed over
-    the group and divided by its size, as DistributedDataParallel averages
-    them, before anything reads them (clipping, the step): the paged
-    layers' fp32 accumulators in the pager, and the ``.grad`` of parameters
-    kept on the device.  Every rank then steps the same masters alike."""
+    DistributedDataParallel wrapping the model), every rank's gradients
+    are summed over the group and divided by its size, as
+    DistributedDataParallel averages them, before anything reads them
+    (clipping, the step): the paged layers' fp32 accumulators in the
+    pager, and the ``.grad`` of parameters kept on the device (those a DDP
+    does not average itself).  Every rank then steps the same masters
+    alike."""
 
     def __init__(self, group, resident: List[torch.nn.Parameter]):
         self.group, self.resident = group, resident
