@@ -115,12 +115,14 @@ def _joined(off, ddp, top: torch.nn.Module, paged: set) -> None:
             "the model's parameters")
     own = {id(p) for p in top.parameters() if p.requires_grad and id(p) not in paged}
     if not own:
+        small = min(off.groups, key=lambda g: sum(p.numel() for p, _, _, _ in g.params))
         raise RuntimeError(
             "wspager: every parameter this model trains is paged (train=True), so "
             "DistributedDataParallel would have none of its own to average, which torch "
             "refuses.  Leave DDP out and pass process_group= to wspager.torch.offload / "
             "from_pretrained (the pager averages the gradients as DDP would), or keep a "
-            "small layer resident (resident=[...]) for DDP to average.")
+            f"small layer resident for DDP to average (resident=[{small.name!r}]: "
+            f"{sum(p.numel() for p, _, _, _ in small.params)} parameters).")
     if tr.gsum is None:
         tr.gsum = GradientSum(group, [])
     # what DDP averages, the pager does not; DDP's no_sync holds for both
