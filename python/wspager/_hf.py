@@ -86,6 +86,40 @@ class Names:
         return {k: (v[0] if isinstance(v, list) else v) for k, v in out.items()}
 
 
+    def outputs(self, target: str, sources: Dict[str, List[Tuple[Tuple[int, ...], torch.dtype]]]
+                ) -> List[str]:
+        """The model names the converter makes for `target` from source
+        tensors of these shapes and dtypes (source pattern -> list, in
+        collection order): one for a converter that stacks or merges,
+        several for one that splits (a fused projection into three
+        parameters).  Asked of the converter itself, run on meta tensors."""
+        tensors = {p: [torch.empty(shape, dtype=dt, device="meta") for shape, dt in v]
+                   for p, v in sources.items()}
+        return list(self.convert(self.converter(next(iter(sources))), target, tensors))
+
+    def provided(self, tensors: List[Tuple[str, Tuple[int, ...], torch.dtype]]) -> set:
+        """The model names checkpoint tensors (key, shape, dtype) give
+        values for: each key's name, and every parameter the converters they
+        feed make (a split converter makes several from one key)."""
+        out = set()
+        feeding: Dict[str, Dict[str, list]] = {}
+        for key, shape, dt in tensors:
+            name, pattern = self(key)
+            out.add(name)
+            if pattern is not None:
+                feeding.setdefault(name, {}).setdefault(pattern, []).append((key, shape, dt))
+        for name, sources in feeding.items():
+            ordered = {}
+            for pattern, v in sources.items():
+                at = {key: (shape, dt) for key, shape, dt in v}
+                ordered[pattern] = [at[k] for k in self.order(list(at))]
+            try:
+                out.update(self.outputs(name, ordered))
+            except Exception:      # shapes the converter refuses: the plan reports them
+                pass
+        return out
+
+
 def resolve_dtype(dtype, config, pack_dtypes: List[torch.dtype]) -> torch.dtype:
     """`dtype` as transformers' from_pretrained resolves it: "auto" (its
     default) is the config's dtype, else the checkpoint's first floating

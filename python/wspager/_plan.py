@@ -181,6 +181,14 @@ def plan(model: torch.nn.Module, pack: Pack, names, resident: Set[str], train: b
             by_name = {e.tensor.name: e for e in sources[pattern]}
             sources[pattern] = [by_name[n] for n in order]
         covered.add(id(params[name]))
+        # a converter that splits makes more parameters than the one it
+        # is named by: the pack provides those too
+        try:
+            made = names.outputs(name, {pt: [(tuple(e.tensor.shape), TORCH_DTYPES[e.tensor.dtype])
+                                             for e in es] for pt, es in sources.items()})
+        except Exception:          # the conversion itself reports it at bind
+            made = []
+        covered.update(id(params[m]) for m in made if m in params)
         _place_converted(model, modules, names, name, patterns[name], sources, out, problems)
     expert_layers = {e.layer.index for x in out.experts for _, _, s in x.targets.values()
                      for es in s.values() for e in es}

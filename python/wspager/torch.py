@@ -545,10 +545,10 @@ def from_pretrained(path: Union[str, bytes, os.PathLike], device=None, *, config
         probe = _loading.build_model(cls, config)
     pack = path if given_pack else pack_for(path, log, probe)
     with Pack(pack) as p:
-        tensors = [(t.name, TORCH_DTYPES.get(t.dtype)) for t in p.tensors()]
-    dtype = _hf.resolve_dtype(dtype, config, [d for _, d in tensors])
+        tensors = [(t.name, tuple(t.shape), TORCH_DTYPES.get(t.dtype)) for t in p.tensors()]
+    dtype = _hf.resolve_dtype(dtype, config, [d for _, _, d in tensors])
     names = _hf.Names(probe)
-    provided = {names(k)[0] for k, _ in tensors}
+    provided = names.provided([t for t in tensors if t[2] is not None])
     # the pagers' notices as the loader's notes: to `log` and the logger
     pager_options.setdefault("log", lambda m: _loading.notify(log, f"wspager: {m}"))
     early = _open_early(probe, names, pack, dev, several, train, provided, resident, on_demand,

@@ -109,6 +109,16 @@ NEWER = {
         mamba_d_state=8, mamba_headdim=8, n_mamba_heads=8, chunk_size=16,
         layers_block_type=["mamba", "hybrid", "mamba", "hybrid"], hybrid_layer_ids=[1, 3],
         num_mem_blocks=1, use_mem_rope=False, adapter_rank=8)),
+    # checkpoints whose one tensor transformers' loader splits into several
+    # parameters (a fused query_key_value; a fused linear-attention input
+    # projection)
+    "sarvam_moe": ("SarvamMoEConfig", lambda c: _moe(c, head_dim=8, n_routed_experts=8,
+                                                     num_experts_per_tok=2,
+                                                     moe_intermediate_size=H)),
+    "lara_mini": ("LaraMiniConfig", lambda c: _moe(
+        c, head_dim=8, num_experts=4, num_experts_per_tok=2, moe_intermediate_size=H,
+        shared_expert_intermediate_size=H, layer_types=["linear_attention", "sliding_attention"],
+        sliding_window=16, eos_token_id=2)),
 }
 for _family, (_cls, _make) in NEWER.items():
     if hasattr(tf, _cls):
