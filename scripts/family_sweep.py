@@ -1,0 +1,190 @@
+"""Sweep every causal-LM family the installed transformers has through
+wspager.torch.from_pretrained, against transformers' own load.
+
+For each model type in transformers' causal-LM auto mapping: its config
+class's defaults with the sizes shrunk (hidden size, layers, heads,
+experts, vocabulary: whichever attributes the config has, in it and in its
+text sub-config), a random model saved with save_pretrained, then loaded
+twice - by AutoModelForCausalLM.from_pretrained and by
+wspager.torch.from_pretrained - and the logits of one forward and greedy
+generate() compared.  A family whose shrunk config transformers itself
+cannot build or run is reported as such, not as a wspager result.  Not a
+test (it takes minutes and depends on transformers' defaults); the tests'
+own families are in tests/python/families.py.
+
+  python3 scripts/family_sweep.py [--device cpu|cuda] [--dtype float32|bfloat16]
+                                  [--only a,b] [--from NAME] [--dir DIR]
+
+Prints one line a family (identical / DIFFERENT / wspager error /
+transformers refused) and a summary; exit status 1 when a family differs
+or wspager fails where transformers ran."""
+import argparse
+import os
+import shutil
+import sys
+import tempfile
+import traceback
+
+import torch
+import transformers
+from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
+import wspager.torch as wt  # noqa: E402
+
+# Small values for the size attributes configs commonly have.
+SMALL = {
+    "hidden_size": 64, "d_model": 64, "n_embd": 64, "embed_dim": 64,
+    "intermediate_size": 128, "ffn_dim": 128, "n_inner": 128, "d_ff": 128,
+    "num_hidden_layers": 2, "n_layer": 2, "num_layers": 2, "n_layers": 2,
+    "num_attention_heads": 4, "n_head": 4, "num_heads": 4, "n_heads": 4,
+    "num_key_value_heads": 2, "head_dim": 16, "vocab_size": 256,
+    "max_position_embeddings": 128, "n_positions": 128,
+    "moe_intermediate_size": 64, "shared_expert_intermediate_size": 64,
+    "expert_intermediate_size": 64, "num_experts": 4, "num_local_experts": 4,
+    "n_routed_experts": 4, "num_experts_per_tok": 2, "moe_num_experts": 4,
+    "n_shared_experts": 1, "first_k_dense_replace": 1,
+    "kv_lora_rank": 16, "q_lora_rank": 16, "qk_rope_head_dim": 8, "qk_nope_head_dim": 8,
+    "v_head_dim": 16, "n_group": 1, "topk_group": 1,
+    "sliding_window": 32, "attention_window_size": 32,
+}
+
+
+TOKENS = ("pad_token_id", "bos_token_id", "eos_token_id", "decoder_start_token_id",
+          "sep_token_id", "cls_token_id", "mask_token_id", "unk_token_id")
+LIMIT = 20_000_000    # parameters after shrinking; larger ones are left out
+
+
+def small_config(cls):
+    """The config class's defaults with the sizes shrunk, given at
+    construction where the class validates its fields together (layer
+    kinds a layer each)."""
+    base = cls()
+    over = {k: v for k, v in SMALL.items() if isinstance(getattr(base, k, None), int)
+            and not isinstance(getattr(base, k), bool)}
+    n = over.get("num_hidden_layers")
+    for name, kinds in vars(base).items():
+        if n and isinstance(kinds, list) and kinds and name.endswith(("_types", "_type")):
+            # every kind of layer once, in the order they first come
+            distinct = list(dict.fromkeys(kinds))
+            n = over["num_hidden_layers"] = max(n, len(distinct))
+            over[name] = (distinct * n)[:n]
+    for name, kinds in vars(base).items():
+        if n and isinstance(kinds, list) and name.endswith(("_indices", "_ids")) and \
+                all(isinstance(i, int) for i in kinds):
+            over[name] = [i for i in kinds if i < n] or [n - 1]
+    try:
+        cfg = cls(**over)
+    except Exception:
+        cfg = base
+    shrink(cfg)
+    return cfg
+
+
+def shrink(cfg) -> None:
+    for name, value in SMALL.items():
+        if hasattr(cfg, name) and isinstance(getattr(cfg, name), int) \
+                and not isinstance(getattr(cfg, name), bool):
+            try:
+                setattr(cfg, name, value)
+            except Exception:   # a derived, read-only attribute
+                pass
+    for k, name in enumerate(TOKENS):     # token ids inside the small vocabulary
+        t = getattr(cfg, name, None)
+        if isinstance(t, int) and not isinstance(t, bool) and t >= SMALL["vocab_size"]:
+            try:
+                setattr(cfg, name, k % 3)
+            except Exception:
+                pass
+    for inner in list(vars(cfg).values()):   # sub-configs (text, vision, encoder...)
+        if isinstance(inner, transformers.PretrainedConfig):
+            shrink(inner)
+    for name in ("layer_types", "layers_block_type", "block_types"):
+        kinds = getattr(cfg, name, None)
+        n = getattr(cfg, "num_hidden_layers", None)
+        if isinstance(kinds, list) and n and len(kinds) != n:
+            setattr(cfg, name, (kinds * n)[:n])
+
+
+def one(family: str, root: str, device: torch.device, dtype: torch.dtype) -> str:
+    cls = transformers.CONFIG_MAPPING[family]
+    d = os.path.join(root, family)
+    try:
+        torch.manual_seed(0)
+        cfg = small_config(cls)
+        with torch.device("meta"):
+            size = sum(p.numel() for p in
+                       transformers.AutoModelForCausalLM.from_config(cfg).parameters())
+        if size > LIMIT:
+            return f"left out: {size / 1e6:.0f} M parameters after shrinking"
+        model = transformers.AutoModelForCausalLM.from_config(cfg)
+        model.to(dtype).save_pretrained(d)
+        del model
+        ref = transformers.AutoModelForCausalLM.from_pretrained(d, dtype=dtype).to(device)
+        ref.eval()
+        vocab = getattr(ref.config.get_text_config(), "vocab_size", 256) or 256
+        ids = torch.randint(3, min(vocab, 256), (2, 10),
+                            generator=torch.Generator().manual_seed(1)).to(device)
+        with torch.no_grad():
+            want = ref(ids).logits
+            try:
+                want_gen = ref.generate(ids[:1, :4], max_new_tokens=5, do_sample=False)
+            except Exception:
+                want_gen = None
+        del ref
+    except Exception as e:
+        return f"transformers refused: {type(e).__name__}: {str(e).splitlines()[0][:120]}"
+    try:
+        model = wt.from_pretrained(d, device=device, host_cache="256M", dtype=dtype)
+        model.eval()
+        with torch.no_grad():
+            got = model(ids).logits
+            gen = None
+            if want_gen is not None:
+                gen = model.generate(ids[:1, :4], max_new_tokens=5, do_sample=False)
+        wt.remove(model)
+    except Exception as e:
+        traceback.print_exc()
+        return f"wspager error: {type(e).__name__}: {str(e).splitlines()[0][:160]}"
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+        shutil.rmtree(d + ".wsp", ignore_errors=True)
+    diff = (got.float() - want.float()).abs().max().item()
+    same_gen = want_gen is None or torch.equal(gen, want_gen)
+    if diff == 0 and same_gen:
+        return "identical" + ("" if want_gen is not None else " (no generate)")
+    return f"DIFFERENT: max |logits diff| {diff}, generate equal {same_gen}"
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--device", default="cpu")
+    ap.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "float16"])
+    ap.add_argument("--only", default="", help="comma-separated model types")
+    ap.add_argument("--from", dest="start", default="", help="start at this model type")
+    ap.add_argument("--dir", help="scratch folder (default: a temporary one)")
+    a = ap.parse_args()
+    transformers.logging.set_verbosity_error()
+    families = sorted(MODEL_FOR_CAUSAL_LM_MAPPING_NAMES)
+    if a.only:
+        families = [f for f in families if f in a.only.split(",")]
+    if a.start:
+        families = [f for f in families if f >= a.start]
+    root = a.dir or tempfile.mkdtemp(prefix="wsp-sweep-")
+    device, dtype = torch.device(a.device), getattr(torch, a.dtype)
+    print(f"torch {torch.__version__}, transformers {transformers.__version__}, {device}, "
+          f"{a.dtype}: {len(families)} families", flush=True)
+    tally = {}
+    for f in families:
+        r = one(f, root, device, dtype)
+        tally.setdefault(r.split(":")[0].split(" (")[0], []).append(f)
+        print(f"{f}: {r}", flush=True)
+    print()
+    for k, fs in sorted(tally.items()):
+        print(f"{k}: {len(fs)}" + (f" ({', '.join(fs)})" if k != "identical" else ""))
+    bad = [k for k in tally if k.startswith("DIFFERENT") or k.startswith("wspager")]
+    sys.exit(1 if bad else 0)
+
+
+if __name__ == "__main__":
+    main()
