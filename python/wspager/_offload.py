@@ -27,6 +27,7 @@ class Group:
         self.slot_views: Dict[Tuple[int, ...], List[torch.Tensor]] = {}
         self.placeholders: List[torch.Tensor] = []
         self.frozen: List[torch.nn.Parameter] = []   # made frozen for this use (acquire)
+        self.kept = False         # bound for good to a copy of its own (Offload.keep)
 
 
 class Offload:
@@ -107,6 +108,8 @@ class Offload:
         return views
 
     def acquire(self, g: Group, routed: bool = False) -> None:
+        if g.kept:
+            return
         g.depth += 1
         if g.depth > 1:
             return
@@ -132,7 +135,7 @@ class Offload:
                 p.requires_grad_(False)
 
     def release(self, g: Group) -> None:
-        if g.depth == 0:   # its acquire failed (the forward raises that)
+        if g.depth == 0:   # its acquire failed (the forward raises that), or kept
             return
         g.depth -= 1
         if g.depth > 0:
@@ -144,6 +147,28 @@ class Offload:
         g.frozen = []
         layer, g.layer = g.layer, None
         layer.release(self._stream(self.where(g.index)[1]))
+
+
+    def keep(self, g: Group) -> None:
+        """Bind group g for good to a copy of its layer on its device,
+        out of the pager's slots (a weight the model reads outside its
+        module's forward: wspager._probe).  Not for a group in use."""
+        pager, dev = self.where(g.index)
+        stream = self._stream(dev)
+        layer = pager.acquire(g.index, stream)
+        g.layer = layer
+        try:
+            for (p, _, _, _), ph, v in zip(g.params, g.placeholders, self.slot_views(g)):
+                p.data = v.to(ph.dtype, copy=True)
+        finally:
+            g.layer = None
+            g.slot_views.clear()
+            g.views.clear()
+            layer.release(stream)     # after the copies, on the same stream
+        g.kept = True
+        if self.saved is not None:    # autograd saves it as any tensor now
+            for p, _, _, _ in g.params:
+                self.saved.by_param.pop(id(p), None)
 
 
 # The current stream's cudaStream_t: torch's own query for it, which its

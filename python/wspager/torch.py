@@ -51,6 +51,7 @@ from ._empty import init_empty
 from ._offload import Offload, resolve_device
 from ._placement import place
 from ._plan import MismatchError, TORCH_DTYPES, inside
+from ._probe import FirstForward
 from ._saved import SavedWeights
 from ._weights import StateDictSource, forbid_forward, guard_conversions
 
@@ -234,6 +235,7 @@ def offload(model: torch.nn.Module, pack: Union[str, os.PathLike], device=None, 
         off.handles += _ddp.attach(off, model)
         guard_conversions(off, model)
         off.saved = SavedWeights(off, model)
+        off.handles += FirstForward(off).attach(model)
         if train:
             from ._train import Trainer
             off.trainer = Trainer(off, model)

@@ -75,6 +75,16 @@ FAMILIES = {
                                               num_attention_heads=HEADS, intermediate_size=2 * H,
                                               max_position_embeddings=64, attention_window=8,
                                               pad_token_id=0),
+    # its decoder reads two embeddings' weights without calling their
+    # modules (kept on the device after the first forward sees it)
+    "prophetnet": lambda: tf.ProphetNetConfig(vocab_size=V, hidden_size=H, num_encoder_layers=L,
+                                              num_decoder_layers=L, num_encoder_attention_heads=HEADS,
+                                              num_decoder_attention_heads=HEADS,
+                                              encoder_ffn_dim=2 * H, decoder_ffn_dim=2 * H,
+                                              max_position_embeddings=64, ngram=2,
+                                              num_buckets=8, relative_max_distance=16,
+                                              pad_token_id=0, bos_token_id=1, eos_token_id=2,
+                                              decoder_start_token_id=1),
     "vit": lambda: tf.ViTConfig(hidden_size=H, num_hidden_layers=L, num_attention_heads=HEADS,
                                 intermediate_size=2 * H, image_size=16, patch_size=4),
 }

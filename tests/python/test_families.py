@@ -10,7 +10,10 @@ once by ``wspager.torch.from_pretrained(dir, model_class=Auto*)``; then
 * every tensor the pager binds starts 64-byte aligned, as torch's
   allocator aligns (the CPU kernels choose by alignment);
 * mixture-of-experts models read only routed experts (the pager's stats:
-  a forward whose tokens are routed to one expert per block reads no other).
+  a forward whose tokens are routed to one expert per block reads no other);
+* a weight the model reads outside its module's call (ProphetNet) is
+  kept on the device after the first forward finds it, and refused with
+  train=True, naming the layer.
 
 Also: a checkpoint holding only pytorch_model.bin loads the same; a model
 built on the meta device is refused naming its buffers and the fix; the
@@ -178,6 +181,20 @@ if "llama" in only:
         empty = auto_class("llama").from_config(transformers.AutoConfig.from_pretrained(d))
     model = wt.offload(empty.eval(), d + ".wsp", device=device)
     compare("llama/init_empty", "llama", torch.float32, d, model)
+    wt.remove(model)
+
+# A weight read outside its module's call: with train=True the pager must
+# see every use, so the first forward refuses it, naming the layer
+if "prophetnet" in only:
+    d = os.path.join(T, "prophetnet-float32")
+    model = wt.from_pretrained(d, device=device, model_class=auto_class("prophetnet"),
+                               host_cache="64M", train=True)
+    try:
+        model(**inputs("prophetnet", device, torch.float32))
+        check(False, "prophetnet, train=True: a weight read outside its module was accepted")
+    except RuntimeError as e:
+        print(f"prophetnet, train=True: {str(e)[:120]}...")
+        check("resident=['prophetnet.decoder." in str(e), f"prophetnet, train=True: {e}")
     wt.remove(model)
 
 # The pack wspack makes alone (no model: checkpoint grouping), renamed keys
