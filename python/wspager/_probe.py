@@ -1,24 +1,27 @@
-"""Paged weights read outside their module's call, found in the first
+"""Paged weights used outside their module's call, found in the first
 forward.
 
 A paged weight is bound to its slot only while a hooked module's forward
-runs.  Some models read a weight without calling its module: ProphetNet's
+runs.  Some models use a weight without calling its module: ProphetNet's
 decoder indexes ``self.ngram_embeddings.weight`` itself and calls
 ``self.position_embeddings._forward(...)``, which skips the module's
-hooks.  Such a read would see the placeholder (NaN).  During the model's
-first forward a torch function mode looks at the arguments of every torch
-operation; a paged parameter whose layer is not bound there is such a
-read.  Its layer is then kept on the device for good (copied out of the
-slot: :meth:`wspager._offload.Offload.keep`) before the operation runs,
-with a notice, so that the first forward and every later one compute what
+hooks; RWKV rescales some weights in place at its first evaluation
+forward.  Such a use would see the placeholder (NaN), or be refused by
+torch (a write into it).  During the model's first forward a torch
+function mode looks at the arguments of every torch operation; a paged
+parameter whose layer is not bound there is such a use.  Its layer is
+then kept on the device for good (copied out of the slot:
+:meth:`wspager._offload.Offload.keep`) before the operation runs, with a
+notice, so that the first forward and every later one compute what
 transformers computes.  Where the pager must see every use of a layer
-(training it, or a process group exchanging it in a fixed order) the
-read is an error naming the layer and ``resident=`` instead.
+(training it, or a process group exchanging it in a fixed order) the use
+is an error naming the layer and ``resident=`` instead.
 
-Only operations that read values count: attribute access (``.data``,
-``.shape``, ``.dtype``), ``requires_grad_`` and the metadata methods below
-read none.  Only the first forward is watched (its cost: a Python call per
-operation); a read that only later forwards make still sees NaN.
+Only operations that read or write values count: attribute access
+(``.data``, ``.shape``, ``.dtype``), ``requires_grad_`` and the metadata
+methods below touch none.  Only the first forward is watched (its cost: a
+Python call per operation); a use that only later forwards make still
+sees NaN.
 """
 from __future__ import annotations
 
@@ -62,12 +65,12 @@ class _Watch(TorchFunctionMode):
         name = g.params[i][1]
         if off.trainer is not None or off.feed is not None:
             raise RuntimeError(
-                f"wspager: the model reads {name} outside the forward of the module holding "
+                f"wspager: the model uses {name} outside the forward of the module holding "
                 f"it, so the pager cannot bind it there; with "
                 f"{'train=True' if off.trainer is not None else 'a process group'} every use "
                 f"must go through the pager: offload with resident=[{g.name!r}]")
         off.keep(g)
-        logger.warning("wspager: the model reads %s outside the forward of the module holding "
+        logger.warning("wspager: the model uses %s outside the forward of the module holding "
                        "it; layer %s is kept on %s from now on (resident=[%r] says so from the "
                        "start)", name, g.name, off.where(g.index)[1], g.name)
 
