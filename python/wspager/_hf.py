@@ -85,7 +85,6 @@ class Names:
         out = converter.convert(target, model=self.model, config=self.model.config)
         return {k: (v[0] if isinstance(v, list) else v) for k, v in out.items()}
 
-
     def outputs(self, target: str, sources: Dict[str, List[Tuple[Tuple[int, ...], torch.dtype]]]
                 ) -> List[str]:
         """The model names the converter makes for `target` from source

@@ -148,10 +148,9 @@ class Offload:
         layer, g.layer = g.layer, None
         layer.release(self._stream(self.where(g.index)[1]))
 
-
     def keep(self, g: Group) -> None:
         """Bind group g for good to a copy of its layer on its device,
-        out of the pager's slots (a weight the model reads outside its
+        out of the pager's slots (a weight the model uses outside its
         module's forward: wspager._probe).  Not for a group in use."""
         pager, dev = self.where(g.index)
         stream = self._stream(dev)
