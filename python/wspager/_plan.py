@@ -211,9 +211,9 @@ def plan(model: torch.nn.Module, pack: Pack, names, resident: Set[str], train: b
                         + ", ".join(empty) + " (build the model with wspager.torch.init_empty(), "
                         "which keeps buffers real, or load it with wspager.torch.from_pretrained)")
     known = {L.name for L in pack.layers}
-    for r in resident:
-        if r not in known and r not in modules:
-            problems.append(f"resident={r!r} names no pack layer and no module")
+    for r in resident:     # a parameter's own name too (from_pretrained's made weights)
+        if r not in known and r not in modules and r not in params and r not in buffers:
+            problems.append(f"resident={r!r} names no pack layer, module or parameter")
     if problems:
         raise MismatchError(f"{pack.path} does not fit the model ({len(problems)} problems):\n  "
                             + "\n  ".join(problems))

@@ -60,6 +60,13 @@ FAMILIES = {
                                   encoder_attention_heads=HEADS, decoder_attention_heads=HEADS,
                                   encoder_ffn_dim=2 * H, decoder_ffn_dim=2 * H,
                                   max_position_embeddings=64),
+    # sinusoidal position tables that are parameters but not in the
+    # checkpoint (transformers makes them; kept resident)
+    "marian": lambda: tf.MarianConfig(vocab_size=V, d_model=H, encoder_layers=L, decoder_layers=L,
+                                      encoder_attention_heads=HEADS, decoder_attention_heads=HEADS,
+                                      encoder_ffn_dim=2 * H, decoder_ffn_dim=2 * H,
+                                      max_position_embeddings=64, pad_token_id=0, eos_token_id=2,
+                                      decoder_start_token_id=0, forced_eos_token_id=2),
     "whisper": lambda: tf.WhisperConfig(vocab_size=V, d_model=H, encoder_layers=L, decoder_layers=L,
                                         encoder_attention_heads=HEADS, decoder_attention_heads=HEADS,
                                         encoder_ffn_dim=2 * H, decoder_ffn_dim=2 * H, num_mel_bins=8,
@@ -135,7 +142,7 @@ for _family, (_cls, _make) in NEWER.items():
         FAMILIES[_family] = lambda c=getattr(tf, _cls), m=_make: m(c)
 MISSING = sorted(f for f, (c, _) in NEWER.items() if not hasattr(tf, c))
 
-SEQ2SEQ = {"t5", "bart", "whisper"}
+SEQ2SEQ = {"t5", "bart", "marian", "whisper"}
 ENCODERS = {"bert", "longformer", "vit"}
 
 
