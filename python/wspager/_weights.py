@@ -23,6 +23,8 @@ from typing import Dict, List, Tuple
 
 import torch
 
+from ._plan import placeholder
+
 
 def read_tensors(off, g, names) -> List[torch.Tensor]:
     """Tensors `names` of group g's pack layer, copied to CPU memory (one
@@ -103,29 +105,38 @@ class StateDictSource:
 def guard_conversions(off, model: torch.nn.Module) -> None:
     """Make ``.to()``/``.half()``/``.cuda()``... of any module above a paged
     parameter raise when they would change a paged weight's dtype or
-    device (recorded in ``off.restore``, undone by remove)."""
-    # one placeholder of each floating dtype on each device among the paged
+    device (recorded in ``off.restore``, undone by remove).  One exception:
+    a model that converts one of its own modules to another dtype while
+    its forward runs (SwitchTransformers' and NLLB-MoE's routers cast
+    their classifier to fp32 at every forward) gets what it asked for: the
+    paged weights under that module take the new dtype, cast at each use
+    as weights the model keeps in another dtype than the pack's are
+    (without ``train=True``, whose masters have the pack's dtype)."""
+    # a scalar of each floating dtype on each device among the paged
     # weights (over several devices, moving all to one is refused too)
     probes = {}
     for g in off.groups:
         for p, _, dtype, _ in g.params:
             if dtype.is_floating_point:
-                probes.setdefault((dtype, p.device), p)
+                probes.setdefault((p.dtype, p.device), torch.empty((), dtype=p.dtype,
+                                                                   device=p.device))
     # every module above a paged parameter, from the parameters' names
-    paged = {id(p) for g in off.groups for p, _, _, _ in g.params}
+    where = {id(p): (g, i) for g in off.groups for i, (p, _, _, _) in enumerate(g.params)}
     above = set()
     for name, p in model.named_parameters(remove_duplicate=False):
-        if id(p) in paged:
+        if id(p) in where:
             parts = name.split(".")[:-1]
             above.update(".".join(parts[:k]) for k in range(len(parts) + 1))
     for path, m in model.named_modules():
         if path not in above:
             continue
+        mine = [where[id(p)] for p in m.parameters() if id(p) in where]
 
-        def guarded(fn, *args, _orig=m._apply, _path=path, **kwargs):
+        def guarded(fn, *args, _orig=m._apply, _path=path, _mine=mine, **kwargs):
+            running = off.saved is not None and bool(off.saved.ctx) and off.trainer is None
             for probe in probes.values():
-                after = fn(probe.detach())
-                if after.dtype != probe.dtype or after.device != probe.device:
+                after = fn(probe)
+                if after.device != probe.device or (after.dtype != probe.dtype and not running):
                     raise RuntimeError(
                         f"{_path or type(model).__name__}: its weights are paged by wspager "
                         f"({probe.dtype}, {probe.device}); converting them to {after.dtype} "
@@ -133,6 +144,14 @@ def guard_conversions(off, model: torch.nn.Module) -> None:
                         "weights.  Offload it again with the dtype and device you want "
                         "(convert the checkpoint in that dtype), or wspager.torch.remove "
                         "first.")
+            if running:
+                for g, i in _mine:
+                    ph = g.placeholders[i]
+                    to = fn(torch.empty((), dtype=ph.dtype, device=ph.device)).dtype
+                    if to != ph.dtype:
+                        g.placeholders[i] = placeholder(tuple(ph.shape), to, ph.device)
+                        if g.depth == 0:
+                            g.params[i][0].data = g.placeholders[i]
             return _orig(fn, *args, **kwargs)
         m._apply = guarded
         off.restore.append((m, "_apply"))
