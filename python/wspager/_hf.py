@@ -91,10 +91,15 @@ class Names:
         tensors of these shapes and dtypes (source pattern -> list, in
         collection order): one for a converter that stacks or merges,
         several for one that splits (a fused projection into three
-        parameters).  Asked of the converter itself, run on meta tensors."""
+        parameters).  Asked of the converter itself, run on meta tensors,
+        where it has several targets (stacking experts, the common case,
+        has one: `target`)."""
+        pattern = next(iter(sources))
+        if len(self.by_pattern[pattern].target_patterns) <= 1:
+            return [target]
         tensors = {p: [torch.empty(shape, dtype=dt, device="meta") for shape, dt in v]
                    for p, v in sources.items()}
-        return list(self.convert(self.converter(next(iter(sources))), target, tensors))
+        return list(self.convert(self.converter(pattern), target, tensors))
 
     def provided(self, tensors: List[Tuple[str, Tuple[int, ...], torch.dtype]]) -> set:
         """The model names checkpoint tensors (key, shape, dtype) give
