@@ -49,7 +49,7 @@ ATTR = "_ddp_params_and_buffers_to_ignore"
 
 def paged_ids(off) -> set:
     """The ids of the paged parameters (placeholders) of an offloaded model."""
-    ids = {id(p) for g in off.groups for p, _, _, _ in g.params}
+    ids = set(off.saved.by_param)
     for m, x in off.experts:      # stacked parameters of routed experts
         ids.update(id(m._parameters[attr]) for attr in x.targets)
     return ids

@@ -32,12 +32,10 @@ from torch.overrides import TorchFunctionMode
 
 logger = logging.getLogger("wspager")
 
-# Tensor methods that read no values.  detach too: wspager's guard against
-# .to() conversions probes a detached placeholder (wspager._weights), and
-# a detached weight's own later reads are other tensors.
+# Tensor methods that read no values.
 _METADATA = {"size", "dim", "ndimension", "numel", "nelement", "stride", "storage_offset",
              "is_contiguous", "data_ptr", "element_size", "get_device", "is_floating_point",
-             "is_complex", "requires_grad_", "__len__", "untyped_storage", "type", "detach"}
+             "is_complex", "requires_grad_", "__len__", "untyped_storage", "type"}
 
 
 def _reads_values(func) -> bool:

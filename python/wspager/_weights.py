@@ -121,7 +121,7 @@ def guard_conversions(off, model: torch.nn.Module) -> None:
                 probes.setdefault((p.dtype, p.device), torch.empty((), dtype=p.dtype,
                                                                    device=p.device))
     # every module above a paged parameter, from the parameters' names
-    where = {id(p): (g, i) for g in off.groups for i, (p, _, _, _) in enumerate(g.params)}
+    where = off.saved.by_param      # parameter id -> (group, index in it)
     above = set()
     for name, p in model.named_parameters(remove_duplicate=False):
         if id(p) in where:
@@ -133,7 +133,7 @@ def guard_conversions(off, model: torch.nn.Module) -> None:
         mine = [where[id(p)] for p in m.parameters() if id(p) in where]
 
         def guarded(fn, *args, _orig=m._apply, _path=path, _mine=mine, **kwargs):
-            running = off.saved is not None and bool(off.saved.ctx) and off.trainer is None
+            running = bool(off.saved.ctx) and off.trainer is None   # inside the model's forward
             for probe in probes.values():
                 after = fn(probe)
                 if after.device != probe.device or (after.dtype != probe.dtype and not running):

@@ -233,8 +233,8 @@ def offload(model: torch.nn.Module, pack: Union[str, os.PathLike], device=None, 
         bind(model, off, plan)
         off.handles += StateDictSource(off, model).attach(model)
         off.handles += _ddp.attach(off, model)
-        guard_conversions(off, model)
         off.saved = SavedWeights(off, model)
+        guard_conversions(off, model)
         off.handles += FirstForward(off).attach(model)
         if train:
             from ._train import Trainer
