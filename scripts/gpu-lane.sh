@@ -33,8 +33,9 @@
 #                               a machine with two), run-devices
 #                               (`wspager run --devices 0,1` against one
 #                               GPU; a machine with two), dist (data
-#                               parallel: tests/python/test_dist.py and
-#                               test_ddp.py on NCCL and bench/torch_dist.py;
+#                               parallel: tests/python/test_dist.py,
+#                               test_ddp.py and test_fsdp.py on NCCL and
+#                               bench/torch_dist.py;
 #                               two GPUs; dist-test: the tests only),
 #                               exprans-bench
 #                               (bench/exprans_bench and the host decoders
@@ -185,7 +186,8 @@ run() {
 		# data parallel over two GPUs: the test on NCCL, then (dist) the bench
 		step py-dist-cuda 400 "${py_env[@]}" sh -c '. "$top_srcdir/tests/python/lib.sh"; "$PY" "$HERE/test_dist.py" cuda'
 		step py-ddp-cuda 400 "${py_env[@]}" sh -c '. "$top_srcdir/tests/python/lib.sh"; "$PY" "$HERE/test_ddp.py" cuda'
-		for f in py-dist-cuda py-ddp-cuda; do
+		step py-fsdp-cuda 300 "${py_env[@]}" sh -c '. "$top_srcdir/tests/python/lib.sh"; "$PY" "$HERE/test_fsdp.py" cuda'
+		for f in py-dist-cuda py-ddp-cuda py-fsdp-cuda; do
 			echo "== $f"; grep -avE 'Loading|Writing|Packing|warn' "$out/$f.log" | tail -n 16
 		done
 		case $parts in *" dist "*)

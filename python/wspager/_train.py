@@ -52,6 +52,7 @@ import weakref
 from typing import Dict, List, Optional, Tuple
 
 import torch
+import torch.distributed as dist
 
 _TRAINERS: "weakref.WeakSet[Trainer]" = weakref.WeakSet()
 _NARROWED = (torch.float32, torch.bfloat16)   # what wsp_update_f32 narrows to
@@ -323,6 +324,8 @@ class Trainer:
         if self.gsum is not None:
             self.wait()
             self.gsum.after_backward(self.off.pager, self.off.groups)
+        else:
+            self._refuse_unshared()
         # The .grad of the masters and of the model's own paged parameters
         # are real once the backward is over, as any parameter's: clipping,
         # unscaling and norms between backward and step see them (views of
@@ -330,6 +333,20 @@ class Trainer:
         if self.devstep is None:
             self.bind_grads()
 
+    def _refuse_unshared(self) -> None:
+        """A model sharded by torch's FSDP2 (its parameters made DTensors)
+        over several ranks trains its paged layers on each rank's data
+        alone unless the pager averages them: without a process group it
+        cannot, and the ranks would drift apart silently."""
+        if not (dist.is_available() and dist.is_initialized()) or dist.get_world_size() < 2:
+            return
+        from torch.distributed.tensor import DTensor
+        if any(isinstance(p, DTensor) for p in self.off.model.parameters()):
+            raise RuntimeError(
+                "wspager: this model's parameters are sharded (torch's FSDP) but its paged "
+                "layers train with no process group to average their gradients over: pass "
+                "process_group= (e.g. torch.distributed.group.WORLD) to from_pretrained or "
+                "offload with train=True, as FSDP shards only what it manages")
     def wait(self) -> None:
         self.off.pager.grad_wait()
         self.inflight.clear()

@@ -58,7 +58,7 @@ from ._weights import StateDictSource, forbid_forward, guard_conversions
 __all__ = ["offload", "remove", "from_pretrained", "convert", "init_empty", "MismatchError",
            "TORCH_DTYPES", "grads", "zero_grad", "no_sync", "parameters", "named_parameters",
            "save", "AdamW",
-           "step_in_backward"]
+           "step_in_backward", "paged_parameters"]
 
 
 def offload(model: torch.nn.Module, pack: Union[str, os.PathLike], device=None, *,
@@ -417,6 +417,26 @@ def named_parameters(model: torch.nn.Module) -> List[Tuple[str, torch.nn.Paramet
 def parameters(model: torch.nn.Module) -> List[torch.nn.Parameter]:
     """:func:`named_parameters` without the names."""
     return [p for _, p in named_parameters(model)]
+
+
+def paged_parameters(model: torch.nn.Module) -> set:
+    """The parameters of `model` (an offloaded model, or any module
+    holding one, such as peft's wrapper) whose weights the pager holds:
+    placeholders that a framework sharding or broadcasting parameters must
+    leave alone.  torch's FSDP2 over a paged model::
+
+        fully_shard(model, ignored_params=wspager.torch.paged_parameters(model))
+
+    (DistributedDataParallel finds them itself.)"""
+    from ._ddp import paged_ids
+    ids = set()
+    for m in model.modules():
+        off = m.__dict__.get("_wspager")
+        if off is not None:
+            ids |= paged_ids(off)
+    if not ids:
+        raise ValueError("paged_parameters: this model holds no offloaded model")
+    return {p for p in model.parameters() if id(p) in ids}
 
 
 def step_in_backward(model: torch.nn.Module, optimizer=torch.optim.AdamW, *,

@@ -238,12 +238,13 @@ def rank_main(case: str, mode: str) -> None:
     dist.destroy_process_group()
 
 
-def launch(case: str, mode: str) -> list:
-    """Each rank's result of `case` (None for a rank that wrote none)."""
+def launch(case: str, mode: str, script: str = __file__) -> list:
+    """Each rank's result of `case` (None for a rank that wrote none), the
+    ranks running `script`."""
     from checks import free_port
     env = dict(os.environ, MASTER_ADDR="127.0.0.1", MASTER_PORT=str(free_port()),
                WORLD_SIZE="2", LOCAL_WORLD_SIZE="2")
-    procs = [subprocess.Popen([sys.executable, __file__, "rank", case, mode],
+    procs = [subprocess.Popen([sys.executable, script, "rank", case, mode],
                               env=dict(env, RANK=str(r), LOCAL_RANK=str(r)))
              for r in range(2)]
     for p in procs:
