@@ -27,6 +27,7 @@ import shutil
 import sys
 import tempfile
 import traceback
+from typing import Tuple
 
 import torch
 import transformers
@@ -49,7 +50,26 @@ SMALL = {
     "n_shared_experts": 1, "first_k_dense_replace": 1,
     "kv_lora_rank": 16, "q_lora_rank": 16, "qk_rope_head_dim": 8, "qk_nope_head_dim": 8,
     "v_head_dim": 16, "n_group": 1, "topk_group": 1,
-    "sliding_window": 32, "attention_window_size": 32,
+    "sliding_window": 32, "attention_window_size": 32, "rotary_dim": 8,
+    "vocab_size_per_layer_input": 256, "hidden_size_per_layer_input": 16,
+    "mamba_n_heads": 4, "mamba_d_head": 32, "mamba_d_ssm": 128, "mamba_d_state": 16,
+    "state_size": 16,
+    "time_step_rank": 8, "index_head_dim": 16, "index_n_heads": 4,
+}
+
+# Where a family's config ties sizes together that the shrink above
+# breaks: what makes them agree again.
+AGREE = {
+    "mamba2": {"head_dim": 32, "n_groups": 1},   # heads x head_dim = expand x hidden
+    # default hybrids of state-space layers only, which transformers'
+    # generate cannot run: one attention layer
+    "bamba": {"attn_layer_indices": [1]},
+    "granitemoehybrid": {"layer_types": ["linear_attention", "full_attention"]},
+    "deepseek_v2": {"num_experts_per_tok": 2},     # None by default
+    "gemma3n_text": {"num_kv_shared_layers": 0},   # 10 of 2 layers
+    "jamba": {"attn_layer_offset": 1, "attn_layer_period": 2,
+              "expert_layer_offset": 1, "expert_layer_period": 2},
+    "lfm2_moe": {"layer_types": ["conv", "full_attention"]},   # None by default
 }
 
 
@@ -58,20 +78,54 @@ TOKENS = ("pad_token_id", "bos_token_id", "eos_token_id", "decoder_start_token_i
 LIMIT = 20_000_000    # parameters after shrinking; larger ones are left out
 
 
+def value(cfg, name: str):
+    """cfg.name, or None where the config has none or will not give one
+    (a per-layer attribute asked of the whole model)."""
+    try:
+        return getattr(cfg, name, None)
+    except Exception:
+        return None
+
+
+def is_size(v) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def mla_agree(over: dict, cfg) -> None:
+    """Multi-head latent attention (DeepSeek and its kin): head_dim is the
+    rotary part of a query's head, and every head has its keys."""
+    rope = over.get("qk_rope_head_dim", value(cfg, "qk_rope_head_dim"))
+    if not is_size(rope):
+        return
+    if is_size(value(cfg, "head_dim")):
+        over["head_dim"] = rope
+    if is_size(value(cfg, "num_key_value_heads")):
+        over["num_key_value_heads"] = SMALL["num_attention_heads"]
+
+
+def layer_kinds(kinds: list, n: int) -> Tuple[list, int]:
+    """A list of layer kinds for n layers (at least one layer a kind, in
+    the order they first come), and the layers that takes."""
+    distinct = list(dict.fromkeys(kinds))
+    n = max(n, len(distinct))
+    return (distinct * n)[:n], n
+
+
 def small_config(cls):
     """The config class's defaults with the sizes shrunk, given at
     construction where the class validates its fields together (layer
     kinds a layer each)."""
     base = cls()
-    over = {k: v for k, v in SMALL.items() if isinstance(getattr(base, k, None), int)
-            and not isinstance(getattr(base, k), bool)}
+    agree = AGREE.get(cls.model_type, {})
+    over = {k: v for k, v in SMALL.items() if is_size(value(base, k))}
+    over.update(agree)
+    mla_agree(over, base)
     n = over.get("num_hidden_layers")
     for name, kinds in vars(base).items():
-        if n and isinstance(kinds, list) and kinds and name.endswith(("_types", "_type")):
-            # every kind of layer once, in the order they first come
-            distinct = list(dict.fromkeys(kinds))
-            n = over["num_hidden_layers"] = max(n, len(distinct))
-            over[name] = (distinct * n)[:n]
+        if n and isinstance(kinds, list) and kinds and name.endswith(("_types", "_type")) \
+                and name not in agree:
+            over[name], n = layer_kinds(kinds, n)
+            over["num_hidden_layers"] = n
     for name, kinds in vars(base).items():
         if n and isinstance(kinds, list) and name.endswith(("_indices", "_ids")) and \
                 all(isinstance(i, int) for i in kinds):
@@ -85,16 +139,17 @@ def small_config(cls):
 
 
 def shrink(cfg) -> None:
-    for name, value in SMALL.items():
-        if hasattr(cfg, name) and isinstance(getattr(cfg, name), int) \
-                and not isinstance(getattr(cfg, name), bool):
+    agree = dict(AGREE.get(cfg.model_type, {}))
+    mla_agree(agree, cfg)
+    for name, v in {**SMALL, **agree}.items():
+        if is_size(value(cfg, name)) or name in agree:
             try:
-                setattr(cfg, name, value)
+                setattr(cfg, name, v)
             except Exception:   # a derived, read-only attribute
                 pass
     for k, name in enumerate(TOKENS):     # token ids inside the small vocabulary
-        t = getattr(cfg, name, None)
-        if isinstance(t, int) and not isinstance(t, bool) and t >= SMALL["vocab_size"]:
+        t = value(cfg, name)
+        if is_size(t) and t >= SMALL["vocab_size"]:
             try:
                 setattr(cfg, name, k % 3)
             except Exception:
@@ -103,10 +158,12 @@ def shrink(cfg) -> None:
         if isinstance(inner, transformers.PretrainedConfig):
             shrink(inner)
     for name in ("layer_types", "layers_block_type", "block_types"):
-        kinds = getattr(cfg, name, None)
-        n = getattr(cfg, "num_hidden_layers", None)
-        if isinstance(kinds, list) and n and len(kinds) != n:
-            setattr(cfg, name, (kinds * n)[:n])
+        kinds = value(cfg, name)
+        n = value(cfg, "num_hidden_layers")
+        if isinstance(kinds, list) and kinds and n and len(kinds) != n:
+            kinds, n = layer_kinds(kinds, n)
+            cfg.num_hidden_layers = n
+            setattr(cfg, name, kinds)
 
 
 # --kind: the auto mapping swept, the Auto class that loads it, and whether
