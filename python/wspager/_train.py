@@ -347,6 +347,7 @@ class Trainer:
                 "layers train with no process group to average their gradients over: pass "
                 "process_group= (e.g. torch.distributed.group.WORLD) to from_pretrained or "
                 "offload with train=True, as FSDP shards only what it manages")
+
     def wait(self) -> None:
         self.off.pager.grad_wait()
         self.inflight.clear()
