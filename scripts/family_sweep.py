@@ -55,6 +55,9 @@ SMALL = {
     "mamba_n_heads": 4, "mamba_d_head": 32, "mamba_d_ssm": 128, "mamba_d_state": 16,
     "state_size": 16,
     "time_step_rank": 8, "index_head_dim": 16, "index_n_heads": 4,
+    "encoder_layers": 2, "decoder_layers": 2, "encoder_attention_heads": 4,
+    "decoder_attention_heads": 4, "encoder_ffn_dim": 128, "decoder_ffn_dim": 128,
+    "embedding_size": 64,
 }
 
 # Where a family's config ties sizes together that the shrink above
@@ -70,6 +73,7 @@ AGREE = {
     "jamba": {"attn_layer_offset": 1, "attn_layer_period": 2,
               "expert_layer_offset": 1, "expert_layer_period": 2},
     "lfm2_moe": {"layer_types": ["conv", "full_attention"]},   # None by default
+    "esm": {"vocab_size": 256, "pad_token_id": 1, "mask_token_id": 2},   # None by default
 }
 
 
