@@ -340,7 +340,10 @@ class Trainer:
         cannot, and the ranks would drift apart silently."""
         if not (dist.is_available() and dist.is_initialized()) or dist.get_world_size() < 2:
             return
-        from torch.distributed.tensor import DTensor
+        try:
+            from torch.distributed.tensor import DTensor
+        except ImportError:     # a torch older than FSDP2 (2.4)
+            return
         if any(isinstance(p, DTensor) for p in self.off.model.parameters()):
             raise RuntimeError(
                 "wspager: this model's parameters are sharded (torch's FSDP) but its paged "
