@@ -130,20 +130,25 @@ def _joined(off, ddp, top: torch.nn.Module, paged: set) -> None:
     tr.gsum.ddp = weakref.ref(ddp)
 
 
+def offloaded_in(module: torch.nn.Module) -> list:
+    """The offloads (``_wspager``) of the offloaded models in `module`:
+    itself, or under a wrapper such as peft's."""
+    return [off for m in module.modules() if (off := m.__dict__.get("_wspager")) is not None]
+
+
 def _refuse_data_parallel(parent: torch.nn.Module, name: str, child: torch.nn.Module):
     """torch's module registration hook: a DataParallel over several GPUs
     taking an offloaded model (or a module holding one) raises."""
     if not isinstance(parent, torch.nn.DataParallel) or torch.cuda.device_count() < 2:
         return None
-    for m in child.modules():
-        off = m.__dict__.get("_wspager")
-        if off is not None:
-            raise RuntimeError(
-                f"wspager: torch.nn.DataParallel cannot copy a paged model onto several GPUs "
-                f"(its weights come from the pager's slots on {off.device}; the copies would "
-                f"run without them).  transformers' Trainer uses DataParallel when one process "
-                f"sees several GPUs: run on one (CUDA_VISIBLE_DEVICES=N), or one process a GPU "
-                f"with torchrun (DistributedDataParallel wraps a paged model).")
+    offs = offloaded_in(child)
+    if offs:
+        raise RuntimeError(
+            f"wspager: torch.nn.DataParallel cannot copy a paged model onto several GPUs "
+            f"(its weights come from the pager's slots on {offs[0].device}; the copies would "
+            f"run without them).  transformers' Trainer uses DataParallel when one process "
+            f"sees several GPUs: run on one (CUDA_VISIBLE_DEVICES=N), or one process a GPU "
+            f"with torchrun (DistributedDataParallel wraps a paged model).")
     return None
 
 

@@ -428,12 +428,8 @@ def paged_parameters(model: torch.nn.Module) -> set:
         fully_shard(model, ignored_params=wspager.torch.paged_parameters(model))
 
     (DistributedDataParallel finds them itself.)"""
-    from ._ddp import paged_ids
-    ids = set()
-    for m in model.modules():
-        off = m.__dict__.get("_wspager")
-        if off is not None:
-            ids |= paged_ids(off)
+    from ._ddp import offloaded_in, paged_ids
+    ids = set().union(*(paged_ids(off) for off in offloaded_in(model)))
     if not ids:
         raise ValueError("paged_parameters: this model holds no offloaded model")
     return {p for p in model.parameters() if id(p) in ids}

@@ -1,8 +1,10 @@
 """What the Python tests share: record a failed check, and finish with the
 count and the exit status (0, or 1 when anything failed); the device
 argument and the optional packages a test needs (skip, 77, without); a
-free port for torch.distributed."""
+free port for torch.distributed, and a rank's start."""
+import datetime
 import importlib
+import os
 import socket
 import sys
 
@@ -45,3 +47,19 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def start_rank(mode: str, timeout_s: float):
+    """A rank of a test that started its own ranks (RANK and the store in
+    the environment) joins the default process group: NCCL and a GPU a
+    rank for "cuda", else gloo on the CPU.  Returns (rank, device)."""
+    import torch
+    import torch.distributed as dist
+    rank = int(os.environ["RANK"])
+    dev = torch.device("cpu")
+    if mode == "cuda":
+        dev = torch.device("cuda", rank)
+        torch.cuda.set_device(dev)
+    dist.init_process_group("nccl" if mode == "cuda" else "gloo",
+                            timeout=datetime.timedelta(seconds=timeout_s))
+    return rank, dev

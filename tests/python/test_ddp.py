@@ -28,7 +28,6 @@ copy of the pack (argv[1] "cpu", default: gloo and the host backend;
   one process seeing both GPUs stops with that message.
 * Ranks whose packs differ: DDP's construction refused on both, naming
   both packs."""
-import datetime
 import hashlib
 import json
 import os
@@ -169,15 +168,9 @@ def rank_main(case: str, mode: str) -> None:
     from torch.nn.parallel import DistributedDataParallel as DDP
     import wspager.torch as wt
     from wspager._ddp import paged_ids
-    rank = int(os.environ["RANK"])
-    dev = torch.device("cpu")
-    where = {}
-    if mode == "cuda":
-        dev = torch.device("cuda", rank)
-        torch.cuda.set_device(dev)
-        where = {"device_ids": [rank]}
-    dist.init_process_group("nccl" if mode == "cuda" else "gloo",
-                            timeout=datetime.timedelta(seconds=30))
+    from checks import start_rank
+    rank, dev = start_rank(mode, 30)
+    where = {"device_ids": [rank]} if mode == "cuda" else {}
     transformers.logging.set_verbosity_error()
     ckpt = os.path.join(T, "ckpt")
     pack = os.path.join(T, "other.wsp" if case == "differ" and rank == 1 else f"rank{rank}.wsp")
@@ -238,6 +231,19 @@ def rank_main(case: str, mode: str) -> None:
     dist.destroy_process_group()
 
 
+def two_packs() -> str:
+    """The tests' checkpoint (a small Llama) and a pack copy for each rank,
+    as two hosts would have them; returns the checkpoint's folder."""
+    import wspager
+    from configs import llama
+    torch.manual_seed(0)
+    ckpt = os.path.join(T, "ckpt")
+    transformers.LlamaForCausalLM(llama(64, 4, 300)).save_pretrained(ckpt)
+    wspager.convert(ckpt, os.path.join(T, "rank0.wsp"))
+    shutil.copytree(os.path.join(T, "rank0.wsp"), os.path.join(T, "rank1.wsp"))
+    return ckpt
+
+
 def launch(case: str, mode: str, script: str = __file__) -> list:
     """Each rank's result of `case` (None for a rank that wrote none), the
     ranks running `script`."""
@@ -272,11 +278,7 @@ def main(mode: str) -> None:
     import wspager.torch as wt
     from configs import llama
     transformers.logging.set_verbosity_error()
-    torch.manual_seed(0)
-    ckpt = os.path.join(T, "ckpt")
-    transformers.LlamaForCausalLM(llama(64, 4, 300)).save_pretrained(ckpt)
-    wspager.convert(ckpt, os.path.join(T, "rank0.wsp"))
-    shutil.copytree(os.path.join(T, "rank0.wsp"), os.path.join(T, "rank1.wsp"))  # a host each
+    ckpt = two_packs()
     other = os.path.join(T, "other-ckpt")
     transformers.LlamaForCausalLM(llama(64, 4, 300)).save_pretrained(other)
     wspager.convert(other, os.path.join(T, "other.wsp"))

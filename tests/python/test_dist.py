@@ -35,7 +35,6 @@ Run as `test_dist.py [cpu|cuda]`: builds the checkpoint and packs, then
 starts the two ranks of each case (this file with argv "rank CASE MODE")
 and checks what they wrote.  WSP_TEST_CASES=fits,tied runs those cases
 only (a quick check on a GPU machine; it says which it left out)."""
-import datetime
 import hashlib
 import json
 import os
@@ -84,13 +83,8 @@ def rank_main(case: str, mode: str) -> None:
     import torch.distributed as dist
     import wspager
     import wspager.torch as wt
-    rank = int(os.environ["RANK"])
-    dev = torch.device("cpu")
-    if mode == "cuda":
-        dev = torch.device("cuda", rank)
-        torch.cuda.set_device(dev)
-    dist.init_process_group("nccl" if mode == "cuda" else "gloo",
-                            timeout=datetime.timedelta(seconds=20))
+    from checks import start_rank
+    rank, dev = start_rank(mode, 20)
     transformers.logging.set_verbosity_error()
     ckpt = os.path.join(T, "ckpt")
     pack = os.path.join(T, f"rank{rank}.wsp")

@@ -16,10 +16,8 @@ skip (77) with fewer than two).
   first backward, saying to pass ``process_group=``.
 * ``paged_parameters`` names exactly the parameters DDP leaves to the
   pager, and refuses a model holding no offloaded model."""
-import datetime
 import json
 import os
-import shutil
 import sys
 import time
 
@@ -29,7 +27,9 @@ import transformers
 T = os.environ["WSP_TEST_TMP"]
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from test_ddp import adapters, batches, digest, launch, lora, masters, trainable  # noqa: E402
+from checks import start_rank  # noqa: E402
+from test_ddp import (adapters, batches, digest, launch, lora, masters,  # noqa: E402
+                      trainable, two_packs)
 
 
 def clipped_steps(run, params, digest_of, steps_batches, scale: float):
@@ -67,13 +67,7 @@ def rank_main(case: str, mode: str) -> None:
     from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.fsdp import fully_shard
     import wspager.torch as wt
-    rank = int(os.environ["RANK"])
-    dev = torch.device("cpu")
-    if mode == "cuda":
-        dev = torch.device("cuda", rank)
-        torch.cuda.set_device(dev)
-    dist.init_process_group("nccl" if mode == "cuda" else "gloo",
-                            timeout=datetime.timedelta(seconds=30))
+    rank, dev = start_rank(mode, 30)
     mesh = init_device_mesh(dev.type, (2,))
     transformers.logging.set_verbosity_error()
     ckpt = os.path.join(T, "ckpt")
@@ -129,16 +123,10 @@ def main(mode: str) -> None:
     except ImportError as e:
         print(f"SKIP: this torch has no fully_shard with ignored_params ({e})")
         sys.exit(77)
-    import wspager
     import wspager.torch as wt
-    from configs import llama
     from wspager._ddp import paged_ids
     transformers.logging.set_verbosity_error()
-    torch.manual_seed(0)
-    ckpt = os.path.join(T, "ckpt")
-    transformers.LlamaForCausalLM(llama(64, 4, 300)).save_pretrained(ckpt)
-    wspager.convert(ckpt, os.path.join(T, "rank0.wsp"))
-    shutil.copytree(os.path.join(T, "rank0.wsp"), os.path.join(T, "rank1.wsp"))  # a host each
+    ckpt = two_packs()
     dev = torch.device("cuda", 0) if mode == "cuda" else torch.device("cpu")
     tol = 1e-6 if mode == "cpu" else 1e-5
 
