@@ -220,6 +220,36 @@ def plan(model: torch.nn.Module, pack: Pack, names, resident: Set[str], train: b
     return out
 
 
+# A paged layer at most 1/SMALL_SHARE of the largest layer's raw bytes
+# (a final norm: kilobytes beside hundreds of megabytes) is kept on the
+# device instead: as a paged layer it takes a whole slot, a fill and a
+# visit at every use, and at a training step's turn from forward to
+# backward the slot it holds is one layer fewer filled ahead.  All such
+# layers together take at most 1/SMALL_TOTAL of the largest layer.
+SMALL_SHARE = 256
+SMALL_TOTAL = 16
+
+
+def keep_small(plan: Plan, exclude: Set[str]) -> List[str]:
+    """Move the paged layers that are small (above), and not named in
+    `exclude` (read only on demand), to the kept tensors, smallest first;
+    their names."""
+    if not plan.layers:
+        return []
+    largest = max(L.raw_bytes for L in plan.layers.values())
+    small = sorted((plan.layers[i].raw_bytes, i) for i in plan.paged
+                   if plan.layers[i].name not in exclude
+                   and plan.layers[i].raw_bytes * SMALL_SHARE <= largest)
+    moved, total = [], 0
+    for size, i in small:
+        if (total + size) * SMALL_TOTAL > largest:
+            break
+        total += size
+        plan.kept.setdefault(i, []).extend(plan.paged.pop(i))
+        moved.append(plan.layers[i].name)
+    return moved
+
+
 def _resident(name: str, resident: Set[str]) -> bool:
     mod = name.rsplit(".", 1)[0] if "." in name else ""
     return any(inside(name, r) or inside(mod, r) for r in resident)

@@ -64,7 +64,7 @@ __all__ = ["offload", "remove", "from_pretrained", "convert", "init_empty", "Mis
 def offload(model: torch.nn.Module, pack: Union[str, os.PathLike], device=None, *,
             host_cache=None, gpu_slots: Optional[int] = None, resident: Sequence[str] = (),
             on_demand: Sequence[str] = (), train: bool = False, process_group=None,
-            _early=None, **pager_options) -> torch.nn.Module:
+            keep_small: bool = True, _early=None, **pager_options) -> torch.nn.Module:
     """Page `model`'s weights from the pack through the pager.
 
     Parameters
@@ -112,6 +112,13 @@ def offload(model: torch.nn.Module, pack: Union[str, os.PathLike], device=None, 
         Pack layers, or module paths whose layers, are read only when their
         module runs, never ahead of need (task-specific heads).  Routed
         experts are always on demand: a module that never runs is never read.
+    keep_small : bool
+        Pack layers of at most 1/256 of the largest layer's bytes (a final
+        norm) are kept resident, all of them together at most 1/16 of the
+        largest layer: paged, each would take a whole GPU slot, a fill and a
+        visit at every use.  Not with ``train=True`` (a resident parameter
+        trains on the device, not through the pager's fp32 masters) nor a
+        `process_group`.  False pages them as any other layer.
     train : bool
         Paged parameters require gradients; the backward re-acquires each
         layer and hands its gradients to the pager, which adds them into
@@ -196,6 +203,8 @@ def offload(model: torch.nn.Module, pack: Union[str, os.PathLike], device=None, 
     wanted, unknown = _wanted(plan, on_demand)
     if unknown:
         raise MismatchError(f"{path}: on_demand names no pack layer: {', '.join(unknown)}")
+    if keep_small and not train and process_group is None:
+        _plan.keep_small(plan, wanted)
     if process_group is not None:
         from ._group import check_same_pack
         check_same_pack(process_group, path)
@@ -508,7 +517,8 @@ def remove(model: torch.nn.Module) -> None:
 def from_pretrained(path: Union[str, bytes, os.PathLike], device=None, *, config=None,
                     host_cache=None, gpu_slots: Optional[int] = None, resident: Sequence[str] = (),
                     on_demand: Sequence[str] = (), model_class=None, dtype="auto",
-                    train: bool = False, log=None, **pager_options) -> torch.nn.Module:
+                    train: bool = False, keep_small: bool = True, log=None,
+                    **pager_options) -> torch.nn.Module:
     """A transformers model whose weights are paged, never loaded whole.
 
     Parameters
@@ -585,7 +595,7 @@ def from_pretrained(path: Union[str, bytes, os.PathLike], device=None, *, config
         made = [n for n, q in model.named_parameters() if id(q) not in given]
         return offload(model, pack, dev, host_cache=host_cache, gpu_slots=gpu_slots,
                        resident=list(resident) + made, on_demand=on_demand, train=train,
-                       _early=early, **pager_options)
+                       keep_small=keep_small, _early=early, **pager_options)
     except BaseException:
         if early is not None:
             early.discard()

@@ -34,16 +34,22 @@ model = wt.from_pretrained(d, device=device, host_cache="32M", log=notes.append)
 pack = d + ".wsp"
 check(os.path.isfile(os.path.join(pack, "manifest.wspm")), "no pack beside the checkpoint")
 stamp = os.path.getmtime(os.path.join(pack, "manifest.wspm"))
-# no weight was ever materialised: every parameter is a one-element placeholder
+# no weight was ever materialised: every parameter is a one-element
+# placeholder, but the final norm's (a small layer kept on the device:
+# tests/python/test_small.py)
+kept = "model.norm.weight"
 for name, p in model.named_parameters():
-    check(p.untyped_storage().nbytes() <= p.element_size(), f"{name} holds {p.untyped_storage().nbytes()} bytes")
+    if name != kept:
+        check(p.untyped_storage().nbytes() <= p.element_size(),
+              f"{name} holds {p.untyped_storage().nbytes()} bytes")
     check(p.device.type == device, f"{name} on {p.device}")
 check(model.dtype == torch.bfloat16, f"model dtype {model.dtype}")
 # and the placeholders of one dtype share one scalar: one fill (on CUDA a
 # launch, slow while the host tier is page-locked), not one a parameter
-scalars = {p.untyped_storage().data_ptr() for p in model.parameters()}
-check(len(scalars) == len({p.dtype for p in model.parameters()}),
-      f"{len(scalars)} placeholder storages for {len(list(model.parameters()))} parameters")
+placeholders = [p for name, p in model.named_parameters() if name != kept]
+scalars = {p.untyped_storage().data_ptr() for p in placeholders}
+check(len(scalars) == len({p.dtype for p in placeholders}),
+      f"{len(scalars)} placeholder storages for {len(placeholders)} parameters")
 with torch.no_grad():
     got = model(ids).logits
     got_gen = model.generate(ids[:1], max_new_tokens=16, do_sample=False, min_new_tokens=16)

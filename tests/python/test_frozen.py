@@ -8,8 +8,10 @@ own load of the same checkpoint:
 * after from_pretrained every parameter's requires_grad is transformers';
 * a forward and backward with gradients on (a loss on inputs_embeds, as
   attribution does): the input's gradient is that of transformers' model
-  with its weights frozen, no paged weight gets a .grad, and afterwards
-  each has its flag back;
+  with its weights frozen but those the offloaded model keeps as ordinary
+  tensors (a small layer: the final norm), no paged weight gets a .grad,
+  the kept ones get transformers' gradients, and afterwards each paged
+  weight has its flag back;
 * frozen by the user (requires_grad_(False), as peft freezes a base), the
   flags stay off and a forward is that of the frozen transformers model.
 
@@ -49,14 +51,20 @@ def input_grad(m):
     return x.grad
 
 
-for p in ref.parameters():
-    p.requires_grad_(False)
+paged_ids = {id(p) for p in paged}
+kept = {n: p for n, p in model.named_parameters() if id(p) not in paged_ids}
+check("model.norm.weight" in kept, "the final norm is paged (a small layer is kept)")
+for n, p in ref.named_parameters():
+    p.requires_grad_(n in kept)
 want = input_grad(ref)
 got = input_grad(model)
 check(torch.equal(got, want), f"input gradient differs (max "
       f"{(got - want).abs().max().item():.3g})")
-check(all(p.grad is None for p in model.parameters()),
-      "a weight got a gradient without train=True")
+check(all(p.grad is None for p in paged), "a paged weight got a gradient without train=True")
+refs = dict(ref.named_parameters())
+for n, p in kept.items():
+    check(p.grad is not None and torch.equal(p.grad, refs[n].grad),
+          f"kept parameter {n}: gradient differs from transformers'")
 check(all(p.requires_grad for p in paged), "paged weights did not get their flag back")
 
 # frozen by the user: stays frozen, runs as frozen transformers does
