@@ -221,6 +221,9 @@ def main():
     ap.add_argument("--gpu-packed", default=None, metavar="SIZE",
                     help="with --lora: a GPU tier of packed layers of SIZE (wsp_options."
                          "gpu_packed_bytes; default none)")
+    ap.add_argument("--no-keep-small", dest="keep_small", action="store_false",
+                    help="with --lora: page the small layers too (the final norm; "
+                         "offload's keep_small=False)")
     ap.add_argument("--state-cache", default="24G",
                     help="the pager's memory for masters and optimizer state (step_in_backward)")
     ap.add_argument("--profile", metavar="DIR",
@@ -360,7 +363,7 @@ def main():
 def lora_pager(a) -> dict:
     """from_pretrained's arguments for the paged LoRA base, as the options say."""
     kw = dict(device="cuda", host_cache=a.host_cache, gpu_slots=a.gpu_slots,
-              host_decode=a.host_decode)
+              host_decode=a.host_decode, keep_small=a.keep_small)
     if a.gpu_packed:
         kw["gpu_packed"] = a.gpu_packed
     return kw
@@ -476,7 +479,8 @@ def lora_interleaved(d, a, batches, ceil):
     waits = sorted((p - max(r, t_in)) / p for p, r in pairs)
     print(f"LoRA r=16 on q,k,v,o, {a.batch}x{a.seq} tokens, whole steps taking turns "
           f"({a.reps} pairs, decode: {pg.who_decodes()}, {a.gpu_slots} slots"
-          f"{', GPU tier ' + a.gpu_packed if a.gpu_packed else ''}): resident "
+          f"{', GPU tier ' + a.gpu_packed if a.gpu_packed else ''}"
+          f"{'' if a.keep_small else ', small layers paged'}): resident "
           f"{t_res * 1e3:.1f} ms, paged {t_pag * 1e3:.1f} ms; paged / resident by pair: median "
           f"{statistics.median(ratios):.2f}x ({ratios[0]:.2f}-{ratios[-1]:.2f})")
     print(f"  weights in {h2d / 1e9:.2f} GB a step ({t_in * 1e3:.1f} ms at the link); the GPU "

@@ -46,7 +46,9 @@
 #                               and exprans packs, bench/stream_profile.py
 #                               on both), cold-bench (`wspager
 #                               bench` on an exprans pack larger than the
-#                               host cache), py-train (the training tests
+#                               host cache), small-bench (LoRA at batch 4
+#                               with the small layers kept and paged,
+#                               taking turns), py-train (the training tests
 #                               of python), py-families (the transformers
 #                               families of python), ab (before and after:
 #                               streaming, cold and training with an earlier
@@ -358,6 +360,21 @@ run() {
 			done
 		done ;;
 	esac
+	case $parts in *" small-bench "*)
+		# the small layers (the final norm) kept on the device or paged,
+		# taking turns, on LoRA at batch 4 (host-paced, 4 slots)
+		for k in 1 2; do
+			for v in kept paged; do
+				local flag=
+				[ $v = paged ] && flag=--no-keep-small
+				step bench-small-$v-$k 300 "${py_env[@]}" python3 "$top/bench/torch_train.py" \
+					--dir "$work/train" --batch 4 --reps 9 --lora --interleave --decode gpu $flag
+			done
+		done
+		for f in "$out"/bench-small-*.log; do
+			echo "== $(basename "$f" .log)"; grep -aE "LoRA|weights in" "$f"
+		done ;;
+	esac
 	case $parts in *" torch-bench "*|*" lora-bench "*)
 		step bench-lora 500 "${py_env[@]}" python3 "$top/bench/torch_train.py" --dir "$work/train" --lora
 		echo "== bench-lora"; grep -v "Loading weights" "$out/bench-lora.log" | tail -n 8 ;;
@@ -416,7 +433,8 @@ lane_py_families() {
 	step py-families-cuda 300 "${py_env[@]}" sh -c '. "$top_srcdir/tests/python/lib.sh"; "$PY" "$HERE/test_families.py" cuda'
 	step py-families-cpu 300 "${py_env[@]}" sh "$top/tests/python/torch_families.sh"
 	step py-frozen-cuda 300 "${py_env[@]}" sh -c '. "$top_srcdir/tests/python/lib.sh"; "$PY" "$HERE/test_frozen.py" cuda'
-	for f in py-families-cuda py-families-cpu py-frozen-cuda; do
+	step py-small-cuda 300 "${py_env[@]}" sh -c '. "$top_srcdir/tests/python/lib.sh"; "$PY" "$HERE/test_small.py" cuda'
+	for f in py-families-cuda py-families-cpu py-frozen-cuda py-small-cuda; do
 		echo "== $f"; grep -E 'torch|FAIL|Error|failures' "$out/$f.log"
 	done
 }
