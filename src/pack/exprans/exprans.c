@@ -395,27 +395,43 @@ static void join_planes(uint32_t *d32, const uint16_t *buf, const struct section
 				 (uint32_t)(b0[i] >> 7);
 }
 
+/* Eight 7-bit fields (bits 7t..7t+6 of w) spread to the low 7 bits of
+ * eight bytes: halves, then quarters, then bytes apart. */
+static inline uint64_t spread7(uint64_t w)
+{
+	w = (w & 0x000000000fffffffull) | ((w << 4) & 0x0fffffff00000000ull);
+	w = (w & 0x00003fff00003fffull) | ((w << 2) & 0x3fff00003fff0000ull);
+	return (w & 0x007f007f007f007full) | ((w << 1) & 0x7f007f007f007f00ull);
+}
+
 /* Values [first, end) of a packed plane of 7-bit indices naming every
  * one of its symbols (128, the sign|mantissa symbols of most weights) as
- * bytes: eight values from seven bytes at a time. */
+ * bytes: eight values from seven bytes at a time.  Every index names a
+ * symbol (not some_bad), so there are 128 symbols, strictly increasing and
+ * at most 0x7f (parse_packed): symbol i is i, and a value's byte is its
+ * index (a lookup a value cost as much as the exponents' decode). */
 static void unpack7_bytes(const struct section_dec *s, uint64_t first, uint64_t end,
 			  uint8_t *out)
 {
-	uint8_t sym[128];
-	for (unsigned i = 0; i < 128; i++)
-		sym[i] = (uint8_t)(s->unpack[i] >> 7);
 	const uint8_t *q = s->index + first / 8 * 7;   /* first is a block's start */
 	uint64_t count = end - first, i = 0;
-	for (; i + 8 <= count; i += 8, q += 7) {
-		/* 8 bytes where the indices go on (7 copied would stall the
-		 * load that follows the copy) */
-		uint64_t w = 0;
-		memcpy(&w, q, q + 8 <= s->index_end ? 8 : 7);
-		for (unsigned t = 0; t < 8; t++)
-			out[i + t] = sym[(w >> (7 * t)) & 0x7f];
+	uint64_t w, v;
+	/* 8 bytes where the indices go on (7 copied would stall the load
+	 * that follows the copy); 7 for a last group at the plane's end */
+	for (; i + 8 <= count && q + 8 <= s->index_end; i += 8, q += 7) {
+		memcpy(&w, q, 8);
+		v = spread7(w);
+		memcpy(out + i, &v, 8);
+	}
+	if (i + 8 <= count) {
+		w = 0;
+		memcpy(&w, q, 7);
+		v = spread7(w);
+		memcpy(out + i, &v, 8);
+		i += 8;
 	}
 	for (; i < count; i++)
-		out[i] = sym[packed_index(s->index, first + i, 7)];
+		out[i] = (uint8_t)packed_index(s->index, first + i, 7);
 }
 
 /* A block's 7-bit sign|mantissa symbols as bytes, from its section:
