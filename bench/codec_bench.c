@@ -12,8 +12,9 @@
  * one thread and on all threads (decode + inverse transform + XXH3 verify),
  * and, as a ceiling, memcpy GB/s on one thread.  A last row does the same
  * for the exprans codec (the converter's default) on the same data, so the
- * two codecs' decode speeds compare within one run.  Numbers only; no
- * assertion.
+ * two codecs' decode speeds compare within one run, and one more for exprans
+ * with the top mantissa bit coded (`ex-top`: what `wspack convert
+ * --smallest` writes).  Numbers only; no assertion.
  */
 #include <getopt.h>
 #include <math.h>
@@ -40,6 +41,7 @@ struct job {
 	unsigned spans;            /* destination segments per chunk (decode) */
 	int level, dtype, failed;
 	enum wsp_codec codec;      /* zstd (with xform) or exprans */
+	int top_bit;               /* exprans: code the top mantissa bit (--smallest) */
 	enum wspm_transform xform;
 	atomic_size_t next;
 	atomic_uint_least64_t cpu_ns;   /* CPU time of all workers of the last run */
@@ -100,6 +102,7 @@ static void *encode_worker(void *arg)
 		j->failed = 1;
 		return NULL;
 	}
+	chunk_encoder_set_top_bit(e, j->top_bit);
 	while ((k = atomic_fetch_add(&j->next, 1)) < j->n_chunks) {
 		uint64_t off = k * j->chunk, n = WSP_MIN(j->chunk, j->total - off);
 		if (chunk_encode_xform(e, j->raw + off, n, j->dtype, j->codec, j->xform,
@@ -367,6 +370,9 @@ int main(int argc, char **argv)
 	j.codec = WSP_CODEC_EXPRANS;
 	j.xform = WSPM_XFORM_NONE;
 	if (measure(&j, raw, threads, reps, "exprans", 0) < 0)
+		return 1;
+	j.top_bit = 1;
+	if (dtype != WSP_DTYPE_F16 && measure(&j, raw, threads, reps, "ex-top", 0) < 0)
 		return 1;
 	free(raw);
 	free(copy);
