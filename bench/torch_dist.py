@@ -90,6 +90,15 @@ def timed(model, ids, passes: int, reps: int, after_cold=lambda: None, trace=Non
         log(f"cold forward {cold:.2f} s")
         for _ in range(2):
             model(ids)
+        # who decodes is measured while running (wsp_who_decodes): forwards,
+        # each waited for, until the pager has chosen, so that no timed pass
+        # is a trial's (a rank's parts are always decoded on its GPU)
+        pager = getattr(getattr(model, "_wspager", None), "pager", None)
+        n = 0
+        while pager is not None and pager.who_decodes() == "trying" and n < 200:
+            model(ids)
+            torch.cuda.synchronize(dev)
+            n += 1
         if trace:
             acts = [ProfilerActivity.CUDA] + \
                 ([] if os.environ.get("WSP_DIST_GPU_ONLY") else [ProfilerActivity.CPU])
@@ -284,13 +293,15 @@ def main():
     opened = time.perf_counter() - t0
     cold, warm, want, one_busy = timed(model, ids, a.passes, a.reps)
     read1 = model._wspager.pager.stats()["bytes_read"]
+    decoder = model._wspager.pager.who_decodes()
     wt.remove(model)
     del model
     torch.cuda.empty_cache()
     log(f"one process: open {opened:.2f} s, cold forward {cold:.2f} s = {raw / cold / 1e9:.2f} "
         f"GB/s raw ({stored / cold / 1e9:.2f} GB/s stored; read {read1 / stored:.2f}x the pack); "
         f"warm {a.passes * raw / warm / 1e9:.1f} GB/s raw = "
-        f"{a.passes * raw / warm / 1e9 / link[0]:.2f}x the link; its thread on a CPU "
+        f"{a.passes * raw / warm / 1e9 / link[0]:.2f}x the link (decoded by: {decoder}); "
+        f"its thread on a CPU "
         f"{one_busy[0]:.0%} of the warm time")
 
     # The same forwards with the model resident on one GPU: no paging at
