@@ -4,8 +4,8 @@
  * Gaussian, heavy-tailed, all-equal exponents, NaN/Inf/subnormals, random
  * bits); the stream rejected when truncated, extended or with a changed
  * count, and never read or written out of bounds when bytes are flipped
- * (ASan), the SIMD and portable decoders agreeing on every stream, good
- * or damaged; through chunk_encode/chunk_decode with the checksum, f16 and
+ * (ASan), the AVX-512, AVX2 and portable decoders agreeing on every
+ * stream, good or damaged; through chunk_encode/chunk_decode with the checksum, f16 and
  * f32 about as small as zstd makes them, falling back to zstd for other
  * dtypes.  Prints the ratios and the decoder's speed (speed not asserted).
  */
@@ -37,7 +37,7 @@ static void roundtrip(uint64_t n, enum kind k, int dtype, unsigned flags)
 	int64_t len = exprans_encode(v, n, w, flags, enc, cap);
 	CHECK(len > 0 && (size_t)len <= cap);
 	wspi_err_init(&err);
-	for (int simd = 0; simd < 2; simd++) {
+	for (int simd = 0; simd < 3; simd++) {
 		exprans_use_simd = simd;
 		memset(back, 0xee, n * w);
 		int rc = exprans_decode(enc, (size_t)len, back, n, w, flags, &err);
@@ -89,14 +89,16 @@ static void roundtrip(uint64_t n, enum kind k, int dtype, unsigned flags)
 		size_t at = (size_t)(t_rand() % (uint64_t)len);
 		uint8_t old = enc[at];
 		enc[at] ^= (uint8_t)(1u << (t_rand() % 8));
-		exprans_use_simd = 1;
-		int r1 = exprans_decode(enc, (size_t)len, back, n, w, flags, &err);
 		exprans_use_simd = 0;
 		int r0 = exprans_decode(enc, (size_t)len, back2, n, w, flags, &err);
-		CHECK(r0 == r1 && (r0 != 0 || memcmp(back, back2, n * w) == 0));
+		for (int simd = 1; simd < 3; simd++) {
+			exprans_use_simd = simd;
+			int r = exprans_decode(enc, (size_t)len, back, n, w, flags, &err);
+			CHECK(r0 == r && (r0 != 0 || memcmp(back, back2, n * w) == 0));
+		}
 		enc[at] = old;
 	}
-	exprans_use_simd = 1;
+	exprans_use_simd = 2;
 	wspi_err_destroy(&err);
 	free(v), free(back), free(back2), free(enc);
 }
@@ -109,14 +111,14 @@ static void refused(const uint8_t *bad, int64_t len, uint64_t n, int planes, con
 	uint32_t *back = malloc(n * 4);
 	CHECK(back);
 	wspi_err_init(&err);
-	for (int simd = 0; simd < 2; simd++) {
+	for (int simd = 0; simd < 3; simd++) {
 		exprans_use_simd = simd;
 		CHECK_RC(exprans_decode(bad, (size_t)len, back, n, 4, planes, &err), WSP_EFORMAT);
 		if (!strstr(err.msg, why))
 			fprintf(stderr, "want \"%s\", got: %s\n", why, err.msg);
 		CHECK(strstr(err.msg, why) != NULL);
 	}
-	exprans_use_simd = 1;
+	exprans_use_simd = 2;
 	wspi_err_destroy(&err);
 	free(back);
 }
@@ -245,13 +247,13 @@ static void packed_planes(void)
 		CHECK(l > 0);
 		uint64_t b1 = 4 + exprans_section_len(enc, 4, N), b0 = b1 + exprans_section_len(enc, b1, N);
 		CHECK((unsigned)(enc[b0] | enc[b0 + 1] << 8) == (0x4000u | k));
-		for (int simd = 0; simd < 2; simd++) {
+		for (int simd = 0; simd < 3; simd++) {
 			exprans_use_simd = simd;
 			memset(back, 0, N * 4);
 			CHECK_RC(exprans_decode(enc, (size_t)l, back, N, 4, 1, &err), 0);
 			CHECK(memcmp(v, back, N * 4) == 0);
 		}
-		exprans_use_simd = 1;
+		exprans_use_simd = 2;
 	}
 	/* a packed header where the format has none: raw low halves */
 	int64_t plain = exprans_encode(v, N, 4, 0, bad, cap);
@@ -329,7 +331,7 @@ static void top_bit_forms(void)
 			uint8_t *exact = malloc((size_t)len);
 			CHECK(exact);
 			memcpy(exact, enc, (size_t)len);
-			for (int simd = 0; simd < 2; simd++) {
+			for (int simd = 0; simd < 3; simd++) {
 				exprans_use_simd = simd;
 				memset(back, 0xee, N * 4);
 				CHECK_RC(exprans_decode(exact, (size_t)len, back, N, w, flags, &err), 0);
@@ -337,7 +339,7 @@ static void top_bit_forms(void)
 			}
 			free(exact);
 		}
-	exprans_use_simd = 1;
+	exprans_use_simd = 2;
 	wspi_err_destroy(&err);
 	free(h), free(v), free(back), free(enc);
 }
@@ -408,7 +410,9 @@ int main(void)
 	int64_t top_len = exprans_encode(v, raw / 2, 2, EXPRANS_TOP_BIT, topc,
 					 exprans_bound(raw / 2, 2, EXPRANS_TOP_BIT));
 	CHECK(top_len > 0 && top_len < (int64_t)c.stored_bytes);
-	for (int simd = 1; simd >= 0; simd--)
+	static const char *const decoders[] = { "portable", "AVX2 where the CPU has it",
+						"AVX-512 where the CPU has it" };
+	for (int simd = 2; simd >= 0; simd--)
 		for (unsigned flags = 0; flags <= EXPRANS_TOP_BIT; flags += EXPRANS_TOP_BIT) {
 			const uint8_t *in = flags ? topc : stored;
 			size_t len = flags ? (size_t)top_len : c.stored_bytes;
@@ -419,10 +423,10 @@ int main(void)
 				CHECK_RC(exprans_decode(in, len, back, raw / 2, 2, flags, &err), 0);
 			double gbs = reps * (double)raw / (now() - t0) / 1e9;
 			printf("CPU decode (%s, %s): %.2f GB/s of raw bf16 on one thread = %.3f of "
-			       "memcpy\n", simd ? "AVX2 where the CPU has it" : "portable",
-			       flags ? "top bit coded" : "plain", gbs, gbs / copy_gbs);
+			       "memcpy\n", decoders[simd], flags ? "top bit coded" : "plain", gbs,
+			       gbs / copy_gbs);
 		}
-	exprans_use_simd = 1;
+	exprans_use_simd = 2;
 	free(topc);
 	/* f16 and f32 Gaussian weights: coded too, about as small as zstd with
 	 * the dtype's transform makes them (wspack(5)). */

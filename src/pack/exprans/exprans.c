@@ -21,7 +21,7 @@ unsigned exprans_value_bytes(int dtype)
 	}
 }
 
-int exprans_use_simd = 1;
+int exprans_use_simd = 2;
 
 /* slot -> (freq - 1) | (slot - cum) << 12 | symbol << 24, one word. */
 static inline uint32_t dec_entry(uint32_t freq, uint32_t bias, uint32_t sym)
@@ -50,6 +50,7 @@ struct section_dec {
 	const uint8_t *index, *index_end;
 	uint16_t unpack[256];      /* index -> symbol << 7; PACKED_BAD past the k symbols */
 	const char *what;          /* in messages: "" or " (bits 15..8)" */
+	struct fast_tab fast;      /* rANS: the table in registers, where it fits */
 };
 
 #define PACKED_BAD 0xffffu
@@ -280,6 +281,7 @@ static int parse_section(const uint8_t *p, size_t len, uint64_t *at, uint64_t n,
 	}
 	if (streams_at + total > len)
 		return WSP_ERR(err, WSP_EFORMAT, "exprans%s: lane streams beyond the stream", s->what);
+	exprans_fast_build(s->tab, &s->fast);
 	s->lens = p + lens_at;
 	s->lane = p + streams_at;
 	s->blocks = nb;
@@ -350,7 +352,10 @@ static int decode_block(struct section_dec *s, const uint8_t *p, uint64_t len, u
 	uint64_t full = (end - first) / EXPRANS_LANES, done = 0;
 	unsigned overrun = 0;
 #if WSP_EXPRANS_AVX2
-	if (simd) {
+	if (simd == 2 && s->fast.ok) {
+		overrun |= exprans_steps_avx512(&s->fast, x, off, stop, p, len, sm, out, 0, full, sp);
+		done = full;
+	} else if (simd) {
 		overrun |= exprans_steps_avx2(s->tab, x, off, stop, p, len, sm, out, 0, full, sp);
 		done = full;
 	}
@@ -522,7 +527,8 @@ int exprans_decode_hashed(const void *in, size_t len, void *dst, uint64_t n, uns
 	    !(buf = malloc(n_sec * EXPRANS_BLOCK * sizeof(*buf))))
 		rc = WSP_ERR(err, -ENOMEM, "exprans: out of memory");
 	/* SIMD reads 4 bytes at a lane's position: 4 must follow any lane end. */
-	int simd = exprans_use_simd && n >= 4 && len < (1u << 30) && exprans_cpu_has_avx2();
+	int simd = !exprans_use_simd || n < 4 || len >= (1u << 30) || !exprans_cpu_has_avx2() ? 0 :
+		   exprans_use_simd >= 2 && exprans_cpu_has_avx512() ? 2 : 1;
 	struct split sp = { .top = (int)top, .base = base }, plain = { 0 };
 	/* with the top bit: a block's sign|mantissa symbols, joined as the
 	 * exponents are decoded (32 bytes of slack for a SIMD load) */

@@ -98,8 +98,9 @@ int exprans_decode(const void *in, size_t len, void *dst, uint64_t n, unsigned w
  * output instead of a decode and then a hash. */
 int exprans_decode_hashed(const void *in, size_t len, void *dst, uint64_t n, unsigned width,
 			  unsigned flags, XXH3_state_t *hash, struct wspi_err *err);
-/* 1 (default): decode with AVX2 where the CPU has it; 0: the portable
- * decoder only (tests compare the two). */
+/* 2 (default): decode with AVX-512 where the CPU has it and a section's
+ * symbols fit in registers, else as 1; 1: with AVX2 where the CPU has it;
+ * 0: the portable decoder only (tests compare them). */
 extern int exprans_use_simd;
 /* 1 (default): chunks with coded low halves or the top bit use the
  * compact frequencies and packed planes where they are smaller; 0: the full table and rANS

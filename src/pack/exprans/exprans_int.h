@@ -108,6 +108,27 @@ static inline uint64_t packed_bytes(unsigned k, uint64_t n)
 	return 2 + k + (k & 1) + packed_index_bytes(k, n);
 }
 
+/* A section's slot -> symbol map in registers, for the AVX-512 loop
+ * (exprans_steps.c), which finds each value's symbol without a table
+ * lookup in memory: where the section has at most 32 symbols and at most
+ * one 128-slot bucket in which more than 3 symbols start.  A bucket entry
+ * holds its first slot's symbol index in bits 24..31 and, in each of
+ * bytes 0..2, 128 - the offset of a symbol start inside it (0: none), so
+ * that a slot's offset added to it carries into bit 7 of a byte once per
+ * start at or below it; the crowded bucket is looked up in `fine`, 4 slots
+ * an entry, the same way. */
+struct fast_tab {
+	int ok;
+	uint32_t crowded;          /* the crowded bucket, 32 if none */
+	uint32_t bucket[32];
+	uint32_t fine[32];
+	uint32_t sym[32];          /* index -> (freq - 1) | cum << 12 | symbol << 24 */
+};
+
+/* Build ft from a section's table (slot -> dec entry); ft->ok = 0 where
+ * the section does not fit. */
+void exprans_fast_build(const uint32_t *tab, struct fast_tab *ft);
+
 /* The inner loops of a block's decode (exprans_steps.c): values [from,
  * end) of a block, all 32 lanes a step (the last step may be short), the
  * portable way; returns 1 when a lane needed a word past its stream. */
@@ -120,8 +141,15 @@ unsigned exprans_steps_scalar(const uint32_t *tab, uint32_t *x, int32_t *off,
 unsigned exprans_steps_avx2(const uint32_t *tab, uint32_t *x, int32_t *off, const int32_t *stop,
 			    const uint8_t *p, uint64_t len, const uint8_t *sm, uint16_t *dst,
 			    uint64_t first, uint64_t steps, struct split sp);
+/* The same with AVX-512 for a section whose fast_tab is ok (the caller
+ * checks exprans_cpu_has_avx512). */
+unsigned exprans_steps_avx512(const struct fast_tab *ft, uint32_t *x, int32_t *off,
+			      const int32_t *stop, const uint8_t *p, uint64_t len, const uint8_t *sm,
+			      uint16_t *dst, uint64_t first, uint64_t steps, struct split sp);
 #endif
 /* Whether this CPU runs exprans_steps_avx2 (0 where it is not built). */
 int exprans_cpu_has_avx2(void);
+/* Whether it runs exprans_steps_avx512 (AVX-512 F, BW and VPOPCNTDQ). */
+int exprans_cpu_has_avx512(void);
 
 #endif
