@@ -217,7 +217,24 @@ run() {
 		step bench-exprans 400 "$lane/bench/exprans_bench"
 		# the host decoders on one thread, exprans beside zstd on one data set
 		step bench-codec-cpu 400 "$lane/bench/codec_bench" --levels 1,3 --size 256 --threads 1
-		for f in bench-exprans bench-codec-cpu; do echo "== $f"; tail -n 20 "$out/$f.log"; done ;;
+		# what a user meets: `wspack verify --threads 1` of one checkpoint
+		# packed with exprans and with zstd, taking turns (CPU seconds)
+		step verify-generate 300 wspack generate "$work/verify-model" --layers 4 --hidden 2048 \
+			--intermediate 5632 --vocab 32000 --force
+		step verify-convert-exprans 300 wspack convert "$work/verify-model" -o "$work/verify-ex.wsp" \
+			--codec exprans --force
+		step verify-convert-zstd 300 wspack convert "$work/verify-model" -o "$work/verify-zstd.wsp" \
+			--codec zstd --force
+		for k in 1 2; do
+			for c in ex zstd; do
+				step verify-$c-$k 300 bash -c 'TIMEFORMAT="%U s user, %R s wall"; time wspack verify "$1" --threads 1' \
+					_ "$work/verify-$c.wsp"
+			done
+		done
+		for f in bench-exprans bench-codec-cpu; do echo "== $f"; tail -n 20 "$out/$f.log"; done
+		for f in "$out"/verify-ex-*.log "$out"/verify-zstd-*.log; do
+			echo "== $(basename "$f" .log)"; tail -n 2 "$f"
+		done ;;
 	esac
 	case $parts in *" adamw-bench "*|*" train-bench "*)
 		step bench-adamw 300 "$lane/bench/adamw_bench"
@@ -262,8 +279,10 @@ run() {
 		# bench/gpu_bench, lib/), against this lane's, taking turns:
 		# streaming from the host tier, the cold path, a training step
 		# and what an acquire costs its caller (bench/acquire_bench)
-		# (WSP_LANE_AB: which of "stream cold train acquire", all by default).
-		local base=$lane/base ab=" ${WSP_LANE_AB:-stream cold train acquire} "
+		# and the host decoders on one thread (bench/codec_bench)
+		# (WSP_LANE_AB: which of "stream cold train acquire codec", all by
+		# default).
+		local base=$lane/base ab=" ${WSP_LANE_AB:-stream cold train acquire codec} "
 		if [ ! -x "$base/bench/gpu_bench" ] || [ ! -f "$base/lib/libwspager.so" ]; then
 			echo "ab: no earlier build in $base"
 		else
@@ -289,6 +308,11 @@ run() {
 					step ab-acquire-base-$k 120 "$base/bench/acquire_bench" "$work/ab-tiny.wsp" --device 0
 				step ab-acquire-new-$k 120 "$lane/bench/acquire_bench" "$work/ab-tiny.wsp" --device 0
 			done ;; esac
+			case $ab in *" codec "*) for k in 1 2; do
+				[ -x "$base/bench/codec_bench" ] &&
+					step ab-codec-base-$k 300 "$base/bench/codec_bench" --levels 1,3 --size 256 --threads 1
+				step ab-codec-new-$k 300 "$lane/bench/codec_bench" --levels 1,3 --size 256 --threads 1
+			done ;; esac
 			local base_env=(env "WSPAGER_LIBRARY=$base/lib/libwspager.so" "LD_LIBRARY_PATH=$base/lib")
 			case $ab in *" train "*)
 			step ab-train-base 500 "${py_env[@]}" "${base_env[@]}" python3 "$top/bench/torch_train.py" --dir "$work/train"
@@ -298,6 +322,9 @@ run() {
 			done
 			for f in "$out"/ab-acquire-base-*.log "$out"/ab-acquire-new-*.log; do
 				[ -f "$f" ] && { echo "== $(basename "$f" .log)"; cat "$f"; }
+			done
+			for f in "$out"/ab-codec-*.log; do
+				[ -f "$f" ] && { echo "== $(basename "$f" .log)"; grep -E "memcpy|exp |exprans|ex-top" "$f"; }
 			done
 			for f in ab-cold-base ab-cold-new; do
 				[ -f "$out/$f.log" ] && { echo "== $f"; tail -n 12 "$out/$f.log"; }
