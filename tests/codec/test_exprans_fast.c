@@ -1,7 +1,7 @@
 /*
  * The exprans section tables the AVX-512 decoder keeps in registers
  * (struct fast_tab, exprans_fast_build): for every slot of many frequency
- * tables (Gaussian-like, flat, one symbol, the limits of 32 and 64 symbols and of
+ * tables (Gaussian-like, flat, one symbol, the limits of 32 symbols and of
  * one crowded bucket, random), looked up the way the decoder does (a
  * bucket's entry, its starts counted by carries into bit 7 of its bytes,
  * the symbol's entry), the same frequency, start and symbol as the
@@ -34,8 +34,8 @@ static uint32_t fast_lookup(const struct fast_tab *ft, uint32_t slot)
 	}
 	uint32_t starts = (uint32_t)__builtin_popcount((low * 0x010101u + e) & 0x808080u);
 	uint32_t index = (e >> 24) + starts;
-	CHECK(index < 64);
-	return ft->sym[index & 63];
+	CHECK(index < 32);
+	return ft->sym[index & 31];
 }
 
 /* Builds the fast table of `freq`; where it fits, every slot's lookup
@@ -71,30 +71,21 @@ static void freqs(uint16_t *freq, unsigned first, const uint16_t *f, unsigned k)
 
 static void tables(void)
 {
-	uint16_t freq[256], f[96];
+	uint16_t freq[256], f[64];
 	/* Gaussian bf16 weights' exponents in one block: the rare ones crowd
 	 * the first bucket */
 	static const uint16_t gauss[] = { 1, 1, 1, 1, 1, 2, 5, 8, 21, 39, 84, 151, 315, 617, 1086,
 					  1296, 460, 7 };
 	freqs(freq, 100, gauss, 18);
 	CHECK(fits(freq));
-	/* 32 symbols, each starting a bucket: none crowded; 33 and 64
-	 * (two more registers); 65: too many */
-	for (unsigned i = 0; i < 65; i++)
+	/* 32 symbols, each starting a bucket: none crowded; 33: too many */
+	for (unsigned i = 0; i < 33; i++)
 		f[i] = 128;
 	freqs(freq, 0, f, 32);
 	CHECK(fits(freq));
-	for (unsigned i = 0; i < 64; i++)
-		f[i] = 64;
-	freqs(freq, 0, f, 64);
-	CHECK(fits(freq));
-	f[0] = 63, f[1] = 1, f[64] = 64;
-	freqs(freq, 0, f, 65);
+	f[0] = 64, f[1] = 64;
+	freqs(freq, 0, f, 33);
 	CHECK(!fits(freq));
-	for (unsigned i = 0; i < 33; i++)
-		f[i] = i < 31 ? 128 : 64;
-	freqs(freq, 100, f, 33);
-	CHECK(fits(freq));
 	/* one symbol */
 	f[0] = PROB_SCALE;
 	freqs(freq, 255, f, 1);
@@ -114,11 +105,11 @@ static void tables(void)
 	static const uint16_t middle[] = { 2000, 1, 1, 1, 1, 1, 1, 4096 - 2006 };
 	freqs(freq, 40, middle, 8);
 	CHECK(fits(freq));
-	/* random tables of 2 to 80 symbols: the ones that fit agree slot by
+	/* random tables of 2 to 40 symbols: the ones that fit agree slot by
 	 * slot, and both kinds occur */
 	unsigned fit = 0, refused = 0;
 	for (int t = 0; t < 400; t++) {
-		unsigned k = 2 + (unsigned)(t_rand() % 79), left = PROB_SCALE;
+		unsigned k = 2 + (unsigned)(t_rand() % 39), left = PROB_SCALE;
 		for (unsigned i = 0; i + 1 < k; i++) {
 			/* mostly small frequencies, some large */
 			unsigned most = left - (k - 1 - i);

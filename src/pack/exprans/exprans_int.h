@@ -110,7 +110,7 @@ static inline uint64_t packed_bytes(unsigned k, uint64_t n)
 
 /* A section's slot -> symbol map in registers, for the AVX-512 loop
  * (exprans_steps.c), which finds each value's symbol without a table
- * lookup in memory: where the section has at most 64 symbols and at most
+ * lookup in memory: where the section has at most 32 symbols and at most
  * one 128-slot bucket in which more than 3 symbols start.  A bucket entry
  * holds its first slot's symbol index in bits 24..31 and, in each of
  * bytes 0..2, 128 - the offset of a symbol start inside it (0: none), so
@@ -119,11 +119,10 @@ static inline uint64_t packed_bytes(unsigned k, uint64_t n)
  * an entry, the same way. */
 struct fast_tab {
 	int ok;
-	int wide;                  /* more than 32 symbols (two more registers) */
 	uint32_t crowded;          /* the crowded bucket, 32 if none */
 	uint32_t bucket[32];
 	uint32_t fine[32];
-	uint32_t sym[64];          /* index -> (freq - 1) | cum << 12 | symbol << 24 */
+	uint32_t sym[32];          /* index -> (freq - 1) | cum << 12 | symbol << 24 */
 };
 
 /* Build ft from a section's table (slot -> dec entry); ft->ok = 0 where

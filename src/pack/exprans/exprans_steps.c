@@ -203,17 +203,16 @@ int exprans_cpu_has_avx512(void)
 
 #define AVX512 "avx512f,avx512bw,avx512vpopcntdq,avx2"
 
-/* A fast_tab's tables in registers, 16 entries a register. */
+/* A fast_tab's tables in registers: 32 entries each, two halves. */
 struct fast_regs {
-	__m512i bucket[2], fine[2], sym[4], crowded;
+	__m512i bucket[2], fine[2], sym[2], crowded;
 };
 
 /* The symbol entries (fast_tab.sym) of 16 lanes in state X, and their
  * slots: the bucket's first symbol plus the starts at or below the slot,
  * counted by the carries into bit 7 of the entry's bytes. */
 __attribute__((target(AVX512), always_inline))
-static inline __m512i lanes_symbol(const struct fast_regs *r, __m512i X, __m512i *slot,
-				    int wide)
+static inline __m512i lanes_symbol(const struct fast_regs *r, __m512i X, __m512i *slot)
 {
 	const __m512i slots = _mm512_set1_epi32(PROB_SCALE - 1), carries = _mm512_set1_epi32(0x808080);
 	const __m512i in128 = _mm512_set1_epi32(127), in4 = _mm512_set1_epi32(3);
@@ -233,11 +232,7 @@ static inline __m512i lanes_symbol(const struct fast_regs *r, __m512i X, __m512i
 	__m512i rep = _mm512_shuffle_epi8(low, spread);
 	__m512i starts = _mm512_popcnt_epi32(_mm512_and_si512(_mm512_add_epi32(rep, e), carries));
 	__m512i index = _mm512_add_epi32(_mm512_srli_epi32(e, 24), starts);
-	__m512i entry = _mm512_permutex2var_epi32(r->sym[0], index, r->sym[1]);
-	if (!wide)
-		return entry;
-	return _mm512_mask_mov_epi32(entry, _mm512_test_epi32_mask(index, _mm512_set1_epi32(32)),
-				     _mm512_permutex2var_epi32(r->sym[2], index, r->sym[3]));
+	return _mm512_permutex2var_epi32(r->sym[0], index, r->sym[1]);
 }
 
 /* One step of 16 lanes (lanes_step's arithmetic): state X, stream
@@ -246,12 +241,12 @@ static inline __m512i lanes_symbol(const struct fast_regs *r, __m512i X, __m512i
 __attribute__((target(AVX512), always_inline))
 static inline __mmask16 lanes_step512(const struct fast_regs *r, __m512i *X, __m512i *O,
 				      __m512i S, __mmask16 *ovr, __m512i w, __m512i *e,
-				      int checked, int wide)
+				      int checked)
 {
 	const __m512i low12 = _mm512_set1_epi32(0xfff), one = _mm512_set1_epi32(1);
 	const __m512i word = _mm512_set1_epi32(0xffff), two = _mm512_set1_epi32(2);
 	__m512i slot;
-	*e = lanes_symbol(r, *X, &slot, wide);
+	*e = lanes_symbol(r, *X, &slot);
 	__m512i f = _mm512_add_epi32(_mm512_and_si512(*e, low12), one);
 	__m512i cum = _mm512_and_si512(_mm512_srli_epi32(*e, 12), low12);
 	__m512i y = _mm512_add_epi32(_mm512_mullo_epi32(f, _mm512_srli_epi32(*X, 12)),
@@ -290,16 +285,15 @@ __attribute__((target(AVX512), always_inline))
 static inline unsigned steps_avx512_body(const struct fast_tab *ft, uint32_t *x, int32_t *off,
 					 const int32_t *stop, const uint8_t *p, const uint8_t *sm,
 					 uint16_t *dst, uint64_t first, uint64_t steps, int checked,
-					 int wide, struct split sp)
+					 struct split sp)
 {
 	const __m256i base16 = _mm256_set1_epi16((short)sp.base);
 	struct fast_regs r;
 	for (int h = 0; h < 2; h++) {
 		r.bucket[h] = _mm512_loadu_si512(ft->bucket + 16 * h);
 		r.fine[h] = _mm512_loadu_si512(ft->fine + 16 * h);
-	}
-	for (int h = 0; h < 4; h++)
 		r.sym[h] = _mm512_loadu_si512(ft->sym + 16 * h);
+	}
 	r.crowded = _mm512_set1_epi32((int)ft->crowded);
 	__m512i X[2], O[2], S[2], E[2];
 	__mmask16 ovr = 0;
@@ -315,13 +309,12 @@ static inline unsigned steps_avx512_body(const struct fast_tab *ft, uint32_t *x,
 		__mmask16 took[2];
 		_Pragma("GCC unroll 2") for (int g = 0; g < 2; g++) {
 			W[g] = _mm512_i32gather_epi32(O[g], p, 1);
-			took[g] = lanes_step512(&r, &X[g], &O[g], S[g], &ovr, W[g], &E[g], checked,
-						wide);
+			took[g] = lanes_step512(&r, &X[g], &O[g], S[g], &ovr, W[g], &E[g], checked);
 		}
 		join512(E, sm + base, dst + base, sp, base16);
 		_Pragma("GCC unroll 2") for (int g = 0; g < 2; g++) {
 			__m512i w = _mm512_mask_srli_epi32(W[g], took[g], W[g], 16);
-			lanes_step512(&r, &X[g], &O[g], S[g], &ovr, w, &E[g], checked, wide);
+			lanes_step512(&r, &X[g], &O[g], S[g], &ovr, w, &E[g], checked);
 		}
 		join512(E, sm + base + EXPRANS_LANES, dst + base + EXPRANS_LANES, sp, base16);
 	}
@@ -329,7 +322,7 @@ static inline unsigned steps_avx512_body(const struct fast_tab *ft, uint32_t *x,
 		uint64_t base = first + k * EXPRANS_LANES;
 		_Pragma("GCC unroll 2") for (int g = 0; g < 2; g++)
 			lanes_step512(&r, &X[g], &O[g], S[g], &ovr, _mm512_i32gather_epi32(O[g], p, 1),
-				      &E[g], checked, wide);
+				      &E[g], checked);
 		join512(E, sm + base, dst + base, sp, base16);
 	}
 	_Pragma("GCC unroll 2") for (int g = 0; g < 2; g++) {
@@ -348,13 +341,9 @@ unsigned exprans_steps_avx512(const struct fast_tab *ft, uint32_t *x, int32_t *o
 	int64_t far = 0;
 	for (unsigned j = 0; j < EXPRANS_LANES; j++)
 		far = WSP_MAX(far, (int64_t)off[j]);
-	int checked = (uint64_t)far + 2 * steps + 4 > len;
-	/* each form its own loop: no branch in the steps */
-	if (!checked && !ft->wide)
-		return steps_avx512_body(ft, x, off, stop, p, sm, dst, first, steps, 0, 0, sp);
-	if (!checked)
-		return steps_avx512_body(ft, x, off, stop, p, sm, dst, first, steps, 0, 1, sp);
-	return steps_avx512_body(ft, x, off, stop, p, sm, dst, first, steps, 1, ft->wide, sp);
+	if ((uint64_t)far + 2 * steps + 4 <= len)
+		return steps_avx512_body(ft, x, off, stop, p, sm, dst, first, steps, 0, sp);
+	return steps_avx512_body(ft, x, off, stop, p, sm, dst, first, steps, 1, sp);
 }
 #else
 int exprans_cpu_has_avx2(void)
@@ -386,22 +375,21 @@ static uint32_t starts_entry(const uint32_t *start, unsigned k, uint32_t lo, uin
 
 void exprans_fast_build(const uint32_t *tab, struct fast_tab *ft)
 {
-	uint32_t start[65];
+	uint32_t start[33];
 	unsigned k = 0, i = 0;
 	ft->ok = 0;
 	/* the symbols in slot order (a table sums to PROB_SCALE) */
 	for (uint32_t slot = 0; slot < PROB_SCALE; k++) {
 		uint32_t e = tab[slot];
-		if (k == 64)
+		if (k == 32)
 			return;
 		ft->sym[k] = (e & 0xfff) | slot << 12 | (e >> 24) << 24;
 		start[k] = slot;
 		slot += (e & 0xfff) + 1;
 	}
 	start[k] = PROB_SCALE;
-	for (unsigned j = k; j < 64; j++)
+	for (unsigned j = k; j < 32; j++)
 		ft->sym[j] = 0;
-	ft->wide = k > 32;
 	ft->crowded = 32;
 	memset(ft->fine, 0, sizeof(ft->fine));
 	for (unsigned b = 0; b < 32; b++) {
