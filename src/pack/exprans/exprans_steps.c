@@ -1,5 +1,7 @@
-/* EXPRANS: the inner loops of a block's decode, portable and AVX2 (8
- * lanes an instruction), chosen at run time (see exprans_int.h). */
+/* EXPRANS: the inner loops of a block's decode, portable, AVX2 (8 lanes
+ * an instruction) and AVX-512 (16, the symbols found in registers for
+ * sections that fit: struct fast_tab), chosen at run time (see
+ * exprans_int.h). */
 #include <string.h>
 
 #include "common/util.h"
