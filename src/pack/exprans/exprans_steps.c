@@ -180,19 +180,26 @@ static inline unsigned steps_avx2_body(const uint32_t *tab, uint32_t *x, int32_t
 	return !_mm256_testz_si256(ovr, ovr);
 }
 
-/* `steps` full steps; where no lane can read past the input in them (each
- * step advances a lane by 2 bytes at most), without the per-step check
- * that a lane stays in its stream: one that strays ends past its stop,
- * which the block's end check refuses. */
+/* Whether a lane may read past the input p[0, len) in `steps` steps
+ * (each advances a lane by 2 bytes at most; a gather reads 4).  Where
+ * none may, the SIMD loops run without the per-step check that a lane
+ * stays in its stream: one that strays ends past its stop, which the
+ * block's end check refuses. */
+static int steps_checked(const int32_t *off, uint64_t steps, uint64_t len)
+{
+	int64_t far = 0;
+	for (unsigned j = 0; j < EXPRANS_LANES; j++)
+		far = WSP_MAX(far, (int64_t)off[j]);
+	return (uint64_t)far + 2 * steps + 4 > len;
+}
+
+/* `steps` full steps (steps_checked says with or without the check). */
 __attribute__((target("avx2")))
 unsigned exprans_steps_avx2(const uint32_t *tab, uint32_t *x, int32_t *off, const int32_t *stop,
 			    const uint8_t *p, uint64_t len, const uint8_t *sm, uint16_t *dst,
 			    uint64_t first, uint64_t steps, struct split sp)
 {
-	int64_t far = 0;
-	for (unsigned j = 0; j < EXPRANS_LANES; j++)
-		far = WSP_MAX(far, (int64_t)off[j]);
-	if ((uint64_t)far + 2 * steps + 4 <= len)
+	if (!steps_checked(off, steps, len))
 		return steps_avx2_body(tab, x, off, stop, p, sm, dst, first, steps, 0, sp);
 	return steps_avx2_body(tab, x, off, stop, p, sm, dst, first, steps, 1, sp);
 }
@@ -340,10 +347,7 @@ unsigned exprans_steps_avx512(const struct fast_tab *ft, uint32_t *x, int32_t *o
 			      const int32_t *stop, const uint8_t *p, uint64_t len, const uint8_t *sm,
 			      uint16_t *dst, uint64_t first, uint64_t steps, struct split sp)
 {
-	int64_t far = 0;
-	for (unsigned j = 0; j < EXPRANS_LANES; j++)
-		far = WSP_MAX(far, (int64_t)off[j]);
-	if ((uint64_t)far + 2 * steps + 4 <= len)
+	if (!steps_checked(off, steps, len))
 		return steps_avx512_body(ft, x, off, stop, p, sm, dst, first, steps, 0, sp);
 	return steps_avx512_body(ft, x, off, stop, p, sm, dst, first, steps, 1, sp);
 }
