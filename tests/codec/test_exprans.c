@@ -5,9 +5,10 @@
  * bits); the stream rejected when truncated, extended or with a changed
  * count, and never read or written out of bounds when bytes are flipped
  * (ASan), the AVX-512, AVX2 and portable decoders agreeing on every
- * stream, good or damaged; through chunk_encode/chunk_decode with the checksum, f16 and
- * f32 about as small as zstd makes them, falling back to zstd for other
- * dtypes.  Prints the ratios and the decoder's speed (speed not asserted).
+ * stream, good or damaged; through chunk_encode/chunk_decode with the
+ * checksum, f16 and f32 about as small as zstd makes them, falling back to
+ * zstd for other dtypes.  Prints the ratios and the decoder's speed (speed
+ * not asserted).
  */
 #include <errno.h>
 #include <time.h>

@@ -281,7 +281,9 @@ static int parse_section(const uint8_t *p, size_t len, uint64_t *at, uint64_t n,
 	}
 	if (streams_at + total > len)
 		return WSP_ERR(err, WSP_EFORMAT, "exprans%s: lane streams beyond the stream", s->what);
-	exprans_fast_build(s->tab, &s->fast);
+	s->fast.ok = 0;
+	if (nb)    /* an empty chunk's table is never filled */
+		exprans_fast_build(s->tab, &s->fast);
 	s->lens = p + lens_at;
 	s->lane = p + streams_at;
 	s->blocks = nb;
