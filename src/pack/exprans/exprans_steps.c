@@ -225,16 +225,15 @@ static inline __m512i lanes_symbol(const struct fast_regs *r, __m512i X, __m512i
 {
 	const __m512i slots = _mm512_set1_epi32(PROB_SCALE - 1), carries = _mm512_set1_epi32(0x808080);
 	const __m512i in128 = _mm512_set1_epi32(127), in4 = _mm512_set1_epi32(3);
-	const __m512i low31 = _mm512_set1_epi32(31);
 	/* each lane's offset copied to its bytes 0..2, byte 3 zeroed */
 	const __m512i spread = _mm512_broadcast_i32x4(_mm_setr_epi8(0, 0, 0, -128, 4, 4, 4, -128,
 								    8, 8, 8, -128, 12, 12, 12, -128));
 	*slot = _mm512_and_si512(X, slots);
 	__m512i b = _mm512_srli_epi32(*slot, 7);
 	__m512i coarse = _mm512_permutex2var_epi32(r->bucket[0], b, r->bucket[1]);
-	__m512i fine = _mm512_permutex2var_epi32(r->fine[0],
-						 _mm512_and_si512(_mm512_srli_epi32(*slot, 2), low31),
-						 r->fine[1]);
+	/* vpermt2d reads an index's low 5 bits: (slot >> 2) picks its 4 slots
+	 * of the crowded bucket without a mask */
+	__m512i fine = _mm512_permutex2var_epi32(r->fine[0], _mm512_srli_epi32(*slot, 2), r->fine[1]);
 	__mmask16 crowded = _mm512_cmpeq_epi32_mask(b, r->crowded);
 	__m512i e = _mm512_mask_mov_epi32(coarse, crowded, fine);
 	__m512i low = _mm512_and_si512(*slot, _mm512_mask_mov_epi32(in128, crowded, in4));
