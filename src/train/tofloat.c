@@ -3,6 +3,16 @@
 
 #include "train/tofloat.h"
 
+/* The streaming loop is built on x86-64 with GCC or clang, chosen at run time. */
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#define TOFLOAT_AVX2 1
+#include <immintrin.h>
+#else
+#define TOFLOAT_AVX2 0
+#endif
+
+int wspi_tofloat_use_simd = 1;
+
 int wb_dtype_ok(enum wsp_dtype dt)
 {
 	return dt == WSP_DTYPE_F32 || dt == WSP_DTYPE_F16 || dt == WSP_DTYPE_BF16;
@@ -28,12 +38,46 @@ static inline float f16_to_f32(uint16_t h)
 	return sign ? -v : v;
 }
 
+#if TOFLOAT_AVX2
+/* Below this many elements plain stores do as well, and leave the
+ * accumulator in the cache for whoever reads it next. */
+#define STREAM_MIN_ELEMENTS 4096u
+
+/* A first push writes every byte of its accumulator and reads none: stores
+ * that bypass the cache skip the read of each line a plain store makes
+ * first (for bf16, a third of the traffic; twice the speed on one thread
+ * of the development machine's Zen 4).  The optimizer reads the
+ * accumulators long after, from memory either way.  Returns where the
+ * scalar loop takes over (the same values: a shift). */
+__attribute__((target("avx2")))
+static uint64_t bf16_assign_stream(uint32_t *out, const uint16_t *h, uint64_t n)
+{
+	uint64_t i = 0;
+	for (; i < n && ((uintptr_t)(out + i) & 31); i++)
+		out[i] = (uint32_t)h[i] << 16;
+	for (; i + 8 <= n; i += 8) {
+		__m128i x = _mm_loadu_si128((const __m128i *)(h + i));
+		_mm256_stream_si256((__m256i *)(out + i),
+				    _mm256_slli_epi32(_mm256_cvtepu16_epi32(x), 16));
+	}
+	/* Streaming stores are weakly ordered: visible before whatever this
+	 * thread stores next (the flag that says the sum is there). */
+	_mm_sfence();
+	return i;
+}
+#endif
+
 /* The loops are kept free of branches so the compiler vectorises them:
  * widening bf16 is a shift, and these run at memory speed. */
 static void bf16_assign(float *acc, const uint16_t *h, uint64_t n)
 {
 	uint32_t *out = (uint32_t *)acc;
-	for (uint64_t i = 0; i < n; i++)
+	uint64_t i = 0;
+#if TOFLOAT_AVX2
+	if (wspi_tofloat_use_simd && n >= STREAM_MIN_ELEMENTS && __builtin_cpu_supports("avx2"))
+		i = bf16_assign_stream(out, h, n);
+#endif
+	for (; i < n; i++)
 		out[i] = (uint32_t)h[i] << 16;
 }
 

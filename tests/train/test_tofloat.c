@@ -3,6 +3,8 @@
  * here independently, with ldexp), NaN staying NaN and the sign of zero
  * kept; a first push assigns (bit for bit, -0 included), later ones add. */
 #include <math.h>
+#include <pthread.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "../lib/testlib.h"
@@ -39,6 +41,87 @@ static int same(float got, double want)
 	if (isnan(want))
 		return isnan(got);
 	return (double)got == want && !signbit(got) == !signbit(want);
+}
+
+/* Large first pushes are widened with streaming stores where the CPU has
+ * them: the same bits as the plain loop, from every alignment of source
+ * and accumulator, for lengths around the vector width and the size at
+ * which streaming starts, with the elements just past the end untouched. */
+static int check_streamed(void)
+{
+	enum { MAX = 20000 };
+	static uint16_t src[MAX + 8];
+	static float want[MAX + 16], got[MAX + 16];
+	static const uint64_t lengths[] = { 0, 1, 7, 8, 9, 4095, 4096, 4097, 4103, 4104, 9999, MAX };
+	for (unsigned i = 0; i < MAX + 8; i++)
+		src[i] = (uint16_t)(i * 40503u + 7);
+	for (unsigned so = 0; so < 8; so++)
+		for (unsigned ao = 0; ao < 8; ao++)
+			for (unsigned k = 0; k < sizeof(lengths) / sizeof(lengths[0]); k++) {
+				uint64_t n = lengths[k];
+				memset(want, 0x5a, sizeof(want));
+				memset(got, 0x5a, sizeof(got));
+				wspi_tofloat_use_simd = 0;
+				wb_accumulate(want + ao, src + so, WSP_DTYPE_BF16, n, 1);
+				wspi_tofloat_use_simd = 1;
+				wb_accumulate(got + ao, src + so, WSP_DTYPE_BF16, n, 1);
+				if (memcmp(want, got, sizeof(want)) != 0) {
+					fprintf(stderr, "bf16 widening of %llu elements (source +%u, "
+						"accumulator +%u): the streamed loop differs\n",
+						(unsigned long long)n, so, ao);
+					return 1;
+				}
+			}
+	return 0;
+}
+
+/* Threads widening slices of one accumulator side by side, as the
+ * write-back's workers do: each slice ends unaligned, and every value is
+ * seen by the thread that joins them. */
+struct slice {
+	float *acc;
+	const uint16_t *src;
+	uint64_t n;
+};
+
+static void *widen_slice(void *arg)
+{
+	struct slice *s = arg;
+	wb_accumulate(s->acc, s->src, WSP_DTYPE_BF16, s->n, 1);
+	return NULL;
+}
+
+static int check_streamed_threads(void)
+{
+	enum { N = 1 << 20, PARTS = 4 };
+	uint16_t *src = malloc(N * sizeof(*src));
+	float *acc = malloc(N * sizeof(*acc));
+	CHECK(src && acc);
+	for (unsigned i = 0; i < N; i++)
+		src[i] = (uint16_t)(i * 2654435761u >> 16);
+	pthread_t th[PARTS];
+	struct slice sl[PARTS];
+	uint64_t per = N / PARTS + 3;   /* slices that start and end unaligned */
+	for (unsigned k = 0; k < PARTS; k++) {
+		uint64_t a = per * k < N ? per * k : N;
+		uint64_t b = a + per < N ? a + per : N;
+		sl[k] = (struct slice){ acc + a, src + a, b - a };
+		CHECK(pthread_create(&th[k], NULL, widen_slice, &sl[k]) == 0);
+	}
+	for (unsigned k = 0; k < PARTS; k++)
+		pthread_join(th[k], NULL);
+	for (unsigned i = 0; i < N; i++) {
+		uint32_t bits;
+		memcpy(&bits, &acc[i], sizeof(bits));
+		if (bits != (uint32_t)src[i] << 16) {
+			fprintf(stderr, "element %u widened by a thread: %08x, want %08x\n", i, bits,
+				(uint32_t)src[i] << 16);
+			return 1;
+		}
+	}
+	free(src);
+	free(acc);
+	return 0;
 }
 
 int main(void)
@@ -79,5 +162,5 @@ int main(void)
 	wb_accumulate(&s, &one, WSP_DTYPE_BF16, 1, 1);
 	wb_accumulate(&s, &tiny, WSP_DTYPE_BF16, 1, 0);
 	CHECK(s == 1.0f + ldexpf(1.0f, -20));
-	return 0;
+	return check_streamed() || check_streamed_threads();
 }
