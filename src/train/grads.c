@@ -6,12 +6,15 @@
  * Widening bf16 into fp32 on the host runs at memory speed, far below the
  * link (docs/PERFORMANCE.md), so a layer's first push after zeroing (the
  * one micro-batch of most training steps) is copied straight into the
- * layer's landing buffer, in the gradient's own dtype, and nothing else
- * happens on the host; it is widened only when a second push must be added
- * to it or when the accumulators are read (wsp_grad_get, the optimizer's
- * time).  Later pushes go through a staging buffer and are added, and so
- * do pushes of rows (an embedding's gradient, nonzero only in the rows of
- * the batch's tokens, sent as those rows).
+ * layer's landing buffer, in the gradient's own dtype, and never waits to
+ * be widened.  The worker widens landed tensors when it has nothing else
+ * to do (no push queued, or the oldest one's copies still running), a
+ * layer at a time, so that most of that work is done while the backward
+ * pass still runs rather than when the accumulators are read (wsp_grad_get,
+ * after the backward); a reader widens whatever is left, and a second push
+ * widens its tensor first.  Later pushes go through a staging buffer and
+ * are added, and so do pushes of rows (an embedding's gradient, nonzero
+ * only in the rows of the batch's tokens, sent as those rows).
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -33,7 +36,12 @@ int wb_create(struct dev *d, const struct wsp_pack_s *pk, wsp_trace_fn trace, vo
 	wb->pk = pk;
 	wb->trace = trace;
 	wb->trace_ctx = trace_ctx;
-	wb->add_threads = (unsigned)WSP_MAX(WSP_MIN((uint64_t)wspi_cpu_count(), WB_ADD_THREADS), 1);
+	/* Widening is memory-bound but one core's share of the bandwidth is
+	 * small (Xeon, 8 threads 13.4 G elements/s, 16 threads 20.3): all
+	 * cores but two, which the caller's threads keep while the backward
+	 * still runs beside the widening. */
+	uint64_t cpus = wspi_cpu_count();
+	wb->add_threads = (unsigned)WSP_MAX(WSP_MIN(cpus > 4 ? cpus - 2 : cpus, WB_ADD_THREADS), 1);
 	wb->n_layers = pk->m.hdr->n_layers;
 	for (uint32_t l = 0; l < wb->n_layers; l++) {
 		wb->max_tensors = WSP_MAX(wb->max_tensors, pk->layers[l].n_tensors);
@@ -41,9 +49,12 @@ int wb_create(struct dev *d, const struct wsp_pack_s *pk, wsp_trace_fn trace, vo
 	}
 	wb->layers = calloc(wb->n_layers ? wb->n_layers : 1, sizeof(*wb->layers));
 	wb->scratch = calloc(4 * (size_t)(wb->max_tensors ? wb->max_tensors : 1), 1);
-	if (!wb->layers || !wb->scratch) {
+	wb->ahead = calloc(wb->n_layers ? wb->n_layers : 1, sizeof(*wb->ahead));
+	wb->widening = NO_LAYER;
+	if (!wb->layers || !wb->scratch || !wb->ahead) {
 		free(wb->layers);
 		free(wb->scratch);
+		free(wb->ahead);
 		free(wb);
 		return WSP_ERR(err, -ENOMEM, "write-back: out of memory");
 	}
@@ -90,14 +101,86 @@ static void push_free(struct wb *wb, struct wb_push_s *p)
 	wb->free = p;
 }
 
+/* After the worker applied push p: its layer joins the list to widen ahead
+ * if a tensor of it landed.  The worker's own list: no lock. */
+static void queue_ahead(struct wb *wb, const struct wb_push_s *p)
+{
+	struct wb_layer *wl = &wb->layers[p->layer];
+	if (p->rows_tensor != NO_ROWS || wl->ahead_queued)
+		return;
+	for (uint32_t i = 0; i < wb->pk->layers[p->layer].n_tensors; i++)
+		if (p->landed[i]) {
+			wb->ahead[(wb->ahead_head + wb->ahead_n) % wb->n_layers] = p->layer;
+			wb->ahead_n++;
+			wl->ahead_queued = 1;
+			return;
+		}
+}
+
+static void ahead_pop(struct wb *wb)
+{
+	wb->layers[wb->ahead[wb->ahead_head]].ahead_queued = 0;
+	wb->ahead_head = (wb->ahead_head + 1) % wb->n_layers;
+	wb->ahead_n--;
+}
+
+/* Under wb->lock: widen the landed tensors of the oldest layer in the list
+ * (unlocked while it works, the layer marked in wb->widening; all of them
+ * at once, so that its threads start once a layer), or drop the layer once
+ * it has none left (read, zeroed or widened since; one that lands later
+ * joins again). */
+static void widen_ahead(struct wb *wb)
+{
+	uint32_t layer = wb->ahead[wb->ahead_head];
+	struct wb_layer *wl = &wb->layers[layer];
+	uint32_t i = 0, n = wb->pk->layers[layer].n_tensors;
+	while (i < n && wl->has[i] != HAS_LANDED)
+		i++;
+	if (i == n) {
+		ahead_pop(wb);
+		return;
+	}
+	wb->widening = layer;
+	pthread_mutex_unlock(&wb->lock);
+	struct wspi_err e;
+	wspi_err_init(&e);
+	uint64_t t0 = wspi_now_ns();
+	int rc = wb_widen_landed(wb, layer, wb->scratch, wb->scratch + wb->max_tensors, &e);
+	uint64_t spent = wspi_now_ns() - t0;
+	pthread_mutex_lock(&wb->lock);
+	wb->add_ns += spent;
+	wb->widening = NO_LAYER;
+	if (rc < 0) {   /* kept for every later call; the reader tries again */
+		fail(wb, rc, &e);
+		while (wb->ahead_n)
+			ahead_pop(wb);
+	}
+	wspi_err_destroy(&e);
+	pthread_cond_broadcast(&wb->cond);
+}
+
+/* Under wb->lock: whether there is widening to do ahead (none once
+ * stopping, or after a failure). */
+static int ahead_ready(const struct wb *wb)
+{
+	return wb->ahead_n && !wb->stop && !wb->failed_code;
+}
+
 static void *worker_main(void *arg)
 {
 	struct wb *wb = arg;
 	pthread_mutex_lock(&wb->lock);
 	for (;;) {
-		while (!wb->head && !wb->stop)
+		while (!wb->head && !wb->stop && !ahead_ready(wb))
 			pthread_cond_wait(&wb->cond, &wb->lock);
-		if (!wb->head)
+		/* Widen ahead while no push is queued or the oldest one's
+		 * copies still run; else apply that push. */
+		if (ahead_ready(wb) &&
+		    (!wb->head || wb->dev->ops->query(wb->dev, wb->head->copied, NULL) == 0)) {
+			widen_ahead(wb);
+			continue;
+		}
+		if (!wb->head)   /* stopping, and nothing queued */
 			break;
 		struct wb_push_s *p = wb->head;
 		pthread_mutex_unlock(&wb->lock);
@@ -116,8 +199,10 @@ static void *worker_main(void *arg)
 			fail(wb, rc, &e);
 		wspi_err_destroy(&e);
 		struct wb_layer *wl = &wb->layers[p->layer];
-		if (rc == 0)
+		if (rc == 0) {
 			wl->pushes++;
+			queue_ahead(wb, p);
+		}
 		wl->pending--;
 		wb->pending_all--;
 		wb->head = p->next;
@@ -464,9 +549,15 @@ int wb_query(struct wb *wb, uint32_t layer, struct wspi_err *err)
 	return rc;
 }
 
+/* Whether the worker is widening `layer` (or any, for UINT32_MAX) ahead. */
+static int widening(struct wb *wb, uint32_t layer)
+{
+	return wb->widening != NO_LAYER && (layer == UINT32_MAX || wb->widening == layer);
+}
+
 static int wait_locked(struct wb *wb, uint32_t layer, struct wspi_err *err)
 {
-	while (pending(wb, layer))
+	while (pending(wb, layer) || widening(wb, layer))
 		pthread_cond_wait(&wb->cond, &wb->lock);
 	return check_failed(wb, err);
 }
@@ -586,6 +677,7 @@ void wb_destroy(struct wb *wb)
 	}
 	free(wb->layers);
 	free(wb->scratch);
+	free(wb->ahead);
 	wspi_err_destroy(&wb->failed);
 	pthread_cond_destroy(&wb->cond);
 	pthread_mutex_destroy(&wb->lock);

@@ -19,10 +19,12 @@
 #define WB_BUFS 3u
 #define WB_ALIGN 64u
 /* Threads adding one push, at most; and elements per thread at least. */
-#define WB_ADD_THREADS 8u
+#define WB_ADD_THREADS 32u
 #define WB_ADD_MIN_ELEMENTS (1u << 20)
 /* wb_push_s.rows_tensor of a dense push. */
 #define NO_ROWS UINT32_MAX
+/* wb.widening when the worker widens nothing ahead. */
+#define NO_LAYER UINT32_MAX
 
 struct wb_buf {
 	void *mem;                 /* max layer bytes (+ alignment), pinned where the device pins */
@@ -57,6 +59,7 @@ struct wb_layer {
 	int land_pinned;
 	uint64_t pushes;           /* accumulated since the last zeroing */
 	uint32_t pending;          /* pushed, not yet accumulated */
+	uint8_t ahead_queued;      /* in the worker's list of layers to widen ahead */
 };
 
 struct wb {
@@ -77,6 +80,12 @@ struct wb {
 	struct wb_push_s *free, *head, *tail;
 	struct wb_buf *free_bufs;
 	uint32_t pending_all;
+	/* Layers with landed tensors, in the order they landed: the worker
+	 * widens them when it has nothing else to do (its own: only the worker
+	 * reads or writes these), a layer at a time, marking the layer in
+	 * `widening` (readers and zeroing of it wait, as for a pending push). */
+	uint32_t *ahead, ahead_head, ahead_n;
+	uint32_t widening;         /* the layer being widened ahead, or NO_LAYER */
 	int stop;
 	pthread_t worker;
 	struct wspi_err failed;     /* the first failure of a copy or an addition */
