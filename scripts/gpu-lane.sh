@@ -281,7 +281,8 @@ run() {
 		# and what an acquire costs its caller (bench/acquire_bench)
 		# and the host decoders on one thread (bench/codec_bench)
 		# (WSP_LANE_AB: which of "stream cold train acquire codec", all by
-		# default).
+		# default; or "train-fb": full training's forward+backward alone at
+		# batch 4 and 12, twice each; WSP_LANE_FB_BATCHES: other batches).
 		local base=$lane/base ab=" ${WSP_LANE_AB:-stream cold train acquire codec} "
 		if [ ! -x "$base/bench/gpu_bench" ] || [ ! -f "$base/lib/libwspager.so" ]; then
 			echo "ab: no earlier build in $base"
@@ -317,6 +318,14 @@ run() {
 			case $ab in *" train "*)
 			step ab-train-base 500 "${py_env[@]}" "${base_env[@]}" python3 "$top/bench/torch_train.py" --dir "$work/train"
 			step ab-train-new 500 "${py_env[@]}" python3 "$top/bench/torch_train.py" --dir "$work/train" ;; esac
+			# forward+backward of full training only, at a link-bound and
+			# a compute-bound batch, the two builds taking turns
+			case $ab in *" train-fb "*) for b in ${WSP_LANE_FB_BATCHES:-4 12}; do for k in 1 2; do
+				step ab-train-fb-b$b-base-$k 300 "${py_env[@]}" "${base_env[@]}" python3 \
+					"$top/bench/torch_train.py" --dir "$work/train" --fwd-bwd-only --batch $b --reps 5
+				step ab-train-fb-b$b-new-$k 300 "${py_env[@]}" python3 \
+					"$top/bench/torch_train.py" --dir "$work/train" --fwd-bwd-only --batch $b --reps 5
+			done; done ;; esac
 			for f in "$out"/ab-stream-*.log; do
 				echo "== $(basename "$f" .log)"; grep -E "streaming|rounds' GB/s|all rounds" "$f"
 			done
@@ -331,6 +340,9 @@ run() {
 			done
 			for f in ab-train-base ab-train-new; do
 				[ -f "$out/$f.log" ] && { echo "== $f"; grep -v "Loading weights" "$out/$f.log" | tail -n 16; }
+			done
+			for f in "$out"/ab-train-fb-*.log; do
+				[ -f "$f" ] && { echo "== $(basename "$f" .log)"; grep -E "resident forward|paged forward|adding|efficiency|GPU waited|chose|decod" "$f"; }
 			done
 		fi ;;
 	esac
