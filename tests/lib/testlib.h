@@ -63,6 +63,21 @@ static inline float t_bf16f(uint16_t h)
 	return f;
 }
 
+/* Gradient k of tensor t of a layer: deterministic bf16 values, some
+ * negative, some tiny, the first -0 (the gradient tests' data). */
+static inline void t_fill_grad(uint16_t *g, uint64_t n, uint32_t layer, uint32_t t, unsigned k)
+{
+	uint64_t x = 0x9E3779B97F4A7C15ull * (layer * 131u + t * 7u + k + 1);
+	for (uint64_t i = 0; i < n; i++) {
+		x ^= x << 13;
+		x ^= x >> 7;
+		x ^= x << 17;
+		g[i] = (uint16_t)(0x3000 + (x % 0x1000)) | (uint16_t)((x >> 20 & 1) << 15);
+	}
+	if (n)
+		g[0] = 0x8000;
+}
+
 static inline void t_rmrf(const char *path)
 {
 	char cmd[1024];

@@ -14,21 +14,6 @@
 #define PUSHES 3
 #define THREADS 4
 
-/* Gradient k of tensor t: deterministic bf16 values, some negative, some
- * tiny, one -0. */
-static void fill(uint16_t *g, uint64_t n, uint32_t layer, uint32_t t, unsigned k)
-{
-	uint64_t x = 0x9E3779B97F4A7C15ull * (layer * 131u + t * 7u + k + 1);
-	for (uint64_t i = 0; i < n; i++) {
-		x ^= x << 13;
-		x ^= x >> 7;
-		x ^= x << 17;
-		g[i] = (uint16_t)(0x3000 + (x % 0x1000)) | (uint16_t)((x >> 20 & 1) << 15);
-	}
-	if (n)
-		g[0] = 0x8000;
-}
-
 struct job {
 	wsp_pager *pg;
 	wsp_pack *pk;
@@ -50,7 +35,7 @@ static void *push_and_check(void *arg)
 		for (uint32_t t = 0; t < L->n_tensors; t++) {
 			uint64_t n = L->tensors[t].bytes / 2;
 			g[k][t] = malloc(n * 2 + 2);
-			fill(g[k][t], n, j->layer, t, k);
+			t_fill_grad(g[k][t], n, j->layer, t, k);
 			ptr[t] = t + 1 < L->n_tensors ? g[k][t] : NULL;
 		}
 		if (wsp_grad_push(j->pg, j->layer, ptr, NULL) != 0)
@@ -131,7 +116,7 @@ int main(void)
 	const struct wsp_layer *L2 = wsp_pack_layer(pk, 2);
 	uint64_t n0 = L2->tensors[0].bytes / 2;
 	uint16_t *g = malloc(n0 * 2);
-	fill(g, n0, 2, 0, 9);
+	t_fill_grad(g, n0, 2, 0, 9);
 	const void *ptr[64] = { g };
 	CHECK_RC(wsp_grad_push(pg, 2, ptr, NULL), 0);
 	CHECK_RC(wsp_grad_get(pg, 2, &gr), 0);
@@ -144,7 +129,7 @@ int main(void)
 	const struct wsp_layer *L3 = wsp_pack_layer(pk, 3);
 	uint64_t n3 = L3->tensors[0].bytes / 2;
 	uint16_t *g3 = malloc(n3 * 2);
-	fill(g3, n3, 3, 0, 5);
+	t_fill_grad(g3, n3, 3, 0, 5);
 	const void *ptr3[64] = { g3 };
 	CHECK_RC(wsp_grad_push(pg, 3, ptr3, NULL), 0);
 	CHECK_RC(wsp_grad_get(pg, 3, &gr), 0);

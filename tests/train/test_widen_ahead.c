@@ -29,17 +29,6 @@ static uint64_t resident_bytes(void)
 	return resident * (uint64_t)sysconf(_SC_PAGESIZE);
 }
 
-static void fill(uint16_t *g, uint64_t n, uint32_t layer, uint32_t t, unsigned k)
-{
-	uint64_t x = 0x9E3779B97F4A7C15ull * (layer * 131u + t * 7u + k + 1);
-	for (uint64_t i = 0; i < n; i++) {
-		x ^= x << 13;
-		x ^= x >> 7;
-		x ^= x << 17;
-		g[i] = (uint16_t)(0x3000 + (x % 0x1000)) | (uint16_t)((x >> 20 & 1) << 15);
-	}
-}
-
 /* Every tensor of `layer` reads as push k, widened; or as k0 + k1 when
  * k1 >= 0 (a second push added). */
 static int check_layer(wsp_pager *pg, wsp_pack *pk, uint32_t layer, unsigned k0, int k1,
@@ -52,9 +41,9 @@ static int check_layer(wsp_pager *pg, wsp_pack *pk, uint32_t layer, unsigned k0,
 	for (uint32_t t = 0; t < L->n_tensors; t++) {
 		uint64_t n = L->tensors[t].bytes / 2;
 		uint16_t *b = scratch + n;
-		fill(scratch, n, layer, t, k0);
+		t_fill_grad(scratch, n, layer, t, k0);
 		if (k1 >= 0)
-			fill(b, n, layer, t, (unsigned)k1);
+			t_fill_grad(b, n, layer, t, (unsigned)k1);
 		for (uint64_t i = 0; i < n; i++) {
 			float want = t_bf16f(scratch[i]);
 			if (k1 >= 0)
@@ -76,7 +65,7 @@ static int push_layer(wsp_pager *pg, wsp_pack *pk, uint32_t layer, unsigned k, u
 	const void *ptr[64];
 	CHECK(L->n_tensors <= 64);
 	for (uint32_t t = 0; t < L->n_tensors; t++) {
-		fill(bufs[t], L->tensors[t].bytes / 2, layer, t, k);
+		t_fill_grad(bufs[t], L->tensors[t].bytes / 2, layer, t, k);
 		ptr[t] = bufs[t];
 	}
 	CHECK_RC(wsp_grad_push(pg, layer, ptr, NULL), 0);
