@@ -130,7 +130,9 @@ static void reference(struct stream *s)
 	s->cpu = malloc(out_bytes(s) + 4);
 	CHECK(s->cpu);
 	s->cpu_rc = exprans_decode(s->enc, s->len, s->cpu, s->n, s->w, s->flags, &err);
-	snprintf(s->cpu_msg, sizeof(s->cpu_msg), "%s", s->cpu_rc ? err.msg : "");
+	/* the reason's start is enough to show beside the GPU's */
+	snprintf(s->cpu_msg, sizeof(s->cpu_msg), "%.*s", (int)sizeof(s->cpu_msg) - 1,
+		 s->cpu_rc ? err.msg : "");
 	wspi_err_destroy(&err);
 }
 

@@ -93,11 +93,11 @@ static void run(enum wsp_codec codec, uint64_t chunk)
 	CHECK(sum.n_shards > 0);
 	for (uint32_t i = 0; i < sum.n_shards; i++) {
 		char path[700], small[8];
-		int n = wsp_pack_shard_path(pk, i, path, sizeof(path));
-		CHECK(n > 0 && (size_t)n == strlen(path) && strncmp(path, dir, strlen(dir)) == 0);
+		int len = wsp_pack_shard_path(pk, i, path, sizeof(path));
+		CHECK(len > 0 && (size_t)len == strlen(path) && strncmp(path, dir, strlen(dir)) == 0);
 		CHECK(access(path, R_OK) == 0);
-		CHECK_RC(wsp_pack_shard_path(pk, i, NULL, 0), n);
-		CHECK_RC(wsp_pack_shard_path(pk, i, small, sizeof(small)), n);
+		CHECK_RC(wsp_pack_shard_path(pk, i, NULL, 0), len);
+		CHECK_RC(wsp_pack_shard_path(pk, i, small, sizeof(small)), len);
 		CHECK(strlen(small) == sizeof(small) - 1 && strncmp(small, path, 7) == 0);
 		CHECK_RC(wsp_pack_shard_path(pk, i, NULL, 4), -EINVAL);
 	}
