@@ -81,6 +81,10 @@ int main(void)
 	wsp_pager *pg;
 	wsp_pack *pk;
 
+	if (!resident_bytes()) {
+		printf("SKIP: no /proc/self/statm to see the accumulators in memory\n");
+		return 77;
+	}
 	t_model_make(&m, "widen", 6, 512, 2048);
 	CHECK_RC(wsp_pack_open(m.pack, &pk, err, sizeof(err)), 0);
 	t_host_options(&o, &m, 100, 3);
@@ -114,10 +118,6 @@ int main(void)
 	 * first widened into) come into memory; without the widening only a
 	 * third of that would. */
 	uint64_t acc_bytes = 0, before = resident_bytes(), grown = 0;
-	if (!before) {
-		printf("SKIP: no /proc/self/statm to see the accumulators in memory\n");
-		return 77;
-	}
 	for (uint32_t l = 1; l <= LAYERS; l++) {
 		CHECK(push_layer(pg, pk, l, 0, bufs[l]) == 0);
 		for (uint32_t t = 0; t < wsp_pack_layer(pk, l)->n_tensors; t++)
