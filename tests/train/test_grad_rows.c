@@ -11,20 +11,6 @@
 
 #include "../gpu/pager_util.h"
 
-/* Deterministic bf16 values, some negative, one -0. */
-static void fill(uint16_t *g, uint64_t n, unsigned seed)
-{
-	uint64_t x = 0x9E3779B97F4A7C15ull * (seed + 1);
-	for (uint64_t i = 0; i < n; i++) {
-		x ^= x << 13;
-		x ^= x >> 7;
-		x ^= x << 17;
-		g[i] = (uint16_t)(0x3000 + (x % 0x1000)) | (uint16_t)((x >> 20 & 1) << 15);
-	}
-	if (n)
-		g[0] = 0x8000;
-}
-
 /* acc (n fp32) equals want (n floats) bit for bit. */
 static int same(const float *acc, const float *want, uint64_t n, const char *what)
 {
@@ -50,7 +36,7 @@ static void tensor_by_tensor(wsp_pager *pg, wsp_pack *pk)
 				const void *ptr[16] = { 0 };
 				uint64_t n = L->tensors[t].bytes / 2;
 				g[r][l][t] = malloc(n * 2 + 2);
-				fill(g[r][l][t], n, 100 * r + 10 * l + t);
+				t_fill_grad(g[r][l][t], n, 0, 0, 100 * r + 10 * l + t);
 				ptr[t] = g[r][l][t];
 				CHECK_RC(wsp_grad_push(pg, FIRST + l, ptr, NULL), 0);
 			}
@@ -90,9 +76,10 @@ static void rows(wsp_pager *pg, wsp_pack *pk)
 	for (int k = 0; k < N; k++)
 		list[k] = k && tokens[k] == tokens[k - 1] ? -1 : tokens[k];
 	uint16_t *dense = calloc(n, 2), *vals = malloc(N * H * 2), *more = malloc(n * 2);
-	fill(more, n, 7);
+	t_fill_grad(more, n, 0, 0, 7);
 	for (int k = 0; k < N; k++) {
-		fill(vals + k * H, H, 1000 + (unsigned)tokens[k]);   /* a row's values, repeats alike */
+		/* a row's values, repeats alike */
+		t_fill_grad(vals + k * H, H, 0, 0, 1000 + (unsigned)tokens[k]);
 		memcpy(dense + tokens[k] * H, vals + k * H, H * 2);
 	}
 	float *want = malloc(n * 4);
