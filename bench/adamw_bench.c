@@ -10,8 +10,11 @@
  * Then wsp_adamw_step over N fp32 parameters (state already touched, as
  * from the second step on), in GB/s of the same 28 B a parameter, as a
  * share of both ceilings; best of R repetitions each; then the same with
- * the scalar loop (the vector loop switched off).  With --threads 1 it is
- * the one-core figure.  Prints one line per measurement. */
+ * the scalar loop (the vector loop switched off).  Then a gradient's
+ * widening from bf16 into its fp32 accumulator (a first push, as the
+ * write-back's threads do it: 6 B an element), with streaming stores and
+ * with plain ones.  With --threads 1 it is the one-core figure.  Prints
+ * one line per measurement. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,13 +24,14 @@
 #include "common/workers.h"
 #include "wspager.h"
 #include "train/adamw.h"
+#include "train/tofloat.h"
 
 #define MAX_THREADS 256u
 
 struct part {
 	float *a, *b, *c;
 	uint64_t begin, end;
-	int kind;                  /* 0: touch, 1: triad, 2: pattern */
+	int kind;                  /* 0: touch, 1: triad, 2: pattern, 3: widen */
 };
 
 static double now_s(void)
@@ -90,6 +94,9 @@ static void *run_part(void *arg)
 			i = triad_avx2(w->a, w->b, w->c, i, w->end);
 		for (; i < w->end; i++)
 			w->a[i] = w->b[i] + 3.0f * w->c[i];
+		break;
+	case 3:   /* g_'s bytes as bf16 gradients, widened into p_ */
+		wb_accumulate(p_ + i, (const uint16_t *)g_ + i, WSP_DTYPE_BF16, w->end - i, 1);
 		break;
 	default:
 		if (HAVE_AVX2())
@@ -171,6 +178,19 @@ int main(int argc, char **argv)
 		printf("%-31s %7.2f GB/s (28 B a param) = %.1f%% of triad, %.1f%% of the pattern"
 		       "; %.2f G params/s\n", loops[scalar], step[scalar], 100 * step[scalar] / triad,
 		       100 * step[scalar] / pattern, step[scalar] / 28);
+	}
+	static const char *const widens[] = { "bf16 widening, streaming stores",
+					       "  plain stores" };
+	for (int plain = 0; plain < 2; plain++) {
+		double best = 0;
+		wspi_tofloat_use_simd = !plain;
+		for (unsigned r = 0; r < reps; r++) {
+			double t0 = now_s();
+			run_all(3, n, t);
+			best = WSP_MAX(best, 6.0 * n / (now_s() - t0) / 1e9);
+		}
+		printf("%-31s %7.2f GB/s (6 B an element) = %.1f%% of triad; %.2f G elements/s\n",
+		       widens[plain], best, 100 * best / triad, best / 6);
 	}
 	free(p_);
 	free(g_);
