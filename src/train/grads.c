@@ -37,7 +37,8 @@ int wb_create(struct dev *d, const struct wsp_pack_s *pk, wsp_trace_fn trace, vo
 	wb->trace = trace;
 	wb->trace_ctx = trace_ctx;
 	/* Widening is memory-bound but one core's share of the bandwidth is
-	 * small (Xeon, 8 threads 13.4 G elements/s, 16 threads 20.3): all
+	 * small (bench/adamw_bench on a 16-core Xeon: 8 threads 14.9 G
+	 * elements/s, 14 threads 19.3): all
 	 * cores but two, which the caller's threads keep while the backward
 	 * still runs beside the widening. */
 	uint64_t cpus = wspi_cpu_count();
