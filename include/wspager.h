@@ -614,6 +614,23 @@ int wsp_who_decodes(wsp_pager *pg);
  */
 int wsp_grad_push(wsp_pager *pg, uint32_t layer, const void *const *grads, void *stream);
 /*
+ * One tensor's whole gradient as fp32, whatever the tensor's dtype (F32,
+ * F16 or BF16: WSP_EDTYPE otherwise): `grad` is device memory (host memory
+ * on WSP_DEVICE_HOST), contiguous, 4 bytes per element of tensor `tensor`
+ * of `layer`, ordered after `stream` and kept valid as wsp_grad_push's is.
+ * It adds up with the layer's other pushes as one in the tensor's dtype
+ * would, widened: the sums are the same bits.  Its use: the tensor's first
+ * push since wsp_grad_zero is copied straight into its accumulator (pinned
+ * in place at that first push, on a device that pins), so that no host
+ * thread widens it; it costs twice a bf16 gradient's bytes on the link,
+ * which a caller whose host memory, not its link, is the bottleneck can
+ * spend on some tensors.  A later push is staged and added: WSP_ETOOBIG
+ * when 4 x its elements exceed a staging buffer (the largest layer's
+ * bytes).  WSP_ENOTFOUND for a tensor the layer lacks.  Added in 0.5.
+ */
+int wsp_grad_push_f32(wsp_pager *pg, uint32_t layer, uint32_t tensor, const void *grad,
+		      void *stream);
+/*
  * A gradient that is zero outside some rows (an embedding's: only the rows
  * of the batch's tokens), handed over as those rows: rows[k] (int64) names
  * a row of tensor `tensor` of `layer` (an index into its first dimension)

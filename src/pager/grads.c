@@ -48,6 +48,23 @@ int wsp_grad_push(wsp_pager *pg, uint32_t layer, const void *const *grads, void 
 	return pager_result(pg, &err, rc);
 }
 
+int wsp_grad_push_f32(wsp_pager *pg, uint32_t layer, uint32_t tensor, const void *grad,
+		      void *stream)
+{
+	struct wspi_err err;
+	int rc = 0;
+	if (!pg)
+		return -EINVAL;
+	if (pg->group)
+		return pgroup_refuse(pg, "wsp_grad_push_f32");
+	wspi_err_init(&err);
+	rc = check_layer(pg, layer, 0, &err);
+	struct wb *wb = rc == 0 ? room(pg, 1, &err, &rc) : NULL;
+	if (rc == 0)
+		rc = wb_push_f32(wb, layer, tensor, grad, stream, &err);
+	return pager_result(pg, &err, rc);
+}
+
 int wsp_grad_push_rows(wsp_pager *pg, uint32_t layer, uint32_t tensor, const int64_t *rows,
 		       uint64_t n_rows, const void *values, void *stream)
 {

@@ -53,6 +53,15 @@ uint64_t wb_tensor_elements(const struct wsp_tensor *t)
 	return t->bytes * 8 / wsp_dtype_bits(t->dtype);
 }
 
+float *wb_acc_alloc(uint64_t n)
+{
+	/* One more element: never a zero-byte allocation. */
+	uint64_t bytes = n * 4 + 4;
+	if (bytes >= WB_PIN_MIN_BYTES)
+		return aligned_alloc(4096, wspi_align_up(bytes, 4096));
+	return aligned_alloc(WB_ALIGN, wspi_align_up(bytes, WB_ALIGN));
+}
+
 /* Widen or add the selected tensors of `src` into the layer's accumulators,
  * then mark them HAS_SUM.  Large layers are split over up to WB_ADD_THREADS
  * threads.  Only the worker, or a reader holding the lock with nothing of
@@ -68,8 +77,7 @@ static int accumulate(struct wb *wb, uint32_t layer, const void *src, const uint
 			continue;
 		uint64_t n = wb_tensor_elements(&L->tensors[i]);
 		elements += n;
-		if (!wl->acc[i] &&
-		    !(wl->acc[i] = aligned_alloc(WB_ALIGN, wspi_align_up(n * 4 + 4, WB_ALIGN))))
+		if (!wl->acc[i] && !(wl->acc[i] = wb_acc_alloc(n)))
 			return WSP_ERR(err, -ENOMEM, "write-back: out of memory for the fp32 "
 				       "gradient of %s (%" PRIu64 " elements)", L->tensors[i].name, n);
 	}
@@ -141,7 +149,7 @@ static int as_sum(struct wb *wb, uint32_t layer, uint32_t i, struct wspi_err *er
 	if (wl->has[i] == HAS_LANDED)
 		return wb_widen_landed(wb, layer, which, first, err);
 	uint64_t n = wb_tensor_elements(t);
-	if (!wl->acc[i] && !(wl->acc[i] = aligned_alloc(WB_ALIGN, wspi_align_up(n * 4 + 4, WB_ALIGN))))
+	if (!wl->acc[i] && !(wl->acc[i] = wb_acc_alloc(n)))
 		return WSP_ERR(err, -ENOMEM, "write-back: out of memory for the fp32 gradient of %s "
 			       "(%" PRIu64 " elements)", t->name, n);
 	zero_floats(wb, wl->acc[i], n);
@@ -188,6 +196,56 @@ static int apply_rows(struct wb *wb, struct wb_push_s *p, struct wspi_err *err)
 	return rc;
 }
 
+/* One slice of an fp32 gradient added into (or assigned to) its accumulator. */
+struct f32_part {
+	float *acc;
+	const float *src;
+	uint64_t n;
+	int first;
+};
+
+static void *f32_part(void *arg)
+{
+	struct f32_part *f = arg;
+	wb_accumulate(f->acc, f->src, WSP_DTYPE_F32, f->n, f->first);
+	return NULL;
+}
+
+/* The worker's part of a push of one fp32 gradient (wb_push_f32): nothing
+ * when it was copied straight into the accumulator; else it is added from
+ * the staging buffer (a landed push of the tensor widened first), or
+ * assigned where the accumulator holds no sum. */
+static int apply_f32(struct wb *wb, struct wb_push_s *p, struct wspi_err *err)
+{
+	struct wb_layer *wl = &wb->layers[p->layer];
+	uint32_t i = p->f32_tensor;
+	int rc = 0;
+	if (!p->direct) {
+		uint64_t n = wb_tensor_elements(&wb->pk->layers[p->layer].tensors[i]);
+		if (wl->has[i] == HAS_LANDED)
+			rc = wb_widen_landed(wb, p->layer, wb->scratch, wb->scratch + wb->max_tensors,
+					     err);
+		if (rc == 0 && !wl->acc[i] && !(wl->acc[i] = wb_acc_alloc(n)))
+			rc = WSP_ERR(err, -ENOMEM, "write-back: out of memory for the fp32 gradient "
+				     "of %s (%" PRIu64 " elements)",
+				     wb->pk->layers[p->layer].tensors[i].name, n);
+		if (rc < 0)
+			return rc;
+		unsigned parts = (unsigned)WSP_MIN((uint64_t)wb->add_threads,
+						   n / WB_ADD_MIN_ELEMENTS + 1);
+		uint64_t per = (n + parts - 1) / parts;
+		struct f32_part f[WB_ADD_THREADS];
+		for (unsigned k = 0; k < parts; k++) {
+			uint64_t a = WSP_MIN(n, per * k);
+			f[k] = (struct f32_part){ wl->acc[i] + a, (const float *)p->buf->mem + a,
+						  WSP_MIN(n - a, per), wl->has[i] != HAS_SUM };
+		}
+		wspi_run_parts(f32_part, f, sizeof(f[0]), parts);
+	}
+	wl->has[i] = HAS_SUM;
+	return 0;
+}
+
 /* The worker's part of one push, once its copies are done. */
 int wb_apply_push(struct wb *wb, struct wb_push_s *p, struct wspi_err *err)
 {
@@ -198,6 +256,8 @@ int wb_apply_push(struct wb *wb, struct wb_push_s *p, struct wspi_err *err)
 	int widen = 0;
 	if (p->rows_tensor != NO_ROWS)
 		return apply_rows(wb, p, err);
+	if (p->f32_tensor != NO_ROWS)
+		return apply_f32(wb, p, err);
 	for (uint32_t i = 0; i < L->n_tensors; i++)
 		widen |= p->present[i] && !p->landed[i] && wl->has[i] == HAS_LANDED;
 	if (widen)   /* a second push adds to a landed one: widen that first */

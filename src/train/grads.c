@@ -14,7 +14,10 @@
  * after the backward); a reader widens whatever is left, and a second push
  * widens its tensor first.  Later pushes go through a staging buffer and
  * are added, and so do pushes of rows (an embedding's gradient, nonzero
- * only in the rows of the batch's tokens, sent as those rows).
+ * only in the rows of the batch's tokens, sent as those rows).  A caller
+ * whose host memory is the bottleneck may instead send a gradient already
+ * widened on the GPU (wb_push_f32): a first push of it is copied straight
+ * into its accumulator, pinned in place, and leaves the host nothing to do.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -328,12 +331,14 @@ static int layer_arrays(struct wb *wb, struct wb_layer *wl, uint32_t n, struct w
 	wl->acc = calloc(n ? n : 1, sizeof(*wl->acc));
 	wl->has = calloc(n ? n : 1, 1);
 	wl->planned = calloc(n ? n : 1, 1);
-	if (!wl->acc || !wl->has || !wl->planned) {
+	wl->acc_pinned = calloc(n ? n : 1, 1);
+	if (!wl->acc || !wl->has || !wl->planned || !wl->acc_pinned) {
 		free(wl->acc);
 		free(wl->has);
 		free(wl->planned);
+		free(wl->acc_pinned);
 		wl->acc = NULL;
-		wl->has = wl->planned = NULL;
+		wl->has = wl->planned = wl->acc_pinned = NULL;
 		return WSP_ERR(err, -ENOMEM, "write-back: out of memory");
 	}
 	(void)wb;
@@ -366,8 +371,9 @@ static int land_buffer(struct wb *wb, uint32_t layer, struct wspi_err *err)
 	return 0;
 }
 
-/* What a push carries: the dense gradients grads[] of a layer, or (grads
- * NULL) n_rows rows of tensor `tensor`. */
+/* What a push carries: the dense gradients grads[] of a layer; or (grads
+ * NULL) n_rows rows of tensor `tensor`; or (f32) tensor `tensor`'s whole
+ * gradient as fp32 at `values`. */
 struct push_args {
 	uint32_t layer;
 	const void *const *grads;
@@ -375,12 +381,30 @@ struct push_args {
 	const int64_t *rows;
 	const void *values;
 	uint64_t n_rows;
+	int f32;
 };
 
-/* Whether the push needs a staging buffer: rows always; dense gradients
- * when one of them is added to an earlier push's rather than landing. */
+/* Whether an fp32 gradient may be copied straight into its accumulator:
+ * its first push since zeroing (the accumulator holds nothing to keep),
+ * into memory the device can copy into without the host waiting (pinned
+ * in place, or host memory on the host backend). */
+static int f32_direct(struct wb *wb, const struct push_args *a)
+{
+	const struct wb_layer *wl = &wb->layers[a->layer];
+	uint64_t bytes = wb_tensor_elements(&wb->pk->layers[a->layer].tensors[a->tensor]) * 4;
+	if (wl->planned[a->tensor])
+		return 0;
+	return dev_is_host(wb->dev) ||
+	       (bytes + 4 >= WB_PIN_MIN_BYTES && wl->acc_pinned[a->tensor] != 2);
+}
+
+/* Whether the push needs a staging buffer: rows always; an fp32 gradient
+ * unless copied into its accumulator; dense gradients when one of them is
+ * added to an earlier push's rather than landing. */
 static int needs_buf(struct wb *wb, const struct push_args *a)
 {
+	if (a->f32)
+		return !f32_direct(wb, a);
 	if (!a->grads)
 		return 1;
 	const struct wb_layer *wl = &wb->layers[a->layer];
@@ -407,7 +431,17 @@ static int enqueue_push(struct wb *wb, struct wb_push_s *p, const struct push_ar
 	if (rc == 0 && p->begin)
 		rc = d->ops->record(d, p->begin, DEV_Q_BACK, NULL, err);
 	p->bytes = 0;
-	if (!a->grads) {
+	if (a->f32) {
+		uint64_t bytes = wb_tensor_elements(&L->tensors[a->tensor]) * 4;
+		memset(p->present, 0, L->n_tensors);
+		memset(p->landed, 0, L->n_tensors);
+		p->present[a->tensor] = 1;
+		p->direct = !p->buf;
+		if (rc == 0 && bytes)
+			rc = d->ops->copy_d2h(d, p->direct ? (void *)wl->acc[a->tensor] : p->buf->mem,
+					      a->values, bytes, err);
+		p->bytes = bytes;
+	} else if (!a->grads) {
 		const struct wsp_tensor *t = &L->tensors[a->tensor];
 		uint64_t row_bytes = t->bytes / t->shape[0];
 		uint8_t *mem = p->buf->mem;
@@ -437,6 +471,31 @@ static int enqueue_push(struct wb *wb, struct wb_push_s *p, const struct push_ar
 	return rc;
 }
 
+/* Before an fp32 gradient is copied straight into its accumulator: the
+ * accumulator made, and pinned in place where the device pins (once; under
+ * wb->lock, so the first step pays it).  A pinning that fails is not an
+ * error: the tensor's fp32 gradients go through staging from then on. */
+static int f32_prepare(struct wb *wb, const struct push_args *a, struct wspi_err *err)
+{
+	struct wb_layer *wl = &wb->layers[a->layer];
+	const struct wsp_tensor *t = &wb->pk->layers[a->layer].tensors[a->tensor];
+	uint64_t n = wb_tensor_elements(t);
+	if (!wl->acc[a->tensor]) {
+		if (!(wl->acc[a->tensor] = wb_acc_alloc(n)))
+			return WSP_ERR(err, -ENOMEM, "write-back: out of memory for the fp32 "
+				       "gradient of %s (%" PRIu64 " elements)", t->name, n);
+		wl->has[a->tensor] = HAS_STALE;   /* nothing in it yet */
+	}
+	if (dev_is_host(wb->dev) || wl->acc_pinned[a->tensor])
+		return 0;
+	struct wspi_err e;
+	wspi_err_init(&e);
+	int rc = wb->dev->ops->pin(wb->dev, wl->acc[a->tensor], wspi_align_up(n * 4 + 4, 4096), &e);
+	wl->acc_pinned[a->tensor] = rc < 0 ? 2 : 1;
+	wspi_err_destroy(&e);
+	return 0;
+}
+
 static int push(struct wb *wb, const struct push_args *a, void *stream, struct wspi_err *err)
 {
 	const struct wsp_layer *L = &wb->pk->layers[a->layer];
@@ -446,7 +505,7 @@ static int push(struct wb *wb, const struct push_args *a, void *stream, struct w
 		rc = start(wb, err);
 	if (rc == 0)
 		rc = layer_arrays(wb, &wb->layers[a->layer], L->n_tensors, err);
-	if (rc == 0 && !a->grads &&
+	if (rc == 0 && !a->grads && !a->f32 &&
 	    wspi_align_up(a->n_rows * 8, WB_ALIGN) + a->n_rows * (L->tensors[a->tensor].bytes /
 								 L->tensors[a->tensor].shape[0]) >
 		    wb->buf_bytes)
@@ -454,10 +513,21 @@ static int push(struct wb *wb, const struct push_args *a, void *stream, struct w
 			     "a staging buffer of %" PRIu64 " bytes; push the whole gradient",
 			     L->tensors[a->tensor].name, a->n_rows, wb->buf_bytes);
 	/* Wait for a free push, and a free buffer if this one needs one (the
-	 * need is seen again after each wait: another thread's push of the
-	 * layer may have changed it). */
-	while (rc == 0 && (!wb->free || (needs_buf(wb, a) && !wb->free_bufs)))
+	 * need is seen again after each wait: another thread's push or zeroing
+	 * of the layer may have changed it). */
+	while (rc == 0) {
+		if (a->f32 && f32_direct(wb, a))
+			rc = f32_prepare(wb, a, err);
+		if (rc < 0 || (wb->free && (!needs_buf(wb, a) || wb->free_bufs)))
+			break;
 		pthread_cond_wait(&wb->cond, &wb->lock);
+	}
+	uint64_t f32_bytes = a->f32 ? wb_tensor_elements(&L->tensors[a->tensor]) * 4 : 0;
+	if (rc == 0 && a->f32 && needs_buf(wb, a) && f32_bytes > wb->buf_bytes)
+		rc = WSP_ERR(err, WSP_ETOOBIG, "fp32 gradient of %s: %" PRIu64 " bytes do not fit "
+			     "a staging buffer of %" PRIu64 " bytes (it is added to an earlier push); "
+			     "push it in the tensor's dtype", L->tensors[a->tensor].name, f32_bytes,
+			     wb->buf_bytes);
 	if (rc < 0) {
 		pthread_mutex_unlock(&wb->lock);
 		return rc;
@@ -465,8 +535,10 @@ static int push(struct wb *wb, const struct push_args *a, void *stream, struct w
 	struct wb_push_s *p = wb->free;
 	wb->free = p->next;
 	p->layer = a->layer;
-	p->rows_tensor = a->grads ? NO_ROWS : a->tensor;
+	p->rows_tensor = a->grads || a->f32 ? NO_ROWS : a->tensor;
+	p->f32_tensor = a->f32 ? a->tensor : NO_ROWS;
 	p->n_rows = a->n_rows;
+	p->direct = 0;
 	p->buf = NULL;
 	if (needs_buf(wb, a)) {
 		p->buf = wb->free_bufs;
@@ -479,6 +551,8 @@ static int push(struct wb *wb, const struct push_args *a, void *stream, struct w
 		 * is used again. */
 		if (wb->dev->ops->record(wb->dev, p->copied, DEV_Q_BACK, NULL, NULL) == 0)
 			(void)wb->dev->ops->event_sync(wb->dev, p->copied, NULL);
+		if (p->direct)   /* a copy into the accumulator may have begun */
+			wb->layers[a->layer].has[a->tensor] = HAS_STALE;
 		push_free(wb, p);
 	} else {
 		for (uint32_t i = 0; i < L->n_tensors; i++)
@@ -510,6 +584,23 @@ int wb_push(struct wb *wb, uint32_t layer, const void *const *grads, void *strea
 				       "F32, F16 or BF16", L->tensors[i].name,
 				       wsp_dtype_name(L->tensors[i].dtype));
 	struct push_args a = { .layer = layer, .grads = grads };
+	return push(wb, &a, stream, err);
+}
+
+int wb_push_f32(struct wb *wb, uint32_t layer, uint32_t tensor, const void *grad, void *stream,
+		struct wspi_err *err)
+{
+	const struct wsp_layer *L = &wb->pk->layers[layer];
+	if (tensor >= L->n_tensors)
+		return WSP_ERR(err, WSP_ENOTFOUND, "fp32 gradient: layer %s has no tensor %u (it "
+			       "has %u)", L->name, tensor, L->n_tensors);
+	const struct wsp_tensor *t = &L->tensors[tensor];
+	if (!wb_dtype_ok(t->dtype))
+		return WSP_ERR(err, WSP_EDTYPE, "gradient of %s: dtype %s; gradients are F32, F16 "
+			       "or BF16", t->name, wsp_dtype_name(t->dtype));
+	if (!grad && t->bytes)
+		return WSP_ERR(err, -EINVAL, "fp32 gradient of %s: grad is NULL", t->name);
+	struct push_args a = { .layer = layer, .tensor = tensor, .values = grad, .f32 = 1 };
 	return push(wb, &a, stream, err);
 }
 
@@ -590,8 +681,7 @@ int wb_grads(struct wb *wb, uint32_t layer, float *const **data, uint64_t *pushe
 		for (uint32_t i = 0; rc == 0 && i < L->n_tensors; i++)
 			if (wl->has[i] == HAS_STALE) {
 				uint64_t n = wb_tensor_elements(&L->tensors[i]);
-				if (!wl->acc[i] &&
-				    !(wl->acc[i] = aligned_alloc(WB_ALIGN, wspi_align_up(n * 4 + 4, WB_ALIGN))))
+				if (!wl->acc[i] && !(wl->acc[i] = wb_acc_alloc(n)))
 					rc = WSP_ERR(err, -ENOMEM, "write-back: out of memory for the fp32 "
 						     "gradient of %s", L->tensors[i].name);
 				else
@@ -667,14 +757,18 @@ void wb_destroy(struct wb *wb)
 	pushes_free(wb);
 	for (uint32_t l = 0; l < wb->n_layers; l++) {
 		struct wb_layer *wl = &wb->layers[l];
-		for (uint32_t i = 0; wl->acc && i < wb->pk->layers[l].n_tensors; i++)
+		for (uint32_t i = 0; wl->acc && i < wb->pk->layers[l].n_tensors; i++) {
+			if (wl->acc_pinned[i] == 1)
+				wb->dev->ops->unpin(wb->dev, wl->acc[i]);
 			free(wl->acc[i]);
+		}
 		if (wl->land_pinned)
 			wb->dev->ops->unpin(wb->dev, wl->land);
 		free(wl->land);
 		free(wl->acc);
 		free(wl->has);
 		free(wl->planned);
+		free(wl->acc_pinned);
 	}
 	free(wb->layers);
 	free(wb->scratch);

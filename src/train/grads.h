@@ -38,6 +38,13 @@ void wb_destroy(struct wb *wb);
  * accumulation that failed earlier (the first failure, kept). */
 int wb_push(struct wb *wb, uint32_t layer, const void *const *grads, void *stream,
 	    struct wspi_err *err);
+/* Tensor `tensor`'s whole gradient as fp32 (device memory), whatever the
+ * tensor's dtype: copied straight into its accumulator when it is the
+ * tensor's first push since zeroing (no widening on the host), else staged
+ * and added.  Errors as wb_push's, WSP_ENOTFOUND for a tensor the layer
+ * lacks, and WSP_ETOOBIG when it must be staged and does not fit. */
+int wb_push_f32(struct wb *wb, uint32_t layer, uint32_t tensor, const void *grad, void *stream,
+		struct wspi_err *err);
 /* n_rows rows of tensor `tensor` (along its first dimension): rows[k]
  * (int64, device memory; negative: padding, skipped) has the values at
  * values + k * row bytes; other rows' gradient is zero.  Errors as

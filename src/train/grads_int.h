@@ -25,6 +25,10 @@
 #define NO_ROWS UINT32_MAX
 /* wb.widening when the worker widens nothing ahead. */
 #define NO_LAYER UINT32_MAX
+/* Accumulators of at least this many bytes are whole pages (wb_acc_alloc),
+ * so that they can be pinned in place for fp32 gradients copied straight
+ * into them; smaller ones are not worth a pinning and go through staging. */
+#define WB_PIN_MIN_BYTES (64u << 10)
 
 struct wb_buf {
 	void *mem;                 /* max layer bytes (+ alignment), pinned where the device pins */
@@ -42,6 +46,8 @@ struct wb_push_s {
 	struct wb_buf *buf;        /* staging, when something is added (NULL: all land) */
 	uint32_t rows_tensor;      /* a push of rows (wb_push_rows) of this tensor, or NO_ROWS */
 	uint64_t n_rows;
+	uint32_t f32_tensor;       /* a push of one fp32 gradient (wb_push_f32), or NO_ROWS */
+	uint8_t direct;            /* ... copied straight into its accumulator (no buf) */
 	struct wb_push_s *next;    /* in the free list or the worker's queue */
 };
 
@@ -55,6 +61,7 @@ struct wb_layer {
 	float **acc;               /* per tensor, NULL until first widened into */
 	uint8_t *has;              /* per tensor: HAS_*, as the worker has applied */
 	uint8_t *planned;          /* per tensor: 1 once a push since zeroing is queued */
+	uint8_t *acc_pinned;       /* per tensor: 1 pinned in place, 2 pinning failed */
 	void *land;                /* landing buffer (staging layout), made at first use */
 	int land_pinned;
 	uint64_t pushes;           /* accumulated since the last zeroing */
@@ -100,6 +107,10 @@ struct wb {
 
 /* Elements of a tensor (its bytes over its dtype's size). */
 uint64_t wb_tensor_elements(const struct wsp_tensor *t);
+/* An fp32 accumulator of n elements (uninitialised; NULL: out of memory):
+ * whole pages from WB_PIN_MIN_BYTES up, so that pinning it pins nothing
+ * else. */
+float *wb_acc_alloc(uint64_t n);
 /* Widen the landed tensors of a layer into its accumulators; which and
  * first: scratch of max_tensors bytes (the worker's, or a reader's). */
 int wb_widen_landed(struct wb *wb, uint32_t layer, uint8_t *which, uint8_t *first,

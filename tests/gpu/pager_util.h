@@ -14,9 +14,11 @@ struct t_model {
 };
 
 /* Build the pack: with hidden 256 and
- * intermediate 512 a block is about 1.1 MiB of bf16. */
-static inline void t_model_make_dtype(struct t_model *m, const char *tag, unsigned layers,
-				      unsigned hidden, unsigned intermediate, enum wsp_dtype dtype)
+ * intermediate 512 a block is about 1.1 MiB of bf16; the embedding has
+ * `vocab` rows. */
+static inline void t_model_make_shape(struct t_model *m, const char *tag, unsigned layers,
+				      unsigned hidden, unsigned intermediate, unsigned vocab,
+				      enum wsp_dtype dtype)
 {
 	char model[600], err[512];
 	struct wsp_generate_options g;
@@ -30,7 +32,7 @@ static inline void t_model_make_dtype(struct t_model *m, const char *tag, unsign
 	g.layers = layers;
 	g.hidden = hidden;
 	g.intermediate = intermediate;
-	g.vocab = 512;
+	g.vocab = vocab;
 	g.dtype = dtype;
 	int rc = wsp_generate(model, &g, err, sizeof(err));
 	if (rc < 0) {
@@ -55,7 +57,13 @@ static inline void t_model_make_dtype(struct t_model *m, const char *tag, unsign
 	wsp_pack_close(pk);
 }
 
-/* A generated bf16 model, converted (see t_model_make_dtype). */
+static inline void t_model_make_dtype(struct t_model *m, const char *tag, unsigned layers,
+				      unsigned hidden, unsigned intermediate, enum wsp_dtype dtype)
+{
+	t_model_make_shape(m, tag, layers, hidden, intermediate, 512, dtype);
+}
+
+/* A generated bf16 model, converted (see t_model_make_shape). */
 static inline void t_model_make(struct t_model *m, const char *tag, unsigned layers,
 				unsigned hidden, unsigned intermediate)
 {

@@ -1,0 +1,146 @@
+/* CUDA: wsp_grad_push_f32 of a bf16 layer's gradients as fp32 device
+ * memory.  A first push since zeroing is copied straight into the
+ * accumulators: those of 64 KiB and more are then pinned host memory (the
+ * device wrote them; no host thread widened), the smaller ones staged; the
+ * copies wait for the work enqueued on the user's stream (a kernel that
+ * spins ~300 ms, then writes the gradients: the push returns while it
+ * runs).  A second round, fp32 and bf16 pushes mixed, adds: the sums are
+ * exact.  Skips (77) without a GPU. */
+#include <string.h>
+
+#include "../lib/testlib.h"
+#include "cuda_util.h"
+#include "pager_util.h"
+
+#define SPIN_NS 300000000ull
+
+/* Gradient k of tensor t, element i: a bf16 value widened, times a factor
+ * bf16 cannot hold. */
+__host__ __device__ static float grad_value(uint64_t i, uint32_t t, unsigned k)
+{
+	uint64_t x = (i + 1) * 0x9E3779B97F4A7C15ull ^ ((uint64_t)t << 40) ^ ((uint64_t)k << 52);
+	x ^= x >> 29;
+	uint32_t bits = (uint32_t)((0x3000 + (x % 0x1000)) | ((x >> 17 & 1) << 15)) << 16;
+	float f;
+	memcpy(&f, &bits, 4);
+	return f * (1.0f + (float)(i % 5) / 512.0f);
+}
+
+__global__ void spin_then_fill(float *g, uint16_t *h, uint64_t n, uint32_t t, unsigned k,
+			       uint64_t spin_ns)
+{
+	uint64_t t0, now;
+	asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
+	do
+		asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
+	while (now - t0 < spin_ns);
+	for (uint64_t i = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
+	     i += (uint64_t)gridDim.x * blockDim.x) {
+		float f = grad_value(i, t, k);
+		g[i] = f;
+		uint32_t bits;
+		memcpy(&bits, &f, 4);
+		h[i] = (uint16_t)(bits >> 16);   /* the bf16 push of round 1: truncated */
+	}
+}
+
+static float trunc_bf16(float f)
+{
+	uint32_t bits;
+	memcpy(&bits, &f, 4);
+	return t_bf16f((uint16_t)(bits >> 16));
+}
+
+int main(void)
+{
+	t_need_gpu();
+	struct t_model m;
+	t_model_make(&m, "cuda-grad-f32", 4, 256, 512);
+	struct wsp_options o;
+	t_host_options(&o, &m, 100, 2);
+	o.device = 0;
+	char err[512];
+	wsp_pager *pg;
+	wsp_pack *pk;
+	CHECK_RC(wsp_open(m.pack, &o, &pg, err, sizeof(err)), 0);
+	CHECK_RC(wsp_pack_open(m.pack, &pk, err, sizeof(err)), 0);
+	const struct wsp_layer *L = wsp_pack_layer(pk, 1);
+	CHECK(L->n_tensors <= 32);
+	cudaStream_t s;
+	CU(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+	float *d[32];
+	uint16_t *h[32];
+	unsigned big = 0;
+	for (uint32_t t = 0; t < L->n_tensors; t++) {
+		uint64_t n = L->tensors[t].bytes / 2;
+		CHECK(L->tensors[t].dtype == WSP_DTYPE_BF16);
+		CU(cudaMalloc(&d[t], n * 4));
+		CU(cudaMalloc(&h[t], n * 2));
+		CU(cudaMemset(d[t], 0xff, n * 4));   /* NaNs until the kernel runs */
+		big += n * 4 >= (64u << 10);
+	}
+	CHECK(big > 0 && big < L->n_tensors);   /* both paths taken */
+	CU(cudaDeviceSynchronize());
+
+	/* Round 0: every tensor as fp32, the first push since zeroing. */
+	for (uint32_t t = 0; t < L->n_tensors; t++) {
+		spin_then_fill<<<64, 256, 0, s>>>(d[t], h[t], L->tensors[t].bytes / 2, t, 0,
+						  t == 0 ? SPIN_NS : 0);
+		CU(cudaGetLastError());
+		CHECK_RC(wsp_grad_push_f32(pg, 1, t, d[t], s), 0);
+	}
+	CHECK(cudaStreamQuery(s) == cudaErrorNotReady);   /* the host did not wait */
+	CU(cudaStreamSynchronize(s));
+	CHECK_RC(wsp_grad_wait(pg, 1), 0);
+	struct wsp_grads gr;
+	CHECK_RC(wsp_grad_get(pg, 1, &gr), 0);
+	for (uint32_t t = 0; t < L->n_tensors; t++) {
+		cudaPointerAttributes at;
+		CU(cudaPointerGetAttributes(&at, gr.data[t]));
+		int pinned = at.type == cudaMemoryTypeHost;
+		if (pinned != (L->tensors[t].bytes * 2 >= (64u << 10))) {
+			fprintf(stderr, "tensor %u (%llu bytes of fp32): pinned %d\n", t,
+				(unsigned long long)L->tensors[t].bytes * 2, pinned);
+			return 1;
+		}
+	}
+
+	/* Round 1: even tensors as fp32 again, odd ones as bf16 (staged, added). */
+	for (uint32_t t = 0; t < L->n_tensors; t++) {
+		spin_then_fill<<<64, 256, 0, s>>>(d[t], h[t], L->tensors[t].bytes / 2, t, 1, 0);
+		CU(cudaGetLastError());
+		if (t % 2 == 0) {
+			CHECK_RC(wsp_grad_push_f32(pg, 1, t, d[t], s), 0);
+		} else {
+			const void *ptr[32] = { 0 };
+			ptr[t] = h[t];
+			CHECK_RC(wsp_grad_push(pg, 1, ptr, s), 0);
+		}
+	}
+	CU(cudaStreamSynchronize(s));
+	CHECK_RC(wsp_grad_get(pg, 1, &gr), 0);
+	CHECK(gr.pushes == 2 * L->n_tensors);
+	uint64_t checked = 0;
+	for (uint32_t t = 0; t < L->n_tensors; t++)
+		for (uint64_t i = 0; i < L->tensors[t].bytes / 2; i++) {
+			float r1 = grad_value(i, t, 1);
+			float want = grad_value(i, t, 0) + (t % 2 == 0 ? r1 : trunc_bf16(r1));
+			if (memcmp(&want, &gr.data[t][i], 4) != 0) {
+				fprintf(stderr, "tensor %u element %llu: %a, want %a\n", t,
+					(unsigned long long)i, gr.data[t][i], want);
+				return 1;
+			}
+			checked++;
+		}
+	printf("%llu gradient elements exact after an fp32 round and a mixed one; %u of %u "
+	       "accumulators pinned\n", (unsigned long long)checked, big, L->n_tensors);
+	for (uint32_t t = 0; t < L->n_tensors; t++) {
+		CU(cudaFree(d[t]));
+		CU(cudaFree(h[t]));
+	}
+	CU(cudaStreamDestroy(s));
+	wsp_close(pg);
+	wsp_pack_close(pk);
+	t_model_remove(&m);
+	return 0;
+}
