@@ -855,6 +855,28 @@ class Pager(_Closing):
         s = 0 if stream is None else _integer("stream", stream, 64)
         self._call(_c.lib().wsp_grad_push, idx, arr, ctypes.c_void_p(s))
 
+    def _tensor_index(self, layer: int, tensor: Union[int, str]) -> int:
+        if isinstance(tensor, str):
+            ts = self._layer_info(layer).tensors
+            found = [i for i, t in enumerate(ts) if tensor in (t.name, t.short_name)]
+            if not found:
+                raise KeyError(f"layer {self._layer_info(layer).name} has no tensor {tensor!r}")
+            return found[0]
+        return _integer("tensor", tensor)
+
+    def grad_push_f32(self, layer: Union[int, str], tensor: Union[int, str], grad: int,
+                      stream: Optional[int] = None) -> None:
+        """Hand the pager one tensor's whole gradient as fp32, whatever the
+        tensor's dtype (wsp_grad_push_f32(3)): `grad` the address of its
+        elements as float32 (device memory, or host memory on the host
+        backend), valid until :meth:`grad_done`.  A first push since
+        zeroing is copied straight into the accumulator, with no widening
+        on the host; it costs twice a bf16 gradient's bytes on the link."""
+        idx = self._index(layer)
+        s = 0 if stream is None else _integer("stream", stream, 64)
+        self._call(_c.lib().wsp_grad_push_f32, idx, self._tensor_index(idx, tensor),
+                   ctypes.c_void_p(_integer("grad", grad, 64)), ctypes.c_void_p(s))
+
     def grad_push_rows(self, layer: Union[int, str], tensor: Union[int, str], rows: int,
                        n_rows: int, values: int, stream: Optional[int] = None) -> None:
         """Hand the pager a gradient of one tensor that is zero outside some
@@ -864,14 +886,8 @@ class Pager(_Closing):
         on the host backend), valid until :meth:`grad_done`.  `tensor` is
         its index in the layer or its name."""
         idx = self._index(layer)
-        ts = self._layer_info(idx).tensors
-        if isinstance(tensor, str):
-            found = [i for i, t in enumerate(ts) if tensor in (t.name, t.short_name)]
-            if not found:
-                raise KeyError(f"layer {self._layer_info(idx).name} has no tensor {tensor!r}")
-            tensor = found[0]
         s = 0 if stream is None else _integer("stream", stream, 64)
-        self._call(_c.lib().wsp_grad_push_rows, idx, _integer("tensor", tensor),
+        self._call(_c.lib().wsp_grad_push_rows, idx, self._tensor_index(idx, tensor),
                    ctypes.c_void_p(_integer("rows", rows, 64)), _integer("n_rows", n_rows, 64),
                    ctypes.c_void_p(_integer("values", values, 64)), ctypes.c_void_p(s))
 

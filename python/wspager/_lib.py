@@ -290,6 +290,7 @@ def _declare(lib: ctypes.CDLL) -> None:
         "wsp_reset_stats": (None, [c_void_p]),
         "wsp_who_decodes": (c_int, [c_void_p]),
         "wsp_grad_push": (c_int, [c_void_p, c_u32, P(c_void_p), c_void_p]),
+        "wsp_grad_push_f32": (c_int, [c_void_p, c_u32, c_u32, c_void_p, c_void_p]),
         "wsp_grad_push_rows": (c_int, [c_void_p, c_u32, c_u32, c_void_p, c_u64, c_void_p,
                                        c_void_p]),
         "wsp_grad_query": (c_int, [c_void_p, c_u32]),

@@ -15,7 +15,10 @@ What :func:`wspager.torch.offload` adds with ``train=True``:
   layer's first gradients leave while its last ones are computed; the
   parameter's ``.grad`` is dropped, and once every parameter of the layer
   has had its gradient the layer is released.  The GPU never holds more
-  than the layers in use.
+  than the layers in use.  On a GPU some gradients go as fp32 instead
+  (cast there, ``wsp_grad_push_f32``: copied straight into their
+  accumulators, with no widening left for the host), a share measured
+  while running (:mod:`wspager._gradsplit`).
 * An embedding's gradient (an ``nn.Embedding`` whose weight no other module
   shares) is nonzero only in the rows of the pass's tokens: those rows go
   (``wsp_grad_push_rows``), a fraction of the table.  It is the last
@@ -48,11 +51,14 @@ What :func:`wspager.torch.offload` adds with ``train=True``:
 """
 from __future__ import annotations
 
+import time
 import weakref
 from typing import Dict, List, Optional, Tuple
 
 import torch
 import torch.distributed as dist
+
+from ._gradsplit import F32Share
 
 _TRAINERS: "weakref.WeakSet[Trainer]" = weakref.WeakSet()
 _NARROWED = (torch.float32, torch.bfloat16)   # what wsp_update_f32 narrows to
@@ -102,6 +108,9 @@ class Trainer:
         # Embeddings whose gradient goes as rows: param id -> the token
         # tensors of the passes since its last push (None: too many, whole).
         self.row_ids: Dict[int, Optional[List[torch.Tensor]]] = {}
+        # Which gradients go as fp32 (cast on the device, no host widening).
+        self.split = F32Share(max((L.raw_bytes for L in off.pager.pack.layers), default=0),
+                              off.device.type == "cuda")
         for g in off.groups:
             names = [t.name for t in off.pager.pack.layers[g.index].tensors]
             self.pos[g.index] = {n: k for k, n in enumerate(names)}
@@ -255,10 +264,15 @@ class Trainer:
         keep = self._push_rows(g, at, p, gr)
         if keep is None:
             gr = gr.contiguous()
-            ptrs: List[Optional[int]] = [None] * len(self.pos[g.index])
-            ptrs[at] = gr.data_ptr()
-            off.pager.grad_push(g.index, ptrs, off._stream())
-            keep = [gr]
+            wide = self.split.widen(gr) if self.split.pick(gr) else None
+            if wide is not None:
+                off.pager.grad_push_f32(g.index, at, wide.data_ptr(), off._stream())
+                keep = [wide]
+            else:
+                ptrs: List[Optional[int]] = [None] * len(self.pos[g.index])
+                ptrs[at] = gr.data_ptr()
+                off.pager.grad_push(g.index, ptrs, off._stream())
+                keep = [gr]
         self.inflight.append((g.index, keep))
         self._reap()
 
@@ -329,9 +343,14 @@ class Trainer:
         # The .grad of the masters and of the model's own paged parameters
         # are real once the backward is over, as any parameter's: clipping,
         # unscaling and norms between backward and step see them (views of
-        # the accumulators, their copies in).
+        # the accumulators, their copies in).  The wait for the copies and
+        # the widening left are timed apart for the fp32 share.
         if self.devstep is None:
+            t0 = time.perf_counter()
+            self.wait()
+            t1 = time.perf_counter()
             self.bind_grads()
+            self.split.observe(t1 - t0, time.perf_counter() - t1)
 
     def _refuse_unshared(self) -> None:
         """A model sharded by torch's FSDP2 (its parameters made DTensors)
