@@ -310,8 +310,10 @@ def main():
     print(f"  weights in {h2d / 1e9:.2f} GB "
           f"({t_in * 1e3:.1f} ms at the link), gradients out {d2h / 1e9:.2f} GB "
           f"({t_out * 1e3:.1f} ms at the link), compute {t_res * 1e3:.1f} ms")
+    split = model._wspager.trainer.split
     print(f"  host time adding gradients into fp32: {st['grad_add_ns'] / (reps + 1) / 1e6:.1f} ms "
-          f"per step")
+          f"per step; share of gradient elements sent as fp32 "
+          f"{split.share:.2f} ({'fixed' if split.fixed is not None else 'measured'})")
     print(f"  efficiency max(compute, in, out) / step = {bound / t_pag:.3f}; "
           f"{h2d / t_pag / 1e9:.1f} GB/s in = {h2d / t_pag / 1e9 / ceil['h2d']:.3f} of pinned "
           f"host->GPU; slowdown against resident {t_pag / t_res:.2f}x")

@@ -320,11 +320,21 @@ run() {
 			step ab-train-new 500 "${py_env[@]}" python3 "$top/bench/torch_train.py" --dir "$work/train" ;; esac
 			# forward+backward of full training only, at a link-bound and
 			# a compute-bound batch, the two builds taking turns
+			# (WSP_LANE_FB_BASE=0: the new build alone, where this
+			# tree's Python needs calls the base library lacks)
 			case $ab in *" train-fb "*) for b in ${WSP_LANE_FB_BATCHES:-4 12}; do for k in 1 2; do
+				[ "${WSP_LANE_FB_BASE:-1}" = 0 ] ||
 				step ab-train-fb-b$b-base-$k 300 "${py_env[@]}" "${base_env[@]}" python3 \
 					"$top/bench/torch_train.py" --dir "$work/train" --fwd-bwd-only --batch $b --reps 5
 				step ab-train-fb-b$b-new-$k 300 "${py_env[@]}" python3 \
 					"$top/bench/torch_train.py" --dir "$work/train" --fwd-bwd-only --batch $b --reps 5
+			done
+			# WSP_LANE_FB_SHARES: the new build again with the share of
+			# gradients sent as fp32 fixed at each of these
+			for x in ${WSP_LANE_FB_SHARES:-}; do
+				step ab-train-fb-b$b-share$x 300 "${py_env[@]}" env WSPAGER_GRAD_F32_SHARE=$x \
+					python3 "$top/bench/torch_train.py" --dir "$work/train" --fwd-bwd-only \
+					--batch $b --reps 5
 			done; done ;; esac
 			for f in "$out"/ab-stream-*.log; do
 				echo "== $(basename "$f" .log)"; grep -E "streaming|rounds' GB/s|all rounds" "$f"
