@@ -321,8 +321,9 @@ run() {
 			# forward+backward of full training only, at a link-bound and
 			# a compute-bound batch, the two builds taking turns
 			# (WSP_LANE_FB_BASE=0: the new build alone, where this
-			# tree's Python needs calls the base library lacks)
-			case $ab in *" train-fb "*) for b in ${WSP_LANE_FB_BATCHES:-4 12}; do for k in 1 2; do
+			# tree's Python needs calls the base library lacks;
+			# WSP_LANE_FB_RUNS: the runs' names, "1 2" by default)
+			case $ab in *" train-fb "*) for b in ${WSP_LANE_FB_BATCHES:-4 12}; do for k in ${WSP_LANE_FB_RUNS:-1 2}; do
 				[ "${WSP_LANE_FB_BASE:-1}" = 0 ] ||
 				step ab-train-fb-b$b-base-$k 300 "${py_env[@]}" "${base_env[@]}" python3 \
 					"$top/bench/torch_train.py" --dir "$work/train" --fwd-bwd-only --batch $b --reps 5

@@ -4,23 +4,30 @@ A bf16 gradient costs two bytes an element on the link, then a widening on
 the host into its fp32 accumulator (two bytes read, four written).  In full
 training that widening is bound by the host's memory bandwidth and outlasts
 the backward (docs/PERFORMANCE.md).  The same gradient cast to fp32 on the
-GPU costs four bytes on the link and nothing on the host: the pager copies
-it straight into its accumulator.  Which is cheaper depends on the machine
-and the step, so the share of gradient elements sent as fp32 is measured
-while running: a backward ends waiting for two things, the copies still in
-flight and the widening still left, and after each backward the share moves
-a step toward the one that waited longer being shortened.  The sums are the
-same bits either way (a widening is exact).
+GPU costs four bytes on the link and nothing on the host, when it is the
+first since its accumulator was zeroed: the pager copies it straight in.
+(Added to an earlier push it would be staged and added either way, so a
+backward that accumulates sends everything as it is.)  Sending all as fp32
+makes the link the bottleneck instead; the best share lies between, and
+where depends on the machine and the step, so it is found while running:
+after each backward that started from zeroed accumulators, the share moves
+a step, on in the same direction while the backward (from its first hook
+to its gradients bound) got faster, the other way when it got slower.  The
+sums are the same bits either way (a widening is exact).
 """
 from __future__ import annotations
 
 import os
+import time
 
 import torch
 
-# The share moves by this much a backward: a few steps from any start to
-# the balance, and a small swing about it.
+# The share moves by this much a backward: a few steps from the start to
+# the best share, then a swing of a step or two about it.
 STEP = 0.05
+# Where it starts: near the best measured on a 16-core host with a 55 GB/s
+# link (docs/PERFORMANCE.md); elsewhere it moves from there.
+START = 0.3
 # Tensors smaller than this go as they are (not worth pinning an
 # accumulator for; the pager stages them).
 MIN_BYTES = 64 << 10
@@ -35,20 +42,29 @@ class F32Share:
         # for testing on the host backend: a fixed share, no measuring.
         fixed = os.environ.get("WSPAGER_GRAD_F32_SHARE")
         self.fixed = None if fixed is None else min(max(float(fixed), 0.0), 1.0)
-        self.share = 0.5 if self.fixed is None else self.fixed
+        self.share = START if self.fixed is None else self.fixed
         # On the host backend both ways are host memory: only when fixed.
         self.enabled = on_gpu or self.fixed is not None
         # An fp32 gradient added to an earlier push is staged: it must fit
         # a staging buffer (the largest layer's bytes).
         self.max_elements = max_layer_bytes // 4
         self.elements = self.f32 = 0     # of this backward
+        self.t0 = None                   # when this backward began
+        self.last = None                 # seconds of the last judged backward
+        self.direction = 1
 
-    def pick(self, grad: torch.Tensor) -> bool:
-        """Whether `grad` (contiguous, on its device) goes as fp32: while
-        the backward's fp32 elements stay within the share, spread over it."""
+    def begin(self) -> None:
+        """A backward's first hook."""
+        if self.t0 is None:
+            self.t0 = time.perf_counter()
+
+    def pick(self, grad: torch.Tensor, fresh: bool) -> bool:
+        """Whether `grad` (contiguous, on its device) goes as fp32: its
+        accumulator zeroed since its last push (`fresh`), and the
+        backward's fp32 elements within the share, spread over it."""
         n = grad.numel()
         self.elements += n
-        if not (self.enabled and grad.dtype in _NARROW and
+        if not (fresh and self.enabled and grad.dtype in _NARROW and
                 MIN_BYTES <= n * 4 and n <= self.max_elements):
             return False
         if self.f32 + n > self.share * self.elements:
@@ -66,13 +82,18 @@ class F32Share:
             self.enabled = False
             return None
 
-    def observe(self, copies_s: float, widening_s: float) -> None:
-        """After a backward: how long the host then waited for the copies
-        in flight, and then for the widening left."""
+    def end(self, fresh: bool) -> None:
+        """The backward's gradients are bound; `fresh`: it started from
+        zeroed accumulators (only those send fp32: only they are judged)."""
+        seconds = time.perf_counter() - self.t0 if self.t0 is not None else None
+        self.t0 = None
         self.elements = self.f32 = 0
-        if self.fixed is not None or not self.enabled:
-            return
-        if widening_s > copies_s:
-            self.share = min(1.0, self.share + STEP)
-        elif copies_s > widening_s:
-            self.share = max(0.0, self.share - STEP)
+        if fresh and seconds is not None and self.fixed is None and self.enabled:
+            self.judge(seconds)
+
+    def judge(self, seconds: float) -> None:
+        """One step of the share after a judged backward of `seconds`."""
+        if self.last is not None and seconds > self.last:
+            self.direction = -self.direction
+        self.last = seconds
+        self.share = min(1.0, max(0.0, self.share + self.direction * STEP))

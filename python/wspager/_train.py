@@ -51,7 +51,6 @@ What :func:`wspager.torch.offload` adds with ``train=True``:
 """
 from __future__ import annotations
 
-import time
 import weakref
 from typing import Dict, List, Optional, Tuple
 
@@ -111,6 +110,11 @@ class Trainer:
         # Which gradients go as fp32 (cast on the device, no host widening).
         self.split = F32Share(max((L.raw_bytes for L in off.pager.pack.layers), default=0),
                               off.device.type == "cuda")
+        # Layers whose accumulators were zeroed since their last push (all,
+        # at first): their next pushes may go straight in (fresh_now: those
+        # of this backward).
+        self.zeroed: set = {g.index for g in off.groups}
+        self.fresh_now: set = set()
         for g in off.groups:
             names = [t.name for t in off.pager.pack.layers[g.index].tensors]
             self.pos[g.index] = {n: k for k, n in enumerate(names)}
@@ -223,6 +227,7 @@ class Trainer:
 
     def _queue_end(self) -> None:
         if not self.callback_queued:
+            self.split.begin()
             torch.autograd.Variable._execution_engine.queue_callback(self._end_backward)
             self.callback_queued = True
 
@@ -253,7 +258,11 @@ class Trainer:
             if self._own_dropped(g) or (ms and any(m is not None and m.grad is None
                                                    for m in ms)):
                 off.pager.grad_zero(g.index)
+                self.zeroed.add(g.index)
             self.dropped.discard(g.index)
+            if g.index in self.zeroed:
+                self.zeroed.discard(g.index)
+                self.fresh_now.add(g.index)
         p, name, _, _ = g.params[i]
         gr = p.grad
         p.grad = None
@@ -264,7 +273,8 @@ class Trainer:
         keep = self._push_rows(g, at, p, gr)
         if keep is None:
             gr = gr.contiguous()
-            wide = self.split.widen(gr) if self.split.pick(gr) else None
+            fresh = g.index in self.fresh_now
+            wide = self.split.widen(gr) if self.split.pick(gr, fresh) else None
             if wide is not None:
                 off.pager.grad_push_f32(g.index, at, wide.data_ptr(), off._stream())
                 keep = [wide]
@@ -343,14 +353,11 @@ class Trainer:
         # The .grad of the masters and of the model's own paged parameters
         # are real once the backward is over, as any parameter's: clipping,
         # unscaling and norms between backward and step see them (views of
-        # the accumulators, their copies in).  The wait for the copies and
-        # the widening left are timed apart for the fp32 share.
+        # the accumulators, their copies in).
         if self.devstep is None:
-            t0 = time.perf_counter()
-            self.wait()
-            t1 = time.perf_counter()
             self.bind_grads()
-            self.split.observe(t1 - t0, time.perf_counter() - t1)
+        self.split.end(bool(self.fresh_now))
+        self.fresh_now.clear()
 
     def _refuse_unshared(self) -> None:
         """A model sharded by torch's FSDP2 (its parameters made DTensors)
@@ -391,6 +398,7 @@ class Trainer:
     def zero_grad(self) -> None:
         self.wait()
         self.off.pager.grad_zero()
+        self.zeroed.update(g.index for g in self.off.groups)
 
     # Masters and the optimizer -------------------------------------------
     def named_parameters(self) -> List[Tuple[str, torch.nn.Parameter]]:
@@ -547,6 +555,7 @@ class Trainer:
                     self._own_dropped(g) or
                     (ms is not None and all(m is None or m.grad is None for m in ms))):
                 self.off.pager.grad_zero(g.index)    # as .grad = None says
+                self.zeroed.add(g.index)
                 acc, pushes = self.off.pager.grads(g.index)
             grads[g.index] = (acc, pushes)
         self.pushed_since_bind.clear()
