@@ -329,13 +329,14 @@ run() {
 					"$top/bench/torch_train.py" --dir "$work/train" --fwd-bwd-only --batch $b --reps 5
 				step ab-train-fb-b$b-new-$k 300 "${py_env[@]}" python3 \
 					"$top/bench/torch_train.py" --dir "$work/train" --fwd-bwd-only --batch $b --reps 5
-			done
-			# WSP_LANE_FB_SHARES: the new build again with the share of
-			# gradients sent as fp32 fixed at each of these
-			for x in ${WSP_LANE_FB_SHARES:-}; do
-				step ab-train-fb-b$b-share$x 300 "${py_env[@]}" env WSPAGER_GRAD_F32_SHARE=$x \
-					python3 "$top/bench/torch_train.py" --dir "$work/train" --fwd-bwd-only \
-					--batch $b --reps 5
+				# WSP_LANE_FB_SHARES: the new build again, taking turns
+				# with the others, with the share of gradients sent as
+				# fp32 fixed at each of these
+				for x in ${WSP_LANE_FB_SHARES:-}; do
+					step ab-train-fb-b$b-share$x-$k 300 "${py_env[@]}" env \
+						WSPAGER_GRAD_F32_SHARE=$x python3 "$top/bench/torch_train.py" \
+						--dir "$work/train" --fwd-bwd-only --batch $b --reps 5
+				done
 			done; done ;; esac
 			for f in "$out"/ab-stream-*.log; do
 				echo "== $(basename "$f" .log)"; grep -E "streaming|rounds' GB/s|all rounds" "$f"

@@ -1,11 +1,12 @@
 /* CUDA: wsp_grad_push_f32 of a bf16 layer's gradients as fp32 device
  * memory.  A first push since zeroing is copied straight into the
  * accumulators: those of 64 KiB and more are then pinned host memory (the
- * device wrote them; no host thread widened), the smaller ones staged; the
- * copies wait for the work enqueued on the user's stream (a kernel that
- * spins ~300 ms, then writes the gradients: the push returns while it
- * runs).  A second round, fp32 and bf16 pushes mixed, adds: the sums are
- * exact.  Skips (77) without a GPU. */
+ * device wrote them; no host thread widened), the smaller ones staged.
+ * Once pinned (pinning may wait for the device), the copies wait for the
+ * work enqueued on the user's stream (a kernel that spins ~300 ms, then
+ * writes the gradients: the pushes return while it runs).  A further
+ * round, fp32 and bf16 pushes mixed, adds: the sums are exact.  Skips (77)
+ * without a GPU. */
 #include <string.h>
 
 #include "../lib/testlib.h"
@@ -82,18 +83,34 @@ int main(void)
 	CHECK(big > 0 && big < L->n_tensors);   /* both paths taken */
 	CU(cudaDeviceSynchronize());
 
-	/* Round 0: every tensor as fp32, the first push since zeroing. */
-	for (uint32_t t = 0; t < L->n_tensors; t++) {
-		spin_then_fill<<<64, 256, 0, s>>>(d[t], h[t], L->tensors[t].bytes / 2, t, 0,
-						  t == 0 ? SPIN_NS : 0);
-		CU(cudaGetLastError());
-		CHECK_RC(wsp_grad_push_f32(pg, 1, t, d[t], s), 0);
-	}
-	CHECK(cudaStreamQuery(s) == cudaErrorNotReady);   /* the host did not wait */
-	CU(cudaStreamSynchronize(s));
-	CHECK_RC(wsp_grad_wait(pg, 1), 0);
+	/* Round 0: every tensor as fp32, the first push since zeroing (the
+	 * accumulators are made and pinned); again after zeroing, the copies
+	 * behind the spinning kernel. */
 	struct wsp_grads gr;
-	CHECK_RC(wsp_grad_get(pg, 1, &gr), 0);
+	for (unsigned again = 0; again < 2; again++) {
+		for (uint32_t t = 0; t < L->n_tensors; t++) {
+			spin_then_fill<<<64, 256, 0, s>>>(d[t], h[t], L->tensors[t].bytes / 2, t, 0,
+							  again && t == 0 ? SPIN_NS : 0);
+			CU(cudaGetLastError());
+			CHECK_RC(wsp_grad_push_f32(pg, 1, t, d[t], s), 0);
+		}
+		if (again)   /* the host did not wait */
+			CHECK(cudaStreamQuery(s) == cudaErrorNotReady);
+		CU(cudaStreamSynchronize(s));
+		CHECK_RC(wsp_grad_get(pg, 1, &gr), 0);
+		CHECK(gr.pushes == L->n_tensors);
+		for (uint32_t t = 0; t < L->n_tensors; t++)
+			for (uint64_t i = 0; i < L->tensors[t].bytes / 2; i++) {
+				float want = grad_value(i, t, 0);
+				if (memcmp(&want, &gr.data[t][i], 4) != 0) {
+					fprintf(stderr, "round 0 (%u), tensor %u element %llu: %a, want %a\n",
+						again, t, (unsigned long long)i, gr.data[t][i], want);
+					return 1;
+				}
+			}
+		if (!again)
+			CHECK_RC(wsp_grad_zero(pg, 1), 0);
+	}
 	for (uint32_t t = 0; t < L->n_tensors; t++) {
 		cudaPointerAttributes at;
 		CU(cudaPointerGetAttributes(&at, gr.data[t]));
