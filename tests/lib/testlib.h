@@ -78,6 +78,19 @@ static inline void t_fill_grad(uint16_t *g, uint64_t n, uint32_t layer, uint32_t
 		g[0] = 0x8000;
 }
 
+/* acc (n fp32) equals want (n floats) bit for bit; else says where (the
+ * gradient tests' comparison). */
+static inline int t_same_floats(const float *acc, const float *want, uint64_t n, const char *what)
+{
+	for (uint64_t i = 0; i < n; i++)
+		if (memcmp(&acc[i], &want[i], 4) != 0) {
+			fprintf(stderr, "%s: element %llu: %a, want %a\n", what, (unsigned long long)i,
+				acc[i], want[i]);
+			return 0;
+		}
+	return 1;
+}
+
 static inline void t_rmrf(const char *path)
 {
 	char cmd[1024];

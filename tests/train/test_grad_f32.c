@@ -7,21 +7,9 @@
  * layer lacks, a NULL gradient, an fp32 gradient that must be staged and
  * does not fit a staging buffer.  Host backend: the GPU path with host
  * pointers. */
-#include <inttypes.h>
 #include <string.h>
 
 #include "../gpu/pager_util.h"
-
-/* acc (n fp32) equals want (n floats) bit for bit. */
-static int same(const float *acc, const float *want, uint64_t n, const char *what)
-{
-	for (uint64_t i = 0; i < n; i++)
-		if (memcmp(&acc[i], &want[i], 4) != 0) {
-			fprintf(stderr, "%s: element %" PRIu64 ": %a, want %a\n", what, i, acc[i], want[i]);
-			return 0;
-		}
-	return 1;
-}
 
 /* fp32 values that bf16 cannot hold: g widened, plus a fraction below its
  * last bit. */
@@ -75,7 +63,7 @@ static void mixed_rounds(wsp_pager *pg, wsp_pack *pk)
 			float *want = malloc(n * 4 + 4);
 			for (uint64_t i = 0; i < n; i++)
 				want[i] = (f[0][t][i] + f[1][t][i]) + f[2][t][i];
-			CHECK(same(gr.data[t], want, n, L->tensors[t].name));
+			CHECK(t_same_floats(gr.data[t], want, n, L->tensors[t].name));
 			free(want);
 			for (unsigned r = 0; r < ROUNDS; r++) {
 				free(g[r][t]);
@@ -102,13 +90,13 @@ static void after_zero(wsp_pager *pg, wsp_pack *pk)
 	CHECK_RC(wsp_grad_push_f32(pg, l, t, f, NULL), 0);
 	CHECK_RC(wsp_grad_get(pg, l, &gr), 0);
 	CHECK(gr.pushes == 1);
-	CHECK(same(gr.data[t], f, n, "fp32 after zeroing"));
+	CHECK(t_same_floats(gr.data[t], f, n, "fp32 after zeroing"));
 	for (uint32_t u = 0; u < L->n_tensors; u++) {
 		if (u == t || !gr.data[u])
 			continue;
 		uint64_t m = L->tensors[u].bytes / 2;
 		float *zero = calloc(m + 1, 4);
-		CHECK(same(gr.data[u], zero, m, "an unpushed tensor after zeroing"));
+		CHECK(t_same_floats(gr.data[u], zero, m, "an unpushed tensor after zeroing"));
 		free(zero);
 	}
 	const void *ptr[16] = { 0 };
@@ -118,7 +106,7 @@ static void after_zero(wsp_pager *pg, wsp_pack *pk)
 	float *want = malloc(n * 4 + 4);
 	for (uint64_t i = 0; i < n; i++)
 		want[i] = f[i] + t_bf16f(h[i]);
-	CHECK(same(gr.data[t], want, n, "bf16 onto fp32"));
+	CHECK(t_same_floats(gr.data[t], want, n, "bf16 onto fp32"));
 	free(want);
 	free(f);
 	free(g);
@@ -139,12 +127,12 @@ static void errors(wsp_pager *pg, wsp_pack *pk)
 	CHECK_RC(wsp_grad_zero(pg, 0), 0);
 	CHECK_RC(wsp_grad_push_f32(pg, 0, 0, f, NULL), 0);
 	CHECK_RC(wsp_grad_get(pg, 0, &gr), 0);
-	CHECK(same(gr.data[0], f, n, "a first fp32 push larger than staging"));
+	CHECK(t_same_floats(gr.data[0], f, n, "a first fp32 push larger than staging"));
 	CHECK_RC(wsp_grad_push_f32(pg, 0, 0, f, NULL), WSP_ETOOBIG);
 	CHECK(strstr(wsp_errmsg(pg), "push it in the tensor's dtype") != NULL);
 	CHECK_RC(wsp_grad_get(pg, 0, &gr), 0);   /* the refused push changed nothing */
 	CHECK(gr.pushes == 1);
-	CHECK(same(gr.data[0], f, n, "after a refused push"));
+	CHECK(t_same_floats(gr.data[0], f, n, "after a refused push"));
 	CHECK_RC(wsp_grad_push_f32(pg, 0, L->n_tensors, f, NULL), WSP_ENOTFOUND);
 	CHECK(strstr(wsp_errmsg(pg), "no tensor") != NULL);
 	CHECK_RC(wsp_grad_push_f32(pg, 0, 0, NULL, NULL), -EINVAL);

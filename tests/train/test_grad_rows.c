@@ -6,21 +6,9 @@
  * push of the whole gradient gives (bit for bit; rows not listed keep
  * their bits, where a whole push would turn a -0 into +0); bad rows and
  * arguments are clear errors.  Host backend: the GPU path with host pointers. */
-#include <inttypes.h>
 #include <string.h>
 
 #include "../gpu/pager_util.h"
-
-/* acc (n fp32) equals want (n floats) bit for bit. */
-static int same(const float *acc, const float *want, uint64_t n, const char *what)
-{
-	for (uint64_t i = 0; i < n; i++)
-		if (memcmp(&acc[i], &want[i], 4) != 0) {
-			fprintf(stderr, "%s: element %" PRIu64 ": %a, want %a\n", what, i, acc[i], want[i]);
-			return 0;
-		}
-	return 1;
-}
 
 /* Layers 1..4 pushed one tensor per push, twice (micro-batches): 2 x 36
  * pushes, all queued before any wait; the second round needs staging. */
@@ -51,7 +39,7 @@ static void tensor_by_tensor(wsp_pager *pg, wsp_pack *pk)
 			float *want = malloc(n * 4 + 4);
 			for (uint64_t i = 0; i < n; i++)
 				want[i] = t_bf16f(g[0][l][t][i]) + t_bf16f(g[1][l][t][i]);
-			CHECK(same(gr.data[t], want, n, L->tensors[t].name));
+			CHECK(t_same_floats(gr.data[t], want, n, L->tensors[t].name));
 			free(want);
 			for (unsigned r = 0; r < ROUNDS; r++)
 				free(g[r][l][t]);
@@ -92,14 +80,14 @@ static void rows(wsp_pager *pg, wsp_pack *pk)
 	CHECK(gr.pushes == 1);
 	for (uint64_t i = 0; i < n; i++)
 		want[i] = t_bf16f(dense[i]);
-	CHECK(same(gr.data[0], want, n, "rows on zero"));
+	CHECK(t_same_floats(gr.data[0], want, n, "rows on zero"));
 	/* A dense push after them adds. */
 	ptr[0] = more;
 	CHECK_RC(wsp_grad_push(pg, 0, ptr, NULL), 0);
 	CHECK_RC(wsp_grad_get(pg, 0, &gr), 0);
 	for (uint64_t i = 0; i < n; i++)
 		want[i] = t_bf16f(dense[i]) + t_bf16f(more[i]);
-	CHECK(same(gr.data[0], want, n, "dense after rows"));
+	CHECK(t_same_floats(gr.data[0], want, n, "dense after rows"));
 	/* Rows after a landed (never widened) dense push: added to it. */
 	CHECK_RC(wsp_grad_zero(pg, 0), 0);
 	CHECK_RC(wsp_grad_push(pg, 0, ptr, NULL), 0);
@@ -113,7 +101,7 @@ static void rows(wsp_pager *pg, wsp_pack *pk)
 		listed[tokens[k]] = 1;
 	for (uint64_t i = 0; i < n; i++)
 		want[i] = listed[i / H] ? t_bf16f(more[i]) + t_bf16f(dense[i]) : t_bf16f(more[i]);
-	CHECK(same(gr.data[0], want, n, "rows after a landed push"));
+	CHECK(t_same_floats(gr.data[0], want, n, "rows after a landed push"));
 	free(listed);
 	/* No rows: a zero gradient (the accumulator reads as zeros). */
 	CHECK_RC(wsp_grad_zero(pg, 0), 0);
@@ -121,7 +109,7 @@ static void rows(wsp_pager *pg, wsp_pack *pk)
 	CHECK_RC(wsp_grad_get(pg, 0, &gr), 0);
 	for (uint64_t i = 0; i < n; i++)
 		want[i] = 0.0f;
-	CHECK(same(gr.data[0], want, n, "no rows"));
+	CHECK(t_same_floats(gr.data[0], want, n, "no rows"));
 
 	/* Errors at the call. */
 	CHECK_RC(wsp_grad_push_rows(pg, 0, L->n_tensors, list, N, vals, NULL), WSP_ENOTFOUND);
