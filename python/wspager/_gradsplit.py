@@ -54,9 +54,10 @@ class F32Share:
         self.direction = 1
 
     def begin(self) -> None:
-        """A backward's first hook."""
-        if self.t0 is None:
-            self.t0 = time.perf_counter()
+        """A backward's first hook (a backward that raised before its end
+        leaves nothing behind: its counts start over here)."""
+        self.t0 = time.perf_counter()
+        self.elements = self.f32 = 0
 
     def pick(self, grad: torch.Tensor, fresh: bool) -> bool:
         """Whether `grad` (contiguous, on its device) goes as fp32: its
@@ -87,7 +88,6 @@ class F32Share:
         zeroed accumulators (only those send fp32: only they are judged)."""
         seconds = time.perf_counter() - self.t0 if self.t0 is not None else None
         self.t0 = None
-        self.elements = self.f32 = 0
         if fresh and seconds is not None and self.fixed is None and self.enabled:
             self.judge(seconds)
 

@@ -14,6 +14,7 @@ import os
 import torch
 import transformers
 
+import wspager
 import wspager.torch as wt
 from checks import check, device_arg, finish
 from configs import llama
@@ -56,8 +57,27 @@ def run(share):
         states.append({k: v.detach().cpu().clone() for k, v in model.state_dict().items()})
     off = model._wspager
     out = (grads, states, int(off.pager.stats()["bytes_d2h"]), off.trainer.split.share)
+    if share == 0.0:
+        misuse(off.pager)
     wt.remove(model)
     return out
+
+
+def misuse(pager):
+    """Bad arguments to grad_push_f32 raise; none reaches the library as a
+    wrapped integer."""
+    n = len(pager.pack.layers[1].tensors)
+    for args, exc in (((1, "no.such.tensor", 0), KeyError), ((1, -1, 0), ValueError),
+                      ((1, 1.5, 0), TypeError), ((1, 0, -8), ValueError),
+                      ((10 ** 6, 0, 0), wspager.WspError), ((1, n, 8), wspager.WspError),
+                      ((1, 0, 0), wspager.WspError)):   # a NULL gradient
+        try:
+            pager.grad_push_f32(*args)
+            check(False, f"grad_push_f32{args} did not raise")
+        except exc as e:
+            print(f"grad_push_f32{args}: {type(e).__name__}: {e}")
+        except Exception as e:
+            check(False, f"grad_push_f32{args} raised {type(e).__name__}, not {exc.__name__}: {e}")
 
 
 def same(a, b, what):
