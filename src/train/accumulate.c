@@ -123,7 +123,7 @@ static void *zero_part(void *arg)
 
 /* Zero n floats, split over the threads that add a push (a large
  * accumulator is zeroed at memory speed, not one core's). */
-static void zero_floats(struct wb *wb, float *p, uint64_t n)
+void wb_zero_floats(struct wb *wb, float *p, uint64_t n)
 {
 	unsigned parts = (unsigned)WSP_MIN((uint64_t)wb->add_threads, n / WB_ADD_MIN_ELEMENTS + 1);
 	uint64_t per = (n + parts - 1) / parts;
@@ -136,9 +136,10 @@ static void zero_floats(struct wb *wb, float *p, uint64_t n)
 }
 
 /* Make tensor i's accumulator hold a sum, so that rows can be added into
- * it: a landed push is widened, a stale or never-made accumulator zeroed.
- * Returns 1 when it was zeroed here (nothing was pushed since zeroing),
- * 0 when it already held a sum. */
+ * it: a landed push is widened, a stale or never-made accumulator zeroed
+ * (unless the worker cleared it ahead).  Returns 1 when it holds zeros
+ * from here on (nothing was pushed since zeroing), 0 when it already held
+ * a sum. */
 static int as_sum(struct wb *wb, uint32_t layer, uint32_t i, struct wspi_err *err)
 {
 	struct wb_layer *wl = &wb->layers[layer];
@@ -148,11 +149,15 @@ static int as_sum(struct wb *wb, uint32_t layer, uint32_t i, struct wspi_err *er
 		return 0;
 	if (wl->has[i] == HAS_LANDED)
 		return wb_widen_landed(wb, layer, which, first, err);
+	if (wl->has[i] == HAS_CLEARED) {
+		wl->has[i] = HAS_SUM;
+		return 1;
+	}
 	uint64_t n = wb_tensor_elements(t);
 	if (!wl->acc[i] && !(wl->acc[i] = wb_acc_alloc(n)))
 		return WSP_ERR(err, -ENOMEM, "write-back: out of memory for the fp32 gradient of %s "
 			       "(%" PRIu64 " elements)", t->name, n);
-	zero_floats(wb, wl->acc[i], n);
+	wb_zero_floats(wb, wl->acc[i], n);
 	wl->has[i] = HAS_SUM;
 	return 1;
 }

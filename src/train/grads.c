@@ -14,7 +14,10 @@
  * after the backward); a reader widens whatever is left, and a second push
  * widens its tensor first.  Later pushes go through a staging buffer and
  * are added, and so do pushes of rows (an embedding's gradient, nonzero
- * only in the rows of the batch's tokens, sent as those rows).  A caller
+ * only in the rows of the batch's tokens, sent as those rows; its
+ * accumulator, zeroed before the rows go in, is cleared by the worker as
+ * soon as its layer is zeroed, since the rows come at the very end of a
+ * backward, where nothing hides a pass over a whole vocabulary).  A caller
  * whose host memory is the bottleneck may instead send a gradient already
  * widened on the GPU (wb_push_f32): a first push of it is copied straight
  * into its accumulator, pinned in place, and leaves the host nothing to do.
@@ -54,11 +57,13 @@ int wb_create(struct dev *d, const struct wsp_pack_s *pk, wsp_trace_fn trace, vo
 	wb->layers = calloc(wb->n_layers ? wb->n_layers : 1, sizeof(*wb->layers));
 	wb->scratch = calloc(4 * (size_t)(wb->max_tensors ? wb->max_tensors : 1), 1);
 	wb->ahead = calloc(wb->n_layers ? wb->n_layers : 1, sizeof(*wb->ahead));
+	wb->clear = calloc(wb->n_layers ? wb->n_layers : 1, sizeof(*wb->clear));
 	wb->widening = NO_LAYER;
-	if (!wb->layers || !wb->scratch || !wb->ahead) {
+	if (!wb->layers || !wb->scratch || !wb->ahead || !wb->clear) {
 		free(wb->layers);
 		free(wb->scratch);
 		free(wb->ahead);
+		free(wb->clear);
 		free(wb);
 		return WSP_ERR(err, -ENOMEM, "write-back: out of memory");
 	}
@@ -75,6 +80,12 @@ static void fail(struct wb *wb, int rc, struct wspi_err *e)
 		wb->failed_code = rc;
 		wspi_err_set(&wb->failed, rc, "%s", e->msg);
 	}
+}
+
+/* Whether the worker is widening or clearing `layer` (or any, for UINT32_MAX) ahead. */
+static int widening(struct wb *wb, uint32_t layer)
+{
+	return wb->widening != NO_LAYER && (layer == UINT32_MAX || wb->widening == layer);
 }
 
 /* The push's copies as a D2H event: their device times on the host clock. */
@@ -170,17 +181,81 @@ static int ahead_ready(const struct wb *wb)
 	return wb->ahead_n && !wb->stop && !wb->failed_code;
 }
 
+/* Whether the worker clears tensor i of a layer ahead: an accumulator that
+ * takes rows, stale, with no push planned into it (a push planned is
+ * applied by the worker in its turn; an fp32 one may be copying into the
+ * accumulator already). */
+static int clears(const struct wb_layer *wl, uint32_t i)
+{
+	return wl->rows[i] && wl->acc[i] && wl->has[i] == HAS_STALE && !wl->planned[i];
+}
+
+/* Under wb->lock, at zeroing: the layer joins the list to clear ahead if
+ * one of its tensors is to be cleared. */
+static void queue_clear(struct wb *wb, uint32_t layer)
+{
+	struct wb_layer *wl = &wb->layers[layer];
+	if (wl->clear_queued || !wl->acc)
+		return;
+	for (uint32_t i = 0; i < wb->pk->layers[layer].n_tensors; i++)
+		if (clears(wl, i)) {
+			wb->clear[(wb->clear_head + wb->clear_n) % wb->n_layers] = layer;
+			wb->clear_n++;
+			wl->clear_queued = 1;
+			return;
+		}
+}
+
+static int clear_ready(const struct wb *wb)
+{
+	return wb->clear_n && !wb->stop && !wb->failed_code;
+}
+
+/* Under wb->lock: zero the oldest listed layer's accumulators that take
+ * rows (unlocked while it works, the layer marked in wb->widening: readers,
+ * zeroing and fp32 pushes straight into its accumulators wait). */
+static void clear_ahead(struct wb *wb)
+{
+	uint32_t layer = wb->clear[wb->clear_head];
+	struct wb_layer *wl = &wb->layers[layer];
+	uint32_t n = wb->pk->layers[layer].n_tensors;
+	wb->clear_head = (wb->clear_head + 1) % wb->n_layers;
+	wb->clear_n--;
+	wl->clear_queued = 0;
+	uint8_t *which = wb->scratch;
+	for (uint32_t i = 0; i < n; i++)
+		which[i] = (uint8_t)clears(wl, i);
+	wb->widening = layer;
+	pthread_mutex_unlock(&wb->lock);
+	uint64_t t0 = wspi_now_ns();
+	for (uint32_t i = 0; i < n; i++)
+		if (which[i])
+			wb_zero_floats(wb, wl->acc[i], wb_tensor_elements(&wb->pk->layers[layer].tensors[i]));
+	uint64_t spent = wspi_now_ns() - t0;
+	pthread_mutex_lock(&wb->lock);
+	wb->add_ns += spent;
+	wb->widening = NO_LAYER;
+	for (uint32_t i = 0; i < n; i++)
+		if (which[i])
+			wl->has[i] = HAS_CLEARED;
+	pthread_cond_broadcast(&wb->cond);
+}
+
 static void *worker_main(void *arg)
 {
 	struct wb *wb = arg;
 	pthread_mutex_lock(&wb->lock);
 	for (;;) {
-		while (!wb->head && !wb->stop && !ahead_ready(wb))
+		while (!wb->head && !wb->stop && !ahead_ready(wb) && !clear_ready(wb))
 			pthread_cond_wait(&wb->cond, &wb->lock);
-		/* Widen ahead while no push is queued or the oldest one's
-		 * copies still run; else apply that push. */
-		if (ahead_ready(wb) &&
-		    (!wb->head || wb->dev->ops->query(wb->dev, wb->head->copied, NULL) == 0)) {
+		/* Clear, then widen ahead while no push is queued or the
+		 * oldest one's copies still run; else apply that push. */
+		int idle = !wb->head || wb->dev->ops->query(wb->dev, wb->head->copied, NULL) == 0;
+		if (clear_ready(wb) && idle) {
+			clear_ahead(wb);
+			continue;
+		}
+		if (ahead_ready(wb) && idle) {
 			widen_ahead(wb);
 			continue;
 		}
@@ -206,6 +281,8 @@ static void *worker_main(void *arg)
 		if (rc == 0) {
 			wl->pushes++;
 			queue_ahead(wb, p);
+			if (p->rows_tensor != NO_ROWS)
+				wl->rows[p->rows_tensor] = 1;
 		}
 		wl->pending--;
 		wb->pending_all--;
@@ -332,13 +409,15 @@ static int layer_arrays(struct wb *wb, struct wb_layer *wl, uint32_t n, struct w
 	wl->has = calloc(n ? n : 1, 1);
 	wl->planned = calloc(n ? n : 1, 1);
 	wl->acc_pinned = calloc(n ? n : 1, 1);
-	if (!wl->acc || !wl->has || !wl->planned || !wl->acc_pinned) {
+	wl->rows = calloc(n ? n : 1, 1);
+	if (!wl->acc || !wl->has || !wl->planned || !wl->acc_pinned || !wl->rows) {
 		free(wl->acc);
 		free(wl->has);
 		free(wl->planned);
 		free(wl->acc_pinned);
+		free(wl->rows);
 		wl->acc = NULL;
-		wl->has = wl->planned = wl->acc_pinned = NULL;
+		wl->has = wl->planned = wl->acc_pinned = wl->rows = NULL;
 		return WSP_ERR(err, -ENOMEM, "write-back: out of memory");
 	}
 	(void)wb;
@@ -516,9 +595,12 @@ static int push(struct wb *wb, const struct push_args *a, void *stream, struct w
 	 * need is seen again after each wait: another thread's push or zeroing
 	 * of the layer may have changed it). */
 	while (rc == 0) {
-		if (a->f32 && f32_direct(wb, a))
+		int direct = a->f32 && f32_direct(wb, a);
+		if (direct)
 			rc = f32_prepare(wb, a, err);
-		if (rc < 0 || (wb->free && (!needs_buf(wb, a) || wb->free_bufs)))
+		/* Not into an accumulator the worker is clearing. */
+		if (rc < 0 || (wb->free && (!needs_buf(wb, a) || wb->free_bufs) &&
+			       !(direct && widening(wb, a->layer))))
 			break;
 		pthread_cond_wait(&wb->cond, &wb->lock);
 	}
@@ -641,12 +723,6 @@ int wb_query(struct wb *wb, uint32_t layer, struct wspi_err *err)
 	return rc;
 }
 
-/* Whether the worker is widening `layer` (or any, for UINT32_MAX) ahead. */
-static int widening(struct wb *wb, uint32_t layer)
-{
-	return wb->widening != NO_LAYER && (layer == UINT32_MAX || wb->widening == layer);
-}
-
 static int wait_locked(struct wb *wb, uint32_t layer, struct wspi_err *err)
 {
 	while (pending(wb, layer) || widening(wb, layer))
@@ -679,7 +755,9 @@ int wb_grads(struct wb *wb, uint32_t layer, float *const **data, uint64_t *pushe
 		struct wb_layer *wl = &wb->layers[layer];
 		const struct wsp_layer *L = &wb->pk->layers[layer];
 		for (uint32_t i = 0; rc == 0 && i < L->n_tensors; i++)
-			if (wl->has[i] == HAS_STALE) {
+			if (wl->has[i] == HAS_CLEARED) {
+				wl->has[i] = HAS_ZERO;   /* zeroed ahead */
+			} else if (wl->has[i] == HAS_STALE) {
 				uint64_t n = wb_tensor_elements(&L->tensors[i]);
 				if (!wl->acc[i] && !(wl->acc[i] = wb_acc_alloc(n)))
 					rc = WSP_ERR(err, -ENOMEM, "write-back: out of memory for the fp32 "
@@ -709,6 +787,8 @@ static void zero_layer(struct wb *wb, uint32_t l)
 			wl->has[i] = HAS_STALE;   /* its accumulator may not exist yet */
 		wl->planned[i] = 0;           /* the next push lands */
 	}
+	if (wl->acc)
+		queue_clear(wb, l);
 }
 
 int wb_zero(struct wb *wb, uint32_t layer, struct wspi_err *err)
@@ -721,6 +801,7 @@ int wb_zero(struct wb *wb, uint32_t layer, struct wspi_err *err)
 				zero_layer(wb, l);
 		else
 			zero_layer(wb, layer);
+		pthread_cond_broadcast(&wb->cond);   /* accumulators to clear ahead */
 	}
 	pthread_mutex_unlock(&wb->lock);
 	return rc;
@@ -769,10 +850,12 @@ void wb_destroy(struct wb *wb)
 		free(wl->has);
 		free(wl->planned);
 		free(wl->acc_pinned);
+		free(wl->rows);
 	}
 	free(wb->layers);
 	free(wb->scratch);
 	free(wb->ahead);
+	free(wb->clear);
 	wspi_err_destroy(&wb->failed);
 	pthread_cond_destroy(&wb->cond);
 	pthread_mutex_destroy(&wb->lock);

@@ -54,19 +54,23 @@ struct wb_push_s {
 /* A tensor's gradient: zero (or never made); a sum in the fp32 accumulator;
  * stale (zeroed lazily, so that zeroing inside a backward pass costs
  * nothing: the next push overwrites, a read clears what no push wrote); or
- * one push in the landing buffer, in its own dtype, not yet widened. */
-enum { HAS_ZERO = 0, HAS_SUM = 1, HAS_STALE = 2, HAS_LANDED = 3 };
+ * one push in the landing buffer, in its own dtype, not yet widened; or
+ * cleared: a stale accumulator the worker zeroed ahead, that no push and
+ * no reader has touched since (rows go into it as into a fresh one). */
+enum { HAS_ZERO = 0, HAS_SUM = 1, HAS_STALE = 2, HAS_LANDED = 3, HAS_CLEARED = 4 };
 
 struct wb_layer {
 	float **acc;               /* per tensor, NULL until first widened into */
 	uint8_t *has;              /* per tensor: HAS_*, as the worker has applied */
 	uint8_t *planned;          /* per tensor: 1 once a push since zeroing is queued */
 	uint8_t *acc_pinned;       /* per tensor: 1 pinned in place, 2 pinning failed */
+	uint8_t *rows;             /* per tensor: 1 once rows were pushed into it */
 	void *land;                /* landing buffer (staging layout), made at first use */
 	int land_pinned;
 	uint64_t pushes;           /* accumulated since the last zeroing */
 	uint32_t pending;          /* pushed, not yet accumulated */
 	uint8_t ahead_queued;      /* in the worker's list of layers to widen ahead */
+	uint8_t clear_queued;      /* in the list of layers to clear ahead */
 };
 
 struct wb {
@@ -92,7 +96,13 @@ struct wb {
 	 * reads or writes these), a layer at a time, marking the layer in
 	 * `widening` (readers and zeroing of it wait, as for a pending push). */
 	uint32_t *ahead, ahead_head, ahead_n;
-	uint32_t widening;         /* the layer being widened ahead, or NO_LAYER */
+	uint32_t widening;         /* the layer being widened (or cleared) ahead, or NO_LAYER */
+	/* Layers zeroed with an accumulator that takes rows (an embedding's):
+	 * the worker clears those ahead when it has nothing else to do, so
+	 * that the rows, which come at the very end of a backward, do not wait
+	 * for a whole accumulator to be zeroed (under the lock: zeroing
+	 * queues them). */
+	uint32_t *clear, clear_head, clear_n;
 	int stop;
 	pthread_t worker;
 	struct wspi_err failed;     /* the first failure of a copy or an addition */
@@ -115,6 +125,8 @@ float *wb_acc_alloc(uint64_t n);
  * first: scratch of max_tensors bytes (the worker's, or a reader's). */
 int wb_widen_landed(struct wb *wb, uint32_t layer, uint8_t *which, uint8_t *first,
 		    struct wspi_err *err);
+/* Zero n floats, split over the threads that add a push. */
+void wb_zero_floats(struct wb *wb, float *p, uint64_t n);
 /* The worker's part of one push, once its copies are done: rows or
  * tensors added into (or landed for) the layer's accumulators. */
 int wb_apply_push(struct wb *wb, struct wb_push_s *p, struct wspi_err *err);
