@@ -101,21 +101,35 @@ def ceilings(nbytes: int = 1 << 30):
     return out
 
 
-def step_time(model, batches, reps: int = 3, before=None) -> float:
+def step_time(model, batches, reps: int = 3, before=None, phases=None) -> float:
     """Median seconds of forward+backward (after one warm-up), synchronised;
-    `before` runs untimed before each (zeroing the gradients)."""
+    `before` runs untimed before each (zeroing the gradients); `phases`, a
+    list, gets each timed step's (forward, backward) seconds on the device."""
     ts = []
     for i in range(reps + 1):
         ids = batches[i % len(batches)]
         if before:
             before()
         torch.cuda.synchronize()
+        e0, b0, b1 = (torch.cuda.Event(enable_timing=True) for _ in range(3))
         t0 = time.perf_counter()
-        model(ids, labels=ids).loss.backward()
+        e0.record()
+        loss = model(ids, labels=ids).loss
+        b0.record()
+        loss.backward()
+        b1.record()
         torch.cuda.synchronize()
         if i:
             ts.append(time.perf_counter() - t0)
+            if phases is not None:
+                phases.append((e0.elapsed_time(b0) / 1e3, b0.elapsed_time(b1) / 1e3))
     return statistics.median(ts)
+
+
+def phase_medians(phases) -> str:
+    """"forward X ms, backward Y ms": medians of step_time's phases."""
+    return (f"forward {statistics.median(f for f, _ in phases) * 1e3:.1f} ms, backward "
+            f"{statistics.median(b for _, b in phases) * 1e3:.1f} ms")
 
 
 def profiled_step(model, ids, before, path: str):
@@ -147,6 +161,8 @@ class Timeline:
     def __init__(self):
         self.events = []    # (stage, layer, begin_ns, end_ns, bytes), library threads
         self.windows = []   # (backward begin, backward end) per timed step
+        self.phases = []    # (forward, backward) seconds per timed step, as step_time's
+        self.ends = []      # seconds the trainer's end of each timed backward took
 
     def trace(self, *ev):
         self.events.append(ev)
@@ -203,6 +219,8 @@ def traced_steps(model, batches, reps, before, tl: Timeline):
         torch.cuda.synchronize()
         if i:
             ts.append(time.perf_counter() - t0)
+            tl.phases.append((e0.elapsed_time(b0) / 1e3, b0.elapsed_time(b1) / 1e3))
+            tl.ends.append(model._wspager.trainer.end_seconds)
         tl.windows.append((t0_ns + int(e0.elapsed_time(b0) * 1e6),
                            t0_ns + int(e0.elapsed_time(b1) * 1e6)))
     return statistics.median(ts), ts
@@ -270,7 +288,9 @@ def main():
     # Resident: the compute the paged steps overlap with.
     ref = transformers.AutoModelForCausalLM.from_pretrained(d, dtype=torch.bfloat16).cuda()
     weight_bytes = sum(p.numel() * p.element_size() for p in ref.parameters())
-    t_res = step_time(ref, batches, before=ref.zero_grad)   # set_to_none, as a loop does
+    res_phases = []
+    t_res = step_time(ref, batches, before=ref.zero_grad,   # set_to_none, as a loop does
+                      phases=res_phases)
     ref_prof = None
     if a.profile:
         ref_prof = profiled_step(ref, batches[0], ref.zero_grad,
@@ -278,7 +298,7 @@ def main():
     del ref
     torch.cuda.empty_cache()
     print(f"weights {weight_bytes / 1e9:.2f} GB bf16, {a.batch}x{a.seq} tokens; resident "
-          f"forward+backward {t_res * 1e3:.1f} ms")
+          f"forward+backward {t_res * 1e3:.1f} ms ({phase_medians(res_phases)})")
 
     tl = Timeline()
     notices = []
@@ -306,7 +326,9 @@ def main():
     t_in, t_out = h2d / ceil["h2d"] / 1e9, d2h / ceil["d2h"] / 1e9
     bound = max(t_res, t_in, t_out)
     print(f"paged forward+backward {t_pag * 1e3:.1f} ms (median of {reps}: "
-          f"{', '.join(f'{t * 1e3:.1f}' for t in t_all)})")
+          f"{', '.join(f'{t * 1e3:.1f}' for t in t_all)}); {phase_medians(tl.phases)}, of "
+          f"which the end (waiting for the gradients, binding them) "
+          f"{statistics.median(tl.ends) * 1e3:.1f} ms")
     print(f"  weights in {h2d / 1e9:.2f} GB "
           f"({t_in * 1e3:.1f} ms at the link), gradients out {d2h / 1e9:.2f} GB "
           f"({t_out * 1e3:.1f} ms at the link), compute {t_res * 1e3:.1f} ms")

@@ -51,6 +51,7 @@ What :func:`wspager.torch.offload` adds with ``train=True``:
 """
 from __future__ import annotations
 
+import time
 import weakref
 from typing import Dict, List, Optional, Tuple
 
@@ -99,6 +100,7 @@ class Trainer:
         self.bwd_held: Dict[int, object] = {}        # layer -> group held for the backward
         self.inflight: List[Tuple[int, List[torch.Tensor]]] = []   # gradients being copied out
         self.callback_queued = False
+        self.end_seconds = 0.0     # what the last backward's end took (a benchmark's figure)
         self.masters: Optional[Dict[int, List[Optional[torch.nn.Parameter]]]] = None
         self.pushed_this_backward: set = set()
         self.pushed_since_bind: set = set()         # layers pushed since bind_grads
@@ -183,6 +185,13 @@ class Trainer:
         if not torch.is_grad_enabled():
             return
         key = id(mod.weight)
+        # Its rows come last in the backward, into an accumulator zeroed
+        # first: zeroed now, when its .grad was let go, the pager clears it
+        # beside the forward (the push zeroes it again only if .grad is
+        # still None then: nothing).
+        g, _ = self.by_param[key]
+        if self.devstep is None and g.index not in self.pushed_this_backward:
+            self._start_over_if_dropped(g)
         seen = self.row_ids.get(key)
         ids = args[0] if args else kwargs.get("input")
         if seen is None or not isinstance(ids, torch.Tensor):
@@ -251,14 +260,7 @@ class Trainer:
         self.pushed_since_bind.add(g.index)
         if g.index not in self.pushed_this_backward:
             self.pushed_this_backward.add(g.index)
-            # After zero_grad(set_to_none=True) (the masters' .grad None),
-            # the layer's accumulators start over, as a parameter's .grad
-            # does; with .grad there, gradients accumulate into it.
-            ms = self.masters.get(g.index) if self.masters is not None else None
-            if self._own_dropped(g) or (ms and any(m is not None and m.grad is None
-                                                   for m in ms)):
-                off.pager.grad_zero(g.index)
-                self.zeroed.add(g.index)
+            self._start_over_if_dropped(g)
             self.dropped.discard(g.index)
             if g.index in self.zeroed:
                 self.zeroed.discard(g.index)
@@ -285,6 +287,15 @@ class Trainer:
                 keep = [gr]
         self.inflight.append((g.index, keep))
         self._reap()
+
+    def _start_over_if_dropped(self, g) -> None:
+        """After zero_grad(set_to_none=True) (the masters' .grad None), the
+        layer's accumulators start over, as a parameter's .grad does; with
+        .grad there, gradients accumulate into it."""
+        ms = self.masters.get(g.index) if self.masters is not None else None
+        if self._own_dropped(g) or (ms and any(m is not None and m.grad is None for m in ms)):
+            self.off.pager.grad_zero(g.index)
+            self.zeroed.add(g.index)
 
     def _push_rows(self, g, at: int, p, gr: torch.Tensor) -> Optional[List[torch.Tensor]]:
         """An embedding's gradient as the rows of its tokens (sorted, repeats
@@ -331,6 +342,7 @@ class Trainer:
                          if not self.off.pager.grad_done(layer)]
 
     def _end_backward(self) -> None:
+        t0 = time.perf_counter()
         self.callback_queued = False
         for g in self.off.groups:
             if g.ready:            # some parameters got no gradient in this pass
@@ -358,6 +370,7 @@ class Trainer:
             self.bind_grads()
         self.split.end(bool(self.fresh_now))
         self.fresh_now.clear()
+        self.end_seconds = time.perf_counter() - t0
 
     def _refuse_unshared(self) -> None:
         """A model sharded by torch's FSDP2 (its parameters made DTensors)
