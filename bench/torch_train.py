@@ -163,9 +163,21 @@ class Timeline:
         self.windows = []   # (backward begin, backward end) per timed step
         self.phases = []    # (forward, backward) seconds per timed step, as step_time's
         self.ends = []      # seconds the trainer's end of each timed backward took
+        self.widened = []   # gradient elements widened on the host, each timed step
 
     def trace(self, *ev):
         self.events.append(ev)
+
+    def in_backward(self, stage: str) -> float:
+        """Bytes the copies of `stage` moved inside the backward windows (an
+        event's bytes split by its time inside)."""
+        moved = 0.0
+        for st, _, b, e, nbytes in self.events:
+            if st != stage or e <= b:
+                continue
+            inside = sum(max(0, min(e, we) - max(b, wb)) for wb, we in self.windows)
+            moved += nbytes * inside / (e - b)
+        return moved
 
     def d2h_overlap(self):
         """Share of the gradient copies' time inside a backward window."""
@@ -220,7 +232,9 @@ def traced_steps(model, batches, reps, before, tl: Timeline):
         if i:
             ts.append(time.perf_counter() - t0)
             tl.phases.append((e0.elapsed_time(b0) / 1e3, b0.elapsed_time(b1) / 1e3))
-            tl.ends.append(model._wspager.trainer.end_seconds)
+            tr = model._wspager.trainer
+            tl.ends.append(tr.end_seconds)
+            tl.widened.append(tr.split.elements - tr.split.f32)
         tl.windows.append((t0_ns + int(e0.elapsed_time(b0) * 1e6),
                            t0_ns + int(e0.elapsed_time(b1) * 1e6)))
     return statistics.median(ts), ts
@@ -341,6 +355,17 @@ def main():
           f"host->GPU; slowdown against resident {t_pag / t_res:.2f}x")
     print(f"  gradient copies (trace, {reps + 1} steps): {d2h_ns / (reps + 1) / 1e6:.1f} ms a step on the "
           f"write-back stream, {share * 100:.1f}% of it during the backward")
+    # Host memory in the backward: what the copies read (weights) and
+    # write (gradients), and the widening (2 B read and 4 B written an
+    # element, streaming stores); against adamw_bench's widening alone.
+    steps = reps + 1
+    h2d_b, d2h_b = tl.in_backward("h2d") / steps, tl.in_backward("d2h") / steps
+    widen_b = statistics.median(tl.widened) * 6
+    t_bwd = statistics.median(b for _, b in tl.phases)
+    total = h2d_b + d2h_b + widen_b
+    print(f"  host memory in the backward: weights read by the link {h2d_b / 1e9:.2f} GB, gradients "
+          f"written by it {d2h_b / 1e9:.2f} GB, widening {widen_b / 1e9:.2f} GB; {total / 1e9:.2f} GB "
+          f"in {t_bwd * 1e3:.1f} ms = {total / t_bwd / 1e9:.1f} GB/s")
     heavy = t_res >= 1.2 * max(t_in, t_out)
     print(f"  GPU waited (paged - resident) / paged = {(t_pag - t_res) / t_pag * 100:.1f}% of the "
           f"step; compute {t_res * 1e3:.1f} ms is {t_res / max(t_in, t_out):.2f}x the step's "
