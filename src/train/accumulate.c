@@ -121,11 +121,11 @@ static void *zero_part(void *arg)
 	return NULL;
 }
 
-/* Zero n floats, split over the threads that add a push (a large
- * accumulator is zeroed at memory speed, not one core's). */
-void wb_zero_floats(struct wb *wb, float *p, uint64_t n)
+/* Zero n floats, split over up to `threads` threads (a large accumulator
+ * is zeroed at memory speed, not one core's). */
+void wb_zero_floats(float *p, uint64_t n, unsigned threads)
 {
-	unsigned parts = (unsigned)WSP_MIN((uint64_t)wb->add_threads, n / WB_ADD_MIN_ELEMENTS + 1);
+	unsigned parts = (unsigned)WSP_MIN((uint64_t)threads, n / WB_ADD_MIN_ELEMENTS + 1);
 	uint64_t per = (n + parts - 1) / parts;
 	struct zero_part z[WB_ADD_THREADS];
 	for (unsigned k = 0; k < parts; k++) {
@@ -157,7 +157,7 @@ static int as_sum(struct wb *wb, uint32_t layer, uint32_t i, struct wspi_err *er
 	if (!wl->acc[i] && !(wl->acc[i] = wb_acc_alloc(n)))
 		return WSP_ERR(err, -ENOMEM, "write-back: out of memory for the fp32 gradient of %s "
 			       "(%" PRIu64 " elements)", t->name, n);
-	wb_zero_floats(wb, wl->acc[i], n);
+	wb_zero_floats(wl->acc[i], n, wb->add_threads);
 	wl->has[i] = HAS_SUM;
 	return 1;
 }

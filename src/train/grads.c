@@ -230,7 +230,8 @@ static void clear_ahead(struct wb *wb)
 	uint64_t t0 = wspi_now_ns();
 	for (uint32_t i = 0; i < n; i++)
 		if (which[i])
-			wb_zero_floats(wb, wl->acc[i], wb_tensor_elements(&wb->pk->layers[layer].tensors[i]));
+			wb_zero_floats(wl->acc[i], wb_tensor_elements(&wb->pk->layers[layer].tensors[i]),
+				       WSP_MIN(wb->add_threads, WB_CLEAR_THREADS));
 	uint64_t spent = wspi_now_ns() - t0;
 	pthread_mutex_lock(&wb->lock);
 	wb->add_ns += spent;

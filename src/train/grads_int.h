@@ -21,6 +21,10 @@
 /* Threads adding one push, at most; and elements per thread at least. */
 #define WB_ADD_THREADS 32u
 #define WB_ADD_MIN_ELEMENTS (1u << 20)
+/* Threads clearing an accumulator ahead, at most: it runs beside a forward
+ * pass whose weights come over the link from host memory, and all cores
+ * zeroing would take the memory's bandwidth from those copies. */
+#define WB_CLEAR_THREADS 4u
 /* wb_push_s.rows_tensor of a dense push. */
 #define NO_ROWS UINT32_MAX
 /* wb.widening when the worker widens nothing ahead. */
@@ -125,8 +129,8 @@ float *wb_acc_alloc(uint64_t n);
  * first: scratch of max_tensors bytes (the worker's, or a reader's). */
 int wb_widen_landed(struct wb *wb, uint32_t layer, uint8_t *which, uint8_t *first,
 		    struct wspi_err *err);
-/* Zero n floats, split over the threads that add a push. */
-void wb_zero_floats(struct wb *wb, float *p, uint64_t n);
+/* Zero n floats, split over up to `threads` threads. */
+void wb_zero_floats(float *p, uint64_t n, unsigned threads);
 /* The worker's part of one push, once its copies are done: rows or
  * tensors added into (or landed for) the layer's accumulators. */
 int wb_apply_push(struct wb *wb, struct wb_push_s *p, struct wspi_err *err);
