@@ -10,10 +10,11 @@ first since its accumulator was zeroed: the pager copies it straight in.
 backward that accumulates sends everything as it is.)  Sending all as fp32
 makes the link the bottleneck instead; the best share lies between, and
 where depends on the machine and the step, so it is found while running:
-after each backward that started from zeroed accumulators, the share moves
-a step, on in the same direction while the backward (from its first hook
-to its gradients bound) got faster, the other way when it got slower.  The
-sums are the same bits either way (a widening is exact).
+after every WINDOW backwards that started from zeroed accumulators, the
+share moves a step, on in the same direction while the backward (from its
+first hook to its gradients bound, the median of the window) got faster,
+the other way when it got slower.  The sums are the same bits either way
+(a widening is exact).
 """
 from __future__ import annotations
 
@@ -22,9 +23,14 @@ import time
 
 import torch
 
-# The share moves by this much a backward: a few steps from the start to
+# The share moves by this much a window: a few steps from the start to
 # the best share, then a swing of a step or two about it.
 STEP = 0.05
+# Backwards judged together, by their median: a backward's time varies by a
+# few per cent from one to the next, more than a step of the share changes
+# it near the best, and judged one by one the share wandered from 0.2 to
+# 0.8 in a dozen backwards (docs/PERFORMANCE.md).
+WINDOW = 3
 # Where it starts: near the best measured on a 16-core host with a 55 GB/s
 # link (docs/PERFORMANCE.md); elsewhere it moves from there.
 START = 0.3
@@ -50,7 +56,8 @@ class F32Share:
         self.max_elements = max_layer_bytes // 4
         self.elements = self.f32 = 0     # of this backward
         self.t0 = None                   # when this backward began
-        self.last = None                 # seconds of the last judged backward
+        self.last = None                 # seconds of the last judged window (median)
+        self.window = []                 # seconds of this window's backwards
         self.direction = 1
 
     def begin(self) -> None:
@@ -92,7 +99,13 @@ class F32Share:
             self.judge(seconds)
 
     def judge(self, seconds: float) -> None:
-        """One step of the share after a judged backward of `seconds`."""
+        """A judged backward of `seconds`; the share moves a step once the
+        window is full."""
+        self.window.append(seconds)
+        if len(self.window) < WINDOW:
+            return
+        seconds = sorted(self.window)[WINDOW // 2]
+        self.window = []
         if self.last is not None and seconds > self.last:
             self.direction = -self.direction
         self.last = seconds

@@ -18,7 +18,7 @@ import wspager
 import wspager.torch as wt
 from checks import check, device_arg, finish
 from configs import llama
-from wspager._gradsplit import START, STEP, F32Share
+from wspager._gradsplit import START, STEP, WINDOW, F32Share
 
 T = os.environ["WSP_TEST_TMP"]
 device = device_arg()
@@ -102,25 +102,39 @@ check(none[2] < half[2] < every[2] and every[2] > 1.2 * none[2],
 if device == "cuda":
     measured = run(None)
     same(none, measured, "the measured share against 0")
-    print(f"measured: share {measured[3]:.2f} after 2 judged backwards, {measured[2]} bytes out")
+    print(f"measured: share {measured[3]:.2f} after 2 judged backwards (window {WINDOW}), "
+          f"{measured[2]} bytes out")
     check(measured[2] > none[2], "the measured share sent nothing as fp32")
 
-# The rule, alone.
+# The rule, alone: a step a window of WINDOW backwards, judged by their
+# median (one slow backward in a window moves nothing the wrong way).
 os.environ.pop("WSPAGER_GRAD_F32_SHARE", None)
+
+
+def window(s, seconds, outlier=False):
+    """One window of backwards taking `seconds` (one of them 10x slower)."""
+    for k in range(WINDOW):
+        before = s.share
+        s.judge(seconds * 10 if outlier and k == 0 else seconds)
+        if k < WINDOW - 1:
+            check(s.share == before, "the share moved inside a window")
+
+
 s = F32Share(1 << 30, True)
 steps = [s.share]
-for seconds in (0.100, 0.090, 0.080, 0.095, 0.090, 0.200):
-    s.judge(seconds)
+for seconds, outlier in ((0.100, False), (0.090, True), (0.080, False), (0.095, False),
+                         (0.090, True), (0.200, False)):
+    window(s, seconds, outlier)
     steps.append(s.share)
 want = [START + k * STEP for k in (0, 1, 2, 3, 2, 1, 2)]
 check(all(abs(a - b) < 1e-9 for a, b in zip(steps, want)),
       f"faster: on; slower: back: {steps}, want {want}")
 s = F32Share(1 << 30, True)
 for k in range(40):
-    s.judge(1.0 - k * 0.01)      # faster each time: on, up to 1
+    window(s, 1.0 - k * 0.01)      # faster each time: on, up to 1
 check(s.share == 1.0, f"the share passes 1: {s.share}")
 for k in range(41):
-    s.judge(1.0 + k * 0.01)      # slower each time: back and forth
+    window(s, 1.0 + k * 0.01)      # slower each time: back and forth
 check(0.0 <= s.share <= 1.0, f"the share left [0, 1]: {s.share}")
 big = torch.zeros(1 << 16, dtype=torch.bfloat16)
 check(not F32Share(1 << 30, True).pick(big, fresh=False),
