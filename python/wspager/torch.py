@@ -407,7 +407,12 @@ def no_sync(model: torch.nn.Module):
 
 
 def zero_grad(model: torch.nn.Module) -> None:
-    """Start the gradient accumulators of every paged layer over."""
+    """Start the gradient accumulators of every paged layer over: the next
+    backward's gradients replace what they hold, and ``grads(model)`` reads
+    zeros until then.  The ``.grad`` tensors bound after the last backward
+    are those accumulators: do not read them until the next backward (an
+    optimizer's ``zero_grad()``, which sets them to None, is the usual way
+    to let them go)."""
     _trainer(model).zero_grad()
 
 
