@@ -1,7 +1,8 @@
 /*
  * Gradients out of the GPU: per-layer landing buffers, staging buffers,
  * push slots and the worker that applies each push once its copies are
- * done (writeback.h; the adding itself is accumulate.c).
+ * done (writeback.h; the adding itself is accumulate.c, the work the
+ * worker does ahead, widening and clearing, ahead.c).
  *
  * Widening bf16 into fp32 on the host runs at memory speed, far below the
  * link (docs/PERFORMANCE.md), so a layer's first push after zeroing (the
@@ -56,14 +57,14 @@ int wb_create(struct dev *d, const struct wsp_pack_s *pk, wsp_trace_fn trace, vo
 	}
 	wb->layers = calloc(wb->n_layers ? wb->n_layers : 1, sizeof(*wb->layers));
 	wb->scratch = calloc(4 * (size_t)(wb->max_tensors ? wb->max_tensors : 1), 1);
-	wb->ahead = calloc(wb->n_layers ? wb->n_layers : 1, sizeof(*wb->ahead));
-	wb->clear = calloc(wb->n_layers ? wb->n_layers : 1, sizeof(*wb->clear));
+	wb->to_widen.at = calloc(wb->n_layers ? wb->n_layers : 1, sizeof(uint32_t));
+	wb->to_clear.at = calloc(wb->n_layers ? wb->n_layers : 1, sizeof(uint32_t));
 	wb->widening = NO_LAYER;
-	if (!wb->layers || !wb->scratch || !wb->ahead || !wb->clear) {
+	if (!wb->layers || !wb->scratch || !wb->to_widen.at || !wb->to_clear.at) {
 		free(wb->layers);
 		free(wb->scratch);
-		free(wb->ahead);
-		free(wb->clear);
+		free(wb->to_widen.at);
+		free(wb->to_clear.at);
 		free(wb);
 		return WSP_ERR(err, -ENOMEM, "write-back: out of memory");
 	}
@@ -74,7 +75,7 @@ int wb_create(struct dev *d, const struct wsp_pack_s *pk, wsp_trace_fn trace, vo
 	return 0;
 }
 
-static void fail(struct wb *wb, int rc, struct wspi_err *e)
+void wb_fail(struct wb *wb, int rc, struct wspi_err *e)
 {
 	if (!wb->failed_code) {
 		wb->failed_code = rc;
@@ -116,148 +117,18 @@ static void push_free(struct wb *wb, struct wb_push_s *p)
 	wb->free = p;
 }
 
-/* After the worker applied push p: its layer joins the list to widen ahead
- * if a tensor of it landed.  The worker's own list: no lock. */
-static void queue_ahead(struct wb *wb, const struct wb_push_s *p)
-{
-	struct wb_layer *wl = &wb->layers[p->layer];
-	if (p->rows_tensor != NO_ROWS || wl->ahead_queued)
-		return;
-	for (uint32_t i = 0; i < wb->pk->layers[p->layer].n_tensors; i++)
-		if (p->landed[i]) {
-			wb->ahead[(wb->ahead_head + wb->ahead_n) % wb->n_layers] = p->layer;
-			wb->ahead_n++;
-			wl->ahead_queued = 1;
-			return;
-		}
-}
-
-static void ahead_pop(struct wb *wb)
-{
-	wb->layers[wb->ahead[wb->ahead_head]].ahead_queued = 0;
-	wb->ahead_head = (wb->ahead_head + 1) % wb->n_layers;
-	wb->ahead_n--;
-}
-
-/* Under wb->lock: widen the landed tensors of the oldest layer in the list
- * (unlocked while it works, the layer marked in wb->widening; all of them
- * at once, so that its threads start once a layer), or drop the layer once
- * it has none left (read, zeroed or widened since; one that lands later
- * joins again). */
-static void widen_ahead(struct wb *wb)
-{
-	uint32_t layer = wb->ahead[wb->ahead_head];
-	struct wb_layer *wl = &wb->layers[layer];
-	uint32_t i = 0, n = wb->pk->layers[layer].n_tensors;
-	while (i < n && wl->has[i] != HAS_LANDED)
-		i++;
-	if (i == n) {
-		ahead_pop(wb);
-		return;
-	}
-	wb->widening = layer;
-	pthread_mutex_unlock(&wb->lock);
-	struct wspi_err e;
-	wspi_err_init(&e);
-	uint64_t t0 = wspi_now_ns();
-	int rc = wb_widen_landed(wb, layer, wb->scratch, wb->scratch + wb->max_tensors, &e);
-	uint64_t spent = wspi_now_ns() - t0;
-	pthread_mutex_lock(&wb->lock);
-	wb->add_ns += spent;
-	wb->widening = NO_LAYER;
-	if (rc < 0) {   /* kept for every later call; the reader tries again */
-		fail(wb, rc, &e);
-		while (wb->ahead_n)
-			ahead_pop(wb);
-	}
-	wspi_err_destroy(&e);
-	pthread_cond_broadcast(&wb->cond);
-}
-
-/* Under wb->lock: whether there is widening to do ahead (none once
- * stopping, or after a failure). */
-static int ahead_ready(const struct wb *wb)
-{
-	return wb->ahead_n && !wb->stop && !wb->failed_code;
-}
-
-/* Whether the worker clears tensor i of a layer ahead: an accumulator that
- * takes rows, stale, with no push planned into it (a push planned is
- * applied by the worker in its turn; an fp32 one may be copying into the
- * accumulator already). */
-static int clears(const struct wb_layer *wl, uint32_t i)
-{
-	return wl->rows[i] && wl->acc[i] && wl->has[i] == HAS_STALE && !wl->planned[i];
-}
-
-/* Under wb->lock, at zeroing: the layer joins the list to clear ahead if
- * one of its tensors is to be cleared. */
-static void queue_clear(struct wb *wb, uint32_t layer)
-{
-	struct wb_layer *wl = &wb->layers[layer];
-	if (wl->clear_queued || !wl->acc)
-		return;
-	for (uint32_t i = 0; i < wb->pk->layers[layer].n_tensors; i++)
-		if (clears(wl, i)) {
-			wb->clear[(wb->clear_head + wb->clear_n) % wb->n_layers] = layer;
-			wb->clear_n++;
-			wl->clear_queued = 1;
-			return;
-		}
-}
-
-static int clear_ready(const struct wb *wb)
-{
-	return wb->clear_n && !wb->stop && !wb->failed_code;
-}
-
-/* Under wb->lock: zero the oldest listed layer's accumulators that take
- * rows (unlocked while it works, the layer marked in wb->widening: readers,
- * zeroing and fp32 pushes straight into its accumulators wait). */
-static void clear_ahead(struct wb *wb)
-{
-	uint32_t layer = wb->clear[wb->clear_head];
-	struct wb_layer *wl = &wb->layers[layer];
-	uint32_t n = wb->pk->layers[layer].n_tensors;
-	wb->clear_head = (wb->clear_head + 1) % wb->n_layers;
-	wb->clear_n--;
-	wl->clear_queued = 0;
-	uint8_t *which = wb->scratch;
-	for (uint32_t i = 0; i < n; i++)
-		which[i] = (uint8_t)clears(wl, i);
-	wb->widening = layer;
-	pthread_mutex_unlock(&wb->lock);
-	uint64_t t0 = wspi_now_ns();
-	for (uint32_t i = 0; i < n; i++)
-		if (which[i])
-			wb_zero_floats(wl->acc[i], wb_tensor_elements(&wb->pk->layers[layer].tensors[i]),
-				       WSP_MIN(wb->add_threads, WB_CLEAR_THREADS));
-	uint64_t spent = wspi_now_ns() - t0;
-	pthread_mutex_lock(&wb->lock);
-	wb->add_ns += spent;
-	wb->widening = NO_LAYER;
-	for (uint32_t i = 0; i < n; i++)
-		if (which[i])
-			wl->has[i] = HAS_CLEARED;
-	pthread_cond_broadcast(&wb->cond);
-}
-
 static void *worker_main(void *arg)
 {
 	struct wb *wb = arg;
 	pthread_mutex_lock(&wb->lock);
 	for (;;) {
-		while (!wb->head && !wb->stop && !ahead_ready(wb) && !clear_ready(wb))
+		while (!wb->head && !wb->stop && !wb_ahead_ready(wb))
 			pthread_cond_wait(&wb->cond, &wb->lock);
-		/* Clear, then widen ahead while no push is queued or the
-		 * oldest one's copies still run; else apply that push. */
-		int idle = !wb->head || wb->dev->ops->query(wb->dev, wb->head->copied, NULL) == 0;
-		if (clear_ready(wb) && idle) {
-			clear_ahead(wb);
-			continue;
-		}
-		if (ahead_ready(wb) && idle) {
-			widen_ahead(wb);
+		/* Work ahead (ahead.c) while no push is queued or the oldest
+		 * one's copies still run; else apply that push. */
+		if (wb_ahead_ready(wb) &&
+		    (!wb->head || wb->dev->ops->query(wb->dev, wb->head->copied, NULL) == 0)) {
+			wb_work_ahead(wb);
 			continue;
 		}
 		if (!wb->head)   /* stopping, and nothing queued */
@@ -276,12 +147,12 @@ static void *worker_main(void *arg)
 		pthread_mutex_lock(&wb->lock);
 		wb->add_ns += spent;
 		if (rc < 0)
-			fail(wb, rc, &e);
+			wb_fail(wb, rc, &e);
 		wspi_err_destroy(&e);
 		struct wb_layer *wl = &wb->layers[p->layer];
 		if (rc == 0) {
 			wl->pushes++;
-			queue_ahead(wb, p);
+			wb_queue_widen(wb, p);
 			if (p->rows_tensor != NO_ROWS)
 				wl->rows[p->rows_tensor] = 1;
 		}
@@ -788,8 +659,7 @@ static void zero_layer(struct wb *wb, uint32_t l)
 			wl->has[i] = HAS_STALE;   /* its accumulator may not exist yet */
 		wl->planned[i] = 0;           /* the next push lands */
 	}
-	if (wl->acc)
-		queue_clear(wb, l);
+	wb_queue_clear(wb, l);
 }
 
 int wb_zero(struct wb *wb, uint32_t layer, struct wspi_err *err)
@@ -855,8 +725,8 @@ void wb_destroy(struct wb *wb)
 	}
 	free(wb->layers);
 	free(wb->scratch);
-	free(wb->ahead);
-	free(wb->clear);
+	free(wb->to_widen.at);
+	free(wb->to_clear.at);
 	wspi_err_destroy(&wb->failed);
 	pthread_cond_destroy(&wb->cond);
 	pthread_mutex_destroy(&wb->lock);

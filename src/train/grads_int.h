@@ -73,8 +73,15 @@ struct wb_layer {
 	int land_pinned;
 	uint64_t pushes;           /* accumulated since the last zeroing */
 	uint32_t pending;          /* pushed, not yet accumulated */
-	uint8_t ahead_queued;      /* in the worker's list of layers to widen ahead */
-	uint8_t clear_queued;      /* in the list of layers to clear ahead */
+	uint8_t widen_queued;      /* in wb.to_widen */
+	uint8_t clear_queued;      /* in wb.to_clear */
+};
+
+/* Layers in the order they were queued, each at most once (n_layers
+ * entries). */
+struct layer_fifo {
+	uint32_t *at;
+	uint32_t head, n;
 };
 
 struct wb {
@@ -95,18 +102,13 @@ struct wb {
 	struct wb_push_s *free, *head, *tail;
 	struct wb_buf *free_bufs;
 	uint32_t pending_all;
-	/* Layers with landed tensors, in the order they landed: the worker
-	 * widens them when it has nothing else to do (its own: only the worker
-	 * reads or writes these), a layer at a time, marking the layer in
-	 * `widening` (readers and zeroing of it wait, as for a pending push). */
-	uint32_t *ahead, ahead_head, ahead_n;
-	uint32_t widening;         /* the layer being widened (or cleared) ahead, or NO_LAYER */
-	/* Layers zeroed with an accumulator that takes rows (an embedding's):
-	 * the worker clears those ahead when it has nothing else to do, so
-	 * that the rows, which come at the very end of a backward, do not wait
-	 * for a whole accumulator to be zeroed (under the lock: zeroing
-	 * queues them). */
-	uint32_t *clear, clear_head, clear_n;
+	/* The worker's work ahead (ahead.c), under the lock: layers with
+	 * landed tensors, in the order they landed, to widen; layers zeroed
+	 * with an accumulator that takes rows, to clear.  A layer at a time,
+	 * marked in `widening` (readers and zeroing of it wait, as for a
+	 * pending push). */
+	struct layer_fifo to_widen, to_clear;
+	uint32_t widening;         /* the layer being widened or cleared, or NO_LAYER */
 	int stop;
 	pthread_t worker;
 	struct wspi_err failed;     /* the first failure of a copy or an addition */
@@ -131,6 +133,17 @@ int wb_widen_landed(struct wb *wb, uint32_t layer, uint8_t *which, uint8_t *firs
 		    struct wspi_err *err);
 /* Zero n floats, split over up to `threads` threads. */
 void wb_zero_floats(float *p, uint64_t n, unsigned threads);
+/* The first failure of a copy or an addition, kept (under wb->lock). */
+void wb_fail(struct wb *wb, int rc, struct wspi_err *e);
+/* Work ahead (ahead.c), all under wb->lock: after the worker applied p,
+ * its layer is queued to widen if a tensor of it landed; at a zeroing, the
+ * layer is queued to clear if one of its accumulators takes rows; whether
+ * there is work ahead (none once stopping, or after a failure); and one
+ * layer's work, unlocked while it runs. */
+void wb_queue_widen(struct wb *wb, const struct wb_push_s *p);
+void wb_queue_clear(struct wb *wb, uint32_t layer);
+int wb_ahead_ready(const struct wb *wb);
+void wb_work_ahead(struct wb *wb);
 /* The worker's part of one push, once its copies are done: rows or
  * tensors added into (or landed for) the layer's accumulators. */
 int wb_apply_push(struct wb *wb, struct wb_push_s *p, struct wspi_err *err);
