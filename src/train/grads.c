@@ -465,15 +465,18 @@ static int push(struct wb *wb, const struct push_args *a, void *stream, struct w
 			     L->tensors[a->tensor].name, a->n_rows, wb->buf_bytes);
 	/* Wait for a free push, and a free buffer if this one needs one (the
 	 * need is seen again after each wait: another thread's push or zeroing
-	 * of the layer may have changed it). */
+	 * of the layer may have changed it).  A push straight into an
+	 * accumulator also waits while the worker works on its layer ahead:
+	 * that reads and writes the layer's states unlocked, and may be
+	 * clearing this very accumulator. */
 	while (rc == 0) {
 		int direct = a->f32 && f32_direct(wb, a);
-		if (direct)
-			rc = f32_prepare(wb, a, err);
-		/* Not into an accumulator the worker is clearing. */
-		if (rc < 0 || (wb->free && (!needs_buf(wb, a) || wb->free_bufs) &&
-			       !(direct && widening(wb, a->layer))))
-			break;
+		if (!(direct && widening(wb, a->layer))) {
+			if (direct)
+				rc = f32_prepare(wb, a, err);
+			if (rc < 0 || (wb->free && (!needs_buf(wb, a) || wb->free_bufs)))
+				break;
+		}
 		pthread_cond_wait(&wb->cond, &wb->lock);
 	}
 	uint64_t f32_bytes = a->f32 ? wb_tensor_elements(&L->tensors[a->tensor]) * 4 : 0;
@@ -505,8 +508,11 @@ static int push(struct wb *wb, const struct push_args *a, void *stream, struct w
 		 * is used again. */
 		if (wb->dev->ops->record(wb->dev, p->copied, DEV_Q_BACK, NULL, NULL) == 0)
 			(void)wb->dev->ops->event_sync(wb->dev, p->copied, NULL);
-		if (p->direct)   /* a copy into the accumulator may have begun */
+		if (p->direct) {   /* a copy into the accumulator may have begun */
+			while (widening(wb, a->layer))   /* its states are the worker's */
+				pthread_cond_wait(&wb->cond, &wb->lock);
 			wb->layers[a->layer].has[a->tensor] = HAS_STALE;
+		}
 		push_free(wb, p);
 	} else {
 		for (uint32_t i = 0; i < L->n_tensors; i++)
