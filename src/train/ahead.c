@@ -96,8 +96,8 @@ static void clear_layer(struct wb *wb, uint32_t layer)
 /* Widen the landed tensors of the oldest layer in the list (all of them at
  * once, so that its threads start once a layer), or drop the layer once it
  * has none left (read, zeroed or widened since; one that lands later joins
- * again). */
-static void widen_layer(struct wb *wb)
+ * again).  A failure empties the list (the reader tries again). */
+static int widen_layer(struct wb *wb, struct wspi_err *err)
 {
 	uint32_t layer = wb->to_widen.at[wb->to_widen.head];
 	struct wb_layer *wl = &wb->layers[layer];
@@ -106,33 +106,31 @@ static void widen_layer(struct wb *wb)
 		i++;
 	if (i == n) {
 		wb->layers[fifo_pop(wb, &wb->to_widen)].widen_queued = 0;
-		return;
+		return 0;
 	}
 	wb->widening = layer;
 	pthread_mutex_unlock(&wb->lock);
-	struct wspi_err e;
-	wspi_err_init(&e);
 	uint64_t t0 = wspi_now_ns();
-	int rc = wb_widen_landed(wb, layer, wb->scratch, wb->scratch + wb->max_tensors, &e);
+	int rc = wb_widen_landed(wb, layer, wb->scratch, wb->scratch + wb->max_tensors, err);
 	uint64_t spent = wspi_now_ns() - t0;
 	pthread_mutex_lock(&wb->lock);
 	wb->add_ns += spent;
 	wb->widening = NO_LAYER;
-	if (rc < 0) {   /* kept for every later call; the reader tries again */
-		wb_fail(wb, rc, &e);
+	if (rc < 0)
 		while (wb->to_widen.n)
 			wb->layers[fifo_pop(wb, &wb->to_widen)].widen_queued = 0;
-	}
-	wspi_err_destroy(&e);
+	return rc;
 }
 
-void wb_work_ahead(struct wb *wb)
+int wb_work_ahead(struct wb *wb, struct wspi_err *err)
 {
 	/* Clearing first: the rows it waits for come at a backward's end,
 	 * widening can wait for a reader. */
+	int rc = 0;
 	if (wb->to_clear.n)
 		clear_layer(wb, fifo_pop(wb, &wb->to_clear));
 	else
-		widen_layer(wb);
+		rc = widen_layer(wb, err);
 	pthread_cond_broadcast(&wb->cond);
+	return rc;
 }

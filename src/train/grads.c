@@ -75,7 +75,7 @@ int wb_create(struct dev *d, const struct wsp_pack_s *pk, wsp_trace_fn trace, vo
 	return 0;
 }
 
-void wb_fail(struct wb *wb, int rc, struct wspi_err *e)
+static void fail(struct wb *wb, int rc, struct wspi_err *e)
 {
 	if (!wb->failed_code) {
 		wb->failed_code = rc;
@@ -128,7 +128,12 @@ static void *worker_main(void *arg)
 		 * one's copies still run; else apply that push. */
 		if (wb_ahead_ready(wb) &&
 		    (!wb->head || wb->dev->ops->query(wb->dev, wb->head->copied, NULL) == 0)) {
-			wb_work_ahead(wb);
+			struct wspi_err e;
+			wspi_err_init(&e);
+			int rc = wb_work_ahead(wb, &e);
+			if (rc < 0)   /* kept for every later call; the reader tries again */
+				fail(wb, rc, &e);
+			wspi_err_destroy(&e);
 			continue;
 		}
 		if (!wb->head)   /* stopping, and nothing queued */
@@ -147,7 +152,7 @@ static void *worker_main(void *arg)
 		pthread_mutex_lock(&wb->lock);
 		wb->add_ns += spent;
 		if (rc < 0)
-			wb_fail(wb, rc, &e);
+			fail(wb, rc, &e);
 		wspi_err_destroy(&e);
 		struct wb_layer *wl = &wb->layers[p->layer];
 		if (rc == 0) {

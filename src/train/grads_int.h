@@ -133,17 +133,16 @@ int wb_widen_landed(struct wb *wb, uint32_t layer, uint8_t *which, uint8_t *firs
 		    struct wspi_err *err);
 /* Zero n floats, split over up to `threads` threads. */
 void wb_zero_floats(float *p, uint64_t n, unsigned threads);
-/* The first failure of a copy or an addition, kept (under wb->lock). */
-void wb_fail(struct wb *wb, int rc, struct wspi_err *e);
 /* Work ahead (ahead.c), all under wb->lock: after the worker applied p,
  * its layer is queued to widen if a tensor of it landed; at a zeroing, the
  * layer is queued to clear if one of its accumulators takes rows; whether
  * there is work ahead (none once stopping, or after a failure); and one
- * layer's work, unlocked while it runs. */
+ * layer's work, unlocked while it runs (a negative code: the widening
+ * failed, which the worker keeps for every later call). */
 void wb_queue_widen(struct wb *wb, const struct wb_push_s *p);
 void wb_queue_clear(struct wb *wb, uint32_t layer);
 int wb_ahead_ready(const struct wb *wb);
-void wb_work_ahead(struct wb *wb);
+int wb_work_ahead(struct wb *wb, struct wspi_err *err);
 /* The worker's part of one push, once its copies are done: rows or
  * tensors added into (or landed for) the layer's accumulators. */
 int wb_apply_push(struct wb *wb, struct wb_push_s *p, struct wspi_err *err);
