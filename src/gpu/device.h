@@ -30,13 +30,16 @@ struct dev_event;
 
 /* Where an event is recorded or waited for: the user's stream (passed
  * beside), the copy stream (host -> GPU), the write-back stream (GPU ->
- * host) or one of the decode streams (packed layers into slots):
+ * host), the landing stream (GPU -> host, gradients copied in chunks as
+ * the host widens them: train/ring.c; apart from the write-back stream,
+ * whose copies wait for the user's work, so that a chunk never waits for
+ * a later gradient) or one of the decode streams (packed layers into slots):
  * DEV_Q_DECODE + k, k < DEV_DECODE_QUEUES.  The library's streams are
  * apart so gradients leaving the GPU never queue behind weights coming in,
  * and the next layer's copy runs while this one decodes.  Two decode
  * streams let two layers decode at once: one layer's blocks (~1400 warps
  * for 86 MiB) occupy a sixth of an H100's warp slots. */
-enum dev_queue { DEV_Q_USER = 0, DEV_Q_COPY = 1, DEV_Q_BACK = 2, DEV_Q_DECODE = 3 };
+enum dev_queue { DEV_Q_USER = 0, DEV_Q_COPY = 1, DEV_Q_BACK = 2, DEV_Q_LAND = 3, DEV_Q_DECODE = 4 };
 #define DEV_DECODE_QUEUES 2
 
 struct exprans_gpu_job;
@@ -64,9 +67,9 @@ struct dev_ops {
 	/* Enqueue a host -> slot copy on the copy stream (src pinned or not). */
 	int (*copy_h2d)(struct dev *d, void *dst, const void *src, uint64_t len,
 			struct wspi_err *err);
-	/* Enqueue a device -> host copy on the write-back stream (dst pinned
-	 * for the copy to be asynchronous). */
-	int (*copy_d2h)(struct dev *d, void *dst, const void *src, uint64_t len,
+	/* Enqueue a device -> host copy on queue q, DEV_Q_BACK or DEV_Q_LAND
+	 * (dst pinned for the copy to be asynchronous). */
+	int (*copy_d2h)(struct dev *d, int q, void *dst, const void *src, uint64_t len,
 			struct wspi_err *err);
 	/* Wait for everything enqueued on the copy and decode streams. */
 	int (*sync_copy)(struct dev *d, struct wspi_err *err);

@@ -21,6 +21,7 @@
 struct cuda_priv {
 	cudaStream_t copy;   /* host -> GPU */
 	cudaStream_t back;   /* GPU -> host (write-back) */
+	cudaStream_t land;   /* GPU -> host (landing chunks) */
 	cudaStream_t decode[DEV_DECODE_QUEUES]; /* packed layers into slots */
 	cudaMemPool_t pool;  /* packed layers kept on the GPU; made at first use */
 	int has_pool;
@@ -65,7 +66,8 @@ static cudaStream_t queue_stream(struct dev *d, int q, void *stream)
 	struct cuda_priv *cp = d->priv;
 	if (q >= DEV_Q_DECODE && q < DEV_Q_DECODE + DEV_DECODE_QUEUES)
 		return cp->decode[q - DEV_Q_DECODE];
-	return q == DEV_Q_COPY ? cp->copy : q == DEV_Q_BACK ? cp->back : (cudaStream_t)stream;
+	return q == DEV_Q_COPY ? cp->copy : q == DEV_Q_BACK ? cp->back :
+	       q == DEV_Q_LAND ? cp->land : (cudaStream_t)stream;
 }
 
 static void cuda_close(struct dev *d)
@@ -79,6 +81,10 @@ static void cuda_close(struct dev *d)
 			if (cp->back) {
 				(void)cudaStreamSynchronize(cp->back);
 				(void)cudaStreamDestroy(cp->back);
+			}
+			if (cp->land) {
+				(void)cudaStreamSynchronize(cp->land);
+				(void)cudaStreamDestroy(cp->land);
 			}
 			for (int k = 0; k < DEV_DECODE_QUEUES; k++)
 				if (cp->decode[k]) {
@@ -239,14 +245,14 @@ static int cuda_copy_h2d(struct dev *d, void *dst, const void *src, uint64_t len
 	return rc == cudaSuccess ? 0 : CU_ERR(err, rc, "cudaMemcpyAsync");
 }
 
-static int cuda_copy_d2h(struct dev *d, void *dst, const void *src, uint64_t len,
+static int cuda_copy_d2h(struct dev *d, int q, void *dst, const void *src, uint64_t len,
 			 struct wspi_err *err)
 {
 	int prev, ret;
 	if ((ret = enter(d, &prev, err)) < 0)
 		return ret;
 	cudaError_t rc = cudaMemcpyAsync(dst, src, (size_t)len, cudaMemcpyDeviceToHost,
-					 queue_stream(d, DEV_Q_BACK, NULL));
+					 queue_stream(d, q, NULL));
 	leave(d, prev);
 	return rc == cudaSuccess ? 0 : CU_ERR(err, rc, "cudaMemcpyAsync (device to host)");
 }
@@ -442,11 +448,19 @@ int dev_cuda_open(int ordinal, struct dev **out, struct wspi_err *err)
 		if (rc != cudaSuccess)
 			(void)cudaStreamDestroy(cp->copy);
 	}
+	if (rc == cudaSuccess) {
+		rc = cudaStreamCreateWithFlags(&cp->land, cudaStreamNonBlocking);
+		if (rc != cudaSuccess) {
+			(void)cudaStreamDestroy(cp->copy);
+			(void)cudaStreamDestroy(cp->back);
+		}
+	}
 	for (int k = 0; k < DEV_DECODE_QUEUES && rc == cudaSuccess; k++) {
 		rc = cudaStreamCreateWithFlags(&cp->decode[k], cudaStreamNonBlocking);
 		if (rc != cudaSuccess) {
 			(void)cudaStreamDestroy(cp->copy);
 			(void)cudaStreamDestroy(cp->back);
+			(void)cudaStreamDestroy(cp->land);
 			while (k-- > 0)
 				(void)cudaStreamDestroy(cp->decode[k]);
 		}

@@ -99,6 +99,13 @@ static int host_copy_h2d(struct dev *d, void *dst, const void *src, uint64_t len
 	return 0;
 }
 
+static int host_copy_d2h(struct dev *d, int q, void *dst, const void *src, uint64_t len,
+			 struct wspi_err *err)
+{
+	memcpy(dst, src, len);   /* host memory both sides */
+	return 0;
+}
+
 static int host_sync_copy(struct dev *d, struct wspi_err *err)
 {
 	return 0;
@@ -126,7 +133,7 @@ static const struct dev_ops host_ops = {
 	.event_sync = host_event_sync,
 	.elapsed_ns = host_elapsed_ns,
 	.copy_h2d = host_copy_h2d,
-	.copy_d2h = host_copy_h2d,   /* host memory both sides: a memcpy either way */
+	.copy_d2h = host_copy_d2h,
 	.sync_copy = host_sync_copy,
 	.pin = host_pin,
 	.unpin = host_unpin,

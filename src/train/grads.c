@@ -394,7 +394,7 @@ static int enqueue_push(struct wb *wb, struct wb_push_s *p, const struct push_ar
 		p->present[a->tensor] = 1;
 		p->direct = !p->buf;
 		if (rc == 0 && bytes)
-			rc = d->ops->copy_d2h(d, p->direct ? (void *)wl->acc[a->tensor] : p->buf->mem,
+			rc = d->ops->copy_d2h(d, DEV_Q_BACK, p->direct ? (void *)wl->acc[a->tensor] : p->buf->mem,
 					      a->values, bytes, err);
 		p->bytes = bytes;
 	} else if (!a->grads) {
@@ -404,9 +404,9 @@ static int enqueue_push(struct wb *wb, struct wb_push_s *p, const struct push_ar
 		memset(p->present, 0, L->n_tensors);
 		memset(p->landed, 0, L->n_tensors);
 		if (rc == 0 && a->n_rows)
-			rc = d->ops->copy_d2h(d, mem, a->rows, a->n_rows * 8, err);
+			rc = d->ops->copy_d2h(d, DEV_Q_BACK, mem, a->rows, a->n_rows * 8, err);
 		if (rc == 0 && a->n_rows && row_bytes)
-			rc = d->ops->copy_d2h(d, mem + wspi_align_up(a->n_rows * 8, WB_ALIGN), a->values,
+			rc = d->ops->copy_d2h(d, DEV_Q_BACK, mem + wspi_align_up(a->n_rows * 8, WB_ALIGN), a->values,
 					      a->n_rows * row_bytes, err);
 		p->bytes = a->n_rows * (8 + row_bytes);
 	}
@@ -417,7 +417,7 @@ static int enqueue_push(struct wb *wb, struct wb_push_s *p, const struct push_ar
 			rc = land_buffer(wb, a->layer, err);
 		if (rc == 0 && a->grads[i] && L->tensors[i].bytes) {
 			uint8_t *dst = (uint8_t *)(p->landed[i] ? wl->land : p->buf->mem) + off;
-			rc = d->ops->copy_d2h(d, dst, a->grads[i], L->tensors[i].bytes, err);
+			rc = d->ops->copy_d2h(d, DEV_Q_BACK, dst, a->grads[i], L->tensors[i].bytes, err);
 			p->bytes += L->tensors[i].bytes;
 		}
 		off += wspi_align_up(L->tensors[i].bytes, WB_ALIGN);
