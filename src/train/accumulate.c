@@ -251,6 +251,65 @@ static int apply_f32(struct wb *wb, struct wb_push_s *p, struct wspi_err *err)
 	return 0;
 }
 
+/* The tensors of pushes ps[0..n) that land through the ring, copied out
+ * and widened into their accumulators (made here), which then hold their
+ * sums.  The pushes' events have been seen: the gradients are ready.
+ * (Traced by the worker, trace_pushes.) */
+static int land_rings(struct wb *wb, struct wb_push_s *const *ps, uint32_t n,
+		      struct wspi_err *err)
+{
+	struct ring_job jobs[64];
+	uint32_t n_jobs = 0;
+	int rc = 0;
+	for (uint32_t k = 0; k < n; k++) {
+		const struct wb_push_s *p = ps[k];
+		const struct wsp_layer *L = &wb->pk->layers[p->layer];
+		struct wb_layer *wl = &wb->layers[p->layer];
+		for (uint32_t i = 0; i < L->n_tensors; i++) {
+			if (p->landed[i] != LAND_RING)
+				continue;
+			if (n_jobs == 64) {
+				if ((rc = wb_ring_land(wb->ring, jobs, n_jobs, err)) < 0)
+					return rc;
+				n_jobs = 0;
+			}
+			const struct wsp_tensor *t = &L->tensors[i];
+			uint64_t elements = wb_tensor_elements(t);
+			if (!wl->acc[i] && !(wl->acc[i] = wb_acc_alloc(elements)))
+				return WSP_ERR(err, -ENOMEM, "write-back: out of memory for the fp32 "
+					       "gradient of %s (%" PRIu64 " elements)", t->name,
+					       elements);
+			jobs[n_jobs++] = (struct ring_job){ wl->acc[i], p->ring_src[i], elements,
+							    t->dtype };
+		}
+	}
+	if (n_jobs && (rc = wb_ring_land(wb->ring, jobs, n_jobs, err)) < 0)
+		return rc;
+	for (uint32_t k = 0; k < n; k++)
+		for (uint32_t i = 0; i < wb->pk->layers[ps[k]->layer].n_tensors; i++)
+			if (ps[k]->landed[i] == LAND_RING)
+				wb->layers[ps[k]->layer].has[i] = HAS_SUM;
+	return 0;
+}
+
+int wb_apply_firsts(struct wb *wb, struct wb_push_s *const *ps, uint32_t n,
+		    struct wspi_err *err)
+{
+	int rc = land_rings(wb, ps, n, err);
+	for (uint32_t k = 0; rc == 0 && k < n; k++) {
+		const struct wb_push_s *p = ps[k];
+		struct wb_layer *wl = &wb->layers[p->layer];
+		if (p->f32_tensor != NO_ROWS) {   /* copied straight in (no buffer) */
+			wl->has[p->f32_tensor] = HAS_SUM;
+			continue;
+		}
+		for (uint32_t i = 0; i < wb->pk->layers[p->layer].n_tensors; i++)
+			if (p->present[i] && p->landed[i] == LAND_BUFFER)
+				wl->has[i] = HAS_LANDED;
+	}
+	return rc;
+}
+
 /* The worker's part of one push, once its copies are done. */
 int wb_apply_push(struct wb *wb, struct wb_push_s *p, struct wspi_err *err)
 {
@@ -273,8 +332,10 @@ int wb_apply_push(struct wb *wb, struct wb_push_s *p, struct wspi_err *err)
 	}
 	if (rc == 0 && p->buf)
 		rc = accumulate(wb, p->layer, p->buf->mem, which, first, err);
+	if (rc == 0 && p->ring_bytes)
+		rc = land_rings(wb, &p, 1, err);
 	for (uint32_t i = 0; rc == 0 && i < L->n_tensors; i++)
-		if (p->present[i] && p->landed[i])
+		if (p->present[i] && p->landed[i] == LAND_BUFFER)
 			wl->has[i] = HAS_LANDED;
 	return rc;
 }

@@ -34,7 +34,7 @@ void wb_queue_widen(struct wb *wb, const struct wb_push_s *p)
 	if (p->rows_tensor != NO_ROWS || wl->widen_queued)
 		return;
 	for (uint32_t i = 0; i < wb->pk->layers[p->layer].n_tensors; i++)
-		if (p->landed[i]) {
+		if (p->landed[i] == LAND_BUFFER) {
 			fifo_push(wb, &wb->to_widen, p->layer);
 			wl->widen_queued = 1;
 			return;

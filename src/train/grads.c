@@ -104,6 +104,33 @@ static void trace_push(struct wb *wb, const struct wb_push_s *p)
 	wb->trace(wb->trace_ctx, &ev);
 }
 
+/* The D2H events of pushes applied together, one a push: a push that
+ * landed nothing through the ring keeps its copies' device times; the
+ * ring's copies ran from `begin` to `end` on the host's clock, a span
+ * shared out among the pushes that used it by their bytes, so that the
+ * events add up to the time the copies took. */
+static void trace_pushes(struct wb *wb, struct wb_push_s *const *ps, uint32_t n, uint64_t begin,
+			 uint64_t end)
+{
+	uint64_t ring = 0, done = 0;
+	for (uint32_t k = 0; k < n; k++)
+		ring += ps[k]->ring_bytes;
+	for (uint32_t k = 0; k < n; k++) {
+		const struct wb_push_s *p = ps[k];
+		if (!p->ring_bytes) {
+			trace_push(wb, p);
+			continue;
+		}
+		uint64_t from = begin + (end - begin) * done / ring;
+		done += p->ring_bytes;
+		struct wsp_trace_event ev = {
+			.stage = WSP_STAGE_D2H, .layer = p->layer, .begin_ns = from,
+			.end_ns = begin + (end - begin) * done / ring, .bytes = p->bytes + p->ring_bytes,
+		};
+		wb->trace(wb->trace_ctx, &ev);
+	}
+}
+
 /* A push slot back to the free list, with its staging buffer (under
  * wb->lock). */
 static void push_free(struct wb *wb, struct wb_push_s *p)
@@ -115,6 +142,24 @@ static void push_free(struct wb *wb, struct wb_push_s *p)
 	}
 	p->next = wb->free;
 	wb->free = p;
+}
+
+/* Push p applied (rc 0) or failed: off the queue (it is the oldest). */
+static void retire(struct wb *wb, struct wb_push_s *p, int rc)
+{
+	struct wb_layer *wl = &wb->layers[p->layer];
+	if (rc == 0) {
+		wl->pushes++;
+		wb_queue_widen(wb, p);
+		if (p->rows_tensor != NO_ROWS)
+			wl->rows[p->rows_tensor] = 1;
+	}
+	wl->pending--;
+	wb->pending_all--;
+	wb->head = p->next;
+	if (!wb->head)
+		wb->tail = NULL;
+	push_free(wb, p);
 }
 
 static void *worker_main(void *arg)
@@ -143,30 +188,32 @@ static void *worker_main(void *arg)
 		struct wspi_err e;
 		wspi_err_init(&e);
 		int rc = wb->dev->ops->event_sync(wb->dev, p->copied, &e);
-		if (rc == 0 && wb->trace)
-			trace_push(wb, p);
+		/* First pushes only (no staging buffer) queued behind it whose
+		 * gradients are ready go with it: their chunks through the ring
+		 * in one stream, not one drained ring a tensor. */
+		struct wb_push_s *batch[WB_BATCH] = { p };
+		uint32_t n = 1;
+		pthread_mutex_lock(&wb->lock);
+		for (struct wb_push_s *q = p->next; rc == 0 && !p->buf && q && !q->buf &&
+						     n < WB_BATCH; q = q->next) {
+			if (wb->dev->ops->query(wb->dev, q->copied, NULL) != 1)
+				break;
+			batch[n++] = q;
+		}
+		pthread_mutex_unlock(&wb->lock);
 		uint64_t t0 = wspi_now_ns();
 		if (rc == 0)
-			rc = wb_apply_push(wb, p, &e);
+			rc = n == 1 ? wb_apply_push(wb, p, &e) : wb_apply_firsts(wb, batch, n, &e);
 		uint64_t spent = wspi_now_ns() - t0;
+		if (rc == 0 && wb->trace)
+			trace_pushes(wb, batch, n, t0, t0 + spent);
 		pthread_mutex_lock(&wb->lock);
 		wb->add_ns += spent;
 		if (rc < 0)
 			fail(wb, rc, &e);
 		wspi_err_destroy(&e);
-		struct wb_layer *wl = &wb->layers[p->layer];
-		if (rc == 0) {
-			wl->pushes++;
-			wb_queue_widen(wb, p);
-			if (p->rows_tensor != NO_ROWS)
-				wl->rows[p->rows_tensor] = 1;
-		}
-		wl->pending--;
-		wb->pending_all--;
-		wb->head = p->next;
-		if (!wb->head)
-			wb->tail = NULL;
-		push_free(wb, p);
+		for (uint32_t k = 0; k < n; k++)
+			retire(wb, batch[k], rc);
 		pthread_cond_broadcast(&wb->cond);
 	}
 	pthread_mutex_unlock(&wb->lock);
@@ -188,6 +235,7 @@ static void pushes_free(struct wb *wb)
 			d->ops->event_destroy(d, p->begin);
 		free(p->present);
 		free(p->landed);
+		free((void *)p->ring_src);
 		memset(p, 0, sizeof(*p));
 	}
 	for (unsigned i = 0; i < WB_BUFS; i++) {
@@ -210,15 +258,27 @@ static void pushes_free(struct wb *wb)
 static int start(struct wb *wb, struct wspi_err *err)
 {
 	int rc = start_pushes(wb, err);
+	if (rc == 0 && wspi_ring_chunk_bytes) {
+		/* Without a ring (no memory to pin, no thread) layers land
+		 * whole: slower on the host's memory, the same sums. */
+		struct wspi_err e;
+		wspi_err_init(&e);
+		if (wb_ring_create(wb->dev, wb->add_threads, &wb->ring, &e) < 0)
+			wb->ring = NULL;
+		wspi_err_destroy(&e);
+	}
 	if (rc == 0) {
 		int e = pthread_create(&wb->worker, NULL, worker_main, wb);
 		if (e)
 			rc = WSP_ERR(err, -e, "write-back: starting its thread: %s", strerror(e));
 	}
-	if (rc < 0)
+	if (rc < 0) {
+		wb_ring_destroy(wb->ring);
+		wb->ring = NULL;
 		pushes_free(wb);
-	else
+	} else {
 		wb->started = 1;
+	}
 	return rc;
 }
 
@@ -249,7 +309,8 @@ static int start_pushes(struct wb *wb, struct wspi_err *err)
 		int rc;
 		p->present = calloc(wb->max_tensors ? wb->max_tensors : 1, 1);
 		p->landed = calloc(wb->max_tensors ? wb->max_tensors : 1, 1);
-		if (!p->present || !p->landed)
+		p->ring_src = calloc(wb->max_tensors ? wb->max_tensors : 1, sizeof(*p->ring_src));
+		if (!p->present || !p->landed || !p->ring_src)
 			return WSP_ERR(err, -ENOMEM, "write-back: out of memory");
 		if ((rc = d->ops->event_create(d, 0, &p->after_user, err)) < 0 ||
 		    (rc = d->ops->event_create(d, timed, &p->copied, err)) < 0 ||
@@ -410,9 +471,19 @@ static int enqueue_push(struct wb *wb, struct wb_push_s *p, const struct push_ar
 					      a->n_rows * row_bytes, err);
 		p->bytes = a->n_rows * (8 + row_bytes);
 	}
+	p->ring_bytes = 0;
 	for (uint32_t i = 0; a->grads && rc == 0 && i < L->n_tensors; i++) {
 		p->present[i] = a->grads[i] != NULL;
-		p->landed[i] = a->grads[i] && !wl->planned[i];
+		p->landed[i] = 0;
+		if (a->grads[i] && !wl->planned[i])
+			p->landed[i] = wb->ring && L->tensors[i].bytes >= WB_RING_MIN_BYTES ?
+					       LAND_RING : LAND_BUFFER;
+		if (p->landed[i] == LAND_RING) {   /* copied by the worker (wb_apply_push) */
+			p->ring_src[i] = a->grads[i];
+			p->ring_bytes += L->tensors[i].bytes;
+			off += wspi_align_up(L->tensors[i].bytes, WB_ALIGN);
+			continue;
+		}
 		if (p->landed[i] && !wl->land)
 			rc = land_buffer(wb, a->layer, err);
 		if (rc == 0 && a->grads[i] && L->tensors[i].bytes) {
@@ -532,7 +603,7 @@ static int push(struct wb *wb, const struct push_args *a, void *stream, struct w
 		wb->layers[a->layer].pending++;
 		wb->pending_all++;
 		wb->n_pushes++;
-		wb->bytes_d2h += p->bytes;
+		wb->bytes_d2h += p->bytes + p->ring_bytes;
 	}
 	pthread_cond_broadcast(&wb->cond);
 	pthread_mutex_unlock(&wb->lock);
@@ -717,6 +788,7 @@ void wb_destroy(struct wb *wb)
 	pthread_mutex_unlock(&wb->lock);
 	if (wb->started)
 		pthread_join(wb->worker, NULL);
+	wb_ring_destroy(wb->ring);
 	pushes_free(wb);
 	for (uint32_t l = 0; l < wb->n_layers; l++) {
 		struct wb_layer *wl = &wb->layers[l];

@@ -10,12 +10,15 @@
 #include <stdint.h>
 
 #include "train/grads.h"
+#include "train/ring.h"
 
 /* Pushes in flight at most (events only: a push whose tensors all land
  * needs no staging buffer, so a layer pushed tensor by tensor as each
  * gradient is ready does not hold the host back), and staging buffers:
  * two copies in flight while the worker adds a third. */
 #define WB_PUSHES 32u
+/* First pushes the worker applies together, at most (wb_apply_firsts). */
+#define WB_BATCH 16u
 #define WB_BUFS 3u
 #define WB_ALIGN 64u
 /* Threads adding one push, at most; and elements per thread at least. */
@@ -25,6 +28,13 @@
  * pass whose weights come over the link from host memory, and all cores
  * zeroing would take the memory's bandwidth from those copies. */
 #define WB_CLEAR_THREADS 4u
+/* How a first push since zeroing lands (wb_push_s.landed): whole, in the
+ * layer's landing buffer, widened later; or through the landing ring
+ * (ring.h), widened as it lands, when the worker applies the push.
+ * Tensors smaller than WB_RING_MIN_BYTES land whole (a chunk's copy and
+ * event are not worth it). */
+enum { LAND_BUFFER = 1, LAND_RING = 2 };
+#define WB_RING_MIN_BYTES (64u << 10)
 /* wb_push_s.rows_tensor of a dense push. */
 #define NO_ROWS UINT32_MAX
 /* wb.widening when the worker widens nothing ahead. */
@@ -46,7 +56,10 @@ struct wb_push_s {
 	uint64_t bytes;            /* copied by this push */
 	uint32_t layer;
 	uint8_t *present;          /* per tensor of the layer: pushed in this one */
-	uint8_t *landed;           /* ... and copied into the landing buffer, not buf */
+	uint8_t *landed;           /* ... and a first push since zeroing, not added from
+				      buf: LAND_BUFFER or LAND_RING */
+	const void **ring_src;     /* per tensor landed through the ring: its gradient */
+	uint64_t ring_bytes;       /* of those, landed through the ring */
 	struct wb_buf *buf;        /* staging, when something is added (NULL: all land) */
 	uint32_t rows_tensor;      /* a push of rows (wb_push_rows) of this tensor, or NO_ROWS */
 	uint64_t n_rows;
@@ -111,6 +124,7 @@ struct wb {
 	uint32_t widening;         /* the layer being widened or cleared, or NO_LAYER */
 	int stop;
 	pthread_t worker;
+	struct wb_ring *ring;      /* NULL: every first push lands whole */
 	struct wspi_err failed;     /* the first failure of a copy or an addition */
 	int failed_code;
 	uint64_t n_pushes, bytes_d2h;
@@ -146,5 +160,10 @@ int wb_work_ahead(struct wb *wb, struct wspi_err *err);
 /* The worker's part of one push, once its copies are done: rows or
  * tensors added into (or landed for) the layer's accumulators. */
 int wb_apply_push(struct wb *wb, struct wb_push_s *p, struct wspi_err *err);
+/* The same for n > 1 pushes, in queue order, none with a staging buffer
+ * (first pushes only: none of them adds to what another wrote), their
+ * tensors landed through the ring together. */
+int wb_apply_firsts(struct wb *wb, struct wb_push_s *const *ps, uint32_t n,
+		    struct wspi_err *err);
 
 #endif

@@ -1,0 +1,60 @@
+/*
+ * Landing gradients through a ring: a tensor's first push since zeroing
+ * copied out of the device in chunks into a few small pinned buffers, each
+ * chunk widened into its fp32 accumulator as soon as it has landed, its
+ * buffer then reused for a later chunk.
+ *
+ * Why: a device's writes into host memory stay in the CPU's last-level
+ * cache for a while (on CPUs that put them there), so a chunk read back
+ * right after it lands costs the host's memory nothing, and a ring that
+ * small is never written back to it either: the host's memory carries
+ * the fp32 sums alone, 4 bytes an element of bf16 where landing a layer
+ * whole and widening it later costs 8 (the copy's 2 written, 2 read back,
+ * 4 written).  A ring also bounds how far the copies run ahead of the
+ * widening, which is what keeps the chunks in the cache (bench/
+ * landing_bench: the same copies into a ring of 512 MiB widen no faster
+ * than whole layers).
+ *
+ * The copies run on the device's landing queue, issued by the caller of
+ * wb_ring_land as buffers come free; the ring's own threads widen.
+ */
+#ifndef WSP_TRAIN_RING_H
+#define WSP_TRAIN_RING_H
+
+#include <stdint.h>
+
+#include "common/error.h"
+#include "gpu/device.h"
+#include "wspager.h"
+
+/* Buffers in the ring, and the bytes of each (a variable: tests shrink it
+ * so that small tensors cross many chunks). */
+#define WB_RING_SLOTS 16u
+extern uint64_t wspi_ring_chunk_bytes;
+
+struct wb_ring;
+
+/* One tensor to land: n elements of dtype dt at device address src,
+ * written widened to dst (fp32, assigned as a first push is). */
+struct ring_job {
+	float *dst;
+	const void *src;
+	uint64_t n;
+	enum wsp_dtype dt;
+};
+
+/* The ring's buffers (pinned where the device pins) and up to `threads`
+ * widening threads; an error when neither the buffers nor one thread
+ * could be had (the caller lands whole layers then). */
+int wb_ring_create(struct dev *d, unsigned threads, struct wb_ring **out, struct wspi_err *err);
+/* Stops the threads and frees the buffers; nothing may be landing. */
+void wb_ring_destroy(struct wb_ring *r);
+/* Land every job (their sources ready on the device: the caller has seen
+ * the work that made them done), returning once all are in their
+ * accumulators, or with the first copy's error once nothing of the ring
+ * is in use (the accumulators then hold whatever had landed).  One caller
+ * at a time. */
+int wb_ring_land(struct wb_ring *r, const struct ring_job *jobs, uint32_t n_jobs,
+		 struct wspi_err *err);
+
+#endif

@@ -1,0 +1,220 @@
+/* The landing ring (src/train/ring.c): gradients copied out in chunks
+ * through a few small buffers and widened as each lands give the same
+ * bits as widening each tensor whole, whatever the dtype, however the
+ * tensors fall across chunks and however often the ring wraps; a copy or
+ * a wait that fails is returned, with nothing of the ring left in use, and
+ * the ring lands exactly again afterwards.  Then the same through the
+ * pager: pushes with chunks far smaller than the tensors sum exactly, as
+ * they do with no ring.  Host backend. */
+#include <inttypes.h>
+#include <string.h>
+
+#include "../gpu/pager_util.h"
+#include "gpu/device.h"
+#include "train/ring.h"
+#include "train/tofloat.h"
+
+/* A device that is the host, but whose copies (or waits) fail from the
+ * n-th on. */
+static struct dev_ops failing_ops;
+static const struct dev_ops *host_ops;
+static int copies_left, syncs_left;
+
+static int failing_copy(struct dev *d, int q, void *dst, const void *src, uint64_t len,
+			struct wspi_err *err)
+{
+	if (copies_left-- <= 0)
+		return WSP_ERR(err, -EIO, "copy refused by the test");
+	return host_ops->copy_d2h(d, q, dst, src, len, err);
+}
+
+static int failing_sync(struct dev *d, struct dev_event *ev, struct wspi_err *err)
+{
+	if (syncs_left-- <= 0)
+		return WSP_ERR(err, -EIO, "wait refused by the test");
+	return host_ops->event_sync(d, ev, err);
+}
+
+static const enum wsp_dtype DTYPES[] = { WSP_DTYPE_BF16, WSP_DTYPE_F16, WSP_DTYPE_F32 };
+
+struct batch {
+	struct ring_job jobs[100];
+	void *src[100];
+	float *want[100];
+	uint32_t n;
+};
+
+/* n jobs of sizes and dtypes drawn from `seed` (some empty, some of one
+ * element, some across many chunks), each dst full of a pattern no
+ * widening gives. */
+static void batch_make(struct batch *b, uint32_t n, unsigned seed)
+{
+	uint64_t x = 0x9E3779B97F4A7C15ull * (seed + 1);
+	b->n = n;
+	for (uint32_t j = 0; j < n; j++) {
+		x ^= x << 13;
+		x ^= x >> 7;
+		x ^= x << 17;
+		uint64_t len = x % 5 == 0 ? x % 3 : x % 20011;
+		enum wsp_dtype dt = DTYPES[(x >> 11) % 3];
+		unsigned esize = wsp_dtype_bits(dt) / 8;
+		uint16_t *src = malloc(len * esize + 4);
+		CHECK(src != NULL);
+		t_fill_grad(src, len * esize / 2, j, seed, 0);
+		float *dst = malloc(len * 4 + 4), *want = malloc(len * 4 + 4);
+		CHECK(dst && want);
+		memset(dst, 0x7f, len * 4);
+		wb_accumulate(want, src, dt, len, 1);   /* the tensor widened whole */
+		b->jobs[j] = (struct ring_job){ dst, src, len, dt };
+		b->src[j] = src;
+		b->want[j] = want;
+	}
+}
+
+static int batch_check(const struct batch *b, const char *what)
+{
+	for (uint32_t j = 0; j < b->n; j++)
+		if (!t_same_floats(b->jobs[j].dst, b->want[j], b->jobs[j].n, what))
+			return 0;
+	return 1;
+}
+
+static void batch_free(struct batch *b)
+{
+	for (uint32_t j = 0; j < b->n; j++) {
+		free(b->jobs[j].dst);
+		free(b->src[j]);
+		free(b->want[j]);
+	}
+}
+
+static void ring_alone(void)
+{
+	struct dev *d;
+	struct wspi_err e;
+	wspi_err_init(&e);
+	CHECK_RC(dev_host_open(&d, &e), 0);
+	host_ops = d->ops;
+	failing_ops = *d->ops;
+	failing_ops.copy_d2h = failing_copy;
+	failing_ops.event_sync = failing_sync;
+
+	/* Chunks of 320 bytes: 160 bf16, 80 fp32; the ring wraps every 32. */
+	wspi_ring_chunk_bytes = 320;
+	for (unsigned threads = 1; threads <= 5; threads += 4) {
+		struct wb_ring *r;
+		CHECK_RC(wb_ring_create(d, threads, &r, &e), 0);
+		for (unsigned round = 0; round < 12; round++) {
+			struct batch b;
+			batch_make(&b, round % 3 ? 7 + round : 100, round * 10 + threads);
+			CHECK_RC(wb_ring_land(r, b.jobs, b.n, &e), 0);
+			CHECK(batch_check(&b, "ring"));
+			batch_free(&b);
+		}
+		CHECK_RC(wb_ring_land(r, NULL, 0, &e), 0);
+		wb_ring_destroy(r);
+	}
+
+	/* Failures: a copy refused after some chunks, a wait refused; each
+	 * returns its error, and the same ring then lands exactly. */
+	struct dev fake = *d;
+	fake.ops = &failing_ops;
+	struct wb_ring *r;
+	CHECK_RC(wb_ring_create(&fake, 3, &r, &e), 0);
+	for (int which = 0; which < 2; which++) {
+		struct batch b;
+		batch_make(&b, 40, 500 + which);
+		copies_left = which == 0 ? 45 : 1 << 30;
+		syncs_left = which == 1 ? 70 : 1 << 30;
+		wspi_err_init(&e);
+		int rc = wb_ring_land(r, b.jobs, b.n, &e);
+		CHECK(rc == -EIO);
+		CHECK(strstr(e.msg, which == 0 ? "copy refused" : "wait refused") != NULL);
+		wspi_err_destroy(&e);
+		batch_free(&b);
+		copies_left = syncs_left = 1 << 30;
+		batch_make(&b, 30, 600 + which);
+		wspi_err_init(&e);
+		CHECK_RC(wb_ring_land(r, b.jobs, b.n, &e), 0);
+		CHECK(batch_check(&b, "ring after a failure"));
+		batch_free(&b);
+	}
+	wb_ring_destroy(r);
+	dev_close(d);
+	wspi_err_destroy(&e);
+}
+
+/* Through the pager: per layer a push of every tensor, then a second push
+ * added to it, then after zeroing a push tensor by tensor; the sums
+ * checked against the widened values each time.  chunk 0: no ring. */
+static void through_pager(uint64_t chunk)
+{
+	struct t_model m;
+	struct wsp_options o;
+	char err[512];
+	wsp_pager *pg;
+	wsp_pack *pk;
+	struct wsp_grads gr;
+	wspi_ring_chunk_bytes = chunk;
+	t_model_make(&m, "ring", 3, 256, 512);
+	CHECK_RC(wsp_pack_open(m.pack, &pk, err, sizeof(err)), 0);
+	t_host_options(&o, &m, 100, 3);
+	CHECK_RC(wsp_open(m.pack, &o, &pg, err, sizeof(err)), 0);
+	uint32_t n_layers = m.sum.n_layers;
+	for (uint32_t l = 0; l < n_layers; l++) {
+		const struct wsp_layer *L = wsp_pack_layer(pk, l);
+		CHECK(L->n_tensors <= 64);
+		uint16_t *g[3][64];
+		float *want[64];
+		const void *ptr[64];
+		for (uint32_t t = 0; t < L->n_tensors; t++) {
+			uint64_t n = L->tensors[t].bytes / 2;
+			CHECK(L->tensors[t].dtype == WSP_DTYPE_BF16);
+			want[t] = malloc(n * 4 + 4);
+			for (unsigned k = 0; k < 3; k++) {
+				g[k][t] = malloc(n * 2 + 2);
+				t_fill_grad(g[k][t], n, l, t, k);
+			}
+		}
+		for (unsigned k = 0; k < 2; k++) {
+			for (uint32_t t = 0; t < L->n_tensors; t++)
+				ptr[t] = g[k][t];
+			CHECK_RC(wsp_grad_push(pg, l, ptr, NULL), 0);
+		}
+		CHECK_RC(wsp_grad_get(pg, l, &gr), 0);
+		CHECK(gr.pushes == 2);
+		for (uint32_t t = 0; t < L->n_tensors; t++) {
+			for (uint64_t i = 0; i < L->tensors[t].bytes / 2; i++)
+				want[t][i] = t_bf16f(g[0][t][i]) + t_bf16f(g[1][t][i]);
+			CHECK(t_same_floats(gr.data[t], want[t], L->tensors[t].bytes / 2, "two pushes"));
+		}
+		CHECK_RC(wsp_grad_zero(pg, l), 0);
+		for (uint32_t t = 0; t < L->n_tensors; t++) {
+			memset(ptr, 0, sizeof(ptr));
+			ptr[t] = g[2][t];
+			CHECK_RC(wsp_grad_push(pg, l, ptr, NULL), 0);
+		}
+		CHECK_RC(wsp_grad_get(pg, l, &gr), 0);
+		CHECK(gr.pushes == L->n_tensors);
+		for (uint32_t t = 0; t < L->n_tensors; t++) {
+			for (uint64_t i = 0; i < L->tensors[t].bytes / 2; i++)
+				want[t][i] = t_bf16f(g[2][t][i]);
+			CHECK(t_same_floats(gr.data[t], want[t], L->tensors[t].bytes / 2,
+					    "tensor by tensor"));
+			free(want[t]);
+			for (unsigned k = 0; k < 3; k++)
+				free(g[k][t]);
+		}
+	}
+	wsp_close(pg);
+	wsp_pack_close(pk);
+	t_model_remove(&m);
+}
+
+int main(void)
+{
+	ring_alone();
+	through_pager(4096 + 64);
+	through_pager(0);
+	return 0;
+}
