@@ -41,7 +41,9 @@
 #                               (bench/exprans_bench and the host decoders
 #                               in bench/codec_bench), adamw-bench
 #                               (bench/adamw_bench: the host AdamW step
-#                               against memory bandwidth), codec-bench
+#                               against memory bandwidth), landing-bench
+#                               (bench/landing_bench: where landed
+#                               gradients are widened), codec-bench
 #                               (bench/exprans_bench, gpu_bench with zstd
 #                               and exprans packs, bench/stream_profile.py
 #                               on both), cold-bench (`wspager
@@ -240,6 +242,13 @@ run() {
 		step bench-adamw 300 "$lane/bench/adamw_bench"
 		step bench-adamw-1 300 "$lane/bench/adamw_bench" --threads 1 --params 67108864
 		for f in bench-adamw bench-adamw-1; do echo "== $f"; cat "$out/$f.log"; done ;;
+	esac
+	case $parts in *" landing-bench "*)
+		# where landed gradients are widened: whole layers against rings of
+		# chunks; WSP_LANE_LANDING adds options (--chunk, --rings, --threads)
+		step bench-landing 300 "$lane/bench/landing_bench" ${WSP_LANE_LANDING:-}
+		step bench-landing-256k 300 "$lane/bench/landing_bench" --chunk 256 --rings 1,2,4,8,16
+		for f in bench-landing bench-landing-256k; do echo "== $f"; cat "$out/$f.log"; done ;;
 	esac
 	case $parts in *" bench "*|*" codec-bench "*)
 		step bench-exprans 400 "$lane/bench/exprans_bench"
