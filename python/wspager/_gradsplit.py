@@ -9,7 +9,9 @@ first since its accumulator was zeroed: the pager copies it straight in.
 (Added to an earlier push it would be staged and added either way, so a
 backward that accumulates sends everything as it is.)  Sending all as fp32
 makes the link the bottleneck instead; the best share lies between, and
-where depends on the machine and the step, so it is found while running:
+where depends on the machine and the step (lower where the pager widens
+gradients as they land, reading them back from the CPU's cache: docs/
+PERFORMANCE.md, seventeenth session), so it is found while running:
 after every WINDOW backwards that started from zeroed accumulators, the
 share moves a step, on in the same direction while the backward (from its
 first hook to its gradients bound, the median of the window) got faster,

@@ -4,11 +4,13 @@
  * done (writeback.h; the adding itself is accumulate.c, the work the
  * worker does ahead, widening and clearing, ahead.c).
  *
- * Widening bf16 into fp32 on the host runs at memory speed, far below the
- * link (docs/PERFORMANCE.md), so a layer's first push after zeroing (the
- * one micro-batch of most training steps) is copied straight into the
- * layer's landing buffer, in the gradient's own dtype, and never waits to
- * be widened.  The worker widens landed tensors when it has nothing else
+ * A tensor's first push after zeroing (the one micro-batch of most
+ * training steps) of WB_RING_MIN_BYTES or more is copied out by the worker
+ * through the landing ring (ring.h) and widened as it lands, reading each
+ * chunk back from the CPU's cache.  Smaller ones, and all where no ring
+ * could be made, are copied straight into the layer's landing buffer, in
+ * the gradient's own dtype, and never wait to be widened (widening from
+ * memory runs far below the link, docs/PERFORMANCE.md).  The worker widens landed tensors when it has nothing else
  * to do (no push queued, or the oldest one's copies still running), a
  * layer at a time, so that most of that work is done while the backward
  * pass still runs rather than when the accumulators are read (wsp_grad_get,

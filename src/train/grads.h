@@ -5,9 +5,10 @@
  *
  * Gradients: a push copies a layer's gradient tensors GPU -> host on the
  * device's write-back stream, ordered after the user's stream by an event
- * (the host never waits).  A tensor's first push since zeroing lands in
- * the layer's pinned landing buffer in its own dtype and is widened into
- * fp32 only when read or when a second push comes; later pushes go through
+ * (the host never waits).  A tensor's first push since zeroing is copied
+ * out by the worker through the landing ring and widened as it lands
+ * (ring.h), or, when small, lands in the layer's pinned landing buffer in
+ * its own dtype and is widened later; later pushes go through
  * one of a few pinned staging buffers and one worker thread adds them, in
  * push order, into the layer's fp32 accumulators (one per tensor, made on
  * first use).  A push may carry some of a layer's tensors (each as its
