@@ -247,8 +247,8 @@ run() {
 		# where landed gradients are widened: whole layers against rings of
 		# chunks; WSP_LANE_LANDING adds options (--chunk, --rings, --threads)
 		step bench-landing 300 "$lane/bench/landing_bench" ${WSP_LANE_LANDING:-}
-		step bench-landing-256k 300 "$lane/bench/landing_bench" --chunk 256 --rings 1,2,4,8,16
-		for f in bench-landing bench-landing-256k; do echo "== $f"; cat "$out/$f.log"; done ;;
+		step bench-landing-1m 300 "$lane/bench/landing_bench" --chunk 1024 --rings 4,8,16,32 --threads 12
+		for f in bench-landing bench-landing-1m; do echo "== $f"; cat "$out/$f.log"; done ;;
 	esac
 	case $parts in *" bench "*|*" codec-bench "*)
 		step bench-exprans 400 "$lane/bench/exprans_bench"
