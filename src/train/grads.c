@@ -10,9 +10,10 @@
  * chunk back from the CPU's cache.  Smaller ones, and all where no ring
  * could be made, are copied straight into the layer's landing buffer, in
  * the gradient's own dtype, and never wait to be widened (widening from
- * memory runs far below the link, docs/PERFORMANCE.md).  The worker widens landed tensors when it has nothing else
- * to do (no push queued, or the oldest one's copies still running), a
- * layer at a time, so that most of that work is done while the backward
+ * memory runs far below the link, docs/PERFORMANCE.md).  The worker
+ * widens landed tensors when it has nothing else to do (no push queued,
+ * or the oldest one's copies still running), a layer at a time, so that
+ * most of that work is done while the backward
  * pass still runs rather than when the accumulators are read (wsp_grad_get,
  * after the backward); a reader widens whatever is left, and a second push
  * widens its tensor first.  Later pushes go through a staging buffer and
@@ -457,7 +458,8 @@ static int enqueue_push(struct wb *wb, struct wb_push_s *p, const struct push_ar
 		p->present[a->tensor] = 1;
 		p->direct = !p->buf;
 		if (rc == 0 && bytes)
-			rc = d->ops->copy_d2h(d, DEV_Q_BACK, p->direct ? (void *)wl->acc[a->tensor] : p->buf->mem,
+			rc = d->ops->copy_d2h(d, DEV_Q_BACK,
+					      p->direct ? (void *)wl->acc[a->tensor] : p->buf->mem,
 					      a->values, bytes, err);
 		p->bytes = bytes;
 	} else if (!a->grads) {
@@ -469,7 +471,8 @@ static int enqueue_push(struct wb *wb, struct wb_push_s *p, const struct push_ar
 		if (rc == 0 && a->n_rows)
 			rc = d->ops->copy_d2h(d, DEV_Q_BACK, mem, a->rows, a->n_rows * 8, err);
 		if (rc == 0 && a->n_rows && row_bytes)
-			rc = d->ops->copy_d2h(d, DEV_Q_BACK, mem + wspi_align_up(a->n_rows * 8, WB_ALIGN), a->values,
+			rc = d->ops->copy_d2h(d, DEV_Q_BACK,
+					      mem + wspi_align_up(a->n_rows * 8, WB_ALIGN), a->values,
 					      a->n_rows * row_bytes, err);
 		p->bytes = a->n_rows * (8 + row_bytes);
 	}
