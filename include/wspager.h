@@ -606,8 +606,8 @@ int wsp_who_decodes(wsp_pager *pg);
  * copied out in chunks once its gradient is ready and widened as each
  * chunk lands (wsp_grad_push(3)).  The gradient memory must stay valid and
  * unchanged until wsp_grad_query() gives 1 for the layer.  A push may
- * carry only some of the layer's tensors (e.g. each as soon as the backward has made it), so
- * that the copies start early.  Returns at once unless all the pager's
+ * carry only some of the layer's tensors (e.g. each as soon as the
+ * backward has made it), so that the copies start early.  Returns at once unless all the pager's
  * staging buffers (three of the largest layer's size, pinned, made at the
  * first push; needed by pushes that add to earlier ones) or all its 32
  * push slots are in flight: then it waits for the oldest.
