@@ -347,7 +347,8 @@ def main():
           f"({t_in * 1e3:.1f} ms at the link), gradients out {d2h / 1e9:.2f} GB "
           f"({t_out * 1e3:.1f} ms at the link), compute {t_res * 1e3:.1f} ms")
     split = model._wspager.trainer.split
-    print(f"  host time adding gradients into fp32: {st['grad_add_ns'] / (reps + 1) / 1e6:.1f} ms "
+    print(f"  host time applying gradients (adding into fp32; through the ring, their copies "
+          f"too): {st['grad_add_ns'] / (reps + 1) / 1e6:.1f} ms "
           f"per step; share of gradient elements sent as fp32 "
           f"{split.share:.2f} ({'fixed' if split.fixed is not None else 'measured'})")
     print(f"  efficiency max(compute, in, out) / step = {bound / t_pag:.3f}; "
