@@ -292,26 +292,8 @@ static int land_rings(struct wb *wb, struct wb_push_s *const *ps, uint32_t n,
 	return 0;
 }
 
-int wb_apply_firsts(struct wb *wb, struct wb_push_s *const *ps, uint32_t n,
-		    struct wspi_err *err)
-{
-	int rc = land_rings(wb, ps, n, err);
-	for (uint32_t k = 0; rc == 0 && k < n; k++) {
-		const struct wb_push_s *p = ps[k];
-		struct wb_layer *wl = &wb->layers[p->layer];
-		if (p->f32_tensor != NO_ROWS) {   /* copied straight in (no buffer) */
-			wl->has[p->f32_tensor] = HAS_SUM;
-			continue;
-		}
-		for (uint32_t i = 0; i < wb->pk->layers[p->layer].n_tensors; i++)
-			if (p->present[i] && p->landed[i] == LAND_BUFFER)
-				wl->has[i] = HAS_LANDED;
-	}
-	return rc;
-}
-
-/* The worker's part of one push, once its copies are done. */
-int wb_apply_push(struct wb *wb, struct wb_push_s *p, struct wspi_err *err)
+/* The worker's part of one push whose ring tensors have landed. */
+static int apply_push(struct wb *wb, struct wb_push_s *p, struct wspi_err *err)
 {
 	const struct wsp_layer *L = &wb->pk->layers[p->layer];
 	struct wb_layer *wl = &wb->layers[p->layer];
@@ -332,10 +314,19 @@ int wb_apply_push(struct wb *wb, struct wb_push_s *p, struct wspi_err *err)
 	}
 	if (rc == 0 && p->buf)
 		rc = accumulate(wb, p->layer, p->buf->mem, which, first, err);
-	if (rc == 0 && p->ring_bytes)
-		rc = land_rings(wb, &p, 1, err);
 	for (uint32_t i = 0; rc == 0 && i < L->n_tensors; i++)
 		if (p->present[i] && p->landed[i] == LAND_BUFFER)
 			wl->has[i] = HAS_LANDED;
+	return rc;
+}
+
+/* The ring's tensors of all the pushes first, in one stream through the
+ * ring (they are distinct tensors from what the pushes add: a tensor
+ * landing is one not pushed since zeroing), then each push's own part. */
+int wb_apply_pushes(struct wb *wb, struct wb_push_s *const *ps, uint32_t n, struct wspi_err *err)
+{
+	int rc = land_rings(wb, ps, n, err);
+	for (uint32_t k = 0; rc == 0 && k < n; k++)
+		rc = apply_push(wb, ps[k], err);
 	return rc;
 }

@@ -206,7 +206,7 @@ static void *worker_main(void *arg)
 		pthread_mutex_unlock(&wb->lock);
 		uint64_t t0 = wspi_now_ns();
 		if (rc == 0)
-			rc = n == 1 ? wb_apply_push(wb, p, &e) : wb_apply_firsts(wb, batch, n, &e);
+			rc = wb_apply_pushes(wb, batch, n, &e);
 		uint64_t spent = wspi_now_ns() - t0;
 		if (rc == 0 && wb->trace)
 			trace_pushes(wb, batch, n, t0, t0 + spent);
@@ -483,7 +483,7 @@ static int enqueue_push(struct wb *wb, struct wb_push_s *p, const struct push_ar
 		if (a->grads[i] && !wl->planned[i])
 			p->landed[i] = wb->ring && L->tensors[i].bytes >= WB_RING_MIN_BYTES ?
 					       LAND_RING : LAND_BUFFER;
-		if (p->landed[i] == LAND_RING) {   /* copied by the worker (wb_apply_push) */
+		if (p->landed[i] == LAND_RING) {   /* copied by the worker (wb_apply_pushes) */
 			p->ring_src[i] = a->grads[i];
 			p->ring_bytes += L->tensors[i].bytes;
 			off += wspi_align_up(L->tensors[i].bytes, WB_ALIGN);

@@ -17,7 +17,7 @@
  * gradient is ready does not hold the host back), and staging buffers:
  * two copies in flight while the worker adds a third. */
 #define WB_PUSHES 32u
-/* First pushes the worker applies together, at most (wb_apply_firsts). */
+/* First pushes the worker applies together, at most (wb_apply_pushes). */
 #define WB_BATCH 16u
 #define WB_BUFS 3u
 #define WB_ALIGN 64u
@@ -157,13 +157,12 @@ void wb_queue_widen(struct wb *wb, const struct wb_push_s *p);
 void wb_queue_clear(struct wb *wb, uint32_t layer);
 int wb_ahead_ready(const struct wb *wb);
 int wb_work_ahead(struct wb *wb, struct wspi_err *err);
-/* The worker's part of one push, once its copies are done: rows or
- * tensors added into (or landed for) the layer's accumulators. */
-int wb_apply_push(struct wb *wb, struct wb_push_s *p, struct wspi_err *err);
-/* The same for n > 1 pushes, in queue order, none with a staging buffer
- * (first pushes only: none of them adds to what another wrote), their
- * tensors landed through the ring together. */
-int wb_apply_firsts(struct wb *wb, struct wb_push_s *const *ps, uint32_t n,
+/* The worker's part of pushes ps[0..n), in queue order, once their
+ * copies are done: rows or tensors added into (or landed for) the layers'
+ * accumulators.  n > 1 only for pushes without a staging buffer (first
+ * pushes only: none adds to what another wrote), whose tensors then go
+ * through the ring together. */
+int wb_apply_pushes(struct wb *wb, struct wb_push_s *const *ps, uint32_t n,
 		    struct wspi_err *err);
 
 #endif
