@@ -1,8 +1,9 @@
 /*
- * Gradients out of the GPU: per-layer landing buffers, staging buffers,
- * push slots and the worker that applies each push once its copies are
- * done (writeback.h; the adding itself is accumulate.c, the work the
- * worker does ahead, widening and clearing, ahead.c).
+ * Gradients out of the GPU: per-layer landing buffers, staging buffers
+ * and push slots, filled by the callers' pushes (grads.h); the worker
+ * that applies each push once its copies are done is worker.c, the adding
+ * itself accumulate.c, the work the worker does ahead (widening and
+ * clearing) ahead.c, the landing ring ring.c.
  *
  * A tensor's first push after zeroing (the one micro-batch of most
  * training steps) of WB_RING_MIN_BYTES or more is copied out by the worker
@@ -78,149 +79,10 @@ int wb_create(struct dev *d, const struct wsp_pack_s *pk, wsp_trace_fn trace, vo
 	return 0;
 }
 
-static void fail(struct wb *wb, int rc, struct wspi_err *e)
-{
-	if (!wb->failed_code) {
-		wb->failed_code = rc;
-		wspi_err_set(&wb->failed, rc, "%s", e->msg);
-	}
-}
-
 /* Whether the worker is widening or clearing `layer` (or any, for UINT32_MAX) ahead. */
 static int widening(struct wb *wb, uint32_t layer)
 {
 	return wb->widening != NO_LAYER && (layer == UINT32_MAX || wb->widening == layer);
-}
-
-/* The push's copies as a D2H event: their device times on the host clock. */
-static void trace_push(struct wb *wb, const struct wb_push_s *p)
-{
-	struct dev *d = wb->dev;
-	uint64_t b, e;
-	if (d->ops->elapsed_ns(d, wb->epoch, p->begin, &b, NULL) < 0 ||
-	    d->ops->elapsed_ns(d, wb->epoch, p->copied, &e, NULL) < 0)
-		return;
-	struct wsp_trace_event ev = {
-		.stage = WSP_STAGE_D2H, .layer = p->layer, .begin_ns = wb->epoch_ns + b,
-		.end_ns = wb->epoch_ns + e, .bytes = p->bytes,
-	};
-	wb->trace(wb->trace_ctx, &ev);
-}
-
-/* The D2H events of pushes applied together, one a push: a push that
- * landed nothing through the ring keeps its copies' device times; the
- * ring's copies ran from `begin` to `end` on the host's clock, a span
- * shared out among the pushes that used it by their bytes, so that the
- * events add up to the time the copies took. */
-static void trace_pushes(struct wb *wb, struct wb_push_s *const *ps, uint32_t n, uint64_t begin,
-			 uint64_t end)
-{
-	uint64_t ring = 0, done = 0;
-	for (uint32_t k = 0; k < n; k++)
-		ring += ps[k]->ring_bytes;
-	for (uint32_t k = 0; k < n; k++) {
-		const struct wb_push_s *p = ps[k];
-		if (!p->ring_bytes) {
-			trace_push(wb, p);
-			continue;
-		}
-		uint64_t from = begin + (end - begin) * done / ring;
-		done += p->ring_bytes;
-		struct wsp_trace_event ev = {
-			.stage = WSP_STAGE_D2H, .layer = p->layer, .begin_ns = from,
-			.end_ns = begin + (end - begin) * done / ring, .bytes = p->bytes + p->ring_bytes,
-		};
-		wb->trace(wb->trace_ctx, &ev);
-	}
-}
-
-/* A push slot back to the free list, with its staging buffer (under
- * wb->lock). */
-static void push_free(struct wb *wb, struct wb_push_s *p)
-{
-	if (p->buf) {
-		p->buf->next = wb->free_bufs;
-		wb->free_bufs = p->buf;
-		p->buf = NULL;
-	}
-	p->next = wb->free;
-	wb->free = p;
-}
-
-/* Push p applied (rc 0) or failed: off the queue (it is the oldest). */
-static void retire(struct wb *wb, struct wb_push_s *p, int rc)
-{
-	struct wb_layer *wl = &wb->layers[p->layer];
-	if (rc == 0) {
-		wl->pushes++;
-		wb_queue_widen(wb, p);
-		if (p->rows_tensor != NO_ROWS)
-			wl->rows[p->rows_tensor] = 1;
-	}
-	wl->pending--;
-	wb->pending_all--;
-	wb->head = p->next;
-	if (!wb->head)
-		wb->tail = NULL;
-	push_free(wb, p);
-}
-
-static void *worker_main(void *arg)
-{
-	struct wb *wb = arg;
-	pthread_mutex_lock(&wb->lock);
-	for (;;) {
-		while (!wb->head && !wb->stop && !wb_ahead_ready(wb))
-			pthread_cond_wait(&wb->cond, &wb->lock);
-		/* Work ahead (ahead.c) while no push is queued or the oldest
-		 * one's copies still run; else apply that push. */
-		if (wb_ahead_ready(wb) &&
-		    (!wb->head || wb->dev->ops->query(wb->dev, wb->head->copied, NULL) == 0)) {
-			struct wspi_err e;
-			wspi_err_init(&e);
-			int rc = wb_work_ahead(wb, &e);
-			if (rc < 0)   /* kept for every later call; the reader tries again */
-				fail(wb, rc, &e);
-			wspi_err_destroy(&e);
-			continue;
-		}
-		if (!wb->head)   /* stopping, and nothing queued */
-			break;
-		struct wb_push_s *p = wb->head;
-		pthread_mutex_unlock(&wb->lock);
-		struct wspi_err e;
-		wspi_err_init(&e);
-		int rc = wb->dev->ops->event_sync(wb->dev, p->copied, &e);
-		/* First pushes only (no staging buffer) queued behind it whose
-		 * gradients are ready go with it: their chunks through the ring
-		 * in one stream, not one drained ring a tensor. */
-		struct wb_push_s *batch[WB_BATCH] = { p };
-		uint32_t n = 1;
-		pthread_mutex_lock(&wb->lock);
-		for (struct wb_push_s *q = p->next; rc == 0 && !p->buf && q && !q->buf &&
-						     n < WB_BATCH; q = q->next) {
-			if (wb->dev->ops->query(wb->dev, q->copied, NULL) != 1)
-				break;
-			batch[n++] = q;
-		}
-		pthread_mutex_unlock(&wb->lock);
-		uint64_t t0 = wspi_now_ns();
-		if (rc == 0)
-			rc = wb_apply_pushes(wb, batch, n, &e);
-		uint64_t spent = wspi_now_ns() - t0;
-		if (rc == 0 && wb->trace)
-			trace_pushes(wb, batch, n, t0, t0 + spent);
-		pthread_mutex_lock(&wb->lock);
-		wb->add_ns += spent;
-		if (rc < 0)
-			fail(wb, rc, &e);
-		wspi_err_destroy(&e);
-		for (uint32_t k = 0; k < n; k++)
-			retire(wb, batch[k], rc);
-		pthread_cond_broadcast(&wb->cond);
-	}
-	pthread_mutex_unlock(&wb->lock);
-	return NULL;
 }
 
 static int start_pushes(struct wb *wb, struct wspi_err *err);
@@ -271,7 +133,7 @@ static int start(struct wb *wb, struct wspi_err *err)
 		wspi_err_destroy(&e);
 	}
 	if (rc == 0) {
-		int e = pthread_create(&wb->worker, NULL, worker_main, wb);
+		int e = pthread_create(&wb->worker, NULL, wb_worker_main, wb);
 		if (e)
 			rc = WSP_ERR(err, -e, "write-back: starting its thread: %s", strerror(e));
 	}
@@ -594,7 +456,7 @@ static int push(struct wb *wb, const struct push_args *a, void *stream, struct w
 				pthread_cond_wait(&wb->cond, &wb->lock);
 			wb->layers[a->layer].has[a->tensor] = HAS_STALE;
 		}
-		push_free(wb, p);
+		wb_push_free(wb, p);
 	} else {
 		for (uint32_t i = 0; i < L->n_tensors; i++)
 			if (a->grads ? a->grads[i] != NULL : i == a->tensor)

@@ -157,6 +157,10 @@ void wb_queue_widen(struct wb *wb, const struct wb_push_s *p);
 void wb_queue_clear(struct wb *wb, uint32_t layer);
 int wb_ahead_ready(const struct wb *wb);
 int wb_work_ahead(struct wb *wb, struct wspi_err *err);
+/* The worker thread (worker.c; its argument the wb), and a push slot back
+ * to the free list with its staging buffer (under wb->lock). */
+void *wb_worker_main(void *arg);
+void wb_push_free(struct wb *wb, struct wb_push_s *p);
 /* The worker's part of pushes ps[0..n), in queue order, once their
  * copies are done: rows or tensors added into (or landed for) the layers'
  * accumulators.  n > 1 only for pushes without a staging buffer (first
