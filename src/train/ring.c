@@ -2,14 +2,17 @@
  * The landing ring (ring.h).  Chunks are numbered in the order they are
  * issued; chunk s uses buffer s % WB_RING_SLOTS.  A buffer is FREE, then
  * COPYING (its copy issued), LANDED (the lander saw its event), WIDENING
- * (a thread took it) and FREE again.  The lander issues and lands in
- * order; the threads take the parts of landed chunks in order.  One lock guards the
- * states and the counters; the copies, the waits for them and the
- * widening run outside it.
+ * (a thread took it) and FREE again.  The caller (one at a time) issues
+ * and lands in order, across calls: a call's chunks follow the last
+ * call's without waiting for them to be widened; the threads take the
+ * parts of landed chunks in order.  One lock guards the states and the
+ * counters; the copies, the waits for them and the widening run outside
+ * it.
  */
 #include <errno.h>
 #include <inttypes.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -48,9 +51,14 @@ struct wb_ring {
 	pthread_mutex_t lock;
 	pthread_cond_t to_widen;   /* the threads: a chunk landed, or stop */
 	pthread_cond_t widened;    /* the lander: a buffer free again */
-	uint64_t n_landed;         /* chunks landed since the ring was made */
+	uint64_t n_issued;         /* chunks issued since the ring was made (a chunk's
+				      number is its place in that order) */
+	uint64_t n_landed;         /* ... landed (their copies seen done) */
 	uint64_t n_taken;          /* ... all of whose parts were taken by threads */
 	uint64_t n_done;           /* ... widened (or skipped) */
+	uint64_t fail_seq;         /* the first chunk whose copy or wait failed, or UINT64_MAX */
+	int fail_rc;
+	char fail_msg[WSP_ERRMSG_MAX];
 	int stop;
 	pthread_t threads[RING_MAX_THREADS];
 	unsigned n_threads;
@@ -119,6 +127,7 @@ int wb_ring_create(struct dev *d, unsigned threads, struct wb_ring **out, struct
 	if (!r)
 		return WSP_ERR(err, -ENOMEM, "landing ring: out of memory");
 	r->dev = d;
+	r->fail_seq = UINT64_MAX;
 	/* Whole cache lines, so that no two chunks share one. */
 	r->chunk_bytes = wspi_align_up(WSP_MAX(wspi_ring_chunk_bytes, 64), 64);
 	r->part_bytes = wspi_align_up(r->chunk_bytes / RING_PARTS, 64);
@@ -148,16 +157,34 @@ int wb_ring_create(struct dev *d, unsigned threads, struct wb_ring **out, struct
 	return 0;
 }
 
-/* Issue chunk number `seq` (under r->lock; unlocked while enqueueing). */
-static int issue(struct wb_ring *r, uint64_t seq, const struct ring_job *j, uint64_t first,
-		 struct wspi_err *err)
+/* A copy or a wait of chunk `seq` failed (under r->lock): kept, the first
+ * one, for every wait that covers it; chunks from it on are skipped. */
+static void note_failure(struct wb_ring *r, uint64_t seq, int rc, const struct wspi_err *e)
 {
+	if (seq < r->fail_seq) {
+		r->fail_seq = seq;
+		r->fail_rc = rc;
+		snprintf(r->fail_msg, sizeof(r->fail_msg), "%s", e->msg);
+	}
+}
+
+/* The kept failure into err (under r->lock). */
+static int failure(const struct wb_ring *r, struct wspi_err *err)
+{
+	return WSP_ERR(err, r->fail_rc, "%s", r->fail_msg);
+}
+
+/* Issue chunk number r->n_issued (under r->lock; unlocked while enqueueing). */
+static int issue(struct wb_ring *r, const struct ring_job *j, uint64_t first, struct wspi_err *err)
+{
+	uint64_t seq = r->n_issued;
 	unsigned s = (unsigned)(seq % WB_RING_SLOTS);
 	unsigned esize = wsp_dtype_bits(j->dt) / 8;
 	uint64_t n = WSP_MIN(r->chunk_bytes / esize, j->n - first);
 	uint64_t per = r->part_bytes / esize;
 	r->slot[s] = (struct chunk){ j->dst + first, n, j->dt, COPYING,
 				     (uint32_t)WSP_MAX((n + per - 1) / per, 1), 0, 0 };
+	r->n_issued++;   /* even when it fails: its copy may have been enqueued */
 	pthread_mutex_unlock(&r->lock);
 	struct dev *d = r->dev;
 	int rc = d->ops->copy_d2h(d, DEV_Q_LAND, r->mem + (uint64_t)s * r->chunk_bytes,
@@ -165,60 +192,114 @@ static int issue(struct wb_ring *r, uint64_t seq, const struct ring_job *j, uint
 	if (rc == 0)
 		rc = d->ops->record(d, r->copied[s], DEV_Q_LAND, NULL, err);
 	pthread_mutex_lock(&r->lock);
+	if (rc < 0)
+		note_failure(r, seq, rc, err);
+	return rc;
+}
+
+/* The oldest copy in flight (under r->lock, one in flight at least):
+ * waited for (block) or asked about, and once done handed to the threads
+ * (skipped from a failure on: the device may still have written into its
+ * buffer, so it is waited for all the same).  1 if it was, 0 if not yet. */
+static int land_oldest(struct wb_ring *r, int block)
+{
+	uint64_t seq = r->n_landed;
+	unsigned s = (unsigned)(seq % WB_RING_SLOTS);
+	struct wspi_err e;
+	wspi_err_init(&e);
+	pthread_mutex_unlock(&r->lock);
+	int rc = block ? r->dev->ops->event_sync(r->dev, r->copied[s], &e)
+		       : r->dev->ops->query(r->dev, r->copied[s], &e);
+	pthread_mutex_lock(&r->lock);
+	if (!block && rc == 0) {
+		wspi_err_destroy(&e);
+		return 0;
+	}
+	if (rc < 0)
+		note_failure(r, seq, rc, &e);
+	wspi_err_destroy(&e);
+	struct chunk *c = &r->slot[s];
+	if (seq >= r->fail_seq) {
+		c->n = 0;
+		c->parts = 1;
+	}
+	c->state = LANDED;
+	r->n_landed++;
+	if (c->parts > 1)
+		pthread_cond_broadcast(&r->to_widen);
+	else
+		pthread_cond_signal(&r->to_widen);
+	return 1;
+}
+
+int wb_ring_issue(struct wb_ring *r, const struct ring_job *jobs, uint32_t n_jobs, uint64_t *end,
+		  struct wspi_err *err)
+{
+	pthread_mutex_lock(&r->lock);
+	int rc = r->fail_seq < r->n_issued ? failure(r, err) : 0;
+	for (uint32_t j = 0; rc == 0 && j < n_jobs; j++) {
+		uint64_t per = r->chunk_bytes / (wsp_dtype_bits(jobs[j].dt) / 8);
+		for (uint64_t at = 0; rc == 0 && at < jobs[j].n; at += per) {
+			/* Its buffer free: the chunk WB_RING_SLOTS before it
+			 * landed and widened. */
+			while (rc == 0 && r->slot[r->n_issued % WB_RING_SLOTS].state != FREE) {
+				if (r->n_landed < r->n_issued)
+					land_oldest(r, 1);
+				else
+					pthread_cond_wait(&r->widened, &r->lock);
+				if (r->fail_seq < r->n_issued)
+					rc = failure(r, err);
+			}
+			if (rc == 0)
+				rc = issue(r, &jobs[j], at, err);
+		}
+	}
+	*end = r->n_issued;
+	pthread_mutex_unlock(&r->lock);
+	return rc;
+}
+
+uint64_t wb_ring_progress(struct wb_ring *r, int block)
+{
+	pthread_mutex_lock(&r->lock);
+	int moved = 0;
+	while (r->n_landed < r->n_issued && land_oldest(r, 0))
+		moved = 1;
+	if (block && !moved) {
+		if (r->n_landed < r->n_issued)
+			land_oldest(r, 1);
+		else if (r->n_done < r->n_issued)
+			pthread_cond_wait(&r->widened, &r->lock);
+	}
+	uint64_t done = r->n_done;
+	pthread_mutex_unlock(&r->lock);
+	return done;
+}
+
+int wb_ring_wait(struct wb_ring *r, uint64_t end, struct wspi_err *err)
+{
+	pthread_mutex_lock(&r->lock);
+	while (r->n_done < end) {
+		if (r->n_landed < end)
+			land_oldest(r, 1);
+		else
+			pthread_cond_wait(&r->widened, &r->lock);
+	}
+	int rc = r->fail_seq < end ? failure(r, err) : 0;
+	if (rc < 0 && r->n_done == r->n_issued)   /* reported, nothing in flight: forgotten */
+		r->fail_seq = UINT64_MAX;
+	pthread_mutex_unlock(&r->lock);
 	return rc;
 }
 
 int wb_ring_land(struct wb_ring *r, const struct ring_job *jobs, uint32_t n_jobs,
 		 struct wspi_err *err)
 {
-	pthread_mutex_lock(&r->lock);
-	const uint64_t base = r->n_landed;   /* == n_done: the last call left nothing */
-	uint64_t issued = 0, landed = 0;
-	uint32_t j = 0;
-	uint64_t at = 0;                      /* the next element of jobs[j] to issue */
-	int rc = 0;
-	for (;;) {
-		/* Copies into every free buffer, in order. */
-		while (rc == 0 && j < n_jobs &&
-		       r->slot[(base + issued) % WB_RING_SLOTS].state == FREE) {
-			if (at >= jobs[j].n) {
-				j++;
-				at = 0;
-				continue;
-			}
-			uint64_t first = at;
-			at += r->chunk_bytes / (wsp_dtype_bits(jobs[j].dt) / 8);
-			rc = issue(r, base + issued, &jobs[j], first, err);
-			issued++;   /* even when it failed: its copy may have been enqueued */
-		}
-		if (landed == issued && r->n_done - base == issued)
-			break;
-		if (landed < issued) {
-			/* The oldest copy: wait for it, hand it to the threads.
-			 * After a failure each one still issued is waited for
-			 * (the device may still write into its buffer) and
-			 * skipped. */
-			unsigned s = (unsigned)((base + landed) % WB_RING_SLOTS);
-			pthread_mutex_unlock(&r->lock);
-			int e = r->dev->ops->event_sync(r->dev, r->copied[s], rc < 0 ? NULL : err);
-			pthread_mutex_lock(&r->lock);
-			if (e < 0 && rc == 0)
-				rc = e;
-			if (rc < 0) {
-				r->slot[s].n = 0;
-				r->slot[s].parts = 1;
-			}
-			r->slot[s].state = LANDED;
-			r->n_landed++;
-			landed++;
-			if (r->slot[s].parts > 1)
-				pthread_cond_broadcast(&r->to_widen);
-			else
-				pthread_cond_signal(&r->to_widen);
-			continue;
-		}
-		pthread_cond_wait(&r->widened, &r->lock);   /* a buffer to come free */
-	}
-	pthread_mutex_unlock(&r->lock);
-	return rc;
+	uint64_t end;
+	int rc = wb_ring_issue(r, jobs, n_jobs, &end, err);
+	struct wspi_err e;
+	wspi_err_init(&e);
+	int waited = wb_ring_wait(r, end, rc < 0 ? &e : err);
+	wspi_err_destroy(&e);
+	return rc < 0 ? rc : waited;
 }

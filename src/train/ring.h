@@ -15,8 +15,8 @@
  * landing_bench: the same copies into a ring of 512 MiB widen no faster
  * than whole layers).
  *
- * The copies run on the device's landing queue, issued by the caller of
- * wb_ring_land as buffers come free; the ring's own threads widen.
+ * The copies run on the device's landing queue, issued by the caller
+ * (wb_ring_issue) as buffers come free; the ring's own threads widen.
  */
 #ifndef WSP_TRAIN_RING_H
 #define WSP_TRAIN_RING_H
@@ -49,11 +49,30 @@ struct ring_job {
 int wb_ring_create(struct dev *d, unsigned threads, struct wb_ring **out, struct wspi_err *err);
 /* Stops the threads and frees the buffers; nothing may be landing. */
 void wb_ring_destroy(struct wb_ring *r);
-/* Land every job (their sources ready on the device: the caller has seen
- * the work that made them done), returning once all are in their
- * accumulators, or with the first copy's error once nothing of the ring
- * is in use (the accumulators then hold whatever had landed).  One caller
- * at a time. */
+/* The functions below: one caller at a time (the write-back's worker).
+ *
+ * Issue every chunk of the jobs (their sources ready on the device: the
+ * caller has seen the work that made them), landing older copies as their
+ * buffers are needed; returns once all are issued, not widened, so that
+ * the next call's chunks follow these with the ring kept full.  *end: the
+ * number after the last chunk, what wb_ring_wait takes.  After a failure
+ * (a copy refused here, or an earlier chunk's copy or wait) nothing more
+ * is issued: chunks from the failed one on are skipped, and every wait
+ * that covers them returns the error. */
+int wb_ring_issue(struct wb_ring *r, const struct ring_job *jobs, uint32_t n_jobs, uint64_t *end,
+		  struct wspi_err *err);
+/* Lands the copies that are done; with `block`, when none was, waits until
+ * one more chunk has landed or been widened (at once when nothing is in
+ * flight).  Returns the number of chunks done: each numbered below it is
+ * in its accumulator (or skipped after a failure). */
+uint64_t wb_ring_progress(struct wb_ring *r, int block);
+/* Returns once every chunk numbered below `end` is done, with the error of
+ * a failed one among them.  A failure is forgotten once it was returned
+ * with nothing in flight: the ring then lands again. */
+int wb_ring_wait(struct wb_ring *r, uint64_t end, struct wspi_err *err);
+/* Issue, then wait: every job in its accumulator, or the first error with
+ * nothing of the ring in use (the accumulators then hold whatever had
+ * landed). */
 int wb_ring_land(struct wb_ring *r, const struct ring_job *jobs, uint32_t n_jobs,
 		 struct wspi_err *err);
 

@@ -3,7 +3,9 @@
  * bits as widening each tensor whole, whatever the dtype, however the
  * tensors fall across chunks and however often the ring wraps; a copy or
  * a wait that fails is returned, with nothing of the ring left in use, and
- * the ring lands exactly again afterwards.  Then the same through the
+ * the ring lands exactly again afterwards.  Calls issued one after the
+ * other without waiting land each its own jobs, and a copy refused in a
+ * later call fails that call's wait, not an earlier one's.  Then the same through the
  * pager: pushes with chunks far smaller than the tensors sum exactly, as
  * they do with no ring.  Host backend. */
 #include <inttypes.h>
@@ -144,6 +146,79 @@ static void ring_alone(void)
 	wspi_err_destroy(&e);
 }
 
+/* Calls issued back to back, waited for later: each lands its own jobs; a
+ * refused copy in the second fails its wait (and the third call, issued
+ * before the failure was returned), not the first's; the ring then lands
+ * again. */
+static void ring_across_calls(void)
+{
+	struct dev *d;
+	struct wspi_err e;
+	wspi_err_init(&e);
+	CHECK_RC(dev_host_open(&d, &e), 0);
+	host_ops = d->ops;
+	failing_ops = *d->ops;
+	failing_ops.copy_d2h = failing_copy;
+	struct dev fake = *d;
+	fake.ops = &failing_ops;
+	wspi_ring_chunk_bytes = 320;
+	copies_left = syncs_left = 1 << 30;
+	struct wb_ring *r;
+	CHECK_RC(wb_ring_create(&fake, 3, &r, &e), 0);
+
+	struct batch b[3];
+	uint64_t end[3];
+	for (int k = 0; k < 3; k++) {
+		batch_make(&b[k], 12 + k, 700 + k);
+		CHECK_RC(wb_ring_issue(r, b[k].jobs, b[k].n, &end[k], &e), 0);
+		CHECK(k == 0 || end[k] >= end[k - 1]);
+	}
+	CHECK(wb_ring_progress(r, 0) <= end[2]);
+	CHECK_RC(wb_ring_wait(r, end[0], &e), 0);
+	CHECK(batch_check(&b[0], "the first of three calls"));
+	CHECK_RC(wb_ring_wait(r, end[2], &e), 0);
+	CHECK(batch_check(&b[1], "the second of three calls"));
+	CHECK(batch_check(&b[2], "the third of three calls"));
+	CHECK(wb_ring_progress(r, 1) == end[2]);   /* nothing in flight: at once */
+	for (int k = 0; k < 3; k++)
+		batch_free(&b[k]);
+
+	/* The second call's copies refused from its first (the first call's
+	 * last chunks still in flight) and from its 26th. */
+	for (int left = 0; left <= 25; left += 25) {
+		for (int k = 0; k < 3; k++)
+			batch_make(&b[k], 20, 800 + k + left);
+		CHECK_RC(wb_ring_issue(r, b[0].jobs, b[0].n, &end[0], &e), 0);
+		copies_left = left;
+		wspi_err_destroy(&e);
+		wspi_err_init(&e);
+		CHECK(wb_ring_issue(r, b[1].jobs, b[1].n, &end[1], &e) == -EIO);
+		CHECK(strstr(e.msg, "copy refused") != NULL);
+		copies_left = 1 << 30;
+		wspi_err_destroy(&e);
+		wspi_err_init(&e);
+		CHECK(wb_ring_issue(r, b[2].jobs, b[2].n, &end[2], &e) == -EIO);
+		CHECK(end[2] == end[1]);
+		wspi_err_destroy(&e);
+		wspi_err_init(&e);
+		CHECK_RC(wb_ring_wait(r, end[0], &e), 0);
+		CHECK(batch_check(&b[0], "a call before a failed one"));
+		CHECK(wb_ring_wait(r, end[1], &e) == -EIO);
+		CHECK(strstr(e.msg, "copy refused") != NULL);
+		for (int k = 0; k < 3; k++)
+			batch_free(&b[k]);
+	}
+	batch_make(&b[0], 30, 900);
+	wspi_err_destroy(&e);
+	wspi_err_init(&e);
+	CHECK_RC(wb_ring_land(r, b[0].jobs, b[0].n, &e), 0);
+	CHECK(batch_check(&b[0], "after a failed call"));
+	batch_free(&b[0]);
+	wb_ring_destroy(r);
+	dev_close(d);
+	wspi_err_destroy(&e);
+}
+
 /* Through the pager: per layer a push of every tensor, then a second push
  * added to it, then after zeroing a push tensor by tensor; the sums
  * checked against the widened values each time.  chunk 0: no ring. */
@@ -214,6 +289,7 @@ static void through_pager(uint64_t chunk)
 int main(void)
 {
 	ring_alone();
+	ring_across_calls();
 	through_pager(4096 + 64);
 	through_pager(0);
 	return 0;
