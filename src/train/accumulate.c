@@ -251,48 +251,53 @@ static int apply_f32(struct wb *wb, struct wb_push_s *p, struct wspi_err *err)
 	return 0;
 }
 
-/* The tensors of pushes ps[0..n) that land through the ring, copied out
- * and widened into their accumulators (made here), which then hold their
- * sums.  The pushes' events have been seen: the gradients are ready.
- * (Traced by the worker, trace_pushes.) */
-static int land_rings(struct wb *wb, struct wb_push_s *const *ps, uint32_t n,
-		      struct wspi_err *err)
+/* The tensors of pushes ps[0..n) that land through the ring, their
+ * accumulators made and their chunks issued into it (*end: the ring's
+ * wb_ring_wait argument; 0 where none was issued).  The pushes' events
+ * have been seen: the gradients are ready. */
+static int issue_rings(struct wb *wb, struct wb_push_s *const *ps, uint32_t n, uint64_t *end,
+		       struct wspi_err *err)
 {
 	struct ring_job jobs[64];
 	uint32_t n_jobs = 0;
 	int rc = 0;
-	for (uint32_t k = 0; k < n; k++) {
+	*end = 0;
+	for (uint32_t k = 0; rc == 0 && k < n; k++) {
 		const struct wb_push_s *p = ps[k];
 		const struct wsp_layer *L = &wb->pk->layers[p->layer];
 		struct wb_layer *wl = &wb->layers[p->layer];
-		for (uint32_t i = 0; i < L->n_tensors; i++) {
+		for (uint32_t i = 0; rc == 0 && i < L->n_tensors; i++) {
 			if (p->landed[i] != LAND_RING)
 				continue;
 			if (n_jobs == 64) {
-				if ((rc = wb_ring_land(wb->ring, jobs, n_jobs, err)) < 0)
-					return rc;
+				rc = wb_ring_issue(wb->ring, jobs, n_jobs, end, err);
 				n_jobs = 0;
 			}
 			const struct wsp_tensor *t = &L->tensors[i];
 			uint64_t elements = wb_tensor_elements(t);
-			if (!wl->acc[i] && !(wl->acc[i] = wb_acc_alloc(elements)))
-				return WSP_ERR(err, -ENOMEM, "write-back: out of memory for the fp32 "
-					       "gradient of %s (%" PRIu64 " elements)", t->name,
-					       elements);
-			jobs[n_jobs++] = (struct ring_job){ wl->acc[i], p->ring_src[i], elements,
-							    t->dtype };
+			if (rc == 0 && !wl->acc[i] && !(wl->acc[i] = wb_acc_alloc(elements)))
+				rc = WSP_ERR(err, -ENOMEM, "write-back: out of memory for the fp32 "
+					     "gradient of %s (%" PRIu64 " elements)", t->name, elements);
+			if (rc == 0)
+				jobs[n_jobs++] = (struct ring_job){ wl->acc[i], p->ring_src[i],
+								    elements, t->dtype };
 		}
 	}
-	if (n_jobs && (rc = wb_ring_land(wb->ring, jobs, n_jobs, err)) < 0)
-		return rc;
+	if (rc == 0 && n_jobs)
+		rc = wb_ring_issue(wb->ring, jobs, n_jobs, end, err);
+	return rc;
+}
+
+void wb_rings_landed(struct wb *wb, struct wb_push_s *const *ps, uint32_t n)
+{
 	for (uint32_t k = 0; k < n; k++)
 		for (uint32_t i = 0; i < wb->pk->layers[ps[k]->layer].n_tensors; i++)
 			if (ps[k]->landed[i] == LAND_RING)
 				wb->layers[ps[k]->layer].has[i] = HAS_SUM;
-	return 0;
 }
 
-/* The worker's part of one push whose ring tensors have landed. */
+/* The worker's part of one push, but for its tensors that land through
+ * the ring. */
 static int apply_push(struct wb *wb, struct wb_push_s *p, struct wspi_err *err)
 {
 	const struct wsp_layer *L = &wb->pk->layers[p->layer];
@@ -320,12 +325,13 @@ static int apply_push(struct wb *wb, struct wb_push_s *p, struct wspi_err *err)
 	return rc;
 }
 
-/* The ring's tensors of all the pushes first, in one stream through the
- * ring (they are distinct tensors from what the pushes add: a tensor
- * landing is one not pushed since zeroing), then each push's own part. */
-int wb_apply_pushes(struct wb *wb, struct wb_push_s *const *ps, uint32_t n, struct wspi_err *err)
+/* The ring's tensors of all the pushes issued first, in one stream
+ * through the ring, then each push's own part while they land: they are
+ * distinct tensors (a tensor landing is one not pushed since zeroing). */
+int wb_apply_pushes(struct wb *wb, struct wb_push_s *const *ps, uint32_t n, uint64_t *end,
+		    struct wspi_err *err)
 {
-	int rc = land_rings(wb, ps, n, err);
+	int rc = issue_rings(wb, ps, n, end, err);
 	for (uint32_t k = 0; rc == 0 && k < n; k++)
 		rc = apply_push(wb, ps[k], err);
 	return rc;

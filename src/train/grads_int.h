@@ -162,11 +162,14 @@ int wb_work_ahead(struct wb *wb, struct wspi_err *err);
 void *wb_worker_main(void *arg);
 void wb_push_free(struct wb *wb, struct wb_push_s *p);
 /* The worker's part of pushes ps[0..n), in queue order, once their
- * copies are done: rows or tensors added into (or landed for) the layers'
- * accumulators.  n > 1 only for pushes without a staging buffer (first
- * pushes only: none adds to what another wrote), whose tensors then go
- * through the ring together. */
-int wb_apply_pushes(struct wb *wb, struct wb_push_s *const *ps, uint32_t n,
+ * events are seen: their tensors that land through the ring issued into
+ * it (*end: what wb_ring_wait then waits for; 0 where nothing was), then
+ * rows or tensors added into (or landed for) the layers' accumulators.
+ * n > 1 only for pushes without a staging buffer (first pushes only: none
+ * adds to what another wrote).  Once the ring is done to *end,
+ * wb_rings_landed marks the ring's tensors as sums. */
+int wb_apply_pushes(struct wb *wb, struct wb_push_s *const *ps, uint32_t n, uint64_t *end,
 		    struct wspi_err *err);
+void wb_rings_landed(struct wb *wb, struct wb_push_s *const *ps, uint32_t n);
 
 #endif

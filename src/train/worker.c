@@ -2,8 +2,10 @@
  * The write-back's worker thread (grads_int.h): it applies the queued
  * pushes in order once their copies are done (accumulate.c; first pushes
  * whose gradients are ready go together, their tensors through the
- * landing ring in one stream), traces their copies, keeps the first
- * failure, and between pushes does the work ahead (ahead.c).
+ * landing ring, and later ones follow while those still land), retires
+ * them in order once the ring is done with them, traces their copies,
+ * keeps the first failure, and when nothing lands does the work ahead
+ * (ahead.c).
  */
 #include <pthread.h>
 
@@ -91,59 +93,138 @@ static void retire(struct wb *wb, struct wb_push_s *p, int rc)
 	wb_push_free(wb, p);
 }
 
+/* Batches of pushes applied whose chunks still land through the ring,
+ * oldest first.  Their pushes are the oldest of the queue; each batch is
+ * retired once the ring is done to its end, so that a backward's pushes
+ * keep the ring full instead of draining it after each. */
+#define FLIGHT 8u
+
+struct batch {
+	struct wb_push_s *ps[WB_BATCH];
+	uint32_t n;
+	int rc;                    /* the apply's error (already kept by fail()) */
+	uint64_t end;              /* the ring's chunks up to here are its */
+	uint64_t t0;               /* when it was applied, host clock (its trace) */
+};
+
+struct flight {
+	struct batch b[FLIGHT];
+	uint32_t first, n;
+	uint64_t last_end;         /* when the last batch retired was seen done */
+};
+
+static uint64_t ring_done(struct wb *wb, int block)
+{
+	return wb->ring ? wb_ring_progress(wb->ring, block) : UINT64_MAX;
+}
+
+/* The batches the ring is done with (`done`, wb_ring_progress) retired,
+ * oldest first; called unlocked. */
+static void retire_landed(struct wb *wb, struct flight *fl, uint64_t done)
+{
+	while (fl->n && fl->b[fl->first].end <= done) {
+		struct batch *b = &fl->b[fl->first];
+		struct wspi_err e;
+		wspi_err_init(&e);
+		/* Done already: only its chunks' failure, if one failed. */
+		int rc = b->end ? wb_ring_wait(wb->ring, b->end, &e) : 0;
+		/* Its ring copies' span: from when it was applied, or the
+		 * batch before it was done, to now; so spans do not overlap and
+		 * add up to the time the ring was busy. */
+		uint64_t now = wspi_now_ns();
+		if (rc == 0 && b->rc == 0 && wb->trace)
+			trace_pushes(wb, b->ps, b->n, WSP_MAX(b->t0, fl->last_end), now);
+		fl->last_end = now;
+		pthread_mutex_lock(&wb->lock);
+		if (rc < 0 && b->rc == 0)
+			fail(wb, rc, &e);
+		if (b->rc < 0)
+			rc = b->rc;
+		if (rc == 0)
+			wb_rings_landed(wb, b->ps, b->n);
+		for (uint32_t k = 0; k < b->n; k++)
+			retire(wb, b->ps[k], rc);
+		pthread_cond_broadcast(&wb->cond);
+		pthread_mutex_unlock(&wb->lock);
+		wspi_err_destroy(&e);
+		fl->first = (fl->first + 1) % FLIGHT;
+		fl->n--;
+	}
+}
+
 void *wb_worker_main(void *arg)
 {
 	struct wb *wb = arg;
+	struct flight fl = { .n = 0 };
 	pthread_mutex_lock(&wb->lock);
 	for (;;) {
-		while (!wb->head && !wb->stop && !wb_ahead_ready(wb))
-			pthread_cond_wait(&wb->cond, &wb->lock);
-		/* Work ahead (ahead.c) while no push is queued or the oldest
-		 * one's copies still run; else apply that push. */
-		if (wb_ahead_ready(wb) &&
-		    (!wb->head || wb->dev->ops->query(wb->dev, wb->head->copied, NULL) == 0)) {
-			struct wspi_err e;
-			wspi_err_init(&e);
-			int rc = wb_work_ahead(wb, &e);
-			if (rc < 0)   /* kept for every later call; the reader tries again */
-				fail(wb, rc, &e);
-			wspi_err_destroy(&e);
+		if (!fl.n) {
+			while (!wb->head && !wb->stop && !wb_ahead_ready(wb))
+				pthread_cond_wait(&wb->cond, &wb->lock);
+			/* Work ahead (ahead.c) while no push is queued or the
+			 * oldest one's copies still run; else apply that push. */
+			if (wb_ahead_ready(wb) &&
+			    (!wb->head || wb->dev->ops->query(wb->dev, wb->head->copied, NULL) == 0)) {
+				struct wspi_err e;
+				wspi_err_init(&e);
+				int rc = wb_work_ahead(wb, &e);
+				if (rc < 0)   /* kept for every later call; the reader tries again */
+					fail(wb, rc, &e);
+				wspi_err_destroy(&e);
+				continue;
+			}
+			if (!wb->head)   /* stopping, and nothing queued */
+				break;
+		}
+		const struct batch *last = &fl.b[(fl.first + fl.n + FLIGHT - 1) % FLIGHT];
+		struct wb_push_s *p = fl.n ? last->ps[last->n - 1]->next : wb->head;
+		/* While batches land, a push without a staging buffer follows
+		 * them once its gradients are ready (it writes tensors of its
+		 * own); one with a staging buffer may add into tensors they are
+		 * landing, and waits until they are done. */
+		if (fl.n && (!p || p->buf || fl.n == FLIGHT ||
+			     wb->dev->ops->query(wb->dev, p->copied, NULL) == 0)) {
+			pthread_mutex_unlock(&wb->lock);
+			uint64_t t = wspi_now_ns();
+			uint64_t done = ring_done(wb, 1);
+			uint64_t spent = wspi_now_ns() - t;
+			retire_landed(wb, &fl, done);
+			pthread_mutex_lock(&wb->lock);
+			wb->add_ns += spent;
 			continue;
 		}
-		if (!wb->head)   /* stopping, and nothing queued */
-			break;
-		struct wb_push_s *p = wb->head;
 		pthread_mutex_unlock(&wb->lock);
 		struct wspi_err e;
 		wspi_err_init(&e);
 		int rc = wb->dev->ops->event_sync(wb->dev, p->copied, &e);
 		/* First pushes only (no staging buffer) queued behind it whose
-		 * gradients are ready go with it: their chunks through the ring
-		 * in one stream, not one drained ring a tensor. */
-		struct wb_push_s *batch[WB_BATCH] = { p };
-		uint32_t n = 1;
+		 * gradients are ready go with it. */
+		struct batch *b = &fl.b[(fl.first + fl.n) % FLIGHT];
+		b->ps[0] = p;
+		b->n = 1;
 		pthread_mutex_lock(&wb->lock);
 		for (struct wb_push_s *q = p->next; rc == 0 && !p->buf && q && !q->buf &&
-						     n < WB_BATCH; q = q->next) {
+						     b->n < WB_BATCH; q = q->next) {
 			if (wb->dev->ops->query(wb->dev, q->copied, NULL) != 1)
 				break;
-			batch[n++] = q;
+			b->ps[b->n++] = q;
 		}
 		pthread_mutex_unlock(&wb->lock);
-		uint64_t t0 = wspi_now_ns();
+		b->t0 = wspi_now_ns();
+		b->end = 0;
 		if (rc == 0)
-			rc = wb_apply_pushes(wb, batch, n, &e);
-		uint64_t spent = wspi_now_ns() - t0;
-		if (rc == 0 && wb->trace)
-			trace_pushes(wb, batch, n, t0, t0 + spent);
+			rc = wb_apply_pushes(wb, b->ps, b->n, &b->end, &e);
+		b->rc = rc;
+		uint64_t spent = wspi_now_ns() - b->t0;
 		pthread_mutex_lock(&wb->lock);
 		wb->add_ns += spent;
 		if (rc < 0)
 			fail(wb, rc, &e);
+		pthread_mutex_unlock(&wb->lock);
 		wspi_err_destroy(&e);
-		for (uint32_t k = 0; k < n; k++)
-			retire(wb, batch[k], rc);
-		pthread_cond_broadcast(&wb->cond);
+		fl.n++;
+		retire_landed(wb, &fl, ring_done(wb, 0));
+		pthread_mutex_lock(&wb->lock);
 	}
 	pthread_mutex_unlock(&wb->lock);
 	return NULL;
