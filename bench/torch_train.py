@@ -163,6 +163,8 @@ class Timeline:
         self.windows = []   # (backward begin, backward end) per timed step
         self.phases = []    # (forward, backward) seconds per timed step, as step_time's
         self.ends = []      # seconds the trainer's end of each timed backward took
+        self.tails = []     # (device ms from the backward's last kernel to its end,
+                            #  gradient bytes the trace shows landing after that kernel)
         self.widened = []   # gradient elements widened on the host, each timed step
 
     def trace(self, *ev):
@@ -213,8 +215,20 @@ def choose_decoder(model, batches, notices, most: int = 200):
 def traced_steps(model, batches, reps, before, tl: Timeline):
     """step_time, with each step's backward (the warm-up's too: its
     gradients are traced as well) placed on the host clock; returns the
-    median and every timed step's seconds."""
+    median and every timed step's seconds.  A CUDA event recorded where the
+    trainer's end of the backward begins marks the backward's last kernel:
+    from it to the backward's end the device only waits for gradients."""
     ts = []
+    tr = model._wspager.trainer
+    last_kernel = []
+    end_backward = tr._end_backward
+
+    def marked_end():
+        ev = torch.cuda.Event(enable_timing=True)
+        ev.record()
+        last_kernel.append(ev)
+        end_backward()
+    tr._end_backward = marked_end   # queued by the trainer at the backward's first hook
     for i in range(reps + 1):
         ids = batches[i % len(batches)]
         before()
@@ -232,11 +246,15 @@ def traced_steps(model, batches, reps, before, tl: Timeline):
         if i:
             ts.append(time.perf_counter() - t0)
             tl.phases.append((e0.elapsed_time(b0) / 1e3, b0.elapsed_time(b1) / 1e3))
-            tr = model._wspager.trainer
             tl.ends.append(tr.end_seconds)
             tl.widened.append(tr.split.elements - tr.split.f32)
+            k_ns = t0_ns + int(e0.elapsed_time(last_kernel[-1]) * 1e6)
+            late = sum(nb * (e - max(b, k_ns)) / (e - b) for st, _, b, e, nb in tl.events
+                       if st == "d2h" and e > k_ns and e > b)
+            tl.tails.append((last_kernel[-1].elapsed_time(b1), late))
         tl.windows.append((t0_ns + int(e0.elapsed_time(b0) * 1e6),
                            t0_ns + int(e0.elapsed_time(b1) * 1e6)))
+    tr._end_backward = end_backward
     return statistics.median(ts), ts
 
 
@@ -343,6 +361,9 @@ def main():
           f"{', '.join(f'{t * 1e3:.1f}' for t in t_all)}); {phase_medians(tl.phases)}, of "
           f"which the end (waiting for the gradients, binding them) "
           f"{statistics.median(tl.ends) * 1e3:.1f} ms")
+    tail_ms, tail_bytes = (statistics.median(x) for x in zip(*tl.tails))
+    print(f"  after the backward's last kernel the device waited {tail_ms:.1f} ms for its "
+          f"gradients, {tail_bytes / 1e9:.2f} GB of their copies still landing (medians)")
     print(f"  weights in {h2d / 1e9:.2f} GB "
           f"({t_in * 1e3:.1f} ms at the link), gradients out {d2h / 1e9:.2f} GB "
           f"({t_out * 1e3:.1f} ms at the link), compute {t_res * 1e3:.1f} ms")

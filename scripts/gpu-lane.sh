@@ -363,7 +363,7 @@ run() {
 				[ -f "$out/$f.log" ] && { echo "== $f"; grep -v "Loading weights" "$out/$f.log" | tail -n 16; }
 			done
 			for f in "$out"/ab-train-fb-*.log; do
-				[ -f "$f" ] && { echo "== $(basename "$f" .log)"; grep -E "resident forward|paged forward|adding|efficiency|GPU waited|chose|decod" "$f"; }
+				[ -f "$f" ] && { echo "== $(basename "$f" .log)"; grep -E "resident forward|paged forward|adding|last kernel|efficiency|GPU waited|chose|decod" "$f"; }
 			done
 		fi ;;
 	esac
