@@ -162,43 +162,71 @@ static int as_sum(struct wb *wb, uint32_t layer, uint32_t i, struct wspi_err *er
 	return 1;
 }
 
+/* One thread's share of a push of rows: the listed rows in [lo, hi), in
+ * the order listed.  Bounds are multiples of 8 (but the last), so that each
+ * thread owns its bytes of `seen`. */
+struct rows_part {
+	float *acc;
+	const int64_t *rows;
+	const uint8_t *values;
+	uint64_t n_rows, row_elems;
+	enum wsp_dtype dt;
+	uint8_t *seen;             /* first listings since zeroing; NULL: all add */
+	int64_t lo, hi;
+};
+
+static void *rows_part(void *arg)
+{
+	const struct rows_part *p = arg;
+	unsigned esize = wsp_dtype_bits(p->dt) / 8;
+	for (uint64_t k = 0; k < p->n_rows; k++) {
+		int64_t r = p->rows[k];
+		if (r < p->lo || r >= p->hi)
+			continue;
+		int first = p->seen && !(p->seen[r / 8] >> (r % 8) & 1);
+		if (p->seen)
+			p->seen[r / 8] |= (uint8_t)(1u << (r % 8));
+		wb_accumulate(p->acc + (uint64_t)r * p->row_elems,
+			      p->values + k * p->row_elems * esize, p->dt, p->row_elems, first);
+	}
+	return NULL;
+}
+
 /* The worker's part of a push of rows: each listed row added into the
  * tensor's accumulator (a row listed twice is added twice, as index_add
  * would); negative entries are padding.  Into a fresh accumulator a row's
  * first listing is assigned, as a first dense push is, so that the two
- * give the same bits (-0 included). */
+ * give the same bits (-0 included).  The rows are checked first, so that
+ * a bad one changes nothing; then split by row over the adding threads
+ * (each row's listings stay in order on one thread: the same bits). */
 static int apply_rows(struct wb *wb, struct wb_push_s *p, struct wspi_err *err)
 {
 	const struct wsp_tensor *t = &wb->pk->layers[p->layer].tensors[p->rows_tensor];
-	unsigned esize = wsp_dtype_bits(t->dtype) / 8;
 	uint64_t row_elems = wb_tensor_elements(t) / t->shape[0];
 	const int64_t *rows = p->buf->mem;
 	const uint8_t *values = (const uint8_t *)p->buf->mem + wspi_align_up(p->n_rows * 8, WB_ALIGN);
+	for (uint64_t k = 0; k < p->n_rows; k++)
+		if (rows[k] >= 0 && (uint64_t)rows[k] >= t->shape[0])
+			return WSP_ERR(err, -EINVAL, "gradient rows of %s: row %" PRId64 " listed, "
+				       "the tensor has %" PRIu64, t->name, rows[k], t->shape[0]);
 	int fresh = as_sum(wb, p->layer, p->rows_tensor, err);
 	if (fresh < 0)
 		return fresh;
 	uint8_t *seen = fresh ? calloc(t->shape[0] / 8 + 1, 1) : NULL;
 	if (fresh && !seen)
 		return WSP_ERR(err, -ENOMEM, "write-back: out of memory");
-	float *acc = wb->layers[p->layer].acc[p->rows_tensor];
-	int rc = 0;
-	for (uint64_t k = 0; rc == 0 && k < p->n_rows; k++) {
-		int64_t r = rows[k];
-		if (r < 0)
-			continue;
-		if ((uint64_t)r >= t->shape[0]) {
-			rc = WSP_ERR(err, -EINVAL, "gradient rows of %s: row %" PRId64 " listed, the "
-				     "tensor has %" PRIu64, t->name, r, t->shape[0]);
-			break;
-		}
-		int first = seen && !(seen[r / 8] >> (r % 8) & 1);
-		if (seen)
-			seen[r / 8] |= (uint8_t)(1u << (r % 8));
-		wb_accumulate(acc + (uint64_t)r * row_elems, values + k * row_elems * esize, t->dtype,
-			      row_elems, first);
-	}
+	unsigned parts = (unsigned)WSP_MIN((uint64_t)wb->add_threads,
+					   p->n_rows * row_elems / WB_ADD_MIN_ELEMENTS + 1);
+	uint64_t per = wspi_align_up((t->shape[0] + parts - 1) / parts, 8);
+	struct rows_part part[WB_ADD_THREADS];
+	for (unsigned k = 0; k < parts; k++)
+		part[k] = (struct rows_part){ wb->layers[p->layer].acc[p->rows_tensor], rows, values,
+					      p->n_rows, row_elems, t->dtype, seen,
+					      (int64_t)WSP_MIN(per * k, t->shape[0]),
+					      (int64_t)WSP_MIN(per * (k + 1), t->shape[0]) };
+	wspi_run_parts(rows_part, part, sizeof(part[0]), parts);
 	free(seen);
-	return rc;
+	return 0;
 }
 
 /* One slice of an fp32 gradient added into (or assigned to) its accumulator. */

@@ -5,7 +5,9 @@
  * accumulator, on a landed push, under a dense push) gives exactly what a
  * push of the whole gradient gives (bit for bit; rows not listed keep
  * their bits, where a whole push would turn a -0 into +0); bad rows and
- * arguments are clear errors.  Host backend: the GPU path with host pointers. */
+ * arguments are clear errors.  Many rows, split over the adding threads,
+ * some listed more than once, sum in listing order, bit for bit.  Host
+ * backend: the GPU path with host pointers. */
 #include <string.h>
 
 #include "../gpu/pager_util.h"
@@ -132,6 +134,71 @@ static void rows(wsp_pager *pg, wsp_pack *pk)
 	free(want);
 }
 
+/* An embedding of 32768 rows; 12000 rows listed (sorted, some twice and
+ * thrice, as a caller that does not mark repeats lists them), enough that
+ * the rows are split over the adding threads by row: each row's listings
+ * must be assigned, then added, in the order listed. */
+static void many_rows(void)
+{
+	struct t_model m;
+	struct wsp_options o;
+	char err[512];
+	wsp_pager *pg;
+	wsp_pack *pk;
+	t_model_make_shape(&m, "grad-many-rows", 2, 256, 512, 32768, WSP_DTYPE_BF16);
+	CHECK_RC(wsp_pack_open(m.pack, &pk, err, sizeof(err)), 0);
+	t_host_options(&o, &m, 100, 3);
+	CHECK_RC(wsp_open(m.pack, &o, &pg, err, sizeof(err)), 0);
+	const struct wsp_tensor *T = &wsp_pack_layer(pk, 0)->tensors[0];
+	CHECK(T->rank == 2 && T->dtype == WSP_DTYPE_BF16 && T->shape[0] == 32768);
+	uint64_t V = T->shape[0], H = T->shape[1];
+	enum { N = 12000 };
+	int64_t *list = malloc(N * sizeof(*list));
+	uint16_t *vals = malloc((uint64_t)N * H * 2);
+	uint64_t x = 12345;
+	int64_t row = 0;
+	for (int k = 0; k < N; k++) {
+		x ^= x << 13;
+		x ^= x >> 7;
+		x ^= x << 17;
+		if (k && x % 4 == 0)   /* listed again */
+			list[k] = list[k - 1];
+		else
+			list[k] = row = (int64_t)((uint64_t)row + 1 + x % 3) % (int64_t)V;
+		t_fill_grad(vals + (uint64_t)k * H, H, 0, 0, 5000 + (unsigned)k);
+	}
+	float *want = malloc(V * H * 4);
+	uint8_t *seen = calloc(V, 1);
+	memset(want, 0, V * H * 4);
+	for (int k = 0; k < N; k++) {
+		float *w = want + (uint64_t)list[k] * H;
+		for (uint64_t i = 0; i < H; i++)
+			w[i] = seen[list[k]] ? w[i] + t_bf16f(vals[(uint64_t)k * H + i])
+					     : t_bf16f(vals[(uint64_t)k * H + i]);
+		seen[list[k]] = 1;
+	}
+	CHECK_RC(wsp_grad_push_rows(pg, 0, 0, list, N, vals, NULL), 0);
+	struct wsp_grads gr;
+	CHECK_RC(wsp_grad_get(pg, 0, &gr), 0);
+	CHECK(t_same_floats(gr.data[0], want, V * H, "many rows on zero"));
+	/* Pushed again: every listing adds. */
+	for (int k = 0; k < N; k++) {
+		float *w = want + (uint64_t)list[k] * H;
+		for (uint64_t i = 0; i < H; i++)
+			w[i] += t_bf16f(vals[(uint64_t)k * H + i]);
+	}
+	CHECK_RC(wsp_grad_push_rows(pg, 0, 0, list, N, vals, NULL), 0);
+	CHECK_RC(wsp_grad_get(pg, 0, &gr), 0);
+	CHECK(t_same_floats(gr.data[0], want, V * H, "many rows added"));
+	free(list);
+	free(vals);
+	free(want);
+	free(seen);
+	wsp_close(pg);
+	wsp_pack_close(pk);
+	t_model_remove(&m);
+}
+
 int main(void)
 {
 	struct t_model m;
@@ -149,5 +216,6 @@ int main(void)
 	wsp_close(pg);
 	wsp_pack_close(pk);
 	t_model_remove(&m);
+	many_rows();
 	return 0;
 }
