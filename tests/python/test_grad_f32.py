@@ -56,7 +56,8 @@ def run(share):
         opt.zero_grad(set_to_none=step % 2 == 0)
         states.append({k: v.detach().cpu().clone() for k, v in model.state_dict().items()})
     off = model._wspager
-    out = (grads, states, int(off.pager.stats()["bytes_d2h"]), off.trainer.split.share)
+    split = off.trainer.split
+    out = (grads, states, int(off.pager.stats()["bytes_d2h"]), split.share, len(split.window))
     if share == 0.0:
         misuse(off.pager)
     wt.remove(model)
@@ -81,8 +82,8 @@ def misuse(pager):
 
 
 def same(a, b, what):
-    ga, sa, _, _ = a
-    gb, sb, _, _ = b
+    ga, sa = a[:2]
+    gb, sb = b[:2]
     for k, (x, y) in enumerate(zip(ga, gb)):
         bad = [i for i, (u, v) in enumerate(zip(x, y)) if not torch.equal(u, v)]
         check(not bad, f"{what}: backward {k}: .grad of {len(bad)} masters differ")
@@ -102,9 +103,14 @@ check(none[2] < half[2] < every[2] and every[2] > 1.2 * none[2],
 if device == "cuda":
     measured = run(None)
     same(none, measured, "the measured share against 0")
-    print(f"measured: share {measured[3]:.2f} after 2 judged backwards (window {WINDOW}), "
-          f"{measured[2]} bytes out")
-    check(measured[2] > none[2], "the measured share sent nothing as fp32")
+    print(f"measured: share {measured[3]:.2f} after {measured[4]} judged backwards (window "
+          f"{WINDOW}), {measured[2]} bytes out")
+    check(measured[4] == 2, f"the measured share judged {measured[4]} backwards, not the 2 "
+          f"that started from zeroed accumulators")
+    # It starts at START: no fp32 before its first window is judged.
+    check(measured[2] > none[2] if START > 0 else measured[2] == none[2],
+          f"the measured share, at its start {START}, sent {measured[2]} bytes, "
+          f"share 0 {none[2]}")
 
 # The rule, alone: a step a window of WINDOW backwards, judged by their
 # median (one slow backward in a window moves nothing the wrong way).
