@@ -312,6 +312,8 @@ def main():
           f"GPU->host {ceil['d2h']:.1f} GB/s; both at once {ceil['h2d both']:.1f} in + "
           f"{ceil['d2h both']:.1f} GB/s out; torch {torch.__version__}")
     batches = [torch.randint(0, cfg.vocab_size, (a.batch, a.seq), device="cuda") for _ in range(2)]
+    if a.profile:
+        os.makedirs(a.profile, exist_ok=True)
     if a.lora:
         return lora_steps(d, a, batches, ceil)
     if a.device_step_only:
