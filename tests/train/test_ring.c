@@ -90,16 +90,31 @@ static void batch_free(struct batch *b)
 	}
 }
 
-static void ring_alone(void)
+/* The host device, and in *fake the same whose copies and waits fail
+ * once copies_left / syncs_left run out (neither does until set). */
+static struct dev *host_and_failing(struct dev *fake)
 {
 	struct dev *d;
 	struct wspi_err e;
 	wspi_err_init(&e);
 	CHECK_RC(dev_host_open(&d, &e), 0);
+	wspi_err_destroy(&e);
 	host_ops = d->ops;
 	failing_ops = *d->ops;
 	failing_ops.copy_d2h = failing_copy;
 	failing_ops.event_sync = failing_sync;
+	*fake = *d;
+	fake->ops = &failing_ops;
+	copies_left = syncs_left = 1 << 30;
+	return d;
+}
+
+static void ring_alone(void)
+{
+	struct dev fake;
+	struct dev *d = host_and_failing(&fake);
+	struct wspi_err e;
+	wspi_err_init(&e);
 
 	/* Chunks of 320 bytes: 160 bf16, 80 fp32; the ring wraps every 32. */
 	wspi_ring_chunk_bytes = 320;
@@ -119,8 +134,6 @@ static void ring_alone(void)
 
 	/* Failures: a copy refused after some chunks, a wait refused; each
 	 * returns its error, and the same ring then lands exactly. */
-	struct dev fake = *d;
-	fake.ops = &failing_ops;
 	struct wb_ring *r;
 	CHECK_RC(wb_ring_create(&fake, 3, &r, &e), 0);
 	for (int which = 0; which < 2; which++) {
@@ -152,17 +165,11 @@ static void ring_alone(void)
  * again. */
 static void ring_across_calls(void)
 {
-	struct dev *d;
+	struct dev fake;
+	struct dev *d = host_and_failing(&fake);
 	struct wspi_err e;
 	wspi_err_init(&e);
-	CHECK_RC(dev_host_open(&d, &e), 0);
-	host_ops = d->ops;
-	failing_ops = *d->ops;
-	failing_ops.copy_d2h = failing_copy;
-	struct dev fake = *d;
-	fake.ops = &failing_ops;
 	wspi_ring_chunk_bytes = 320;
-	copies_left = syncs_left = 1 << 30;
 	struct wb_ring *r;
 	CHECK_RC(wb_ring_create(&fake, 3, &r, &e), 0);
 
