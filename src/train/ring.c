@@ -291,15 +291,3 @@ int wb_ring_wait(struct wb_ring *r, uint64_t end, struct wspi_err *err)
 	pthread_mutex_unlock(&r->lock);
 	return rc;
 }
-
-int wb_ring_land(struct wb_ring *r, const struct ring_job *jobs, uint32_t n_jobs,
-		 struct wspi_err *err)
-{
-	uint64_t end;
-	int rc = wb_ring_issue(r, jobs, n_jobs, &end, err);
-	struct wspi_err e;
-	wspi_err_init(&e);
-	int waited = wb_ring_wait(r, end, rc < 0 ? &e : err);
-	wspi_err_destroy(&e);
-	return rc < 0 ? rc : waited;
-}

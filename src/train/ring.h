@@ -70,10 +70,5 @@ uint64_t wb_ring_progress(struct wb_ring *r, int block);
  * a failed one among them.  A failure is forgotten once it was returned
  * with nothing in flight: the ring then lands again. */
 int wb_ring_wait(struct wb_ring *r, uint64_t end, struct wspi_err *err);
-/* Issue, then wait: every job in its accumulator, or the first error with
- * nothing of the ring in use (the accumulators then hold whatever had
- * landed). */
-int wb_ring_land(struct wb_ring *r, const struct ring_job *jobs, uint32_t n_jobs,
-		 struct wspi_err *err);
 
 #endif
