@@ -4,6 +4,10 @@ say, for the stream that computes (the one with the most kernel time), how
 long it was busy (its kernels, copies and fills), how long it sat idle
 between them and where, how long the region went on after its last work,
 and what ran beside it (the pager's copies each way, its decode kernels).
+Each gap is also attributed, where the trace has the CUDA calls that
+launched the work (torch.profiler records them with the device activity):
+the host launched the next kernel late (the host paced the stream), or
+launched it early and the stream waited (on an event: a fill, a copy).
 
   python3 bench/cuda_timeline.py TRACE.json[.gz] [REFERENCE.json[.gz]]
 
@@ -19,21 +23,25 @@ import sys
 from typing import Dict, List, Optional, Tuple
 
 GPU_CATS = {"kernel", "gpu_memcpy", "gpu_memset"}
+HOST_CATS = {"cuda_runtime", "cuda_driver"}   # the calls that launched them
 
 
-def load(path: str) -> List[dict]:
-    """The device events of a trace: dicts with cat, name, stream, b, e (us)."""
+def load(path: str, calls: bool = False) -> List[dict]:
+    """The device events of a trace: dicts with cat, name, stream, b, e (us),
+    corr; with calls, the host's CUDA calls too (cat in HOST_CATS)."""
+    cats = GPU_CATS | HOST_CATS if calls else GPU_CATS
     opener = gzip.open if path.endswith(".gz") else open
     with opener(path, "rt") as f:
         doc = json.load(f)
     out = []
     for ev in doc.get("traceEvents", []):
-        if ev.get("ph") != "X" or ev.get("cat") not in GPU_CATS:
+        if ev.get("ph") != "X" or ev.get("cat") not in cats:
             continue
         args = ev.get("args", {})
         b = float(ev["ts"])
         out.append({"cat": ev["cat"], "name": ev.get("name", ""), "stream": args.get("stream"),
-                    "b": b, "e": b + float(ev.get("dur", 0)), "bytes": args.get("bytes", 0)})
+                    "b": b, "e": b + float(ev.get("dur", 0)), "bytes": args.get("bytes", 0),
+                    "corr": args.get("correlation"), "tid": ev.get("tid")})
     return out
 
 
@@ -74,8 +82,33 @@ def copy_dir(ev: dict) -> Optional[str]:
     return None
 
 
+def launch_cause(nxt: dict, idle_from: float, calls: List[dict]) -> str:
+    """Why the stream idled from idle_from until nxt ran: the call that
+    launched nxt returned after idle_from (the host was late), or before
+    it (the stream waited on something enqueued ahead of nxt); with the
+    launching thread's longest CUDA call inside the gap, which is often the
+    reason (a thread that blocked in a synchronize could not launch)."""
+    if not calls or nxt.get("corr") is None:
+        return ""
+    launch = next((c for c in calls if c["corr"] == nxt["corr"]), None)
+    if launch is None:
+        return ""
+    inside = [c for c in calls if c["tid"] == launch["tid"] and c["b"] < nxt["b"]
+              and c["e"] > idle_from and c is not launch]
+    longest = max(inside, key=lambda c: c["e"] - c["b"], default=None)
+    also = (f"; longest call in it {longest['name']} {(longest['e'] - longest['b']) / 1e3:.3f} ms"
+            if longest is not None else "")
+    late = launch["e"] - idle_from
+    if late > 0:
+        return f"launched {late / 1e3:.3f} ms into the gap{also}"
+    return f"launched {-late / 1e3:.3f} ms before the gap: the stream waited{also}"
+
+
 def summarize(events: List[dict], gap_us: float = 20.0) -> Dict[str, object]:
-    """Times in ms; gaps of the compute stream longer than gap_us listed."""
+    """Times in ms; gaps of the compute stream longer than gap_us listed,
+    each as (ms, at ms, next work's name, how the host launched it)."""
+    calls = [ev for ev in events if ev["cat"] in HOST_CATS]
+    events = [ev for ev in events if ev["cat"] in GPU_CATS]
     kernels: Dict[object, float] = {}
     for ev in events:
         if ev["cat"] == "kernel":
@@ -92,7 +125,8 @@ def summarize(events: List[dict], gap_us: float = 20.0) -> Dict[str, object]:
     for (b0, e0), (b1, _) in zip(busy, busy[1:]):
         if b1 - e0 > gap_us:
             nxt = next(ev for ev in comp if ev["b"] >= b1)
-            gaps.append(((b1 - e0) / 1e3, (e0 - begin) / 1e3, nxt["name"]))
+            gaps.append(((b1 - e0) / 1e3, (e0 - begin) / 1e3, nxt["name"],
+                         launch_cause(nxt, e0, calls)))
     side = [ev for ev in events if ev["stream"] != compute]
     decode = union([(ev["b"], ev["e"]) for ev in side
                     if ev["cat"] == "kernel" and "exprans" in ev["name"]])
@@ -134,8 +168,14 @@ def report(s: Dict[str, object], ref: Optional[Dict[str, object]] = None, top: i
     if s["decode_ms"]:
         lines.append(f"  decode kernels {s['decode_ms']:.1f} ms, {s['decode_beside_compute_ms']:.1f} "
                      f"ms of it beside compute")
-    for ms, at, name in s["gaps"][:top]:
-        lines.append(f"  gap {ms:7.3f} ms at {at:8.2f} ms, then {name[:70]}")
+    for ms, at, name, cause in s["gaps"][:top]:
+        lines.append(f"  gap {ms:7.3f} ms at {at:8.2f} ms, then {name[:70]}"
+                     + (f"\n      {cause}" if cause else ""))
+    late = [ms for ms, _, _, cause in s["gaps"] if "into the gap" in cause]
+    if s["gaps"] and any(cause for _, _, _, cause in s["gaps"]):
+        lines.append(f"  of {len(s['gaps'])} gaps ({sum(g[0] for g in s['gaps']):.1f} ms), "
+                     f"{len(late)} ({sum(late):.1f} ms) had their next work launched late by "
+                     f"the host; the rest waited on the device")
     return "\n".join(lines)
 
 
@@ -143,7 +183,7 @@ def main(argv: List[str]) -> int:
     if len(argv) not in (2, 3):
         print("usage: cuda_timeline.py TRACE.json[.gz] [REFERENCE.json[.gz]]", file=sys.stderr)
         return 2
-    s = summarize(load(argv[1]))
+    s = summarize(load(argv[1], calls=True))
     ref = summarize(load(argv[2])) if len(argv) == 3 else None
     print(report(s, ref))
     return 0

@@ -149,7 +149,7 @@ def profiled_step(model, ids, before, path: str):
     with open(path, "rb") as f, gzip.open(path + ".gz", "wb") as g:
         shutil.copyfileobj(f, g)
     os.remove(path)
-    return cuda_timeline.summarize(cuda_timeline.load(path + ".gz"))
+    return cuda_timeline.summarize(cuda_timeline.load(path + ".gz", calls=True))
 
 
 class Timeline:
@@ -664,7 +664,8 @@ def device_step(d, a, batches, ceil, t_fwd_bwd: Optional[float] = None,
         with open(path, "rb") as f, gzip.open(path + ".gz", "wb") as g:
             shutil.copyfileobj(f, g)
         os.remove(path)
-        print(cuda_timeline.report(cuda_timeline.summarize(cuda_timeline.load(path + ".gz"))))
+        trace = cuda_timeline.load(path + ".gz", calls=True)
+        print(cuda_timeline.report(cuda_timeline.summarize(trace)))
     w_in = st["bytes_h2d"] / reps
     s_in, s_out = 12 * n, 14 * n
     t_in, t_out = (w_in + s_in) / ceil["h2d"] / 1e9, s_out / ceil["d2h"] / 1e9
