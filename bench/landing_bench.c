@@ -2,7 +2,7 @@
  * the bf16 lands decides what the host's memory carries.
  *
  *   landing_bench [--mib N] [--threads T] [--chunk KIB] [--rings MIB,...]
- *                 [--layer MIB] [--reps R]
+ *                 [--layer MIB] [--lib-chunks KIB,...] [--tensor MIB] [--reps R]
  *
  * N MiB of bf16 gradients (default 2048) leave the device and are widened
  * into N/2 Mi fp32 accumulators (touched beforehand, as from a second
@@ -23,6 +23,11 @@
  *             its buffer reused for a later chunk.  A ring small enough to
  *             stay in the last-level cache (where the CPU puts what a
  *             device writes, on CPUs that do) is never read from memory.
+ *   library   the write-back's own ring (src/train/ring.c: its buffers,
+ *             threads and issuing), with its chunks of each --lib-chunks
+ *             KiB (default 2048,4096), the gradients as tensors of
+ *             --tensor MiB (default 64) issued in one call and waited for,
+ *             as the write-back's worker lands a batch of first pushes.
  *
  * Prints one line a way with G elements/s, best of R repetitions, and
  * its ratio to the link.  Exits 77 without a GPU. */
@@ -38,6 +43,8 @@
 #include "bench/cuda_bench.h"
 #include "common/util.h"
 #include "common/workers.h"
+#include "gpu/device.h"
+#include "train/ring.h"
 #include "train/tofloat.h"
 
 #define MAX_THREADS 256u
@@ -240,6 +247,41 @@ static double way_ring(cudaStream_t s, uint64_t ring_bytes, uint64_t chunk_bytes
 	return rate;
 }
 
+/* The library's ring, chunks of chunk_bytes, the gradients as tensors of
+ * tensor_bytes in one call; its threads as many as the bench's. */
+static double way_library(struct dev *d, uint64_t chunk_bytes, uint64_t tensor_bytes)
+{
+	wspi_ring_chunk_bytes = chunk_bytes;
+	struct wspi_err e;
+	wspi_err_init(&e);
+	struct wb_ring *r;
+	if (wb_ring_create(d, n_threads, &r, &e) < 0) {
+		fprintf(stderr, "landing_bench: the library's ring: %s\n", e.msg);
+		exit(1);
+	}
+	uint64_t per = tensor_bytes / 2, n_jobs = (n_elem + per - 1) / per;
+	struct ring_job *jobs = calloc(n_jobs, sizeof(*jobs));
+	if (!jobs) {
+		fprintf(stderr, "landing_bench: out of memory\n");
+		exit(1);
+	}
+	for (uint64_t j = 0; j < n_jobs; j++)
+		jobs[j] = (struct ring_job){ acc + j * per, dev_src + j * per,
+					     WSP_MIN(per, n_elem - j * per), WSP_DTYPE_BF16 };
+	uint64_t end;
+	double t0 = now_s();
+	if (wb_ring_issue(r, jobs, (uint32_t)n_jobs, &end, &e) < 0 ||
+	    wb_ring_wait(r, end, &e) < 0) {
+		fprintf(stderr, "landing_bench: the library's ring: %s\n", e.msg);
+		exit(1);
+	}
+	double rate = n_elem / (now_s() - t0);
+	wb_ring_destroy(r);
+	free(jobs);
+	wspi_err_destroy(&e);
+	return rate;
+}
+
 static void check(const char *way)
 {
 	/* The device's values are (i % 65536) as bf16 bits: spot checks. */
@@ -255,11 +297,26 @@ static void check(const char *way)
 	memset(acc, 0, n_elem * 4);
 }
 
+/* "a,b,c" into out (MAX_RINGS at most); how many. */
+static unsigned parse_list(char *p, uint64_t *out)
+{
+	unsigned n = 0;
+	while (*p && n < MAX_RINGS) {
+		out[n++] = strtoull(p, &p, 0);
+		if (*p == ',')
+			p++;
+		else if (*p)
+			break;
+	}
+	return n;
+}
+
 int main(int argc, char **argv)
 {
 	uint64_t mib = 2048, chunk_kib = 512, layer_mib = 256;
-	uint64_t rings[MAX_RINGS] = { 2, 8, 32, 512 };
-	unsigned n_rings = 4, threads = 0, reps = 3;
+	uint64_t rings[MAX_RINGS] = { 2, 8, 32, 512 }, libs[MAX_RINGS] = { 2048, 4096 };
+	uint64_t tensor_mib = 64;
+	unsigned n_rings = 4, n_libs = 2, threads = 0, reps = 3;
 	for (int i = 1; i < argc; i++) {
 		if (!strcmp(argv[i], "--mib") && i + 1 < argc)
 			mib = strtoull(argv[++i], NULL, 0);
@@ -271,16 +328,16 @@ int main(int argc, char **argv)
 			layer_mib = strtoull(argv[++i], NULL, 0);
 		else if (!strcmp(argv[i], "--reps") && i + 1 < argc)
 			reps = (unsigned)atoi(argv[++i]);
-		else if (!strcmp(argv[i], "--rings") && i + 1 < argc) {
-			char *p = argv[++i];
-			for (n_rings = 0; *p && n_rings < MAX_RINGS; n_rings++) {
-				rings[n_rings] = strtoull(p, &p, 0);
-				if (*p == ',')
-					p++;
-			}
-		} else {
+		else if (!strcmp(argv[i], "--tensor") && i + 1 < argc)
+			tensor_mib = strtoull(argv[++i], NULL, 0);
+		else if (!strcmp(argv[i], "--rings") && i + 1 < argc)
+			n_rings = parse_list(argv[++i], rings);
+		else if (!strcmp(argv[i], "--lib-chunks") && i + 1 < argc)
+			n_libs = parse_list(argv[++i], libs);
+		else {
 			fprintf(stderr, "usage: landing_bench [--mib N] [--threads T] [--chunk KIB] "
-				"[--rings MIB,...] [--layer MIB] [--reps R]\n");
+				"[--rings MIB,...] [--layer MIB] [--lib-chunks KIB,...] [--tensor MIB] "
+				"[--reps R]\n");
 			return 2;
 		}
 	}
@@ -293,7 +350,11 @@ int main(int argc, char **argv)
 	n_threads = threads ? threads : (unsigned)(cpus > 2 ? cpus - 1 : 1);
 	n_threads = WSP_MIN(n_threads, MAX_THREADS);
 	n_elem = (mib << 20) / 2;
-	if (!chunk_kib || (chunk_kib << 10) % 64 || !layer_mib || !n_elem) {
+	int lib_ok = 1;
+	for (unsigned k = 0; k < n_libs; k++)
+		lib_ok &= libs[k] > 0 && (libs[k] << 10) % 64 == 0;
+	if (!chunk_kib || (chunk_kib << 10) % 64 || !layer_mib || !n_elem || !tensor_mib ||
+	    !lib_ok) {
 		fprintf(stderr, "landing_bench: sizes must be positive, the chunk a multiple of 64 B\n");
 		return 2;
 	}
@@ -312,10 +373,17 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	memset(acc, 0, n_elem * 4);
+	struct dev *d;
+	struct wspi_err e;
+	wspi_err_init(&e);
+	if (dev_open(0, &d, &e) < 0) {
+		fprintf(stderr, "landing_bench: the library's device: %s\n", e.msg);
+		return 1;
+	}
 	printf("landing_bench: %llu MiB of bf16 gradients, %u widening threads, chunks of %llu KiB\n",
 	       (unsigned long long)mib, n_threads, (unsigned long long)chunk_kib);
 
-	double d2h = 0, widen = 0, layers = 0, ring[MAX_RINGS] = { 0 };
+	double d2h = 0, widen = 0, layers = 0, ring[MAX_RINGS] = { 0 }, lib[MAX_RINGS] = { 0 };
 	for (unsigned rep = 0; rep < reps; rep++) {
 		d2h = WSP_MAX(d2h, way_d2h(s));
 		widen = WSP_MAX(widen, way_widen());
@@ -326,6 +394,10 @@ int main(int argc, char **argv)
 			ring[k] = WSP_MAX(ring[k], way_ring(s, rings[k] << 20, chunk_kib << 10));
 			check("ring");
 		}
+		for (unsigned k = 0; k < n_libs; k++) {
+			lib[k] = WSP_MAX(lib[k], way_library(d, libs[k] << 10, tensor_mib << 20));
+			check("library");
+		}
 	}
 	printf("d2h (the link)         %6.2f G elements/s (%.2f GB/s)\n", d2h / 1e9, d2h * 2 / 1e9);
 	printf("widen (host memory)    %6.2f G elements/s (%.2f GB/s at 6 B) = %.2fx the link\n",
@@ -335,6 +407,11 @@ int main(int argc, char **argv)
 	for (unsigned k = 0; k < n_rings; k++)
 		printf("ring of %4llu MiB       %6.2f G elements/s = %.2fx the link\n",
 		       (unsigned long long)rings[k], ring[k] / 1e9, ring[k] / d2h);
+	for (unsigned k = 0; k < n_libs; k++)
+		printf("library, %u x %4llu KiB %6.2f G elements/s = %.2fx the link\n", WB_RING_SLOTS,
+		       (unsigned long long)libs[k], lib[k] / 1e9, lib[k] / d2h);
+	dev_close(d);
+	wspi_err_destroy(&e);
 	CU(cudaFree(dev_src));
 	CU(cudaFreeHost(landing));
 	free(acc);

@@ -245,7 +245,8 @@ run() {
 	esac
 	case $parts in *" landing-bench "*)
 		# where landed gradients are widened: whole layers against rings of
-		# chunks; WSP_LANE_LANDING adds options (--chunk, --rings, --threads)
+		# chunks, the write-back's own ring among them; WSP_LANE_LANDING
+		# adds options (--chunk, --rings, --threads, --lib-chunks)
 		step bench-landing 300 "$lane/bench/landing_bench" ${WSP_LANE_LANDING:-}
 		step bench-landing-1m 300 "$lane/bench/landing_bench" --chunk 1024 --rings 4,8,16,32 --threads 12
 		for f in bench-landing bench-landing-1m; do echo "== $f"; cat "$out/$f.log"; done ;;
