@@ -657,6 +657,9 @@ class Pager(_Closing):
         self.pack = Pack(self.path, _borrowed=(self._owner, L.wsp_pager_pack(self._ptr)))
         self.on_host = all(d == _c.DEVICE_HOST for d in self.devices)
         self._tables: Dict[int, _TensorTable] = {}   # per layer, for AcquiredLayer
+        # (layer, tensor) -> (accumulator's address, its view): handed out
+        # again while the accumulator stays (a trainer asks every backward)
+        self._grad_views: Dict[Tuple[int, int], Tuple[int, np.ndarray]] = {}
 
     @property
     def closed(self) -> bool:
@@ -903,7 +906,8 @@ class Pager(_Closing):
         """The layer's fp32 gradient accumulators, by tensor name (writable
         numpy views of the pager's memory, which they keep alive; None for
         a tensor never given a gradient), and the number of pushes they
-        hold."""
+        hold.  An accumulator that stayed where it was comes as the same
+        array as in the last call."""
         idx = self._index(layer)
         g = _c.Grads()
         out: Dict[str, Optional[np.ndarray]] = {}
@@ -914,9 +918,14 @@ class Pager(_Closing):
                 if not p:
                     out[t.name] = None
                     continue
+                known = self._grad_views.get((idx, i))
+                if known is not None and known[0] == p:
+                    out[t.name] = known[1]
+                    continue
                 n = int(np.prod(t.shape, dtype=np.int64)) if t.shape else 1
                 buf = self._owner.host_buffer(p, 4 * n) if n else bytearray()
                 out[t.name] = np.frombuffer(buf, dtype=np.float32, count=n).reshape(t.shape)
+                self._grad_views[(idx, i)] = (p, out[t.name])
         return out, int(g.pushes)
 
     def grad_zero(self, layer: Optional[Union[int, str]] = None) -> None:
@@ -986,6 +995,7 @@ class Pager(_Closing):
         Its memory is freed now, or, while numpy arrays, torch tensors or
         DeviceTensors over it are still alive, when the last of them goes
         (so that none of them ever reads freed memory)."""
+        self._grad_views.clear()
         self._owner.close()
 
 

@@ -164,6 +164,10 @@ class Trainer:
         off.handles.append(model.register_forward_pre_hook(self._enter))
         off.saved.trainer = self
         self.master_ids: set = set()
+        # (layer, tensor name) -> (accumulator's numpy view, its tensor):
+        # the pager hands out the same views while they stay, and binding
+        # the same tensor again costs nothing (bind_grads, every backward)
+        self.acc_tensors: Dict[Tuple[int, str], Tuple[object, torch.Tensor]] = {}
         _install_hooks()
         _TRAINERS.add(self)
 
@@ -497,6 +501,9 @@ class Trainer:
             p.grad = None
             self.own_bound.discard(id(p))
             return
+        if p.grad is grad:     # bound after the last backward, and kept
+            self.own_bound.add(id(p))
+            return
         data = p.data
         p.data = grad
         p.grad = grad
@@ -579,7 +586,7 @@ class Trainer:
             for i in self.own.get(g.index, ()):
                 p, name, _, _ = g.params[i]
                 a = acc.get(name) if pushes else None
-                self._set_own_grad(p, torch.from_numpy(a) if a is not None else None)
+                self._set_own_grad(p, self._acc_tensor(g.index, name, a))
             if self.masters is None:
                 continue
             zero = not pushes and id(getattr(g, "experts", None)) in active
@@ -587,11 +594,26 @@ class Trainer:
                 if m is None:
                     continue
                 a = acc.get(name) if pushes else None
-                m.grad = torch.from_numpy(a) if a is not None else (
-                    torch.zeros_like(m) if zero else None)
-                if m.grad is not None:
+                t = self._acc_tensor(g.index, name, a)
+                if t is None and zero:
+                    t = torch.zeros_like(m)
+                if m.grad is not t:
+                    m.grad = t
+                if t is not None:
                     self.masters_bound.add(g.index)
         self.dropped.clear()
+
+    def _acc_tensor(self, layer: int, name: str, a) -> Optional[torch.Tensor]:
+        """The tensor over accumulator view `a` (None: None), the one made
+        for it before when the pager handed out the same view."""
+        if a is None:
+            return None
+        known = self.acc_tensors.get((layer, name))
+        if known is not None and known[0] is a:
+            return known[1]
+        t = torch.from_numpy(a)
+        self.acc_tensors[(layer, name)] = (a, t)
+        return t
 
     def apply_masters(self) -> None:
         """The stepped masters, in each tensor's dtype, become the layer.

@@ -237,6 +237,27 @@ with wspager.Pager(os.path.join(T, "m.wsp"), device="host", host_cache="16M", gp
     ok, e = raises(lambda: pg.save(os.path.join(T, "m.wsp"), force=True), -errno.EINVAL, None)
     check(ok, f"save onto the open pack: {e}")
 
+# grads(): a tensor's first gradient shows in the next call (the views of
+# the last call are handed out again only while no accumulator moved or
+# appeared), and views of the same accumulator are the same array
+with wspager.Pager(os.path.join(T, "m.wsp"), device="host", host_cache="16M") as pg:
+    L = pg.pack.layer("model.layers.0")
+    names = [t.name for t in L.tensors]
+    ln, up = (names.index(f"model.layers.0.{s}.weight") for s in ("input_layernorm", "mlp.up_proj"))
+    for at, grad in ((ln, torch.full((32,), 0.5)), (up, torch.full((64, 32), 2.0, dtype=torch.bfloat16))):
+        ptrs = [None] * len(names)
+        ptrs[at] = grad.data_ptr()
+        pg.grad_push(L.index, ptrs)
+        pg.grad_wait(L.index)
+        if at == ln:
+            first, pushes = pg.grads(L.index)
+            again, _ = pg.grads(L.index)
+            check(first[names[up]] is None and pushes == 1 and again[names[ln]] is first[names[ln]]
+                  and bool((first[names[ln]] == 0.5).all()), "grads() after one tensor's push")
+    acc, pushes = pg.grads(L.index)
+    check(acc[names[up]] is not None and bool((acc[names[up]] == 2.0).all()) and pushes == 2
+          and acc[names[ln]] is first[names[ln]], "grads() after a second tensor's first push")
+
 # 4a. update_f32: fp32 values narrowed by the pager as torch narrows them
 # (random values, and ties of round to nearest even); an F16 tensor refused.
 # (A new pager: section 4b's reads the pack's own bytes.)
