@@ -24,13 +24,14 @@
  * copy and an event each), 16 of them (64 MiB) inside the cache a
  * device's writes may take.  bench/landing_bench on an H200: this ring
  * alone widens at 0.95x the link with 4 MiB chunks, 0.89x with 2 MiB,
- * 0.54x with 1 MiB and 0.62x with 8 MiB; other rings of 16 MiB at 0.49x,
- * 512 MiB no faster than whole layers.  In full training (bench/torch_train.py --fwd-bwd-only, an
- * H200) 16 x 4 MiB beat 16 x 2 MiB at batch 4 (100.8-102.8 ms against
- * 108.7-109.2) and at batch 12 (127.7-134.9 against 131.4-136.3); 32 x 2,
- * 64 x 2, 8 x 8, 32 x 4 and 16 x 8 MiB did no better.  Each chunk is
- * widened in RING_PARTS parts, by as many threads, so that a push's last
- * chunk does not keep the next push waiting for one thread. */
+ * 0.54x with 1 MiB and 0.62x with 8 MiB (rings of 16 MiB of smaller
+ * chunks: 0.49x; of 512 MiB: no faster than whole layers).  In full
+ * training (bench/torch_train.py --fwd-bwd-only, an H200) 16 x 4 MiB beat
+ * 16 x 2 MiB at batch 4 (100.8-102.8 ms against 108.7-109.2) and at batch
+ * 12 (127.7-134.9 against 131.4-136.3); 32 x 2, 64 x 2, 8 x 8, 32 x 4 and
+ * 16 x 8 MiB did no better.  Each chunk is widened in RING_PARTS parts,
+ * by as many threads, so that a push's last chunk does not keep the next
+ * push waiting for one thread. */
 uint64_t wspi_ring_chunk_bytes = 4u << 20;
 #define RING_PARTS 8u
 

@@ -243,8 +243,10 @@ with wspager.Pager(os.path.join(T, "m.wsp"), device="host", host_cache="16M", gp
 with wspager.Pager(os.path.join(T, "m.wsp"), device="host", host_cache="16M") as pg:
     L = pg.pack.layer("model.layers.0")
     names = [t.name for t in L.tensors]
-    ln, up = (names.index(f"model.layers.0.{s}.weight") for s in ("input_layernorm", "mlp.up_proj"))
-    for at, grad in ((ln, torch.full((32,), 0.5)), (up, torch.full((64, 32), 2.0, dtype=torch.bfloat16))):
+    ln = names.index("model.layers.0.input_layernorm.weight")      # fp32, 32
+    up = names.index("model.layers.0.mlp.up_proj.weight")          # bf16, 64 x 32
+    for at, grad in ((ln, torch.full((32,), 0.5)),
+                     (up, torch.full((64, 32), 2.0, dtype=torch.bfloat16))):
         ptrs = [None] * len(names)
         ptrs[at] = grad.data_ptr()
         pg.grad_push(L.index, ptrs)
