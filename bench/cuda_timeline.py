@@ -82,32 +82,39 @@ def copy_dir(ev: dict) -> Optional[str]:
     return None
 
 
-def launch_cause(nxt: dict, idle_from: float, calls: List[dict]) -> str:
-    """Why the stream idled from idle_from until nxt ran: the call that
-    launched nxt returned after idle_from (the host was late), or before
-    it (the stream waited on something enqueued ahead of nxt); with the
-    launching thread's longest CUDA call inside the gap, which is often the
-    reason (a thread that blocked in a synchronize could not launch)."""
-    if not calls or nxt.get("corr") is None:
-        return ""
-    launch = next((c for c in calls if c["corr"] == nxt["corr"]), None)
+def launch_cause(nxt: dict, idle_from: float, by_corr: Dict[object, dict],
+                 by_tid: Dict[object, List[dict]]) -> Tuple[Optional[bool], str]:
+    """Why the stream idled from idle_from until nxt ran: (True, ...) when
+    the call that launched nxt returned after idle_from (the host was
+    late), (False, ...) when before it (the stream waited on something
+    enqueued ahead of nxt), (None, "") when the trace has no such call;
+    the text names the launching thread's longest CUDA call inside the
+    gap, which is often the reason (a thread that blocked in a
+    synchronize could not launch)."""
+    launch = by_corr.get(nxt.get("corr")) if nxt.get("corr") is not None else None
     if launch is None:
-        return ""
-    inside = [c for c in calls if c["tid"] == launch["tid"] and c["b"] < nxt["b"]
-              and c["e"] > idle_from and c is not launch]
+        return None, ""
+    inside = [c for c in by_tid[launch["tid"]] if c["b"] < nxt["b"] and c["e"] > idle_from
+              and c is not launch]
     longest = max(inside, key=lambda c: c["e"] - c["b"], default=None)
     also = (f"; longest call in it {longest['name']} {(longest['e'] - longest['b']) / 1e3:.3f} ms"
             if longest is not None else "")
     late = launch["e"] - idle_from
     if late > 0:
-        return f"launched {late / 1e3:.3f} ms into the gap{also}"
-    return f"launched {-late / 1e3:.3f} ms before the gap: the stream waited{also}"
+        return True, f"launched {late / 1e3:.3f} ms into the gap{also}"
+    return False, f"launched {-late / 1e3:.3f} ms before the gap: the stream waited{also}"
 
 
 def summarize(events: List[dict], gap_us: float = 20.0) -> Dict[str, object]:
     """Times in ms; gaps of the compute stream longer than gap_us listed,
-    each as (ms, at ms, next work's name, how the host launched it)."""
-    calls = [ev for ev in events if ev["cat"] in HOST_CATS]
+    each as (ms, at ms, next work's name, launched late by the host (None:
+    not known), how)."""
+    by_corr: Dict[object, dict] = {}
+    by_tid: Dict[object, List[dict]] = {}
+    for ev in events:
+        if ev["cat"] in HOST_CATS:
+            by_corr[ev["corr"]] = ev
+            by_tid.setdefault(ev["tid"], []).append(ev)
     events = [ev for ev in events if ev["cat"] in GPU_CATS]
     kernels: Dict[object, float] = {}
     for ev in events:
@@ -126,7 +133,7 @@ def summarize(events: List[dict], gap_us: float = 20.0) -> Dict[str, object]:
         if b1 - e0 > gap_us:
             nxt = next(ev for ev in comp if ev["b"] >= b1)
             gaps.append(((b1 - e0) / 1e3, (e0 - begin) / 1e3, nxt["name"],
-                         launch_cause(nxt, e0, calls)))
+                         *launch_cause(nxt, e0, by_corr, by_tid)))
     side = [ev for ev in events if ev["stream"] != compute]
     decode = union([(ev["b"], ev["e"]) for ev in side
                     if ev["cat"] == "kernel" and "exprans" in ev["name"]])
@@ -168,11 +175,11 @@ def report(s: Dict[str, object], ref: Optional[Dict[str, object]] = None, top: i
     if s["decode_ms"]:
         lines.append(f"  decode kernels {s['decode_ms']:.1f} ms, {s['decode_beside_compute_ms']:.1f} "
                      f"ms of it beside compute")
-    for ms, at, name, cause in s["gaps"][:top]:
+    for ms, at, name, _, cause in s["gaps"][:top]:
         lines.append(f"  gap {ms:7.3f} ms at {at:8.2f} ms, then {name[:70]}"
                      + (f"\n      {cause}" if cause else ""))
-    late = [ms for ms, _, _, cause in s["gaps"] if "into the gap" in cause]
-    if s["gaps"] and any(cause for _, _, _, cause in s["gaps"]):
+    late = [ms for ms, _, _, was_late, _ in s["gaps"] if was_late]
+    if any(was_late is not None for _, _, _, was_late, _ in s["gaps"]):
         lines.append(f"  of {len(s['gaps'])} gaps ({sum(g[0] for g in s['gaps']):.1f} ms), "
                      f"{len(late)} ({sum(late):.1f} ms) had their next work launched late by "
                      f"the host; the rest waited on the device")
