@@ -1,7 +1,8 @@
 /* Gradients reach their fp32 accumulators exactly: every one of the 65536
  * fp16 and bf16 values converts to the fp32 value it denotes (worked out
  * here independently, with ldexp), NaN staying NaN and the sign of zero
- * kept; a first push assigns (bit for bit, -0 included), later ones add. */
+ * kept; a first push assigns (bit for bit, -0 included), later ones add
+ * (the vector loops giving the scalar loops' bits). */
 #include <math.h>
 #include <pthread.h>
 #include <stdlib.h>
@@ -69,6 +70,50 @@ static int check_streamed(void)
 					fprintf(stderr, "bf16 widening of %llu elements (source +%u, "
 						"accumulator +%u): the streamed loop differs\n",
 						(unsigned long long)n, so, ao);
+					return 1;
+				}
+			}
+	return 0;
+}
+
+/* Later pushes add with AVX2 where the CPU has it: the same sums as the
+ * scalar loop for every pair of values drawn (infinities, NaNs, zeros of
+ * both signs and subnormals among them), from every alignment of source
+ * and accumulator, with the elements just past the end untouched.  Where
+ * both addends are NaN the result is a NaN (which payload is the
+ * hardware's choice of operand order). */
+static int check_added(void)
+{
+	enum { MAX = 4200 };
+	static uint16_t src[MAX + 8];
+	static float start[MAX + 16], want[MAX + 16], got[MAX + 16];
+	static const uint64_t lengths[] = { 0, 1, 7, 8, 9, 15, 16, 17, 4103, MAX };
+	for (unsigned i = 0; i < MAX + 8; i++)
+		src[i] = (uint16_t)(i * 40503u + 7);
+	for (unsigned i = 0; i < MAX + 16; i++) {
+		uint32_t bits = (uint32_t)(i * 2654435761u) ^ (i % 7 == 0 ? 0x7f800000u : 0);
+		memcpy(&start[i], &bits, sizeof(bits));
+	}
+	for (unsigned so = 0; so < 8; so++)
+		for (unsigned ao = 0; ao < 8; ao++)
+			for (unsigned k = 0; k < sizeof(lengths) / sizeof(lengths[0]); k++) {
+				uint64_t n = lengths[k];
+				memcpy(want, start, sizeof(want));
+				memcpy(got, start, sizeof(got));
+				wspi_tofloat_use_simd = 0;
+				wb_accumulate(want + ao, src + so, WSP_DTYPE_BF16, n, 0);
+				wspi_tofloat_use_simd = 1;
+				wb_accumulate(got + ao, src + so, WSP_DTYPE_BF16, n, 0);
+				for (unsigned i = 0; i < MAX + 16; i++) {
+					int nans = i >= ao && i - ao < n && isnan(start[i]) &&
+						   isnan(bf16_value(src[so + i - ao]));
+					if (nans ? isnan(got[i]) && isnan(want[i])
+						 : memcmp(&got[i], &want[i], sizeof(float)) == 0)
+						continue;
+					fprintf(stderr, "bf16 added into %llu elements (source +%u, "
+						"accumulator +%u): element %u is %a, the scalar loop "
+						"gives %a\n", (unsigned long long)n, so, ao, i,
+						got[i], want[i]);
 					return 1;
 				}
 			}
@@ -162,5 +207,5 @@ int main(void)
 	wb_accumulate(&s, &one, WSP_DTYPE_BF16, 1, 1);
 	wb_accumulate(&s, &tiny, WSP_DTYPE_BF16, 1, 0);
 	CHECK(s == 1.0f + ldexpf(1.0f, -20));
-	return check_streamed() || check_streamed_threads();
+	return check_streamed() || check_added() || check_streamed_threads();
 }
