@@ -602,15 +602,16 @@ int wsp_who_decodes(wsp_pager *pg);
  * the host does not wait, and the copies never queue behind weights coming
  * in), and a library thread adds them into fp32 accumulators in host
  * memory, one per tensor; pushes of a layer add up (micro-batches) until
- * wsp_grad_zero.  A tensor's first push since zeroing (64 KiB or more) is
- * copied out in chunks once its gradient is ready and widened as each
- * chunk lands (wsp_grad_push(3)).  The gradient memory must stay valid and
+ * wsp_grad_zero.  A tensor's push (64 KiB or more) is copied out in
+ * chunks once its gradient is ready and widened (or added) as each chunk
+ * lands (wsp_grad_push(3)).  The gradient memory must stay valid and
  * unchanged until wsp_grad_query() gives 1 for the layer.  A push may
  * carry only some of the layer's tensors (e.g. each as soon as the
  * backward has made it), so that the copies start early.  Returns at once unless all the pager's
  * staging buffers (three of the largest layer's size, pinned, made at the
- * first push; needed by pushes that add to earlier ones) or all its 32
- * push slots are in flight: then it waits for the oldest.
+ * first push; needed by pushes that add to earlier ones of tensors under
+ * 64 KiB) or all its 32 push slots are in flight: then it waits for the
+ * oldest.
  * Thread-safe.  A copy or addition that fails is kept and returned by
  * every later grad call.
  */

@@ -281,8 +281,11 @@ static int apply_f32(struct wb *wb, struct wb_push_s *p, struct wspi_err *err)
 
 /* The tensors of pushes ps[0..n) that land through the ring, their
  * accumulators made and their chunks issued into it (*end: the ring's
- * wb_ring_wait argument; 0 where none was issued).  The pushes' events
- * have been seen: the gradients are ready. */
+ * wb_ring_wait argument; 0 where none was issued): added to a sum there,
+ * else assigned (the first push since zeroing; a tensor landed whole is
+ * widened first).  The pushes' events have been seen: the gradients are
+ * ready; no earlier push still lands into these accumulators, so their
+ * states are final. */
 static int issue_rings(struct wb *wb, struct wb_push_s *const *ps, uint32_t n, uint64_t *end,
 		       struct wspi_err *err)
 {
@@ -306,9 +309,13 @@ static int issue_rings(struct wb *wb, struct wb_push_s *const *ps, uint32_t n, u
 			if (rc == 0 && !wl->acc[i] && !(wl->acc[i] = wb_acc_alloc(elements)))
 				rc = WSP_ERR(err, -ENOMEM, "write-back: out of memory for the fp32 "
 					     "gradient of %s (%" PRIu64 " elements)", t->name, elements);
+			if (rc == 0 && wl->has[i] == HAS_LANDED)
+				rc = wb_widen_landed(wb, p->layer, wb->scratch,
+						     wb->scratch + wb->max_tensors, err);
 			if (rc == 0)
 				jobs[n_jobs++] = (struct ring_job){ wl->acc[i], p->ring_src[i],
-								    elements, t->dtype };
+								    elements, t->dtype,
+								    wl->has[i] == HAS_SUM };
 		}
 	}
 	if (rc == 0 && n_jobs)
@@ -355,7 +362,7 @@ static int apply_push(struct wb *wb, struct wb_push_s *p, struct wspi_err *err)
 
 /* The ring's tensors of all the pushes issued first, in one stream
  * through the ring, then each push's own part while they land: they are
- * distinct tensors (a tensor landing is one not pushed since zeroing). */
+ * distinct tensors (wb_apply_pushes' callers see to it). */
 int wb_apply_pushes(struct wb *wb, struct wb_push_s *const *ps, uint32_t n, uint64_t *end,
 		    struct wspi_err *err)
 {

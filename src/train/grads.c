@@ -5,10 +5,12 @@
  * itself accumulate.c, the work the worker does ahead (widening and
  * clearing) ahead.c, the landing ring ring.c.
  *
- * A tensor's first push after zeroing (the one micro-batch of most
- * training steps) of WB_RING_MIN_BYTES or more is copied out by the worker
+ * A tensor's push of WB_RING_MIN_BYTES or more is copied out by the worker
  * through the landing ring (ring.h) and widened as it lands, reading each
- * chunk back from the CPU's cache.  Smaller ones, and all where no ring
+ * chunk back from the CPU's cache: assigned to its accumulator when it is
+ * the first since zeroing (the one micro-batch of most training steps),
+ * else added there (gradient accumulation's later micro-batches).  Smaller
+ * first pushes, and all where no ring
  * could be made, are copied straight into the layer's landing buffer, in
  * the gradient's own dtype, and never wait to be widened (widening from
  * memory runs far below the link, docs/PERFORMANCE.md).  The worker
@@ -17,8 +19,8 @@
  * most of that work is done while the backward
  * pass still runs rather than when the accumulators are read (wsp_grad_get,
  * after the backward); a reader widens whatever is left, and a second push
- * widens its tensor first.  Later pushes go through a staging buffer and
- * are added, and so do pushes of rows (an embedding's gradient, nonzero
+ * widens its tensor first.  Their later pushes go through a staging buffer
+ * and are added, and so do pushes of rows (an embedding's gradient, nonzero
  * only in the rows of the batch's tokens, sent as those rows; its
  * accumulator, zeroed before the rows go in, is cleared by the worker as
  * soon as its layer is zeroed, since the rows come at the very end of a
@@ -280,26 +282,36 @@ static int f32_direct(struct wb *wb, const struct push_args *a)
 	       (bytes + 4 >= WB_PIN_MIN_BYTES && wl->acc_pinned[a->tensor] != 2);
 }
 
+/* Whether a tensor's pushes land through the ring (each chunk widened or
+ * added as it lands) rather than whole. */
+static int rings(const struct wb *wb, const struct wsp_tensor *t)
+{
+	return wb->ring && t->bytes >= WB_RING_MIN_BYTES;
+}
+
 /* Whether the push needs a staging buffer: rows always; an fp32 gradient
  * unless copied into its accumulator; dense gradients when one of them is
- * added to an earlier push's rather than landing. */
+ * added to an earlier push's without the ring. */
 static int needs_buf(struct wb *wb, const struct push_args *a)
 {
 	if (a->f32)
 		return !f32_direct(wb, a);
 	if (!a->grads)
 		return 1;
+	const struct wsp_layer *L = &wb->pk->layers[a->layer];
 	const struct wb_layer *wl = &wb->layers[a->layer];
-	for (uint32_t i = 0; i < wb->pk->layers[a->layer].n_tensors; i++)
-		if (a->grads[i] && wl->planned[i])
+	for (uint32_t i = 0; i < L->n_tensors; i++)
+		if (a->grads[i] && wl->planned[i] && !rings(wb, &L->tensors[i]))
 			return 1;
 	return 0;
 }
 
-/* Enqueue the copies of one push after the user's stream: a tensor's first
- * push since zeroing lands in the layer's landing buffer, later ones (and
- * rows) in the staging buffer.  Under wb->lock (the device calls only
- * enqueue), so pushes are applied in the order they were planned. */
+/* Enqueue the copies of one push after the user's stream: a tensor the
+ * ring takes is left for the worker to copy through it; otherwise a
+ * tensor's first push since zeroing lands in the layer's landing buffer,
+ * later ones (and rows) in the staging buffer.  Under wb->lock (the device
+ * calls only enqueue), so pushes are applied in the order they were
+ * planned. */
 static int enqueue_push(struct wb *wb, struct wb_push_s *p, const struct push_args *a,
 			void *stream, struct wspi_err *err)
 {
@@ -342,9 +354,10 @@ static int enqueue_push(struct wb *wb, struct wb_push_s *p, const struct push_ar
 	for (uint32_t i = 0; a->grads && rc == 0 && i < L->n_tensors; i++) {
 		p->present[i] = a->grads[i] != NULL;
 		p->landed[i] = 0;
-		if (a->grads[i] && !wl->planned[i])
-			p->landed[i] = wb->ring && L->tensors[i].bytes >= WB_RING_MIN_BYTES ?
-					       LAND_RING : LAND_BUFFER;
+		if (a->grads[i] && rings(wb, &L->tensors[i]))
+			p->landed[i] = LAND_RING;
+		else if (a->grads[i] && !wl->planned[i])
+			p->landed[i] = LAND_BUFFER;
 		if (p->landed[i] == LAND_RING) {   /* copied by the worker (wb_apply_pushes) */
 			p->ring_src[i] = a->grads[i];
 			p->ring_bytes += L->tensors[i].bytes;

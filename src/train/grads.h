@@ -5,13 +5,13 @@
  *
  * Gradients: a push copies a layer's gradient tensors GPU -> host on the
  * device's write-back stream, ordered after the user's stream by an event
- * (the host never waits).  A tensor's first push since zeroing is copied
- * out by the worker through the landing ring and widened as it lands
- * (ring.h), or, when small, lands in the layer's pinned landing buffer in
- * its own dtype and is widened later; later pushes go through
- * one of a few pinned staging buffers and one worker thread adds them, in
- * push order, into the layer's fp32 accumulators (one per tensor, made on
- * first use).  A push may carry some of a layer's tensors (each as its
+ * (the host never waits).  A tensor's push is copied out by the worker
+ * through the landing ring and widened (a first push since zeroing) or
+ * added as it lands (ring.h), in push order, into the layer's fp32
+ * accumulators (one per tensor, made on first use); a small tensor's first
+ * push lands in the layer's pinned landing buffer in its own dtype and is
+ * widened later, its later pushes (and rows) go through one of a few
+ * pinned staging buffers and the worker adds them.  A push may carry some of a layer's tensors (each as its
  * gradient is ready), or some rows of one tensor.  When every staging
  * buffer a push needs, or every push slot, is in flight it waits for the
  * oldest.

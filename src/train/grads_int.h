@@ -28,11 +28,12 @@
  * pass whose weights come over the link from host memory, and all cores
  * zeroing would take the memory's bandwidth from those copies. */
 #define WB_CLEAR_THREADS 4u
-/* How a first push since zeroing lands (wb_push_s.landed): whole, in the
- * layer's landing buffer, widened later; or through the landing ring
- * (ring.h), widened as it lands, when the worker applies the push.
- * Tensors smaller than WB_RING_MIN_BYTES land whole (a chunk's copy and
- * event are not worth it). */
+/* How a push of a tensor lands (wb_push_s.landed): a first push since
+ * zeroing whole, in the layer's landing buffer, widened later; or any push
+ * through the landing ring (ring.h), widened or added as it lands, when
+ * the worker applies the push.  Tensors smaller than WB_RING_MIN_BYTES
+ * land whole (a chunk's copy and event are not worth it), and their later
+ * pushes are added from a staging buffer. */
 enum { LAND_BUFFER = 1, LAND_RING = 2 };
 #define WB_RING_MIN_BYTES (64u << 10)
 /* wb_push_s.rows_tensor of a dense push. */
@@ -56,8 +57,8 @@ struct wb_push_s {
 	uint64_t bytes;            /* copied by this push */
 	uint32_t layer;
 	uint8_t *present;          /* per tensor of the layer: pushed in this one */
-	uint8_t *landed;           /* ... and a first push since zeroing, not added from
-				      buf: LAND_BUFFER or LAND_RING */
+	uint8_t *landed;           /* ... and not added from buf: LAND_BUFFER (a first
+				      push since zeroing) or LAND_RING */
 	const void **ring_src;     /* per tensor landed through the ring: its gradient */
 	uint64_t ring_bytes;       /* of those, landed through the ring */
 	struct wb_buf *buf;        /* staging, when something is added (NULL: all land) */
@@ -165,9 +166,10 @@ void wb_push_free(struct wb *wb, struct wb_push_s *p);
  * events are seen: their tensors that land through the ring issued into
  * it (*end: what wb_ring_wait then waits for; 0 where nothing was), then
  * rows or tensors added into (or landed for) the layers' accumulators.
- * n > 1 only for pushes without a staging buffer (first pushes only: none
- * adds to what another wrote).  Once the ring is done to *end,
- * wb_rings_landed marks the ring's tensors as sums. */
+ * n > 1 only for pushes without a staging buffer, none of which writes a
+ * tensor another of them lands through the ring (nor one the ring still
+ * lands from an earlier call: the worker sees to both).  Once the ring is
+ * done to *end, wb_rings_landed marks the ring's tensors as sums. */
 int wb_apply_pushes(struct wb *wb, struct wb_push_s *const *ps, uint32_t n, uint64_t *end,
 		    struct wspi_err *err);
 void wb_rings_landed(struct wb *wb, struct wb_push_s *const *ps, uint32_t n);

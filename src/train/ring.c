@@ -2,7 +2,9 @@
  * The landing ring (ring.h).  Chunks are numbered in the order they are
  * issued; chunk s uses buffer s % WB_RING_SLOTS.  A buffer is FREE, then
  * COPYING (its copy issued), LANDED (the lander saw its event), WIDENING
- * (a thread took it) and FREE again.  The caller (one at a time) issues
+ * (a thread took it), WIDENED (all its parts done, an earlier chunk's not
+ * yet) and FREE again, in chunk order: threads finish chunks out of order,
+ * but "done up to n" must mean every chunk below n is in its accumulator.  The caller (one at a time) issues
  * and lands in order, across calls: a call's chunks follow the last
  * call's without waiting for them to be widened; the threads take the
  * parts of landed chunks in order.  One lock guards the states and the
@@ -35,14 +37,17 @@
 uint64_t wspi_ring_chunk_bytes = 4u << 20;
 #define RING_PARTS 8u
 
+void (*wspi_ring_part_hook)(uint64_t chunk);
+
 #define RING_MAX_THREADS 32u
 
-enum { FREE, COPYING, LANDED, WIDENING };
+enum { FREE, COPYING, LANDED, WIDENING, WIDENED };
 
 struct chunk {
 	float *dst;
 	uint64_t n;                /* elements; 0: skipped after a failure */
 	enum wsp_dtype dt;
+	int add;                   /* added into dst, not assigned (ring_job.add) */
 	int state;
 	uint32_t parts, taken, done;   /* parts to widen, taken by threads, widened */
 };
@@ -61,7 +66,7 @@ struct wb_ring {
 				      number is its place in that order) */
 	uint64_t n_landed;         /* ... landed (their copies seen done) */
 	uint64_t n_taken;          /* ... all of whose parts were taken by threads */
-	uint64_t n_done;           /* ... widened (or skipped) */
+	uint64_t n_done;           /* ... widened (or skipped), it and all before it */
 	uint64_t fail_seq;         /* the first chunk whose copy or wait failed, or UINT64_MAX */
 	int fail_rc;
 	char fail_msg[WSP_ERRMSG_MAX];
@@ -82,6 +87,7 @@ static void *widen_main(void *arg)
 		unsigned s = (unsigned)(r->n_taken % WB_RING_SLOTS);
 		struct chunk *c = &r->slot[s];
 		uint32_t part = c->taken++;
+		uint64_t seq = r->n_taken;
 		c->state = WIDENING;
 		if (c->taken == c->parts)
 			r->n_taken++;
@@ -90,15 +96,24 @@ static void *widen_main(void *arg)
 		uint64_t n = c->n > first ? WSP_MIN(per, c->n - first) : 0;
 		float *dst = c->dst + first;
 		enum wsp_dtype dt = c->dt;
+		int assign = !c->add;
 		pthread_mutex_unlock(&r->lock);
+		if (wspi_ring_part_hook)
+			wspi_ring_part_hook(seq);
 		if (n)
 			wb_accumulate(dst, r->mem + (uint64_t)s * r->chunk_bytes + first * esize, dt, n,
-				      1);
+				      assign);
 		pthread_mutex_lock(&r->lock);
 		if (++c->done == c->parts) {
-			c->state = FREE;
-			r->n_done++;
-			pthread_cond_signal(&r->widened);
+			c->state = WIDENED;
+			uint64_t was = r->n_done;
+			while (r->n_done < r->n_taken &&
+			       r->slot[r->n_done % WB_RING_SLOTS].state == WIDENED) {
+				r->slot[r->n_done % WB_RING_SLOTS].state = FREE;
+				r->n_done++;
+			}
+			if (r->n_done != was)
+				pthread_cond_signal(&r->widened);
 		}
 	}
 	pthread_mutex_unlock(&r->lock);
@@ -188,7 +203,7 @@ static int issue(struct wb_ring *r, const struct ring_job *j, uint64_t first, st
 	unsigned esize = wsp_dtype_bits(j->dt) / 8;
 	uint64_t n = WSP_MIN(r->chunk_bytes / esize, j->n - first);
 	uint64_t per = r->part_bytes / esize;
-	r->slot[s] = (struct chunk){ j->dst + first, n, j->dt, COPYING,
+	r->slot[s] = (struct chunk){ j->dst + first, n, j->dt, j->add, COPYING,
 				     (uint32_t)WSP_MAX((n + per - 1) / per, 1), 0, 0 };
 	r->n_issued++;   /* even when it fails: its copy may have been enqueued */
 	pthread_mutex_unlock(&r->lock);

@@ -1,8 +1,9 @@
 /*
- * Landing gradients through a ring: a tensor's first push since zeroing
- * copied out of the device in chunks into a few small pinned buffers, each
- * chunk widened into its fp32 accumulator as soon as it has landed, its
- * buffer then reused for a later chunk.
+ * Landing gradients through a ring: a tensor's push copied out of the
+ * device in chunks into a few small pinned buffers, each chunk widened into
+ * its fp32 accumulator (assigned, for a first push since zeroing, or added
+ * to the sum there) as soon as it has landed, its buffer then reused for a
+ * later chunk.
  *
  * Why: a device's writes into host memory stay in the CPU's last-level
  * cache for a while (on CPUs that put them there), so a chunk read back
@@ -10,7 +11,7 @@
  * small is never written back to it either: the host's memory carries
  * the fp32 sums alone, 4 bytes an element of bf16 where landing a layer
  * whole and widening it later costs 8 (the copy's 2 written, 2 read back,
- * 4 written).  A ring also bounds how far the copies run ahead of the
+ * 4 written; adding, 8 against 12).  A ring also bounds how far the copies run ahead of the
  * widening, which is what keeps the chunks in the cache (bench/
  * landing_bench: the same copies into a ring of 512 MiB widen no faster
  * than whole layers).
@@ -31,16 +32,23 @@
  * so that small tensors cross many chunks). */
 #define WB_RING_SLOTS 16u
 extern uint64_t wspi_ring_chunk_bytes;
+/* Called (when set: tests) by a thread before it widens a part of chunk
+ * number `chunk`: a test holds a chunk back to see that later ones cannot
+ * make it look done. */
+extern void (*wspi_ring_part_hook)(uint64_t chunk);
 
 struct wb_ring;
 
 /* One tensor to land: n elements of dtype dt at device address src,
- * written widened to dst (fp32, assigned as a first push is). */
+ * widened into dst (fp32): assigned, as a first push is, or with `add`
+ * added to what dst holds.  The caller lands no two jobs into the same
+ * dst at once (their chunks are widened by different threads). */
 struct ring_job {
 	float *dst;
 	const void *src;
 	uint64_t n;
 	enum wsp_dtype dt;
+	int add;
 };
 
 /* The ring's buffers (pinned where the device pins) and up to `threads`

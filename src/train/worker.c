@@ -1,11 +1,11 @@
 /*
  * The write-back's worker thread (grads_int.h): it applies the queued
- * pushes in order once their copies are done (accumulate.c; first pushes
- * whose gradients are ready go together, their tensors through the
- * landing ring, and later ones follow while those still land), retires
- * them in order once the ring is done with them, traces their copies,
- * keeps the first failure, and when nothing lands does the work ahead
- * (ahead.c).
+ * pushes in order once their copies are done (accumulate.c; pushes without
+ * a staging buffer whose gradients are ready go together, their tensors
+ * through the landing ring, and later ones follow while those still land,
+ * unless they write a tensor still landing), retires them in order once
+ * the ring is done with them, traces their copies, keeps the first
+ * failure, and when nothing lands does the work ahead (ahead.c).
  */
 #include <pthread.h>
 
@@ -113,6 +113,38 @@ struct flight {
 	uint64_t last_end;         /* when the last batch retired was seen done */
 };
 
+/* Whether push p writes a tensor that push q lands through the ring. */
+static int writes_landing(const struct wb *wb, const struct wb_push_s *p,
+			  const struct wb_push_s *q)
+{
+	if (p->layer != q->layer || !q->ring_bytes)
+		return 0;
+	for (uint32_t i = 0; i < wb->pk->layers[p->layer].n_tensors; i++)
+		if (q->landed[i] == LAND_RING && (p->present[i] || p->rows_tensor == i))
+			return 1;
+	return 0;
+}
+
+/* Whether push p writes a tensor that the batches in flight, or the
+ * first pushes of batch b (NULL: none), still land through the ring: p
+ * then waits until they are done, since two passes over one accumulator
+ * at once would race, and whether p assigns or adds is known only once
+ * the earlier one is in. */
+static int waits_for_landing(const struct wb *wb, const struct wb_push_s *p,
+			     const struct flight *fl, const struct batch *b)
+{
+	for (uint32_t k = 0; k < fl->n; k++) {
+		const struct batch *f = &fl->b[(fl->first + k) % FLIGHT];
+		for (uint32_t j = 0; j < f->n; j++)
+			if (writes_landing(wb, p, f->ps[j]))
+				return 1;
+	}
+	for (uint32_t j = 0; b && j < b->n; j++)
+		if (writes_landing(wb, p, b->ps[j]))
+			return 1;
+	return 0;
+}
+
 static uint64_t ring_done(struct wb *wb, int block)
 {
 	return wb->ring ? wb_ring_progress(wb->ring, block) : UINT64_MAX;
@@ -178,12 +210,12 @@ void *wb_worker_main(void *arg)
 		}
 		const struct batch *last = &fl.b[(fl.first + fl.n + FLIGHT - 1) % FLIGHT];
 		struct wb_push_s *p = fl.n ? last->ps[last->n - 1]->next : wb->head;
-		/* While batches land, a push without a staging buffer follows
-		 * them once its gradients are ready (it writes tensors of its
-		 * own); one with a staging buffer may add into tensors they are
-		 * landing, and waits until they are done. */
-		if (fl.n && (!p || p->buf || fl.n == FLIGHT ||
-			     wb->dev->ops->query(wb->dev, p->copied, NULL) == 0)) {
+		/* While batches land, a push follows them once its gradients
+		 * are ready, unless it writes a tensor they are landing: then
+		 * it waits until they are done. */
+		if (fl.n && (!p || fl.n == FLIGHT ||
+			     wb->dev->ops->query(wb->dev, p->copied, NULL) == 0 ||
+			     waits_for_landing(wb, p, &fl, NULL))) {
 			pthread_mutex_unlock(&wb->lock);
 			uint64_t t = wspi_now_ns();
 			uint64_t done = ring_done(wb, 1);
@@ -197,15 +229,17 @@ void *wb_worker_main(void *arg)
 		struct wspi_err e;
 		wspi_err_init(&e);
 		int rc = wb->dev->ops->event_sync(wb->dev, p->copied, &e);
-		/* First pushes only (no staging buffer) queued behind it whose
-		 * gradients are ready go with it. */
+		/* Pushes without a staging buffer queued behind it whose
+		 * gradients are ready go with it, up to one that writes a
+		 * tensor landing before it. */
 		struct batch *b = &fl.b[(fl.first + fl.n) % FLIGHT];
 		b->ps[0] = p;
 		b->n = 1;
 		pthread_mutex_lock(&wb->lock);
 		for (struct wb_push_s *q = p->next; rc == 0 && !p->buf && q && !q->buf &&
 						     b->n < WB_BATCH; q = q->next) {
-			if (wb->dev->ops->query(wb->dev, q->copied, NULL) != 1)
+			if (wb->dev->ops->query(wb->dev, q->copied, NULL) != 1 ||
+			    waits_for_landing(wb, q, &fl, b))
 				break;
 			b->ps[b->n++] = q;
 		}

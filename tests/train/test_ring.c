@@ -10,6 +10,7 @@
  * they do with no ring.  Host backend. */
 #include <inttypes.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "../gpu/pager_util.h"
 #include "gpu/device.h"
@@ -62,8 +63,9 @@ struct batch {
 
 /* n jobs of sizes and dtypes drawn from `seed` (some empty, some of one
  * element, some across many chunks), each dst full of a pattern no
- * widening gives. */
-static void batch_make(struct batch *b, uint32_t n, unsigned seed)
+ * widening gives; with `add`, jobs that add into dst, full of sums of
+ * earlier gradients. */
+static void batch_make_as(struct batch *b, uint32_t n, unsigned seed, int add)
 {
 	uint64_t x = 0x9E3779B97F4A7C15ull * (seed + 1);
 	b->n = n;
@@ -80,11 +82,24 @@ static void batch_make(struct batch *b, uint32_t n, unsigned seed)
 		float *dst = malloc(len * 4 + 4), *want = malloc(len * 4 + 4);
 		CHECK(dst && want);
 		memset(dst, 0x7f, len * 4);
-		wb_accumulate(want, src, dt, len, 1);   /* the tensor widened whole */
-		b->jobs[j] = (struct ring_job){ dst, src, len, dt };
+		if (add) {   /* an earlier gradient's values, then this one added */
+			uint16_t *before = malloc(len * 2 + 2);
+			CHECK(before != NULL);
+			t_fill_grad(before, len, j, seed, 1);
+			wb_accumulate(dst, before, WSP_DTYPE_BF16, len, 1);
+			free(before);
+			memcpy(want, dst, len * 4);
+		}
+		wb_accumulate(want, src, dt, len, !add);   /* the tensor widened whole */
+		b->jobs[j] = (struct ring_job){ dst, src, len, dt, add };
 		b->src[j] = src;
 		b->want[j] = want;
 	}
+}
+
+static void batch_make(struct batch *b, uint32_t n, unsigned seed)
+{
+	batch_make_as(b, n, seed, 0);
 }
 
 static int batch_check(const struct batch *b, const char *what)
@@ -137,9 +152,10 @@ static void ring_alone(void)
 		CHECK_RC(wb_ring_create(d, threads, &r, &e), 0);
 		for (unsigned round = 0; round < 12; round++) {
 			struct batch b;
-			batch_make(&b, round % 3 ? 7 + round : 100, round * 10 + threads);
+			batch_make_as(&b, round % 3 ? 7 + round : 100, round * 10 + threads,
+				      round % 2);
 			CHECK_RC(ring_land(r, b.jobs, b.n, &e), 0);
-			CHECK(batch_check(&b, "ring"));
+			CHECK(batch_check(&b, round % 2 ? "ring, adding" : "ring"));
 			batch_free(&b);
 		}
 		CHECK_RC(ring_land(r, NULL, 0, &e), 0);
@@ -240,6 +256,66 @@ static void ring_across_calls(void)
 	wspi_err_destroy(&e);
 }
 
+/* "Done up to n" means every chunk below n is in its accumulator, though
+ * threads finish chunks out of order: a call's jobs read back as soon as
+ * wb_ring_progress passes its end are whole while the next call's chunks
+ * still widen (a caller then adds into them). */
+static uint64_t held_chunk = UINT64_MAX;
+
+static void hold_back(uint64_t chunk)
+{
+	if (chunk == held_chunk)
+		usleep(20000);   /* every later chunk is widened meanwhile */
+}
+
+static void ring_done_in_order(void)
+{
+	struct dev *d;
+	struct wspi_err e;
+	wspi_err_init(&e);
+	CHECK_RC(dev_host_open(&d, &e), 0);
+	wspi_ring_chunk_bytes = 320;
+	struct wb_ring *r;
+	CHECK_RC(wb_ring_create(d, 6, &r, &e), 0);
+	wspi_ring_part_hook = hold_back;
+	uint64_t issued = 0;
+	for (unsigned round = 0; round < 20; round++) {
+		struct batch b[2];
+		uint64_t end[2];
+		/* Calls of a few chunks each (the ring never waits for a buffer
+		 * here): a chunk of the first (one of its last two) held back
+		 * before its widening */
+		for (int k = 0; k < 2; k++) {
+			batch_make(&b[k], 2, 1000 + 2 * round + k);
+			for (uint32_t j = 0; j < b[k].n; j++)
+				b[k].jobs[j].n %= 240;
+		}
+		uint64_t chunks = 0, later = 0;
+		for (int k = 0; k < 2; k++)
+			for (uint32_t j = 0; j < b[k].n; j++) {
+				uint64_t per = 320 / (wsp_dtype_bits(b[k].jobs[j].dt) / 8);
+				*(k ? &later : &chunks) += (b[k].jobs[j].n + per - 1) / per;
+			}
+		CHECK(chunks + later <= WB_RING_SLOTS);
+		held_chunk = chunks ? issued + chunks - 1 - round % 2 * (chunks > 1) : UINT64_MAX;
+		for (int k = 0; k < 2; k++)
+			CHECK_RC(wb_ring_issue(r, b[k].jobs, b[k].n, &end[k], &e), 0);
+		CHECK(end[0] == issued + chunks && end[1] == end[0] + later);
+		issued = end[1];
+		while (wb_ring_progress(r, 1) < end[0])
+			;
+		CHECK(batch_check(&b[0], "a call read back once done, the next still landing"));
+		CHECK_RC(wb_ring_wait(r, end[1], &e), 0);
+		CHECK(batch_check(&b[1], "the call after it"));
+		for (int k = 0; k < 2; k++)
+			batch_free(&b[k]);
+	}
+	wspi_ring_part_hook = NULL;
+	wb_ring_destroy(r);
+	dev_close(d);
+	wspi_err_destroy(&e);
+}
+
 /* Through the pager: per layer a push of every tensor, then a second push
  * added to it, then after zeroing a push tensor by tensor; the sums
  * checked against the widened values each time.  chunk 0: no ring. */
@@ -311,6 +387,7 @@ int main(void)
 {
 	ring_alone();
 	ring_across_calls();
+	ring_done_in_order();
 	through_pager(4096 + 64);
 	through_pager(0);
 	return 0;
