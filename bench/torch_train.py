@@ -293,6 +293,10 @@ def main():
                     help="with --lora: resident and paged steps taking turns, both models on "
                          "the GPU at once (the host's speed drifts between runs on a shared "
                          "machine; pairs of steps see the same drift)")
+    ap.add_argument("--accumulate", action="store_true",
+                    help="also time micro-batches that add into the last ones' gradients "
+                         "(gradient accumulation: no zeroing between them), paged against "
+                         "resident")
     ap.add_argument("--fwd-bwd-only", action="store_true",
                     help="only the forward+backward figures (no optimizer steps)")
     ap.add_argument("--device-step-only", action="store_true",
@@ -325,6 +329,10 @@ def main():
     res_phases = []
     t_res = step_time(ref, batches, before=ref.zero_grad,   # set_to_none, as a loop does
                       phases=res_phases)
+    res_acc = None
+    if a.accumulate:   # .grad kept: each backward adds into it
+        res_acc = step_time(ref, batches, reps=a.reps)
+        ref.zero_grad()
     ref_prof = None
     if a.profile:
         ref_prof = profiled_step(ref, batches[0], ref.zero_grad,
@@ -398,6 +406,8 @@ def main():
           f"step; compute {t_res * 1e3:.1f} ms is {t_res / max(t_in, t_out):.2f}x the step's "
           f"transfer ({'>=' if heavy else '<'} 1.2x)")
 
+    if a.accumulate:
+        accumulating(model, batches, a.reps, res_acc)
     if a.profile:
         print(cuda_timeline.report(prof, ref_prof))
     if a.fwd_bwd_only:
@@ -434,6 +444,24 @@ def main():
     model = pg = None
     torch.cuda.empty_cache()
     device_step(d, a, batches, ceil, t_pag, n)
+
+
+def accumulating(model, batches, reps: int, t_res: float) -> None:
+    """Micro-batches of gradient accumulation: forward+backward with no
+    zeroing between them, so that every gradient adds into the host's fp32
+    sums rather than starting them (the first of a window), against the
+    resident model adding into its own .grad."""
+    pg = model._wspager.pager
+    wt.zero_grad(model)
+    model(batches[0], labels=batches[0]).loss.backward()   # the window's first
+    pg.reset_stats()
+    t = step_time(model, batches, reps=reps)
+    st = pg.stats()
+    wt.grads(model)
+    print(f"accumulating micro-batches (no zeroing between them): paged {t * 1e3:.1f} ms, "
+          f"resident {t_res * 1e3:.1f} ms; the GPU waited {(t - t_res) / t * 100:.1f}%; "
+          f"host time adding {st['grad_add_ns'] / (reps + 1) / 1e6:.1f} ms a step")
+    wt.zero_grad(model)
 
 
 def lora_pager(a) -> dict:

@@ -332,13 +332,16 @@ run() {
 			# a compute-bound batch, the two builds taking turns
 			# (WSP_LANE_FB_BASE=0: the new build alone, where this
 			# tree's Python needs calls the base library lacks;
-			# WSP_LANE_FB_RUNS: the runs' names, "1 2" by default)
+			# WSP_LANE_FB_RUNS: the runs' names, "1 2" by default;
+			# WSP_LANE_FB_ARGS: more arguments, e.g. --accumulate)
 			case $ab in *" train-fb "*) for b in ${WSP_LANE_FB_BATCHES:-4 12}; do for k in ${WSP_LANE_FB_RUNS:-1 2}; do
 				[ "${WSP_LANE_FB_BASE:-1}" = 0 ] ||
 				step ab-train-fb-b$b-base-$k 300 "${py_env[@]}" "${base_env[@]}" python3 \
-					"$top/bench/torch_train.py" --dir "$work/train" --fwd-bwd-only --batch $b --reps 5
+					"$top/bench/torch_train.py" --dir "$work/train" --fwd-bwd-only --batch $b --reps 5 \
+					${WSP_LANE_FB_ARGS:-}
 				step ab-train-fb-b$b-new-$k 300 "${py_env[@]}" python3 \
-					"$top/bench/torch_train.py" --dir "$work/train" --fwd-bwd-only --batch $b --reps 5
+					"$top/bench/torch_train.py" --dir "$work/train" --fwd-bwd-only --batch $b --reps 5 \
+					${WSP_LANE_FB_ARGS:-}
 				# WSP_LANE_FB_SHARES: the new build again, taking turns
 				# with the others, with the share of gradients sent as
 				# fp32 fixed at each of these
@@ -364,7 +367,7 @@ run() {
 				[ -f "$out/$f.log" ] && { echo "== $f"; grep -v "Loading weights" "$out/$f.log" | tail -n 16; }
 			done
 			for f in "$out"/ab-train-fb-*.log; do
-				[ -f "$f" ] && { echo "== $(basename "$f" .log)"; grep -E "resident forward|paged forward|adding|last kernel|efficiency|GPU waited|chose|decod" "$f"; }
+				[ -f "$f" ] && { echo "== $(basename "$f" .log)"; grep -E "resident forward|paged forward|adding|last kernel|efficiency|GPU waited|chose|decod|accumulating" "$f"; }
 			done
 		fi ;;
 	esac
