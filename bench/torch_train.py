@@ -28,6 +28,11 @@ on the GPU, and each pair's ratio is reported: the host's speed drifts by
 tens of percent between runs on a shared machine, more than the paged
 step's margin, and a pair of steps sees the same drift.
 
+With --accumulate, forward+backward of micro-batches that add into the
+last ones' gradients (gradient accumulation's later micro-batches: no
+zeroing between them) too, against the resident model adding into its
+own .grad in the same run.
+
 With --profile DIR, one more step of each (resident, paged) runs under
 torch.profiler; their device timelines go to DIR as Chrome traces and are
 summarised (bench/cuda_timeline.py): where the compute stream sat idle,
