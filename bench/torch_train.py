@@ -410,6 +410,22 @@ def main():
     print(f"  GPU waited (paged - resident) / paged = {(t_pag - t_res) / t_pag * 100:.1f}% of the "
           f"step; compute {t_res * 1e3:.1f} ms is {t_res / max(t_in, t_out):.2f}x the step's "
           f"transfer ({'>=' if heavy else '<'} 1.2x)")
+    # The step's floor phase by phase: the forward's weights come in before
+    # any of its gradients can go out, so the link's two directions overlap
+    # only inside the backward.  Each phase takes at least its resident
+    # compute and its bytes at the link (the backward's at the rates
+    # measured with both directions busy).
+    fwd_res = statistics.median(f for f, _ in res_phases)
+    bwd_res = statistics.median(b for _, b in res_phases)
+    fwd_in = h2d - h2d_b
+    floor_f = max(fwd_res, fwd_in / ceil["h2d"] / 1e9)
+    floor_b = max(bwd_res, h2d_b / ceil["h2d both"] / 1e9, d2h / ceil["d2h both"] / 1e9)
+    floor = floor_f + floor_b
+    print(f"  floor phase by phase {floor * 1e3:.1f} ms (forward {floor_f * 1e3:.1f}: compute "
+          f"{fwd_res * 1e3:.1f} or {fwd_in / 1e9:.2f} GB in; backward {floor_b * 1e3:.1f}: compute "
+          f"{bwd_res * 1e3:.1f}, {h2d_b / 1e9:.2f} GB in or {d2h / 1e9:.2f} GB out, both directions "
+          f"busy); the step is {t_pag / floor:.3f}x it, the GPU waited "
+          f"{(t_pag - floor) / t_pag * 100:.1f}% beyond it")
 
     if a.accumulate:
         accumulating(model, batches, a.reps, res_acc)

@@ -10,8 +10,8 @@
  * chunk back from the CPU's cache: assigned to its accumulator when it is
  * the first since zeroing (the one micro-batch of most training steps),
  * else added there (gradient accumulation's later micro-batches).  Smaller
- * first pushes, and all where no ring
- * could be made, are copied straight into the layer's landing buffer, in
+ * tensors' first pushes, and all where no ring could be made, are copied
+ * straight into the layer's landing buffer, in
  * the gradient's own dtype, and never wait to be widened (widening from
  * memory runs far below the link, docs/PERFORMANCE.md).  The worker
  * widens landed tensors when it has nothing else to do (no push queued,

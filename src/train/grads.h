@@ -11,8 +11,9 @@
  * accumulators (one per tensor, made on first use); a small tensor's first
  * push lands in the layer's pinned landing buffer in its own dtype and is
  * widened later, its later pushes (and rows) go through one of a few
- * pinned staging buffers and the worker adds them.  A push may carry some of a layer's tensors (each as its
- * gradient is ready), or some rows of one tensor.  When every staging
+ * pinned staging buffers and the worker adds them.  A push may carry some
+ * of a layer's tensors (each as its gradient is ready), or some rows of
+ * one tensor.  When every staging
  * buffer a push needs, or every push slot, is in flight it waits for the
  * oldest.
  */

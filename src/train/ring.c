@@ -4,7 +4,8 @@
  * COPYING (its copy issued), LANDED (the lander saw its event), WIDENING
  * (a thread took it), WIDENED (all its parts done, an earlier chunk's not
  * yet) and FREE again, in chunk order: threads finish chunks out of order,
- * but "done up to n" must mean every chunk below n is in its accumulator.  The caller (one at a time) issues
+ * but "done up to n" must mean every chunk below n is in its accumulator.
+ * The caller (one at a time) issues
  * and lands in order, across calls: a call's chunks follow the last
  * call's without waiting for them to be widened; the threads take the
  * parts of landed chunks in order.  One lock guards the states and the

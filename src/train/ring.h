@@ -11,7 +11,8 @@
  * small is never written back to it either: the host's memory carries
  * the fp32 sums alone, 4 bytes an element of bf16 where landing a layer
  * whole and widening it later costs 8 (the copy's 2 written, 2 read back,
- * 4 written; adding, 8 against 12).  A ring also bounds how far the copies run ahead of the
+ * 4 written); adding to a sum, 8 (the sum read and written) where staging
+ * costs 12.  A ring also bounds how far the copies run ahead of the
  * widening, which is what keeps the chunks in the cache (bench/
  * landing_bench: the same copies into a ring of 512 MiB widen no faster
  * than whole layers).
