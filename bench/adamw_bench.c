@@ -13,8 +13,10 @@
  * the scalar loop (the vector loop switched off).  Then a gradient's
  * widening from bf16 into its fp32 accumulator (a first push, as the
  * write-back's threads do it: 6 B an element), with streaming stores and
- * with plain ones.  With --threads 1 it is the one-core figure.  Prints
- * one line per measurement. */
+ * with plain ones; the same from fp16, and both added into the sums (a
+ * later micro-batch: 10 B an element), each against the scalar loop.
+ * With --threads 1 it is the one-core figure.  Prints one line per
+ * measurement. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -96,7 +98,11 @@ static void *run_part(void *arg)
 			w->a[i] = w->b[i] + 3.0f * w->c[i];
 		break;
 	case 3:   /* g_'s bytes as bf16 gradients, widened into p_ */
-		wb_accumulate(p_ + i, (const uint16_t *)g_ + i, WSP_DTYPE_BF16, w->end - i, 1);
+	case 4:   /* ... as fp16 */
+	case 5:   /* ... bf16, added into p_ (a later micro-batch) */
+	case 6:   /* ... fp16, added */
+		wb_accumulate(p_ + i, (const uint16_t *)g_ + i,
+			      w->kind % 2 ? WSP_DTYPE_BF16 : WSP_DTYPE_F16, w->end - i, w->kind < 5);
 		break;
 	default:
 		if (HAVE_AVX2())
@@ -179,19 +185,26 @@ int main(int argc, char **argv)
 		       "; %.2f G params/s\n", loops[scalar], step[scalar], 100 * step[scalar] / triad,
 		       100 * step[scalar] / pattern, step[scalar] / 28);
 	}
-	static const char *const widens[] = { "bf16 widening, streaming stores",
-					       "  plain stores" };
-	for (int plain = 0; plain < 2; plain++) {
-		double best = 0;
-		wspi_tofloat_use_simd = !plain;
-		for (unsigned r = 0; r < reps; r++) {
-			double t0 = now_s();
-			run_all(3, n, t);
-			best = WSP_MAX(best, 6.0 * n / (now_s() - t0) / 1e9);
+	/* kind, bytes an element, what the vector loop is, the scalar one */
+	static const struct { int kind; double bytes; const char *simd, *plain; } widens[] = {
+		{ 3, 6, "bf16 widening, streaming stores", "  plain stores" },
+		{ 4, 6, "fp16 widening, F16C", "  the scalar conversion" },
+		{ 5, 10, "bf16 added, AVX2", "  the scalar loop" },
+		{ 6, 10, "fp16 added, F16C", "  the scalar conversion" },
+	};
+	for (unsigned k = 0; k < sizeof(widens) / sizeof(widens[0]); k++)
+		for (int plain = 0; plain < 2; plain++) {
+			double best = 0;
+			wspi_tofloat_use_simd = !plain;
+			for (unsigned r = 0; r < reps; r++) {
+				double t0 = now_s();
+				run_all(widens[k].kind, n, t);
+				best = WSP_MAX(best, widens[k].bytes * n / (now_s() - t0) / 1e9);
+			}
+			printf("%-31s %7.2f GB/s (%.0f B an element) = %.1f%% of triad; %.2f G "
+			       "elements/s\n", plain ? widens[k].plain : widens[k].simd, best,
+			       widens[k].bytes, 100 * best / triad, best / widens[k].bytes);
 		}
-		printf("%-31s %7.2f GB/s (6 B an element) = %.1f%% of triad; %.2f G elements/s\n",
-		       widens[plain], best, 100 * best / triad, best / 6);
-	}
 	free(p_);
 	free(g_);
 	free(m_);

@@ -29,8 +29,8 @@ static inline float f16_to_f32(uint16_t h)
 {
 	uint32_t sign = (uint32_t)(h & 0x8000) << 16;
 	uint32_t exp = (h >> 10) & 0x1f, man = h & 0x3ff;
-	if (exp == 0x1f)                       /* Inf, NaN (payload kept) */
-		return from_bits(sign | 0x7f800000u | (man << 13));
+	if (exp == 0x1f)   /* Inf; NaN with its payload, quieted as IEEE (and F16C) convert */
+		return from_bits(sign | 0x7f800000u | (man << 13) | (man ? 0x400000u : 0));
 	if (exp)                               /* normal */
 		return from_bits(sign | ((exp + 112) << 23) | (man << 13));
 	/* zero and subnormals: man x 2^-24, exact in fp32 */
@@ -80,7 +80,60 @@ static uint64_t bf16_add_avx2(float *acc, const uint16_t *h, uint64_t n)
 	}
 	return i;
 }
+
+/* fp16 the same ways, converted by F16C (exact: every fp16 value, subnormals
+ * included, is an fp32 one); the scalar conversion branches on the
+ * exponent and stays scalar. */
+__attribute__((target("avx2,f16c")))
+static uint64_t f16_assign_stream(float *out, const uint16_t *h, uint64_t n)
+{
+	uint64_t i = 0;
+	for (; i < n && ((uintptr_t)(out + i) & 31); i++)
+		out[i] = f16_to_f32(h[i]);
+	for (; i + 8 <= n; i += 8)
+		_mm256_stream_ps(out + i, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(h + i))));
+	_mm_sfence();
+	return i;
+}
+
+__attribute__((target("avx2,f16c")))
+static uint64_t f16_add_avx2(float *acc, const uint16_t *h, uint64_t n)
+{
+	uint64_t i = 0;
+	for (; i + 8 <= n; i += 8) {
+		__m256 f = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(h + i)));
+		_mm256_storeu_ps(acc + i, _mm256_add_ps(_mm256_loadu_ps(acc + i), f));
+	}
+	return i;
+}
+
+static int have_f16c(void)
+{
+	return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c");
+}
 #endif
+
+static void f16_assign(float *acc, const uint16_t *h, uint64_t n)
+{
+	uint64_t i = 0;
+#if TOFLOAT_AVX2
+	if (wspi_tofloat_use_simd && n >= STREAM_MIN_ELEMENTS && have_f16c())
+		i = f16_assign_stream(acc, h, n);
+#endif
+	for (; i < n; i++)
+		acc[i] = f16_to_f32(h[i]);
+}
+
+static void f16_add(float *restrict acc, const uint16_t *restrict h, uint64_t n)
+{
+	uint64_t i = 0;
+#if TOFLOAT_AVX2
+	if (wspi_tofloat_use_simd && have_f16c())
+		i = f16_add_avx2(acc, h, n);
+#endif
+	for (; i < n; i++)
+		acc[i] += f16_to_f32(h[i]);
+}
 
 /* The loops are kept free of branches so the compiler vectorises them:
  * widening bf16 is a shift, and these run at memory speed. */
@@ -131,11 +184,9 @@ void wb_accumulate(float *acc, const void *src, enum wsp_dtype dt, uint64_t n, i
 		break;
 	case WSP_DTYPE_F16:
 		if (first)
-			for (uint64_t i = 0; i < n; i++)
-				acc[i] = f16_to_f32(h[i]);
+			f16_assign(acc, h, n);
 		else
-			for (uint64_t i = 0; i < n; i++)
-				acc[i] += f16_to_f32(h[i]);
+			f16_add(acc, h, n);
 		break;
 	default:
 		break;

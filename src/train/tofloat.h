@@ -7,7 +7,8 @@
 
 /* 1 for the dtypes a gradient may have (F32, F16, BF16). */
 int wb_dtype_ok(enum wsp_dtype dt);
-/* acc[i] = src[i] (first push: the gradient's own value, bit for bit) or
+/* acc[i] = src[i] (first push: the gradient's own value, bit for bit; an
+ * fp16 signalling NaN comes out quiet, as IEEE conversion has it) or
  * acc[i] += src[i], for n elements of dtype dt. */
 void wb_accumulate(float *acc, const void *src, enum wsp_dtype dt, uint64_t n, int first);
 /* 0: the plain loops only (tests compare the two; default 1). */

@@ -2,7 +2,7 @@
  * fp16 and bf16 values converts to the fp32 value it denotes (worked out
  * here independently, with ldexp), NaN staying NaN and the sign of zero
  * kept; a first push assigns (bit for bit, -0 included), later ones add
- * (the vector loops giving the scalar loops' bits). */
+ * (the vector loops giving the scalar loops' bits, for bf16 and fp16). */
 #include <math.h>
 #include <pthread.h>
 #include <stdlib.h>
@@ -48,7 +48,7 @@ static int same(float got, double want)
  * them: the same bits as the plain loop, from every alignment of source
  * and accumulator, for lengths around the vector width and the size at
  * which streaming starts, with the elements just past the end untouched. */
-static int check_streamed(void)
+static int check_streamed(enum wsp_dtype dt, const char *name)
 {
 	enum { MAX = 20000 };
 	static uint16_t src[MAX + 8];
@@ -63,13 +63,13 @@ static int check_streamed(void)
 				memset(want, 0x5a, sizeof(want));
 				memset(got, 0x5a, sizeof(got));
 				wspi_tofloat_use_simd = 0;
-				wb_accumulate(want + ao, src + so, WSP_DTYPE_BF16, n, 1);
+				wb_accumulate(want + ao, src + so, dt, n, 1);
 				wspi_tofloat_use_simd = 1;
-				wb_accumulate(got + ao, src + so, WSP_DTYPE_BF16, n, 1);
+				wb_accumulate(got + ao, src + so, dt, n, 1);
 				if (memcmp(want, got, sizeof(want)) != 0) {
-					fprintf(stderr, "bf16 widening of %llu elements (source +%u, "
+					fprintf(stderr, "%s widening of %llu elements (source +%u, "
 						"accumulator +%u): the streamed loop differs\n",
-						(unsigned long long)n, so, ao);
+						name, (unsigned long long)n, so, ao);
 					return 1;
 				}
 			}
@@ -82,7 +82,7 @@ static int check_streamed(void)
  * and accumulator, with the elements just past the end untouched.  Where
  * both addends are NaN the result is a NaN (which payload is the
  * hardware's choice of operand order). */
-static int check_added(void)
+static int check_added(enum wsp_dtype dt, const char *name)
 {
 	enum { MAX = 4200 };
 	static uint16_t src[MAX + 8];
@@ -101,22 +101,58 @@ static int check_added(void)
 				memcpy(want, start, sizeof(want));
 				memcpy(got, start, sizeof(got));
 				wspi_tofloat_use_simd = 0;
-				wb_accumulate(want + ao, src + so, WSP_DTYPE_BF16, n, 0);
+				wb_accumulate(want + ao, src + so, dt, n, 0);
 				wspi_tofloat_use_simd = 1;
-				wb_accumulate(got + ao, src + so, WSP_DTYPE_BF16, n, 0);
+				wb_accumulate(got + ao, src + so, dt, n, 0);
 				for (unsigned i = 0; i < MAX + 16; i++) {
+					uint16_t v = i >= ao && i - ao < n ? src[so + i - ao] : 0;
 					int nans = i >= ao && i - ao < n && isnan(start[i]) &&
-						   isnan(bf16_value(src[so + i - ao]));
+						   isnan(dt == WSP_DTYPE_F16 ? f16_value(v) : bf16_value(v));
 					if (nans ? isnan(got[i]) && isnan(want[i])
 						 : memcmp(&got[i], &want[i], sizeof(float)) == 0)
 						continue;
-					fprintf(stderr, "bf16 added into %llu elements (source +%u, "
+					fprintf(stderr, "%s added into %llu elements (source +%u, "
 						"accumulator +%u): element %u is %a, the scalar loop "
-						"gives %a\n", (unsigned long long)n, so, ao, i,
+						"gives %a\n", name, (unsigned long long)n, so, ao, i,
 						got[i], want[i]);
 					return 1;
 				}
 			}
+	return 0;
+}
+
+/* Every fp16 value, assigned and added by the vector loops (F16C where the
+ * CPU has it) and by the scalar ones, bit for bit: NaNs come out quiet
+ * with their payload (IEEE conversion sets the quiet bit of a signalling
+ * NaN; so does F16C), and added to a number they stay that NaN. */
+static int check_f16_nans(void)
+{
+	static uint16_t all[65536];
+	static float want[65536], got[65536];
+	for (unsigned i = 0; i < 65536; i++)
+		all[i] = (uint16_t)i;
+	for (int first = 1; first >= 0; first--) {
+		for (unsigned i = 0; i < 65536; i++)
+			want[i] = got[i] = (float)(i % 13) - 6.5f;
+		wspi_tofloat_use_simd = 0;
+		wb_accumulate(want, all, WSP_DTYPE_F16, 65536, first);
+		wspi_tofloat_use_simd = 1;
+		wb_accumulate(got, all, WSP_DTYPE_F16, 65536, first);
+		for (unsigned i = 0; i < 65536; i++) {
+			uint32_t g, w;
+			memcpy(&g, &got[i], 4);
+			memcpy(&w, &want[i], 4);
+			int nan = (i & 0x7c00) == 0x7c00 && (i & 0x3ff);
+			uint32_t quiet = ((uint32_t)(i & 0x8000) << 16) | 0x7fc00000u |
+					 ((uint32_t)(i & 0x3ff) << 13);
+			if (g != w || (nan && w != quiet)) {
+				fprintf(stderr, "f16 %04x %s: %08x, the scalar loop %08x%s\n", i,
+					first ? "assigned" : "added", g, w,
+					nan ? " (want the quiet NaN)" : "");
+				return 1;
+			}
+		}
+	}
 	return 0;
 }
 
@@ -207,5 +243,7 @@ int main(void)
 	wb_accumulate(&s, &one, WSP_DTYPE_BF16, 1, 1);
 	wb_accumulate(&s, &tiny, WSP_DTYPE_BF16, 1, 0);
 	CHECK(s == 1.0f + ldexpf(1.0f, -20));
-	return check_streamed() || check_added() || check_streamed_threads();
+	return check_streamed(WSP_DTYPE_BF16, "bf16") || check_added(WSP_DTYPE_BF16, "bf16") ||
+	       check_streamed(WSP_DTYPE_F16, "f16") || check_added(WSP_DTYPE_F16, "f16") ||
+	       check_f16_nans() || check_streamed_threads();
 }
