@@ -67,9 +67,10 @@ def model_args(ap, directory: str, tokens: int) -> None:
     ap.add_argument("--tokens", type=int, default=tokens)
 
 
-def make_checkpoint(d: str, cfg) -> None:
-    """Random bf16 weights (std 0.02, norms 1) made on the GPU, saved in 2 GB
-    shards with an index, as save_pretrained lays a checkpoint out."""
+def make_checkpoint(d: str, cfg, dtype=torch.bfloat16) -> None:
+    """Random weights of `dtype` (bf16 by default; std 0.02, norms 1) made on
+    the GPU, saved in 2 GB shards with an index, as save_pretrained lays a
+    checkpoint out."""
     from safetensors.torch import save_file
     if os.path.exists(os.path.join(d, "config.json")):
         return
@@ -80,10 +81,10 @@ def make_checkpoint(d: str, cfg) -> None:
     shard, shards, size, wmap = {}, [], 0, {}
     for name, p in model.named_parameters():
         if p.dim() == 1:
-            t = torch.ones(p.shape, dtype=torch.bfloat16)
+            t = torch.ones(p.shape, dtype=dtype)
         else:
             t = (torch.randn(p.shape, generator=g, device="cuda", dtype=torch.float32) * 0.02).to(
-                torch.bfloat16).cpu()
+                dtype).cpu()
         shard[name] = t
         size += t.numel() * 2
         if size >= 2 << 30:

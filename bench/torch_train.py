@@ -26,7 +26,11 @@ transfer (the condition under which that wait should be small; raise
 With --lora --interleave, resident and paged steps take turns, both models
 on the GPU, and each pair's ratio is reported: the host's speed drifts by
 tens of percent between runs on a shared machine, more than the paged
-step's margin, and a pair of steps sees the same drift.
+step's margin, and a pair of steps sees the same drift.  Without --lora,
+--interleave keeps the resident model and ends with pairs of
+forward+backward taking turns, the same way: the GPU's clock drifts with
+its power and temperature by as much as the paged step's margin between
+the resident steps (timed first) and the paged ones.
 
 With --accumulate, forward+backward of micro-batches that add into the
 last ones' gradients (gradient accumulation's later micro-batches: no
@@ -271,6 +275,9 @@ def main():
     ap.add_argument("--batch", type=int, default=4)
     ap.add_argument("--seq", type=int, default=512)
     ap.add_argument("--host-cache", default="16G")
+    ap.add_argument("--dtype", choices=("bfloat16", "float16"), default="bfloat16",
+                    help="the checkpoint's dtype, and so the gradients' (float16: with "
+                         "--fwd-bwd-only)")
     ap.add_argument("--reps", type=int, default=3, help="timed paged steps (median)")
     ap.add_argument("--gpu-slots", type=int, default=4, help="the pager's GPU slots")
     ap.add_argument("--gpu-packed", default=None, metavar="SIZE",
@@ -295,9 +302,10 @@ def main():
                     help="only LoRA fine-tuning (peft adapters over the frozen model), paged "
                          "against resident, whole steps")
     ap.add_argument("--interleave", action="store_true",
-                    help="with --lora: resident and paged steps taking turns, both models on "
-                         "the GPU at once (the host's speed drifts between runs on a shared "
-                         "machine; pairs of steps see the same drift)")
+                    help="resident and paged steps taking turns, both models on the GPU at "
+                         "once (the host's and the GPU's speed drift during a run; pairs of "
+                         "steps see the same drift): with --lora its steps; else, after the "
+                         "other figures, 2 x --reps pairs of forward+backward")
     ap.add_argument("--accumulate", action="store_true",
                     help="also time micro-batches that add into the last ones' gradients "
                          "(gradient accumulation: no zeroing between them), paged against "
@@ -307,15 +315,20 @@ def main():
     ap.add_argument("--device-step-only", action="store_true",
                     help="only the step inside the backward (wt.step_in_backward)")
     a = ap.parse_args()
+    if a.dtype != "bfloat16" and (not a.fwd_bwd_only or a.lora or a.device_step_only):
+        ap.error("--dtype float16 times full training's forward+backward only: "
+                 "--fwd-bwd-only, without --lora or --device-step-only")
     a.host_decode = {"auto": None, "gpu": False, "host": True}[a.decode]
     torch.manual_seed(0)
-    d = os.path.join(a.dir, f"llama-{a.layers}x{a.hidden}")
+    dtype = getattr(torch, a.dtype)
+    d = os.path.join(a.dir, f"llama-{a.layers}x{a.hidden}"
+                     + ("" if dtype == torch.bfloat16 else f"-{a.dtype}"))
     cfg = transformers.LlamaConfig(vocab_size=32000, hidden_size=a.hidden,
                                    intermediate_size=a.hidden * 11008 // 4096,
                                    num_hidden_layers=a.layers, num_attention_heads=a.hidden // 128,
                                    num_key_value_heads=max(1, a.hidden // 512),
                                    max_position_embeddings=4096)
-    make_checkpoint(d, cfg)
+    make_checkpoint(d, cfg, dtype)
     ceil = ceilings()
     print(f"{torch.cuda.get_device_name()}; pinned host->GPU {ceil['h2d']:.1f} GB/s, "
           f"GPU->host {ceil['d2h']:.1f} GB/s; both at once {ceil['h2d both']:.1f} in + "
@@ -329,7 +342,7 @@ def main():
         return device_step(d, a, batches, ceil)
 
     # Resident: the compute the paged steps overlap with.
-    ref = transformers.AutoModelForCausalLM.from_pretrained(d, dtype=torch.bfloat16).cuda()
+    ref = transformers.AutoModelForCausalLM.from_pretrained(d, dtype=dtype).cuda()
     weight_bytes = sum(p.numel() * p.element_size() for p in ref.parameters())
     res_phases = []
     t_res = step_time(ref, batches, before=ref.zero_grad,   # set_to_none, as a loop does
@@ -342,9 +355,11 @@ def main():
     if a.profile:
         ref_prof = profiled_step(ref, batches[0], ref.zero_grad,
                                  os.path.join(a.profile, f"train-resident-b{a.batch}.json"))
-    del ref
-    torch.cuda.empty_cache()
-    print(f"weights {weight_bytes / 1e9:.2f} GB bf16, {a.batch}x{a.seq} tokens; resident "
+    if not a.interleave:   # else kept for the pairs at the end
+        del ref
+        ref = None
+        torch.cuda.empty_cache()
+    print(f"weights {weight_bytes / 1e9:.2f} GB {a.dtype}, {a.batch}x{a.seq} tokens; resident "
           f"forward+backward {t_res * 1e3:.1f} ms ({phase_medians(res_phases)})")
 
     tl = Timeline()
@@ -431,6 +446,10 @@ def main():
         accumulating(model, batches, a.reps, res_acc)
     if a.profile:
         print(cuda_timeline.report(prof, ref_prof))
+    if ref is not None:
+        interleaved(ref, model, batches, a.reps)
+        del ref
+        torch.cuda.empty_cache()
     if a.fwd_bwd_only:
         return
 
@@ -465,6 +484,33 @@ def main():
     model = pg = None
     torch.cuda.empty_cache()
     device_step(d, a, batches, ceil, t_pag, n)
+
+
+def interleaved(ref, model, batches, reps: int) -> None:
+    """Resident and paged forward+backward taking turns, each after zeroing
+    the gradients and synchronised, as step_time times them: the GPU's own
+    speed drifts by a few percent over a run (its clock follows its power
+    and temperature), as much as the paged step's margin, and a pair of
+    steps sees the same drift.  Prints the median of the pairs' ratios."""
+    res, pag, ratio = [], [], []
+    for i in range(2 * reps + 1):
+        ids = batches[i % len(batches)]
+        for m, zero, out in ((ref, ref.zero_grad, res),
+                             (model, lambda: wt.zero_grad(model), pag)):
+            zero()
+            torch.cuda.synchronize()
+            t0 = time.perf_counter()
+            m(ids, labels=ids).loss.backward()
+            torch.cuda.synchronize()
+            out.append(time.perf_counter() - t0)
+        if i:   # the first pair warms both up again
+            ratio.append(pag[-1] / res[-1])
+    wt.grads(model)
+    r = statistics.median(ratio)
+    print(f"taking turns, {len(ratio)} pairs: resident {statistics.median(res[1:]) * 1e3:.1f} ms, "
+          f"paged {statistics.median(pag[1:]) * 1e3:.1f} ms; paged / resident of a pair, median "
+          f"{r:.3f} (range {min(ratio):.3f}-{max(ratio):.3f}): the GPU waited {(r - 1) / r * 100:.1f}% "
+          f"of the paged step")
 
 
 def accumulating(model, batches, reps: int, t_res: float) -> None:
