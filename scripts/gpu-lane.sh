@@ -43,7 +43,9 @@
 #                               (bench/adamw_bench: the host AdamW step
 #                               against memory bandwidth), landing-bench
 #                               (bench/landing_bench: where landed
-#                               gradients are widened), codec-bench
+#                               gradients are widened), copy-bench
+#                               (bench/copy_interference.py: GEMMs beside
+#                               the link's copies), codec-bench
 #                               (bench/exprans_bench, gpu_bench with zstd
 #                               and exprans packs, bench/stream_profile.py
 #                               on both), cold-bench (`wspager
@@ -250,6 +252,14 @@ run() {
 		step bench-landing 300 "$lane/bench/landing_bench" ${WSP_LANE_LANDING:-}
 		step bench-landing-1m 300 "$lane/bench/landing_bench" --chunk 1024 --rings 4,8,16,32 --threads 12
 		for f in bench-landing bench-landing-1m; do echo "== $f"; cat "$out/$f.log"; done ;;
+	esac
+	case $parts in *" copy-bench "*)
+		# GEMMs beside the link's copies, no pager: the compute-bound
+		# ceiling of paged training (bench/copy_interference.py)
+		for b in 12 4; do
+			step bench-copy-b$b 300 "${py_env[@]}" python3 "$top/bench/copy_interference.py" --batch $b
+			echo "== bench-copy-b$b"; cat "$out/bench-copy-b$b.log"
+		done ;;
 	esac
 	case $parts in *" bench "*|*" codec-bench "*)
 		step bench-exprans 400 "$lane/bench/exprans_bench"
