@@ -526,7 +526,9 @@ lane_py_train() {
 	step py-bounded-cuda 300 "${py_env[@]}" sh -c '. "$top_srcdir/tests/python/lib.sh"; "$PY" "$HERE/test_train_bounded.py" cuda'
 	step py-grad-f32-cuda 300 "${py_env[@]}" sh -c '. "$top_srcdir/tests/python/lib.sh"; "$PY" "$HERE/test_grad_f32.py" cuda'
 	step py-grad-f32-cpu 300 "${py_env[@]}" sh "$top/tests/python/torch_grad_f32.sh"
-	for f in py-lora-cuda py-lora-cpu py-experts-cuda py-grad-loop-cuda py-hf-trainer-cuda py-train-cuda py-step-cuda py-step-cpu py-bounded-cuda py-grad-f32-cuda py-grad-f32-cpu; do
+	step py-grad-f16-cuda 300 "${py_env[@]}" sh -c '. "$top_srcdir/tests/python/lib.sh"; "$PY" "$HERE/test_grad_f16.py" cuda'
+	step py-grad-f16-cpu 300 "${py_env[@]}" sh "$top/tests/python/torch_grad_f16.sh"
+	for f in py-lora-cuda py-lora-cpu py-experts-cuda py-grad-loop-cuda py-hf-trainer-cuda py-train-cuda py-step-cuda py-step-cpu py-bounded-cuda py-grad-f32-cuda py-grad-f32-cpu py-grad-f16-cuda py-grad-f16-cpu; do
 		echo "== $f"; grep -E 'torch|diff|failures|FAIL|Error|share' "$out/$f.log"
 	done
 }
