@@ -1,6 +1,7 @@
 """What the Python tests share: record a failed check, and finish with the
 count and the exit status (0, or 1 when anything failed); the device
-argument and the optional packages a test needs (skip, 77, without); a
+argument, attention kernels for runs compared bit for bit, and the
+optional packages a test needs (skip, 77, without); a
 free port for torch.distributed, and a rank's start."""
 import datetime
 import importlib
@@ -63,3 +64,12 @@ def start_rank(mode: str, timeout_s: float):
     dist.init_process_group("nccl" if mode == "cuda" else "gloo",
                             timeout=datetime.timedelta(seconds=timeout_s))
     return rank, dev
+
+
+def exact_attention(device: str) -> None:
+    """On cuda, attention's math kernels, for runs compared bit for bit: the
+    fused backwards accumulate with atomics, in no fixed order."""
+    if device == "cuda":
+        import torch
+        torch.backends.cuda.enable_flash_sdp(False)
+        torch.backends.cuda.enable_mem_efficient_sdp(False)

@@ -12,16 +12,12 @@ import torch
 import transformers
 
 import wspager.torch as wt
-from checks import check, device_arg, finish
+from checks import check, device_arg, exact_attention, finish
 from configs import llama
 
 T = os.environ["WSP_TEST_TMP"]
 device = device_arg()
-if device == "cuda":
-    # two runs compared bit for bit: attention's math kernels (the fused
-    # backwards accumulate with atomics, in no fixed order)
-    torch.backends.cuda.enable_flash_sdp(False)
-    torch.backends.cuda.enable_mem_efficient_sdp(False)
+exact_attention(device)
 torch.manual_seed(0)
 d = os.path.join(T, "llama-f16")
 transformers.LlamaForCausalLM(llama(192, 2, 256)).to(torch.float16).save_pretrained(d)

@@ -16,17 +16,13 @@ import transformers
 
 import wspager
 import wspager.torch as wt
-from checks import check, device_arg, finish
+from checks import check, device_arg, exact_attention, finish
 from configs import llama
 from wspager._gradsplit import START, STEP, WINDOW, F32Share
 
 T = os.environ["WSP_TEST_TMP"]
 device = device_arg()
-if device == "cuda":
-    # runs compared bit for bit: attention's math kernels (the fused
-    # backwards accumulate with atomics, in no fixed order)
-    torch.backends.cuda.enable_flash_sdp(False)
-    torch.backends.cuda.enable_mem_efficient_sdp(False)
+exact_attention(device)
 torch.manual_seed(0)
 d = os.path.join(T, "llama")
 # hidden 128: every projection is at least 64 KiB of fp32, so it may go as fp32
