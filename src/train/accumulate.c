@@ -348,9 +348,11 @@ static int apply_push(struct wb *wb, struct wb_push_s *p, struct wspi_err *err)
 		widen |= p->present[i] && !p->landed[i] && wl->has[i] == HAS_LANDED;
 	if (widen)   /* a second push adds to a landed one: widen that first */
 		rc = wb_widen_landed(wb, p->layer, which, first, err);
+	/* Only this push's tensors' states are read: a push of another of the
+	 * layer's tensors straight into its accumulator may be making it. */
 	for (uint32_t i = 0; i < L->n_tensors; i++) {
 		which[i] = p->present[i] && !p->landed[i];
-		first[i] = wl->has[i] != HAS_SUM;
+		first[i] = which[i] && wl->has[i] != HAS_SUM;
 	}
 	if (rc == 0 && p->buf)
 		rc = accumulate(wb, p->layer, p->buf->mem, which, first, err);
