@@ -61,17 +61,15 @@ def run_gemms(work, reps: int) -> float:
     return a.elapsed_time(b)
 
 
-_REGISTERED = []   # kept for the process: rounds reuse them (registered_pool)
+_REGISTERED = {}   # (bytes, huge, index) -> registered(): made once, reused by every round
 
 
 def registered_pool(nbytes: int, huge: bool, index: int):
     """The index-th registered buffer of this kind, made at first use."""
-    for n, h, i, t in _REGISTERED:
-        if (n, h, i) == (nbytes, huge, index):
-            return t
-    t = registered(nbytes, huge)
-    _REGISTERED.append((nbytes, huge, index, t))
-    return t
+    key = (nbytes, huge, index)
+    if key not in _REGISTERED:
+        _REGISTERED[key] = registered(nbytes, huge)
+    return _REGISTERED[key]
 
 
 def registered(nbytes: int, huge: bool):

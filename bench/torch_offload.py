@@ -86,7 +86,7 @@ def make_checkpoint(d: str, cfg, dtype=torch.bfloat16) -> None:
             t = (torch.randn(p.shape, generator=g, device="cuda", dtype=torch.float32) * 0.02).to(
                 dtype).cpu()
         shard[name] = t
-        size += t.numel() * 2
+        size += t.numel() * t.element_size()
         if size >= 2 << 30:
             shards.append(shard)
             shard, size = {}, 0
@@ -98,7 +98,7 @@ def make_checkpoint(d: str, cfg, dtype=torch.bfloat16) -> None:
         save_file(s, os.path.join(d, fn), metadata={"format": "pt"})
         for k, v in s.items():
             wmap[k] = fn
-            total += v.numel() * 2
+            total += v.numel() * v.element_size()
     with open(os.path.join(d, "model.safetensors.index.json"), "w") as f:
         json.dump({"metadata": {"total_size": total}, "weight_map": wmap}, f)
     cfg.save_pretrained(d)
