@@ -103,7 +103,8 @@ class Trainer:
         self.end_seconds = 0.0     # what the last backward's end took (a benchmark's figure)
         self.masters: Optional[Dict[int, List[Optional[torch.nn.Parameter]]]] = None
         self.pushed_this_backward: set = set()
-        self.pushed_since_bind: set = set()         # layers pushed since bind_grads
+        # layers pushed since bind_grads, in the order of their last push
+        self.pushed_since_bind: Dict[int, None] = {}
         self.devstep = None                          # _devstep.StepInBackward, when chosen
         self.gsum = None                             # _group.GradientSum with a process group
         # Embeddings whose gradient goes as rows: param id -> the token
@@ -261,7 +262,8 @@ class Trainer:
     def _push(self, g, i: int) -> None:
         """Parameter i's gradient to the pager (dropped from .grad)."""
         off = self.off
-        self.pushed_since_bind.add(g.index)
+        self.pushed_since_bind.pop(g.index, None)
+        self.pushed_since_bind[g.index] = None
         if g.index not in self.pushed_this_backward:
             self.pushed_this_backward.add(g.index)
             self._start_over_if_dropped(g)
@@ -562,10 +564,18 @@ class Trainer:
         An expert no token was routed to has a zero gradient when any
         expert of its module has one: the resident model's stacked
         parameter has a gradient for every expert (zero for the unrouted),
-        and its optimizer steps them all."""
-        self.wait()
+        and its optimizer steps them all.
+
+        Each layer is bound once its own pushes are in (pager.grads waits
+        for them), in the order they were pushed: at the end of a backward
+        the host is far ahead of the device, so this work is done while the
+        last layers' gradients still land, not after."""
         grads = {}
-        for g in self.off.groups:
+        pushed = self.pushed_since_bind
+        order = [g for g in self.off.groups if g.index not in pushed]
+        by_index = {g.index: g for g in self.off.groups}
+        order += [by_index[i] for i in pushed if i in by_index]
+        for g in order:
             acc, pushes = self.off.pager.grads(g.index)
             # .grad set to None since, and no push after: the accumulators
             # hold gradients the user already let go (a layer that had
@@ -578,30 +588,40 @@ class Trainer:
                 self.zeroed.add(g.index)
                 acc, pushes = self.off.pager.grads(g.index)
             grads[g.index] = (acc, pushes)
+            if pushes or getattr(g, "experts", None) is None:
+                self._bind_layer(g, acc, pushes, zero=False)
+        self.wait()   # all in already: drops the gradients kept for their copies
         self.pushed_since_bind.clear()
+        # Experts with no gradient, once every layer's pushes are known.
         active = {id(g.experts) for g in self.off.groups
                   if getattr(g, "experts", None) is not None and grads[g.index][1]}
         for g in self.off.groups:
             acc, pushes = grads[g.index]
-            for i in self.own.get(g.index, ()):
-                p, name, _, _ = g.params[i]
-                a = acc.get(name) if pushes else None
-                self._set_own_grad(p, self._acc_tensor(g.index, name, a))
-            if self.masters is None:
-                continue
-            zero = not pushes and id(getattr(g, "experts", None)) in active
-            for (_, name, _, _), m in zip(g.params, self.masters[g.index]):
-                if m is None:
-                    continue
-                a = acc.get(name) if pushes else None
-                t = self._acc_tensor(g.index, name, a)
-                if t is None and zero:
-                    t = torch.zeros_like(m)
-                if m.grad is not t:
-                    m.grad = t
-                if t is not None:
-                    self.masters_bound.add(g.index)
+            if not pushes and getattr(g, "experts", None) is not None:
+                self._bind_layer(g, acc, pushes, zero=id(g.experts) in active)
         self.dropped.clear()
+
+    def _bind_layer(self, g, acc, pushes: int, zero: bool) -> None:
+        """The .grad of g's own paged parameters and of its masters: views
+        of its accumulators `acc` (None without `pushes`; with `zero`,
+        zeros for the masters instead)."""
+        for i in self.own.get(g.index, ()):
+            p, name, _, _ = g.params[i]
+            a = acc.get(name) if pushes else None
+            self._set_own_grad(p, self._acc_tensor(g.index, name, a))
+        if self.masters is None:
+            return
+        for (_, name, _, _), m in zip(g.params, self.masters[g.index]):
+            if m is None:
+                continue
+            a = acc.get(name) if pushes else None
+            t = self._acc_tensor(g.index, name, a)
+            if t is None and zero:
+                t = torch.zeros_like(m)
+            if m.grad is not t:
+                m.grad = t
+            if t is not None:
+                self.masters_bound.add(g.index)
 
     def _acc_tensor(self, layer: int, name: str, a) -> Optional[torch.Tensor]:
         """The tensor over accumulator view `a` (None: None), the one made
