@@ -164,7 +164,10 @@ static int as_sum(struct wb *wb, uint32_t layer, uint32_t i, struct wspi_err *er
 
 /* One thread's share of a push of rows: the listed rows in [lo, hi), in
  * the order listed.  Bounds are multiples of 8 (but the last), so that each
- * thread owns its bytes of `seen`. */
+ * thread owns its bytes of `seen`.  The values land in pieces (piece 0,
+ * the first piece_rows listings, is in): a thread waits for the piece of
+ * a row it adds, so that a list sorted by row, as an embedding's is, is
+ * added while its later pieces still land. */
 struct rows_part {
 	float *acc;
 	const int64_t *rows;
@@ -173,16 +176,33 @@ struct rows_part {
 	enum wsp_dtype dt;
 	uint8_t *seen;             /* first listings since zeroing; NULL: all add */
 	int64_t lo, hi;
+	const struct wb_push_s *push;   /* its pieces' events */
+	struct dev *dev;
+	int rc;                    /* a failed wait for a piece */
 };
+
+/* The event after piece k of push p: the last is its `copied`. */
+static struct dev_event *piece_event(const struct wb_push_s *p, uint64_t k)
+{
+	return k + 1 < p->n_pieces ? p->piece[k] : p->copied;
+}
 
 static void *rows_part(void *arg)
 {
-	const struct rows_part *p = arg;
+	struct rows_part *p = arg;
 	unsigned esize = wsp_dtype_bits(p->dt) / 8;
+	uint64_t landed = 0;   /* pieces up to here are in */
 	for (uint64_t k = 0; k < p->n_rows; k++) {
 		int64_t r = p->rows[k];
 		if (r < p->lo || r >= p->hi)
 			continue;
+		uint64_t piece = k / p->push->piece_rows;
+		if (piece > landed) {
+			if ((p->rc = p->dev->ops->event_sync(p->dev, piece_event(p->push, piece),
+							     NULL)) < 0)
+				return NULL;
+			landed = piece;
+		}
 		int first = p->seen && !(p->seen[r / 8] >> (r % 8) & 1);
 		if (p->seen)
 			p->seen[r / 8] |= (uint8_t)(1u << (r % 8));
@@ -199,7 +219,7 @@ static void *rows_part(void *arg)
  * give the same bits (-0 included).  The rows are checked first, so that
  * a bad one changes nothing; then split by row over the adding threads
  * (each row's listings stay in order on one thread: the same bits). */
-static int apply_rows(struct wb *wb, struct wb_push_s *p, struct wspi_err *err)
+static int add_rows(struct wb *wb, struct wb_push_s *p, struct wspi_err *err)
 {
 	const struct wsp_tensor *t = &wb->pk->layers[p->layer].tensors[p->rows_tensor];
 	uint64_t row_elems = wb_tensor_elements(t) / t->shape[0];
@@ -223,10 +243,25 @@ static int apply_rows(struct wb *wb, struct wb_push_s *p, struct wspi_err *err)
 		part[k] = (struct rows_part){ wb->layers[p->layer].acc[p->rows_tensor], rows, values,
 					      p->n_rows, row_elems, t->dtype, seen,
 					      (int64_t)WSP_MIN(per * k, t->shape[0]),
-					      (int64_t)WSP_MIN(per * (k + 1), t->shape[0]) };
+					      (int64_t)WSP_MIN(per * (k + 1), t->shape[0]), p,
+					      wb->dev, 0 };
 	wspi_run_parts(rows_part, part, sizeof(part[0]), parts);
 	free(seen);
+	for (unsigned k = 0; k < parts; k++)
+		if (part[k].rc < 0)
+			return WSP_ERR(err, part[k].rc, "write-back: gradient rows of %s: waiting "
+				       "for their copy out of the device failed", t->name);
 	return 0;
+}
+
+/* add_rows, and every piece in before the staging buffer is reused,
+ * whatever happened (a piece of padding alone is waited for by no
+ * thread). */
+static int apply_rows(struct wb *wb, struct wb_push_s *p, struct wspi_err *err)
+{
+	int rc = add_rows(wb, p, err);
+	int landed = wb->dev->ops->event_sync(wb->dev, p->copied, rc < 0 ? NULL : err);
+	return rc < 0 ? rc : landed;
 }
 
 /* One slice of an fp32 gradient added into (or assigned to) its accumulator. */

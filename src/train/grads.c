@@ -100,6 +100,9 @@ static void pushes_free(struct wb *wb)
 			d->ops->event_destroy(d, p->copied);
 		if (p->begin)
 			d->ops->event_destroy(d, p->begin);
+		for (unsigned k = 0; k + 1 < WB_ROW_PIECES; k++)
+			if (p->piece[k])
+				d->ops->event_destroy(d, p->piece[k]);
 		free(p->present);
 		free(p->landed);
 		free((void *)p->ring_src);
@@ -306,6 +309,29 @@ static int needs_buf(struct wb *wb, const struct push_args *a)
 	return 0;
 }
 
+/* 4 MiB: a copy of that size runs at the link's rate; an embedding's rows
+ * of a batch of 6144 tokens of 4096 (48 MiB) go in the most pieces. */
+uint64_t wspi_row_piece_bytes = 4u << 20;
+
+/* How push p of n_rows rows of row_bytes each is copied: in pieces of
+ * wspi_row_piece_bytes bytes of values or more, WB_ROW_PIECES at most,
+ * their events made at the slot's first push of rows (one piece where
+ * they cannot be: the rows are added once all have landed). */
+static void row_pieces(struct wb *wb, struct wb_push_s *p, uint64_t n_rows, uint64_t row_bytes)
+{
+	struct dev *d = wb->dev;
+	uint64_t n = WSP_MIN(n_rows * row_bytes / WSP_MAX(wspi_row_piece_bytes, 1), WB_ROW_PIECES);
+	p->n_pieces = 1;
+	p->piece_rows = n_rows;
+	if (n < 2)
+		return;
+	for (unsigned k = 0; k + 1 < n; k++)
+		if (!p->piece[k] && d->ops->event_create(d, 0, &p->piece[k], NULL) < 0)
+			return;
+	p->piece_rows = (n_rows + n - 1) / n;
+	p->n_pieces = (uint32_t)((n_rows + p->piece_rows - 1) / p->piece_rows);
+}
+
 /* Enqueue the copies of one push after the user's stream: a tensor the
  * ring takes is left for the worker to copy through it; otherwise a
  * tensor's first push since zeroing lands in the layer's landing buffer,
@@ -339,15 +365,22 @@ static int enqueue_push(struct wb *wb, struct wb_push_s *p, const struct push_ar
 	} else if (!a->grads) {
 		const struct wsp_tensor *t = &L->tensors[a->tensor];
 		uint64_t row_bytes = t->bytes / t->shape[0];
-		uint8_t *mem = p->buf->mem;
+		uint8_t *values = (uint8_t *)p->buf->mem + wspi_align_up(a->n_rows * 8, WB_ALIGN);
 		memset(p->present, 0, L->n_tensors);
 		memset(p->landed, 0, L->n_tensors);
+		row_pieces(wb, p, a->n_rows, row_bytes);
+		/* The rows first: the worker checks them all once piece 0 is in. */
 		if (rc == 0 && a->n_rows)
-			rc = d->ops->copy_d2h(d, DEV_Q_BACK, mem, a->rows, a->n_rows * 8, err);
-		if (rc == 0 && a->n_rows && row_bytes)
-			rc = d->ops->copy_d2h(d, DEV_Q_BACK,
-					      mem + wspi_align_up(a->n_rows * 8, WB_ALIGN), a->values,
-					      a->n_rows * row_bytes, err);
+			rc = d->ops->copy_d2h(d, DEV_Q_BACK, p->buf->mem, a->rows, a->n_rows * 8, err);
+		for (uint32_t k = 0; rc == 0 && row_bytes && k < p->n_pieces; k++) {
+			uint64_t first = k * p->piece_rows;
+			uint64_t n = WSP_MIN(p->piece_rows, a->n_rows - first);
+			rc = d->ops->copy_d2h(d, DEV_Q_BACK, values + first * row_bytes,
+					      (const uint8_t *)a->values + first * row_bytes,
+					      n * row_bytes, err);
+			if (rc == 0 && k + 1 < p->n_pieces)
+				rc = d->ops->record(d, p->piece[k], DEV_Q_BACK, NULL, err);
+		}
 		p->bytes = a->n_rows * (8 + row_bytes);
 	}
 	p->ring_bytes = 0;

@@ -27,6 +27,10 @@
 
 struct wb;
 
+/* The least bytes of values in each piece of a push of rows copied in
+ * pieces (grads_int.h; a variable: tests shrink it). */
+extern uint64_t wspi_row_piece_bytes;
+
 /* Nothing is allocated until the first push.  `trace` (may be NULL) gets a
  * WSP_STAGE_D2H event per push once its copies are done, timed on the
  * device (CLOCK_MONOTONIC, like the pager's other events). */

@@ -36,6 +36,11 @@
  * pushes are added from a staging buffer. */
 enum { LAND_BUFFER = 1, LAND_RING = 2 };
 #define WB_RING_MIN_BYTES (64u << 10)
+/* A push of rows lands in up to WB_ROW_PIECES pieces of at least
+ * wspi_row_piece_bytes (grads.h) bytes of values, each added as soon as it
+ * has landed: an embedding's rows come after the backward's last kernel,
+ * where the copy and the adding would otherwise follow one another. */
+#define WB_ROW_PIECES 8u
 /* wb_push_s.rows_tensor of a dense push. */
 #define NO_ROWS UINT32_MAX
 /* wb.widening when the worker widens nothing ahead. */
@@ -64,6 +69,10 @@ struct wb_push_s {
 	struct wb_buf *buf;        /* staging, when something is added (NULL: all land) */
 	uint32_t rows_tensor;      /* a push of rows (wb_push_rows) of this tensor, or NO_ROWS */
 	uint64_t n_rows;
+	uint32_t n_pieces;         /* ... copied in this many pieces of piece_rows rows: */
+	uint64_t piece_rows;
+	struct dev_event *piece[WB_ROW_PIECES - 1];   /* after each but the last (`copied`);
+							 made at the slot's first push of rows */
 	uint32_t f32_tensor;       /* a push of one fp32 gradient (wb_push_f32), or NO_ROWS */
 	uint8_t direct;            /* ... copied straight into its accumulator (no buf) */
 	struct wb_push_s *next;    /* in the free list or the worker's queue */

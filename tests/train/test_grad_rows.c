@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "../gpu/pager_util.h"
+#include "train/grads.h"
 
 /* Layers 1..4 pushed one tensor per push, twice (micro-batches): 2 x 36
  * pushes, all queued before any wait; the second round needs staging. */
@@ -137,9 +138,12 @@ static void rows(wsp_pager *pg, wsp_pack *pk)
 /* An embedding of 32768 rows; 12000 rows listed (sorted, some twice and
  * thrice, as a caller that does not mark repeats lists them), enough that
  * the rows are split over the adding threads by row: each row's listings
- * must be assigned, then added, in the order listed. */
-static void many_rows(void)
+ * must be assigned, then added, in the order listed.  Copied whole, and
+ * in pieces (piece_bytes: the least of a piece), each added once it has
+ * landed: the same bits. */
+static void many_rows(uint64_t piece_bytes)
 {
+	wspi_row_piece_bytes = piece_bytes;
 	struct t_model m;
 	struct wsp_options o;
 	char err[512];
@@ -216,6 +220,8 @@ int main(void)
 	wsp_close(pg);
 	wsp_pack_close(pk);
 	t_model_remove(&m);
-	many_rows();
+	many_rows(4u << 20);    /* 6 MB of values: one piece */
+	many_rows(1u << 20);    /* 5 pieces of 2400 rows */
+	many_rows(64u << 10);   /* the most pieces, 8 of 1500 rows */
 	return 0;
 }

@@ -1,0 +1,119 @@
+/* CUDA: wsp_grad_push_rows copies the rows out of device memory in pieces
+ * and adds each piece once it has landed (the worker and its adding threads
+ * wait for the piece of each row they add).  An embedding of 32768 rows of
+ * 512 bf16; 20000 rows listed (sorted, some twice and thrice), 20 MB of
+ * values in 8 pieces, written by a kernel that first spins ~200 ms: the
+ * push returns while the stream is still busy, and the accumulator holds
+ * exactly the rows' values (the first listing of a row assigned, repeats
+ * added), then, after a second push of other values, their sum.  A piece
+ * added before it landed would add the first push's values again.  Skips
+ * (77) without a GPU. */
+#include <string.h>
+
+#include "../lib/testlib.h"
+#include "cuda_util.h"
+#include "pager_util.h"
+#include "train/grads.h"
+
+#define SPIN_NS 200000000ull
+
+__global__ void spin_then_copy(uint16_t *dst, const uint16_t *src, uint64_t n, uint64_t spin_ns)
+{
+	uint64_t t0, now;
+	asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
+	do
+		asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
+	while (now - t0 < spin_ns);
+	for (uint64_t i = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
+	     i += (uint64_t)gridDim.x * blockDim.x)
+		dst[i] = src[i];
+}
+
+enum { N = 20000, PUSHES = 2 };
+
+int main(void)
+{
+	t_need_gpu();
+	struct t_model m;
+	t_model_make_shape(&m, "cuda-grad-rows", 2, 512, 1024, 32768, WSP_DTYPE_BF16);
+	struct wsp_options o;
+	t_host_options(&o, &m, 100, 2);
+	o.device = 0;
+	char err[512];
+	wsp_pager *pg;
+	wsp_pack *pk;
+	CHECK_RC(wsp_open(m.pack, &o, &pg, err, sizeof(err)), 0);
+	CHECK_RC(wsp_pack_open(m.pack, &pk, err, sizeof(err)), 0);
+	const struct wsp_tensor *T = &wsp_pack_layer(pk, 0)->tensors[0];
+	CHECK(T->rank == 2 && T->dtype == WSP_DTYPE_BF16 && T->shape[0] == 32768);
+	uint64_t V = T->shape[0], H = T->shape[1];
+	wspi_row_piece_bytes = 1u << 20;   /* 20 MB of values: the most pieces */
+	CHECK((uint64_t)N * H * 2 / wspi_row_piece_bytes >= 8);
+
+	int64_t *list = (int64_t *)malloc(N * sizeof(*list));
+	uint16_t *vals[PUSHES];
+	uint64_t x = 777;
+	int64_t row = 0;
+	for (int k = 0; k < N; k++) {
+		x ^= x << 13;
+		x ^= x >> 7;
+		x ^= x << 17;
+		if (k && x % 4 == 0)   /* listed again */
+			list[k] = list[k - 1];
+		else
+			list[k] = row = (int64_t)((uint64_t)row + 1 + x % 2);
+	}
+	CHECK((uint64_t)row < V);
+	uint16_t *src[PUSHES], *d_vals;
+	int64_t *d_rows;
+	CU(cudaMalloc(&d_vals, (uint64_t)N * H * 2));
+	CU(cudaMalloc(&d_rows, N * sizeof(*list)));
+	CU(cudaMemcpy(d_rows, list, N * sizeof(*list), cudaMemcpyHostToDevice));
+	for (unsigned p = 0; p < PUSHES; p++) {
+		vals[p] = (uint16_t *)malloc((uint64_t)N * H * 2);
+		for (int k = 0; k < N; k++)
+			t_fill_grad(vals[p] + (uint64_t)k * H, H, p, 0, 9000 + (unsigned)k);
+		CU(cudaMalloc(&src[p], (uint64_t)N * H * 2));
+		CU(cudaMemcpy(src[p], vals[p], (uint64_t)N * H * 2, cudaMemcpyHostToDevice));
+	}
+	cudaStream_t s;
+	CU(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+
+	float *want = (float *)calloc(V * H, 4);
+	uint8_t *seen = (uint8_t *)calloc(V, 1);
+	for (unsigned p = 0; p < PUSHES; p++) {
+		for (int k = 0; k < N; k++) {
+			float *w = want + (uint64_t)list[k] * H;
+			const uint16_t *v = vals[p] + (uint64_t)k * H;
+			for (uint64_t i = 0; i < H; i++)
+				w[i] = seen[list[k]] ? w[i] + t_bf16f(v[i]) : t_bf16f(v[i]);
+			seen[list[k]] = 1;
+		}
+		spin_then_copy<<<128, 256, 0, s>>>(d_vals, src[p], (uint64_t)N * H, SPIN_NS);
+		CU(cudaGetLastError());
+		CHECK_RC(wsp_grad_push_rows(pg, 0, 0, d_rows, N, d_vals, s), 0);
+		/* the host did not wait for the spinning kernel */
+		CHECK(cudaStreamQuery(s) == cudaErrorNotReady);
+		struct wsp_grads gr;
+		CHECK_RC(wsp_grad_get(pg, 0, &gr), 0);
+		CHECK(gr.pushes == p + 1);
+		CHECK(t_same_floats(gr.data[0], want, V * H, p ? "rows added" : "rows on zero"));
+		CU(cudaStreamSynchronize(s));   /* before the values are written again */
+	}
+	printf("%d rows of %llu, pushed %d times in pieces of %llu bytes or more: exact\n", N,
+	       (unsigned long long)H, PUSHES, (unsigned long long)wspi_row_piece_bytes);
+	for (unsigned p = 0; p < PUSHES; p++) {
+		CU(cudaFree(src[p]));
+		free(vals[p]);
+	}
+	CU(cudaFree(d_vals));
+	CU(cudaFree(d_rows));
+	CU(cudaStreamDestroy(s));
+	free(list);
+	free(want);
+	free(seen);
+	wsp_close(pg);
+	wsp_pack_close(pk);
+	t_model_remove(&m);
+	return 0;
+}
