@@ -401,9 +401,9 @@ struct wsp_options {
 #define WSP_OPEN_HOST_DECODE 16u
 /* Who decodes is otherwise measured while running: with a GPU that decodes
  * and a host budget beyond the pack's raw size, the pager times windows of
- * acquires with packed layers, then with raw copies of them decoded once
- * on the host (in what the budget leaves beyond the pack), and keeps the
- * faster (wsp_who_decodes; a notice gives the figures).  A step bound by
+ * acquires with packed layers and with raw copies of them decoded once on
+ * the host (in what the budget leaves beyond the pack), taking turns, and
+ * keeps the faster (wsp_who_decodes; a notice gives the figures).  A step bound by
  * the link keeps the GPU decoding; one bound by compute, whose kernels the
  * GPU's decode would delay, gets raw layers.  This flag skips the trial:
  * the GPU decodes (added in 0.2). */

@@ -190,10 +190,12 @@ void hcache_put(struct hcache *hc, struct hcache_ref *ref);
  * the copy would not fit or could not be pinned); < 0 when its bytes fail
  * their checks (err says where).  With hcache_hand_raw(hc, 1) references
  * come raw (packed 0) from the layers that have a copy; (hc, 0) hands out
- * the packed form again and frees the copies.  A copy goes with its entry.
- * hcache_raw_layers: how many copies there are. */
+ * the packed form again and frees the copies; hcache_use_raw switches
+ * between the two forms and keeps the copies.  A copy goes with its
+ * entry.  hcache_raw_layers: how many copies there are. */
 int hcache_add_raw(struct hcache *hc, uint32_t layer, struct wspi_err *err);
 void hcache_hand_raw(struct hcache *hc, int on);
+void hcache_use_raw(struct hcache *hc, int on);
 uint32_t hcache_raw_layers(struct hcache *hc);
 /* Bytes of raw copies the budget allows in all (0: none can be made). */
 uint64_t hcache_raw_room(const struct hcache *hc);

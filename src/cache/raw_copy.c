@@ -171,6 +171,13 @@ int hcache_add_raw(struct hcache *hc, uint32_t layer, struct wspi_err *err)
 	return rc < 0 ? rc : !!buf;
 }
 
+void hcache_use_raw(struct hcache *hc, int on)
+{
+	pthread_mutex_lock(&hc->lock);
+	hc->hand_raw = !!on;
+	pthread_mutex_unlock(&hc->lock);
+}
+
 void hcache_hand_raw(struct hcache *hc, int on)
 {
 	pthread_mutex_lock(&hc->lock);

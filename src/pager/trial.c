@@ -20,22 +20,24 @@ static uint64_t median(uint64_t *v, unsigned n)
 	return v[n / 2];
 }
 
-/* Count a window of the current form; 1 when the form has its windows. */
-static int measured(struct trial *t, int form, uint64_t ns, int steady)
+/* The pairs are in: the medians, and the choice by the median of the
+ * pairs' ratios (a drift of the GPU's speed hits both windows of a pair
+ * alike). */
+static enum trial_action decide(struct trial *t)
 {
-	if (!steady)
-		return 0;
-	if (!t->skipped) {
-		t->skipped = 1;
-		return 0;
-	}
-	t->ns[form][t->n[form]++] = ns;
-	return t->n[form] == TRIAL_WINDOWS;
+	uint64_t ratio[TRIAL_PAIRS];
+	for (unsigned i = 0; i < TRIAL_PAIRS; i++)
+		ratio[i] = t->ns[0][i] ? t->ns[1][i] * 1000 / t->ns[0][i] : 1000;
+	t->ratio_permille = (uint32_t)median(ratio, TRIAL_PAIRS);
+	t->packed_ns = median(t->ns[0], TRIAL_PAIRS);
+	t->raw_ns = median(t->ns[1], TRIAL_PAIRS);
+	t->phase = TRIAL_DONE;
+	return t->ratio_permille < 1000 - TRIAL_MARGIN_PERMILLE ? TRIAL_KEEP_HOST : TRIAL_KEEP_GPU;
 }
 
 enum trial_action trial_window(struct trial *t, uint64_t ns, int steady)
 {
-	if (t->phase == TRIAL_PACKED || t->phase == TRIAL_RAW) {
+	if (t->phase == TRIAL_PACKED || t->phase == TRIAL_TURNS) {
 		t->unsteady = steady ? 0 : t->unsteady + 1;
 		if (t->unsteady == TRIAL_GIVE_UP) {
 			t->phase = TRIAL_DONE;
@@ -43,23 +45,25 @@ enum trial_action trial_window(struct trial *t, uint64_t ns, int steady)
 			return TRIAL_KEEP_GPU;
 		}
 	}
-	switch (t->phase) {
-	case TRIAL_PACKED:
-		if (!measured(t, 0, ns, steady))
-			return TRIAL_NONE;
-		t->packed_ns = median(t->ns[0], TRIAL_WINDOWS);
+	if (!steady || (t->phase != TRIAL_PACKED && t->phase != TRIAL_TURNS))
+		return TRIAL_NONE;
+	if (t->phase == TRIAL_PACKED) {   /* warmed up: the copies */
 		t->phase = TRIAL_MAKING;
 		return TRIAL_MAKE_COPIES;
-	case TRIAL_RAW:
-		if (!measured(t, 1, ns, steady))
-			return TRIAL_NONE;
-		t->raw_ns = median(t->ns[1], TRIAL_WINDOWS);
-		t->phase = TRIAL_DONE;
-		return t->raw_ns * 1000 < t->packed_ns * (1000 - TRIAL_MARGIN_PERMILLE)
-			       ? TRIAL_KEEP_HOST : TRIAL_KEEP_GPU;
-	default:
+	}
+	if (!t->skipped) {
+		t->skipped = 1;
 		return TRIAL_NONE;
 	}
+	t->ns[t->raw][t->pairs] = ns;
+	if (t->raw) {
+		t->raw = 0;
+		return TRIAL_HAND_PACKED;
+	}
+	if (++t->pairs == TRIAL_PAIRS)
+		return decide(t);
+	t->raw = 1;
+	return TRIAL_HAND_RAW;
 }
 
 enum trial_action trial_copies_made(struct trial *t, uint32_t made)
@@ -70,7 +74,8 @@ enum trial_action trial_copies_made(struct trial *t, uint32_t made)
 		t->phase = TRIAL_DONE;
 		return TRIAL_KEEP_GPU;
 	}
-	t->phase = TRIAL_RAW;
+	t->phase = TRIAL_TURNS;
+	t->raw = 1;
 	t->skipped = 0;
 	t->unsteady = 0;
 	return TRIAL_HAND_RAW;

@@ -5,8 +5,13 @@
  * workload: a step bound by the link wants the GPU to decode, one bound by
  * compute wants the host to.  No model of the step predicts it well (the
  * backward's gradients share the link, the decode's cost depends on what
- * it runs beside), so the pager measures both: windows of acquires with
- * packed layers, then with raw copies, and keeps the faster.
+ * it runs beside), so the pager measures both: once raw copies are made,
+ * windows of acquires with raw copies and with packed layers take turns,
+ * and it keeps the faster by the median of the pairs' ratios.  Taking
+ * turns matters: a GPU's speed drifts by a few percent over its first
+ * minutes (its clock follows its power and temperature), as much as the
+ * two forms differ where compute bounds the step, and a trial that timed
+ * all of one form and then all of the other chose by that drift.
  *
  * This is the trial's state and rules alone, with no clock or pager in it:
  * the pager (who_decodes.c) feeds it the length of each window and whether
@@ -17,9 +22,10 @@
 
 #include <stdint.h>
 
-/* Windows measured each way; the first of each is not counted (warm-up,
- * or the switch itself). */
-#define TRIAL_WINDOWS 3u
+/* Pairs of windows (one raw, one packed) measured; a window is not
+ * counted when it is the first at all (warm-up) or the first once the
+ * copies are handed out (making them took the host's cores). */
+#define TRIAL_PAIRS 5u
 /* Raw copies are kept only when they are this much faster: a tie keeps
  * the packed form, which takes less memory (per mille). */
 #define TRIAL_MARGIN_PERMILLE 20u
@@ -30,9 +36,9 @@
 #define TRIAL_GIVE_UP 16u
 
 enum trial_phase {
-	TRIAL_PACKED,    /* measuring with packed layers */
+	TRIAL_PACKED,    /* the warm-up window, packed layers */
 	TRIAL_MAKING,    /* raw copies being made: windows not measured */
-	TRIAL_RAW,       /* measuring with raw copies */
+	TRIAL_TURNS,     /* raw and packed windows taking turns */
 	TRIAL_DONE,
 };
 
@@ -40,23 +46,28 @@ enum trial_action {
 	TRIAL_NONE,
 	TRIAL_MAKE_COPIES,   /* make raw copies of the packed layers */
 	TRIAL_HAND_RAW,      /* hand out the copies from now on */
+	TRIAL_HAND_PACKED,   /* hand out the packed form again, keeping the copies */
 	TRIAL_KEEP_GPU,      /* done: the GPU decodes (drop the copies) */
-	TRIAL_KEEP_HOST,     /* done: the raw copies stay */
+	TRIAL_KEEP_HOST,     /* done: the raw copies are handed out from now on */
 };
 
 struct trial {
 	enum trial_phase phase;
-	unsigned skipped;               /* warm-up windows passed in this phase */
+	unsigned skipped;               /* windows not counted in this phase */
 	unsigned unsteady;              /* unsteady windows in a row */
 	int gave_up;                    /* done for TRIAL_GIVE_UP of them */
-	unsigned n[2];                  /* windows measured: packed, raw */
-	uint64_t ns[2][TRIAL_WINDOWS];
-	uint64_t packed_ns, raw_ns;     /* the medians compared (0: not yet) */
+	int raw;                        /* the form handed out now (TRIAL_TURNS) */
+	unsigned pairs;                 /* pairs measured */
+	uint64_t ns[2][TRIAL_PAIRS];    /* each pair's windows: packed, raw */
+	uint64_t packed_ns, raw_ns;     /* the medians of each form (0: not yet) */
+	uint32_t ratio_permille;        /* the median of the pairs' raw / packed */
 };
 
 void trial_init(struct trial *t);
 /* A window of acquires ended, `ns` long; `steady`: no layer was read from
- * disk in it (nor did anything else make it unlike the others). */
+ * disk in it (nor did anything else make it unlike the others).  An
+ * unsteady window is not counted, and the form is not switched after it:
+ * a pair is two steady windows in a row, one of each form. */
 enum trial_action trial_window(struct trial *t, uint64_t ns, int steady);
 /* The raw copies asked for are made: `made` of them (0: none could be,
  * for lack of room, and the GPU keeps decoding). */

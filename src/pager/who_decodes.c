@@ -6,8 +6,9 @@
  * thread of this room makes them (hcache_add_raw, with a few workers) and
  * posts how many it made; the next acquire hands that to the trial, and
  * the thread waits for the verdict (the GPU: it drops the copies).
- * Handing raw copies out, or dropping them, is the host tier's
- * (hcache_hand_raw).
+ * Handing raw copies out or the packed form while the forms take turns
+ * (hcache_use_raw), or dropping the copies (hcache_hand_raw), is the host
+ * tier's.
  */
 #include <inttypes.h>
 #include <stdio.h>
@@ -136,8 +137,9 @@ static void act(struct wsp_pager_s *pg, enum trial_action a, unsigned gen)
 		pthread_mutex_unlock(&pg->lock);
 		return;
 	case TRIAL_HAND_RAW:
+	case TRIAL_HAND_PACKED:
 		if (gen == __atomic_load_n(&w->gen, __ATOMIC_RELAXED))
-			hcache_hand_raw(pg->hc, 1);
+			hcache_use_raw(pg->hc, a == TRIAL_HAND_RAW);
 		return;
 	case TRIAL_KEEP_GPU:
 	case TRIAL_KEEP_HOST: {
@@ -152,8 +154,11 @@ static void act(struct wsp_pager_s *pg, enum trial_action a, unsigned gen)
 			w->choice = w->verdict;
 		pthread_cond_broadcast(&w->wake);
 		uint64_t p = w->t.packed_ns, r = w->t.raw_ns;
+		unsigned ratio = w->t.ratio_permille;
 		int gave_up = w->t.gave_up;
 		pthread_mutex_unlock(&pg->lock);
+		if (host && gen == __atomic_load_n(&w->gen, __ATOMIC_RELAXED))
+			hcache_use_raw(pg->hc, 1);   /* the turns' last window was packed */
 		if (gave_up)
 			snprintf(msg, sizeof(msg), "who decodes: %u windows of %" PRIu64 " acquires "
 				 "in a row read layers from disk, none steady enough to time: the "
@@ -161,8 +166,9 @@ static void act(struct wsp_pager_s *pg, enum trial_action a, unsigned gen)
 		else if (r)
 			snprintf(msg, sizeof(msg), "who decodes: %" PRIu64 " acquires took %.1f ms "
 				 "with packed layers (the GPU decoding) and %.1f ms with raw ones "
-				 "(decoded on the host; median of %u windows each): the %s decodes "
-				 "from now on", w->window, p / 1e6, r / 1e6, TRIAL_WINDOWS,
+				 "(decoded on the host; medians of %u windows each, the forms taking "
+				 "turns; raw / packed by pair, median %.3f): the %s decodes from now "
+				 "on", w->window, p / 1e6, r / 1e6, TRIAL_PAIRS, ratio / 1e3,
 				 host ? "host" : "GPU");
 		else
 			snprintf(msg, sizeof(msg), "who decodes: no raw copy could be made (no "

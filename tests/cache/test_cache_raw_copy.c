@@ -2,7 +2,8 @@
  * each packed layer, decoded on the host, is handed out raw and holds
  * exactly the pack's tensors with zero padding, again after the copies
  * were dropped and made anew; without hand_raw, or after it is turned off,
- * references are packed again.  Copies take only what the budget leaves
+ * references are packed again; hcache_use_raw switches between the forms
+ * keeping the copies.  Copies take only what the budget leaves
  * beyond the arena (which holds the pack raw at most): a budget with room
  * for one copy makes one, then none (evicting nothing), and one more once
  * the first is dropped.  Packed bytes changed in memory make the copy fail
@@ -73,6 +74,12 @@ int main(void)
 			CHECK_RC(hcache_add_raw(hc, l, &err), 0);   /* has one */
 		}
 		CHECK(hcache_raw_layers(hc) == n);
+		check_refs(hc, &spec, pk, n, 1, &err);
+		/* Taking turns (the decode trial): packed, the copies kept. */
+		hcache_use_raw(hc, 0);
+		CHECK(hcache_raw_layers(hc) == n);
+		check_refs(hc, &spec, pk, n, 0, &err);
+		hcache_use_raw(hc, 1);
 		check_refs(hc, &spec, pk, n, 1, &err);
 		hcache_hand_raw(hc, 0);
 		CHECK(hcache_raw_layers(hc) == 0);
