@@ -20,15 +20,18 @@ static uint64_t median(uint64_t *v, unsigned n)
 	return v[n / 2];
 }
 
-/* The pairs are in: the medians, and the choice by the median of the
- * pairs' ratios (a drift of the GPU's speed hits both windows of a pair
- * alike). */
+/* The pairs are in: the medians, and the choice by the median ratio of
+ * two pairs in a row (raw, packed, packed, raw: a steady drift of the
+ * GPU's speed adds as much to both forms). */
 static enum trial_action decide(struct trial *t)
 {
-	uint64_t ratio[TRIAL_PAIRS];
-	for (unsigned i = 0; i < TRIAL_PAIRS; i++)
-		ratio[i] = t->ns[0][i] ? t->ns[1][i] * 1000 / t->ns[0][i] : 1000;
-	t->ratio_permille = (uint32_t)median(ratio, TRIAL_PAIRS);
+	uint64_t ratio[TRIAL_PAIRS / 2];
+	for (unsigned i = 0; i < TRIAL_PAIRS / 2; i++) {
+		uint64_t raw = t->ns[1][2 * i] + t->ns[1][2 * i + 1];
+		uint64_t packed = t->ns[0][2 * i] + t->ns[0][2 * i + 1];
+		ratio[i] = packed ? raw * 1000 / packed : 1000;
+	}
+	t->ratio_permille = (uint32_t)median(ratio, TRIAL_PAIRS / 2);
 	t->packed_ns = median(t->ns[0], TRIAL_PAIRS);
 	t->raw_ns = median(t->ns[1], TRIAL_PAIRS);
 	t->phase = TRIAL_DONE;
@@ -51,19 +54,21 @@ enum trial_action trial_window(struct trial *t, uint64_t ns, int steady)
 		t->phase = TRIAL_MAKING;
 		return TRIAL_MAKE_COPIES;
 	}
-	if (!t->skipped) {
-		t->skipped = 1;
+	if (t->skip) {
+		t->skip = 0;
 		return TRIAL_NONE;
 	}
 	t->ns[t->raw][t->pairs] = ns;
-	if (t->raw) {
-		t->raw = 0;
-		return TRIAL_HAND_PACKED;
+	if (!t->second) {   /* the pair's other form, after a window to switch */
+		t->second = 1;
+		t->raw = !t->raw;
+		t->skip = 1;
+		return t->raw ? TRIAL_HAND_RAW : TRIAL_HAND_PACKED;
 	}
+	t->second = 0;   /* the next pair begins with this form: no switch */
 	if (++t->pairs == TRIAL_PAIRS)
 		return decide(t);
-	t->raw = 1;
-	return TRIAL_HAND_RAW;
+	return TRIAL_NONE;
 }
 
 enum trial_action trial_copies_made(struct trial *t, uint32_t made)
@@ -76,7 +81,7 @@ enum trial_action trial_copies_made(struct trial *t, uint32_t made)
 	}
 	t->phase = TRIAL_TURNS;
 	t->raw = 1;
-	t->skipped = 0;
+	t->skip = 1;
 	t->unsteady = 0;
 	return TRIAL_HAND_RAW;
 }

@@ -22,10 +22,15 @@
 
 #include <stdint.h>
 
-/* Pairs of windows (one raw, one packed) measured; a window is not
- * counted when it is the first at all (warm-up) or the first once the
- * copies are handed out (making them took the host's cores). */
-#define TRIAL_PAIRS 5u
+/* Pairs of windows (one raw, one packed) measured.  The window after each
+ * switch of form is not counted: a window's wall time ends with work the
+ * device still had queued from before it, of the form before the switch
+ * (nor is the first window once the copies are handed out: making them
+ * took the host's cores).  A pair's second form begins the next pair, so
+ * the forms come raw, packed, packed, raw, raw, ...: two pairs in a row
+ * see a drift from both sides, and their ratio (raw windows over packed)
+ * is free of a steady drift.  The choice: the median of those ratios. */
+#define TRIAL_PAIRS 6u
 /* Raw copies are kept only when they are this much faster: a tie keeps
  * the packed form, which takes less memory (per mille). */
 #define TRIAL_MARGIN_PERMILLE 20u
@@ -53,14 +58,15 @@ enum trial_action {
 
 struct trial {
 	enum trial_phase phase;
-	unsigned skipped;               /* windows not counted in this phase */
 	unsigned unsteady;              /* unsteady windows in a row */
 	int gave_up;                    /* done for TRIAL_GIVE_UP of them */
 	int raw;                        /* the form handed out now (TRIAL_TURNS) */
+	int skip;                       /* the next steady window is not counted */
+	int second;                     /* the pair's first window is in */
 	unsigned pairs;                 /* pairs measured */
 	uint64_t ns[2][TRIAL_PAIRS];    /* each pair's windows: packed, raw */
 	uint64_t packed_ns, raw_ns;     /* the medians of each form (0: not yet) */
-	uint32_t ratio_permille;        /* the median of the pairs' raw / packed */
+	uint32_t ratio_permille;        /* the median ratio, raw / packed, of two pairs */
 };
 
 void trial_init(struct trial *t);

@@ -167,8 +167,8 @@ static void act(struct wsp_pager_s *pg, enum trial_action a, unsigned gen)
 			snprintf(msg, sizeof(msg), "who decodes: %" PRIu64 " acquires took %.1f ms "
 				 "with packed layers (the GPU decoding) and %.1f ms with raw ones "
 				 "(decoded on the host; medians of %u windows each, the forms taking "
-				 "turns; raw / packed by pair, median %.3f): the %s decodes from now "
-				 "on", w->window, p / 1e6, r / 1e6, TRIAL_PAIRS, ratio / 1e3,
+				 "turns; raw / packed by two pairs, median %.3f): the %s decodes from "
+				 "now on", w->window, p / 1e6, r / 1e6, TRIAL_PAIRS, ratio / 1e3,
 				 host ? "host" : "GPU");
 		else
 			snprintf(msg, sizeof(msg), "who decodes: no raw copy could be made (no "
