@@ -17,7 +17,16 @@ present): a ratio above 1 with a lower clock says the card slowed itself
 (its power limit), one at the same clock says the copies took memory
 bandwidth or cache from the kernels.
 
-  python3 bench/copy_interference.py [--batch 12] [--rounds 3]
+A step is more than its GEMMs: a thousand short kernels (elementwise ops,
+fills, reductions) that the host queued long before they run.  The chain
+workload times such kernels back to back (queued behind a sleeping kernel
+so that the host never paces them) and prints the device's gap between
+two of them, alone and beside the copies: traces of paged training show
+that gap growing from ~1.7 us to 3.6-4.9 us while the link copies.  The
+chain also runs beside copies cut into the pieces the pager copies in (a
+fill's 32 MiB, the landing ring's 4 MiB), and on a high-priority stream.
+
+  python3 bench/copy_interference.py [--batch 12] [--rounds 3] [--work gemms|chain|both]
 """
 import argparse
 import ctypes
@@ -61,6 +70,22 @@ def run_gemms(work, reps: int) -> float:
     return a.elapsed_time(b)
 
 
+def run_chain(x: torch.Tensor, n: int, stream=None) -> float:
+    """Milliseconds for n short kernels back to back on `stream` (default:
+    the current one), queued behind a sleeping kernel so that the host is
+    far ahead of them: what is timed is the device's own pace."""
+    s = stream or torch.cuda.current_stream()
+    a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    with torch.cuda.stream(s):
+        torch.cuda._sleep(50_000_000)   # ~30 ms at H200 clocks: time to queue n launches
+        a.record()
+        for _ in range(n):
+            x.mul_(1.0)
+        b.record()
+    b.synchronize()
+    return a.elapsed_time(b)
+
+
 _REGISTERED = {}   # (bytes, huge, index) -> registered(): made once, reused by every round
 
 
@@ -94,7 +119,8 @@ class Copier:
     stopped; counts the bytes that completed.  pages: "alloc" (torch's
     pinned memory), "4k" or "2m" (registered())."""
 
-    def __init__(self, h2d: bool, d2h: bool, pages: str = "alloc", nbytes: int = 256 << 20):
+    def __init__(self, h2d: bool, d2h: bool, pages: str = "alloc", nbytes: int = 256 << 20,
+                 piece: int = 0):
         self.dirs = [d for d, on in (("h2d", h2d), ("d2h", d2h)) if on]
         if pages == "alloc":
             self.host = {d: torch.empty(nbytes, dtype=torch.uint8, pin_memory=True)
@@ -105,16 +131,20 @@ class Copier:
         self.dev = {d: torch.empty(nbytes, dtype=torch.uint8, device="cuda") for d in self.dirs}
         self.streams = {d: torch.cuda.Stream() for d in self.dirs}
         self.nbytes, self.stop, self.bytes = nbytes, False, {d: 0 for d in self.dirs}
+        self.piece = piece or nbytes   # each copy call's size
         self.threads = [threading.Thread(target=self.loop, args=(d,)) for d in self.dirs]
 
     def loop(self, d: str):
         s = self.streams[d]
         while not self.stop:
             with torch.cuda.stream(s):
-                if d == "h2d":
-                    self.dev[d].copy_(self.host[d], non_blocking=True)
-                else:
-                    self.host[d].copy_(self.dev[d], non_blocking=True)
+                for off in range(0, self.nbytes, self.piece):
+                    dev = self.dev[d][off:off + self.piece]
+                    host = self.host[d][off:off + self.piece]
+                    if d == "h2d":
+                        dev.copy_(host, non_blocking=True)
+                    else:
+                        host.copy_(dev, non_blocking=True)
             s.synchronize()
             self.bytes[d] += self.nbytes
 
@@ -168,6 +198,75 @@ class Sampler:
                 f"power {statistics.median(r[1] for r in rows):.0f} W")
 
 
+COPY_MODES = {   # name: (host->GPU, GPU->host, host memory, piece bytes, high-priority compute)
+    "alone": (False, False, "", 0, False),
+    "h2d": (True, False, "alloc", 0, False),
+    "d2h": (False, True, "alloc", 0, False),
+    "both": (True, True, "alloc", 0, False),
+    "both-4k": (True, True, "4k", 0, False),
+    "both-2m": (True, True, "2m", 0, False),
+}
+CHAIN_MODES = {   # also the pager's copy sizes, and a high-priority compute stream
+    **{m: COPY_MODES[m] for m in ("alone", "h2d", "d2h", "both")},
+    "h2d-32MiB-pieces": (True, False, "2m", 32 << 20, False),     # a fill's
+    "d2h-4MiB-pieces": (False, True, "2m", 4 << 20, False),       # the landing ring's
+    "d2h-16MiB-pieces": (False, True, "2m", 16 << 20, False),
+    "both-4MiB-pieces": (True, True, "2m", 4 << 20, False),
+    "both-priority": (True, True, "2m", 0, True),
+}
+
+
+def timed_rounds(modes, rounds: int, run):
+    """Each mode's times (ms) and notes over `rounds` rounds, the modes
+    taking turns; run(high_priority) times the workload once."""
+    times = {m: [] for m in modes}
+    notes = {m: [] for m in modes}
+    for _ in range(rounds):
+        for m, (h2d, d2h, pages, piece, prio) in modes.items():
+            with Sampler() as smp:
+                if h2d or d2h:
+                    with Copier(h2d, d2h, pages, piece=piece) as cp:
+                        times[m].append(run(prio))
+                    notes[m].append(cp.rates() + "; ")
+                else:
+                    times[m].append(run(prio))
+                    notes[m].append("")
+            notes[m][-1] += smp.summary()
+    return times, notes
+
+
+def gemm_report(a):
+    inter, kv = a.hidden * 11008 // 4096, max(128, a.hidden // 4)
+    work = gemm_set(a.batch, a.seq, a.hidden, inter, kv)
+    run_gemms(work, 5)   # warm-up: cuBLAS picks its kernels
+    times, notes = timed_rounds(COPY_MODES, a.rounds, lambda prio: run_gemms(work, a.reps))
+    base = statistics.median(times["alone"])
+    flops = 3 * 2 * a.batch * a.seq * sum(w.shape[0] * w.shape[1] for _, w, _ in work) * a.reps
+    print(f"{torch.cuda.get_device_name()}; GEMMs of batch {a.batch}x{a.seq}, hidden {a.hidden}: "
+          f"{base / a.reps:.2f} ms a pass alone ({flops / base / 1e9:.0f} TFLOP/s)")
+    for m in COPY_MODES:
+        med = statistics.median(times[m])
+        print(f"  {m:5s}: {med / a.reps:.2f} ms a pass, {med / base:.3f}x alone "
+              f"(rounds {', '.join(f'{t / a.reps:.2f}' for t in times[m])}); "
+              f"{' | '.join(notes[m])}")
+
+
+def chain_report(a):
+    x = torch.ones(a.chain_elems, device="cuda", dtype=torch.bfloat16)
+    high = torch.cuda.Stream(priority=-1)
+    run_chain(x, 100)   # warm-up
+    times, notes = timed_rounds(CHAIN_MODES, a.rounds,
+                                lambda prio: run_chain(x, a.chain, high if prio else None))
+    base = statistics.median(times["alone"]) / a.chain * 1e3
+    print(f"chain of {a.chain} short kernels ({a.chain_elems} bf16 elements each, "
+          f"queued ahead): {base:.2f} us a kernel alone")
+    for m in CHAIN_MODES:
+        us = statistics.median(times[m]) / a.chain * 1e3
+        print(f"  {m:16s}: {us:.2f} us a kernel, {us - base:+.2f} us against alone "
+              f"(rounds {', '.join(f'{t / a.chain * 1e3:.2f}' for t in times[m])}); "
+              f"{' | '.join(notes[m])}")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--batch", type=int, default=12)
@@ -175,38 +274,18 @@ def main():
     ap.add_argument("--hidden", type=int, default=4096)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--reps", type=int, default=40, help="passes over the GEMMs per timing")
+    ap.add_argument("--work", choices=("gemms", "chain", "both"), default="both")
+    ap.add_argument("--chain", type=int, default=2000, help="short kernels per timing")
+    ap.add_argument("--chain-elems", type=int, default=1 << 21,
+                    help="elements each short kernel scales in place")
     a = ap.parse_args()
     if not torch.cuda.is_available():
         print("no GPU")
         return 77
-    inter, kv = a.hidden * 11008 // 4096, max(128, a.hidden // 4)
-    work = gemm_set(a.batch, a.seq, a.hidden, inter, kv)
-    run_gemms(work, 5)   # warm-up: cuBLAS picks its kernels
-    modes = {"alone": (False, False, ""), "h2d": (True, False, "alloc"),
-             "d2h": (False, True, "alloc"), "both": (True, True, "alloc"),
-             "both-4k": (True, True, "4k"), "both-2m": (True, True, "2m")}
-    times = {m: [] for m in modes}
-    notes = {m: [] for m in modes}
-    for _ in range(a.rounds):
-        for m, (h2d, d2h, pages) in modes.items():
-            with Sampler() as smp:
-                if h2d or d2h:
-                    with Copier(h2d, d2h, pages) as cp:
-                        times[m].append(run_gemms(work, a.reps))
-                    notes[m].append(cp.rates() + "; ")
-                else:
-                    times[m].append(run_gemms(work, a.reps))
-                    notes[m].append("")
-            notes[m][-1] += smp.summary()
-    base = statistics.median(times["alone"])
-    flops = 3 * 2 * a.batch * a.seq * sum(w.shape[0] * w.shape[1] for _, w, _ in work) * a.reps
-    print(f"{torch.cuda.get_device_name()}; GEMMs of batch {a.batch}x{a.seq}, hidden {a.hidden}: "
-          f"{base / a.reps:.2f} ms a pass alone ({flops / base / 1e9:.0f} TFLOP/s)")
-    for m in modes:
-        med = statistics.median(times[m])
-        print(f"  {m:5s}: {med / a.reps:.2f} ms a pass, {med / base:.3f}x alone "
-              f"(rounds {', '.join(f'{t / a.reps:.2f}' for t in times[m])}); "
-              f"{' | '.join(notes[m])}")
+    if a.work in ("gemms", "both"):
+        gemm_report(a)
+    if a.work in ("chain", "both"):
+        chain_report(a)
     return 0
 
 
