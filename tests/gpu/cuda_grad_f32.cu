@@ -58,14 +58,9 @@ int main(void)
 	t_need_gpu();
 	struct t_model m;
 	t_model_make(&m, "cuda-grad-f32", 4, 256, 512);
-	struct wsp_options o;
-	t_host_options(&o, &m, 100, 2);
-	o.device = 0;
-	char err[512];
 	wsp_pager *pg;
 	wsp_pack *pk;
-	CHECK_RC(wsp_open(m.pack, &o, &pg, err, sizeof(err)), 0);
-	CHECK_RC(wsp_pack_open(m.pack, &pk, err, sizeof(err)), 0);
+	t_gpu_open(&m, &pg, &pk);
 	const struct wsp_layer *L = wsp_pack_layer(pk, 1);
 	CHECK(L->n_tensors <= 32);
 	cudaStream_t s;

@@ -38,14 +38,9 @@ int main(void)
 	t_need_gpu();
 	struct t_model m;
 	t_model_make_shape(&m, "cuda-grad-rows", 1, 2048, 2048, 32768, WSP_DTYPE_BF16);
-	struct wsp_options o;
-	t_host_options(&o, &m, 100, 2);
-	o.device = 0;
-	char err[512];
 	wsp_pager *pg;
 	wsp_pack *pk;
-	CHECK_RC(wsp_open(m.pack, &o, &pg, err, sizeof(err)), 0);
-	CHECK_RC(wsp_pack_open(m.pack, &pk, err, sizeof(err)), 0);
+	t_gpu_open(&m, &pg, &pk);
 	const struct wsp_tensor *T = &wsp_pack_layer(pk, 0)->tensors[0];
 	CHECK(T->rank == 2 && T->dtype == WSP_DTYPE_BF16 && T->shape[0] == 32768);
 	uint64_t V = T->shape[0], H = T->shape[1];
@@ -53,18 +48,7 @@ int main(void)
 
 	int64_t *list = (int64_t *)malloc(N * sizeof(*list));
 	uint16_t *vals[PUSHES];
-	uint64_t x = 777;
-	int64_t row = 0;
-	for (int k = 0; k < N; k++) {
-		x ^= x << 13;
-		x ^= x >> 7;
-		x ^= x << 17;
-		if (k && x % 4 == 0)   /* listed again */
-			list[k] = list[k - 1];
-		else
-			list[k] = row = (int64_t)((uint64_t)row + 1 + (x % 8 == 0));
-	}
-	CHECK((uint64_t)row < V);
+	CHECK((uint64_t)t_rows_listed(list, N, 777, 8) < V);
 	uint16_t *src[PUSHES], *d_vals;
 	int64_t *d_rows;
 	CU(cudaMalloc(&d_vals, (uint64_t)N * H * 2));

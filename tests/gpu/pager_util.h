@@ -92,6 +92,18 @@ static inline void t_host_options(struct wsp_options *o, const struct t_model *m
 	o->host_cache_bytes = b;
 }
 
+/* A pager of m on GPU 0 (the host tier holding the whole model, two
+ * slots), and its pack: the CUDA gradient tests' start. */
+static inline void t_gpu_open(const struct t_model *m, wsp_pager **pg, wsp_pack **pk)
+{
+	struct wsp_options o;
+	char err[512];
+	t_host_options(&o, m, 100, 2);
+	o.device = 0;
+	CHECK_RC(wsp_open(m->pack, &o, pg, err, sizeof(err)), 0);
+	CHECK_RC(wsp_pack_open(m->pack, pk, err, sizeof(err)), 0);
+}
+
 /* wsp_update of layer l with every byte of its first tensor flipped; the
  * new bytes are returned (free them) and their count put in *bytes. */
 static inline uint8_t *t_update_flipped(wsp_pager *pg, uint32_t l, uint64_t *bytes)

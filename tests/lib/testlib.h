@@ -78,6 +78,26 @@ static inline void t_fill_grad(uint16_t *g, uint64_t n, uint32_t layer, uint32_t
 		g[0] = 0x8000;
 }
 
+/* n listings of rows in order of row, as a caller that does not mark
+ * repeats lists an embedding's tokens: about a quarter list the row before
+ * again, the others the next row, or (one time in `skip`) the one after.
+ * Returns the last row listed. */
+static inline int64_t t_rows_listed(int64_t *list, int n, uint64_t seed, unsigned skip)
+{
+	uint64_t x = seed;
+	int64_t row = 0;
+	for (int k = 0; k < n; k++) {
+		x ^= x << 13;
+		x ^= x >> 7;
+		x ^= x << 17;
+		if (k && x % 4 == 0)   /* listed again */
+			list[k] = list[k - 1];
+		else
+			list[k] = row = row + 1 + (x % skip == 0);
+	}
+	return row;
+}
+
 /* acc (n fp32) equals want (n floats) bit for bit; else says where (the
  * gradient tests' comparison). */
 static inline int t_same_floats(const float *acc, const float *want, uint64_t n, const char *what)

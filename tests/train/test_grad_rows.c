@@ -159,18 +159,9 @@ static void many_rows(uint64_t piece_bytes)
 	enum { N = 12000 };
 	int64_t *list = malloc(N * sizeof(*list));
 	uint16_t *vals = malloc((uint64_t)N * H * 2);
-	uint64_t x = 12345;
-	int64_t row = 0;
-	for (int k = 0; k < N; k++) {
-		x ^= x << 13;
-		x ^= x >> 7;
-		x ^= x << 17;
-		if (k && x % 4 == 0)   /* listed again */
-			list[k] = list[k - 1];
-		else
-			list[k] = row = (int64_t)((uint64_t)row + 1 + x % 3) % (int64_t)V;
+	CHECK((uint64_t)t_rows_listed(list, N, 12345, 2) < V);
+	for (int k = 0; k < N; k++)
 		t_fill_grad(vals + (uint64_t)k * H, H, 0, 0, 5000 + (unsigned)k);
-	}
 	float *want = malloc(V * H * 4);
 	uint8_t *seen = calloc(V, 1);
 	memset(want, 0, V * H * 4);
