@@ -31,11 +31,7 @@ __host__ __device__ static float grad_value(uint64_t i, uint32_t t, unsigned k)
 __global__ void spin_then_fill(float *g, uint16_t *h, uint64_t n, uint32_t t, unsigned k,
 			       uint64_t spin_ns)
 {
-	uint64_t t0, now;
-	asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
-	do
-		asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
-	while (now - t0 < spin_ns);
+	t_spin_ns(spin_ns);
 	for (uint64_t i = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
 	     i += (uint64_t)gridDim.x * blockDim.x) {
 		float f = grad_value(i, t, k);

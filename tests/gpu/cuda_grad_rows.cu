@@ -21,11 +21,7 @@
 
 __global__ void spin_then_copy(uint16_t *dst, const uint16_t *src, uint64_t n, uint64_t spin_ns)
 {
-	uint64_t t0, now;
-	asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
-	do
-		asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
-	while (now - t0 < spin_ns);
+	t_spin_ns(spin_ns);
 	for (uint64_t i = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
 	     i += (uint64_t)gridDim.x * blockDim.x)
 		dst[i] = src[i];

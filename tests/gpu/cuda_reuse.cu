@@ -14,11 +14,7 @@
 __global__ void spin_then_checksum(const unsigned char *p, uint64_t bytes, uint64_t spin_ns,
 				   unsigned long long *out)
 {
-	uint64_t t0, t;
-	asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
-	do
-		asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-	while (t - t0 < spin_ns);
+	t_spin_ns(spin_ns);
 	uint64_t first = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x;
 	uint64_t stride = (uint64_t)gridDim.x * blockDim.x;
 	t_reduce_add(t_partial(p, bytes, first, stride), out);

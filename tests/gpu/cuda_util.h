@@ -10,6 +10,17 @@
 
 #define T_CK_K 0x9E3779B97F4A7C15ull
 
+/* Spin spin_ns nanoseconds of the device's clock: a kernel that the
+ * stream is busy with while the host goes on. */
+__device__ __forceinline__ void t_spin_ns(uint64_t spin_ns)
+{
+	uint64_t t0, now;
+	asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
+	do
+		asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
+	while (now - t0 < spin_ns);
+}
+
 __device__ __forceinline__ uint64_t t_mix64(uint64_t z)
 {
 	z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
