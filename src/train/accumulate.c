@@ -162,12 +162,14 @@ static int as_sum(struct wb *wb, uint32_t layer, uint32_t i, struct wspi_err *er
 	return 1;
 }
 
-/* One thread's share of a push of rows: the listed rows in [lo, hi), in
- * the order listed.  Bounds are multiples of 8 (but the last), so that each
- * thread owns its bytes of `seen`.  The values land in pieces (piece 0,
- * the first piece_rows listings, is in): a thread waits for the piece of
- * a row it adds, so that a list sorted by row, as an embedding's is, is
- * added while its later pieces still land. */
+/* One thread's share of a push of rows: the listed rows of its groups of
+ * 8 (group g is part g % parts's), in the order listed; so each thread owns
+ * its bytes of `seen`.  The values land in pieces (piece 0, the first
+ * piece_rows listings, is in): a thread waits for the piece of a row it
+ * adds, so that a list sorted by row, as an embedding's is, is added while
+ * its later pieces still land.  Groups dealt out in turn, not ranges of
+ * rows: every piece of a sorted list is shared by all the threads, and the
+ * last to land is added by all of them at once. */
 struct rows_part {
 	float *acc;
 	const int64_t *rows;
@@ -175,7 +177,7 @@ struct rows_part {
 	uint64_t n_rows, row_elems;
 	enum wsp_dtype dt;
 	uint8_t *seen;             /* first listings since zeroing; NULL: all add */
-	int64_t lo, hi;
+	unsigned part, parts;
 	const struct wb_push_s *push;   /* its pieces' events */
 	struct dev *dev;
 	int rc;                    /* a failed wait for a piece */
@@ -194,7 +196,7 @@ static void *rows_part(void *arg)
 	uint64_t landed = 0;   /* pieces up to here are in */
 	for (uint64_t k = 0; k < p->n_rows; k++) {
 		int64_t r = p->rows[k];
-		if (r < p->lo || r >= p->hi)
+		if (r < 0 || (uint64_t)r / 8 % p->parts != p->part)   /* padding, or another's */
 			continue;
 		uint64_t piece = k / p->push->piece_rows;
 		if (piece > landed) {
@@ -237,13 +239,10 @@ static int add_rows(struct wb *wb, struct wb_push_s *p, struct wspi_err *err)
 		return WSP_ERR(err, -ENOMEM, "write-back: out of memory");
 	unsigned parts = (unsigned)WSP_MIN((uint64_t)wb->add_threads,
 					   p->n_rows * row_elems / WB_ADD_MIN_ELEMENTS + 1);
-	uint64_t per = wspi_align_up((t->shape[0] + parts - 1) / parts, 8);
 	struct rows_part part[WB_ADD_THREADS];
 	for (unsigned k = 0; k < parts; k++)
 		part[k] = (struct rows_part){ wb->layers[p->layer].acc[p->rows_tensor], rows, values,
-					      p->n_rows, row_elems, t->dtype, seen,
-					      (int64_t)WSP_MIN(per * k, t->shape[0]),
-					      (int64_t)WSP_MIN(per * (k + 1), t->shape[0]), p,
+					      p->n_rows, row_elems, t->dtype, seen, k, parts, p,
 					      wb->dev, 0 };
 	wspi_run_parts(rows_part, part, sizeof(part[0]), parts);
 	free(seen);
