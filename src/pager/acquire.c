@@ -105,7 +105,7 @@ static int acquire_try(struct wsp_pager_s *pg, uint32_t layer, void *stream,
 	}
 	pthread_mutex_unlock(&pg->lock);
 	if (rc == 0) {
-		who_decodes_acquired(pg);
+		who_decodes_acquired(pg, layer);
 		readahead_acquired(pg->ra, layer);
 		if (!(pg->opt.flags & WSP_OPEN_NO_PREFETCH) && !(flags & WSP_ACQUIRE_NO_READAHEAD))
 			pager_prefetch_ahead(pg);

@@ -61,8 +61,11 @@ struct pager_inbox {
 struct who_decodes {
 	int on;                      /* the trial runs: a GPU that decodes, no flag */
 	struct trial t;
-	uint64_t window;             /* acquires a window */
+	uint64_t window;             /* acquires a window, at least */
+	uint64_t span;               /* acquires the last window had */
 	uint64_t count, t0, misses0; /* the window so far */
+	uint32_t prev;               /* the layer acquired before this one */
+	uint32_t begin_prev, begin;  /* ... and the two that began the window */
 	int started;
 	int choice;                  /* WSP_DECODE_* */
 	/* The maker thread makes the raw copies, posts how many (made), then
@@ -164,7 +167,7 @@ int pager_bad_layer(struct wsp_pager_s *pg, uint32_t layer, struct wspi_err *err
  * maker thread before the host tier goes; and the choice so far
  * (wsp_who_decodes is in stats.c, beside the group's). */
 void who_decodes_init(struct wsp_pager_s *pg);
-void who_decodes_acquired(struct wsp_pager_s *pg);
+void who_decodes_acquired(struct wsp_pager_s *pg, uint32_t layer);
 void who_decodes_stop(struct wsp_pager_s *pg);
 /* wsp_reset_prediction: the choice is made again, any copies dropped. */
 void who_decodes_reset(struct wsp_pager_s *pg);

@@ -85,3 +85,8 @@ enum trial_action trial_copies_made(struct trial *t, uint32_t made)
 	t->unsteady = 0;
 	return TRIAL_HAND_RAW;
 }
+
+int trial_window_ends(uint64_t count, uint64_t least, int same_place)
+{
+	return count >= least * TRIAL_WINDOW_MAX || (count >= least && same_place);
+}

@@ -34,6 +34,15 @@
 /* Raw copies are kept only when they are this much faster: a tie keeps
  * the packed form, which takes less memory (per mille). */
 #define TRIAL_MARGIN_PERMILLE 20u
+/* A window ends where it began in the cycle of acquires (the same layer
+ * acquired after the same one), once it has at least its least number of
+ * acquires: windows of whole steps, each with one end of a step in it
+ * (where the caller waits for the device).  A window of a fixed number of
+ * acquires drifts against the step (a training step acquires 21 times
+ * where its window took 22) and takes in, every so often, the host's wait
+ * at a step's end twice: as much as the forms differ.  A pattern with no
+ * such place ends its window at TRIAL_WINDOW_MAX times the least. */
+#define TRIAL_WINDOW_MAX 8u
 /* Unsteady windows in a row after which the trial gives up and the GPU
  * decodes: layers that keep being read from disk (routed experts still
  * arriving, copies that crowd the tier) would otherwise keep it trying,
@@ -78,5 +87,9 @@ enum trial_action trial_window(struct trial *t, uint64_t ns, int steady);
 /* The raw copies asked for are made: `made` of them (0: none could be,
  * for lack of room, and the GPU keeps decoding). */
 enum trial_action trial_copies_made(struct trial *t, uint32_t made);
+/* Whether a window of `count` acquires, at least `least`, ends at this
+ * acquire; `same_place`: it is the same layer after the same one as the
+ * acquire that began the window. */
+int trial_window_ends(uint64_t count, uint64_t least, int same_place);
 
 #endif

@@ -1,8 +1,9 @@
 /*
  * Who decodes packed layers, measured while running (trial.h has the rules
- * and why).  Acquires are counted in windows of about two passes; each
- * window's wall time goes to the trial, steady when no acquire in it had
- * to wait for a read from disk.  When the trial asks for raw copies, a
+ * and why).  Acquires are counted in windows of whole steps (from a place
+ * in the cycle of acquires back to it, a pass at least); each window's
+ * wall time goes to the trial, steady when no acquire in it had to wait
+ * for a read from disk.  When the trial asks for raw copies, a
  * thread of this room makes them (hcache_add_raw, with a few workers) and
  * posts how many it made; the next acquire hands that to the trial, and
  * the thread waits for the verdict (the GPU: it drops the copies).
@@ -27,9 +28,10 @@ void who_decodes_init(struct wsp_pager_s *pg)
 	memset(w, 0, sizeof(*w));
 	trial_init(&w->t);
 	w->cond_made = pthread_cond_init(&w->wake, NULL) == 0;
-	/* Two passes of the layers read ahead: a training step's forward and
-	 * backward, or two inference passes (routed experts come on top). */
-	w->window = WSP_MAX(2ull * paged, 4);
+	/* At least a pass of the layers read ahead, to where it began
+	 * (trial.h): a training step's forward and backward, or an inference
+	 * pass (routed experts come on top). */
+	w->window = WSP_MAX((uint64_t)paged, 4);
 	/* No trial where no copy could be made: a pack the host tier cannot
 	 * hold whole (its budget left nothing beyond the arena), which would
 	 * never give a steady window either. */
@@ -155,6 +157,7 @@ static void act(struct wsp_pager_s *pg, enum trial_action a, unsigned gen)
 		pthread_cond_broadcast(&w->wake);
 		uint64_t p = w->t.packed_ns, r = w->t.raw_ns;
 		unsigned ratio = w->t.ratio_permille;
+		uint64_t span = w->span;
 		int gave_up = w->t.gave_up;
 		pthread_mutex_unlock(&pg->lock);
 		if (host && gen == __atomic_load_n(&w->gen, __ATOMIC_RELAXED))
@@ -162,13 +165,13 @@ static void act(struct wsp_pager_s *pg, enum trial_action a, unsigned gen)
 		if (gave_up)
 			snprintf(msg, sizeof(msg), "who decodes: %u windows of %" PRIu64 " acquires "
 				 "in a row read layers from disk, none steady enough to time: the "
-				 "GPU decodes", TRIAL_GIVE_UP, w->window);
+				 "GPU decodes", TRIAL_GIVE_UP, span);
 		else if (r)
-			snprintf(msg, sizeof(msg), "who decodes: %" PRIu64 " acquires took %.1f ms "
+			snprintf(msg, sizeof(msg), "who decodes: windows of %" PRIu64 " acquires took %.1f ms "
 				 "with packed layers (the GPU decoding) and %.1f ms with raw ones "
 				 "(decoded on the host; medians of %u windows each, the forms taking "
 				 "turns; raw / packed by two pairs, median %.3f): the %s decodes from "
-				 "now on", w->window, p / 1e6, r / 1e6, TRIAL_PAIRS, ratio / 1e3,
+				 "now on", span, p / 1e6, r / 1e6, TRIAL_PAIRS, ratio / 1e3,
 				 host ? "host" : "GPU");
 		else
 			snprintf(msg, sizeof(msg), "who decodes: no raw copy could be made (no "
@@ -180,7 +183,7 @@ static void act(struct wsp_pager_s *pg, enum trial_action a, unsigned gen)
 	}
 }
 
-void who_decodes_acquired(struct wsp_pager_s *pg)
+void who_decodes_acquired(struct wsp_pager_s *pg, uint32_t layer)
 {
 	struct who_decodes *w = &pg->who;
 	if (!__atomic_load_n(&w->on, __ATOMIC_RELAXED))
@@ -197,12 +200,19 @@ void who_decodes_acquired(struct wsp_pager_s *pg)
 		w->t0 = now;
 		w->misses0 = pg->misses;
 		w->count = 0;
-	} else if (++w->count == w->window) {
+		w->begin_prev = w->prev;
+		w->begin = layer;
+	} else if (trial_window_ends(++w->count, w->window,
+				     w->prev == w->begin_prev && layer == w->begin)) {
 		a = trial_window(&w->t, now - w->t0, pg->misses == w->misses0);
-		w->t0 = now;
+		w->span = w->count;
+		w->t0 = now;   /* the next window begins here */
 		w->misses0 = pg->misses;
 		w->count = 0;
+		w->begin_prev = w->prev;
+		w->begin = layer;
 	}
+	w->prev = layer;
 	if (w->t.phase == TRIAL_DONE && a == TRIAL_NONE)
 		__atomic_store_n(&w->on, 0, __ATOMIC_RELAXED);   /* decided: nothing more to count */
 	unsigned gen = w->gen;

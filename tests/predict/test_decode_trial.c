@@ -6,7 +6,8 @@
  * ratios is more than the margin below 1.  A drift of the device's speed
  * over the trial, as much as the forms differ, does not decide it.  None
  * made keeps the GPU decoding; windows that never become steady make it
- * give up for the GPU; after the choice nothing more happens. */
+ * give up for the GPU; after the choice nothing more happens.  Windows end
+ * where they began in the cycle of acquires (whole steps). */
 #include "testlib.h"
 #include "pager/trial.h"
 
@@ -116,6 +117,13 @@ int main(void)
 		CHECK(trial_window(&t, 1, 0) == TRIAL_NONE);
 	CHECK(!t.gave_up && t.phase == TRIAL_TURNS);
 	CHECK(trial_window(&t, 1, 0) == TRIAL_KEEP_GPU && t.gave_up && t.phase == TRIAL_DONE);
+	/* Windows end where they began in the cycle, at least `least`
+	 * acquires on; at TRIAL_WINDOW_MAX times that where no such place
+	 * comes.  A training step of 21 acquires, least 11: whole steps. */
+	CHECK(!trial_window_ends(10, 11, 1) && trial_window_ends(11, 11, 1));
+	CHECK(!trial_window_ends(20, 11, 0) && trial_window_ends(21, 11, 1));
+	CHECK(!trial_window_ends(11 * TRIAL_WINDOW_MAX - 1, 11, 0));
+	CHECK(trial_window_ends(11 * TRIAL_WINDOW_MAX, 11, 0));
 	printf("decode trial: choices as expected\n");
 	return 0;
 }
