@@ -322,7 +322,7 @@ static void row_pieces(struct wb *wb, struct wb_push_s *p, uint64_t n_rows, uint
 	struct dev *d = wb->dev;
 	uint64_t n = WSP_MIN(n_rows * row_bytes / WSP_MAX(wspi_row_piece_bytes, 1), WB_ROW_PIECES);
 	p->n_pieces = 1;
-	p->piece_rows = n_rows;
+	p->piece_rows = WSP_MAX(n_rows, 1);
 	if (n < 2)
 		return;
 	for (unsigned k = 0; k + 1 < n; k++)
@@ -372,7 +372,7 @@ static int enqueue_push(struct wb *wb, struct wb_push_s *p, const struct push_ar
 		/* The rows first: the worker checks them all once piece 0 is in. */
 		if (rc == 0 && a->n_rows)
 			rc = d->ops->copy_d2h(d, DEV_Q_BACK, p->buf->mem, a->rows, a->n_rows * 8, err);
-		for (uint32_t k = 0; rc == 0 && row_bytes && k < p->n_pieces; k++) {
+		for (uint32_t k = 0; rc == 0 && a->n_rows && row_bytes && k < p->n_pieces; k++) {
 			uint64_t first = k * p->piece_rows;
 			uint64_t n = WSP_MIN(p->piece_rows, a->n_rows - first);
 			rc = d->ops->copy_d2h(d, DEV_Q_BACK, values + first * row_bytes,
