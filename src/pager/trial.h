@@ -7,7 +7,8 @@
  * backward's gradients share the link, the decode's cost depends on what
  * it runs beside), so the pager measures both: once raw copies are made,
  * windows of acquires with raw copies and with packed layers take turns,
- * and it keeps the faster by the median of the pairs' ratios.  Taking
+ * and it keeps the faster by the median ratio of two pairs in a row (see
+ * TRIAL_PAIRS).  Taking
  * turns matters: a GPU's speed drifts by a few percent over its first
  * minutes (its clock follows its power and temperature), as much as the
  * two forms differ where compute bounds the step, and a trial that timed
@@ -82,7 +83,8 @@ void trial_init(struct trial *t);
 /* A window of acquires ended, `ns` long; `steady`: no layer was read from
  * disk in it (nor did anything else make it unlike the others).  An
  * unsteady window is not counted, and the form is not switched after it:
- * a pair is two steady windows in a row, one of each form. */
+ * a pair is a steady window of one form and, after the switch's window,
+ * one of the other. */
 enum trial_action trial_window(struct trial *t, uint64_t ns, int steady);
 /* The raw copies asked for are made: `made` of them (0: none could be,
  * for lack of room, and the GPU keeps decoding). */
