@@ -95,11 +95,22 @@ class F32Share:
             self.enabled = False
             return None
 
-    def end(self, fresh: bool) -> None:
+    def end(self, fresh: bool, hold: bool = False) -> None:
         """The backward's gradients are bound; `fresh`: it started from
-        zeroed accumulators (only those send fp32: only they are judged)."""
+        zeroed accumulators (only those send fp32: only they are judged).
+        `hold`: the pager is timing who decodes (wsp_who_decodes(3)) over
+        these same steps, switching the form of the weights every few of
+        them; the share stays where it is and judges nothing until that is
+        over, then starts its windows afresh.  Two measurements of the same
+        steps that each move what the other times confound each other: the
+        trial switches form every three windows of a step, the share judges
+        every three backwards, and the two can lock in step, the share
+        moving with the form."""
         seconds = time.perf_counter() - self.t0 if self.t0 is not None else None
         self.t0 = None
+        if hold:
+            self.window, self.last = [], None
+            return
         if fresh and seconds is not None and self.fixed is None and self.enabled:
             self.judge(seconds)
 

@@ -374,7 +374,7 @@ class Trainer:
         # the accumulators, their copies in).
         if self.devstep is None:
             self.bind_grads()
-        self.split.end(bool(self.fresh_now))
+        self.split.end(bool(self.fresh_now), hold=self.off.pager.who_decodes() == "trying")
         self.fresh_now.clear()
         self.end_seconds = time.perf_counter() - t0
 

@@ -145,4 +145,19 @@ s = F32Share(1 << 30, False)
 s.begin()
 s.end(True)
 check(s.share == START and not s.pick(big, fresh=True), "a disabled share moved or picked")
+# While the pager times who decodes, the share holds and judges nothing;
+# after, its windows start afresh (no window straddles the trial, none
+# compared with one from before it).
+s = F32Share(1 << 30, True)
+window(s, 0.100)
+window(s, 0.090)
+held = s.share
+for _ in range(3 * WINDOW + 1):
+    s.begin()
+    s.end(True, hold=True)
+check(s.share == held and s.window == [] and s.last is None,
+      f"the share moved or kept a window during the decode trial: {s.share}, {s.window}")
+window(s, 0.200)   # slower than before the trial: not compared with it
+check(s.share == held + STEP, f"a window after the trial was judged against one before: "
+      f"{s.share}, want {held + STEP}")
 finish()
