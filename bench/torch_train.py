@@ -10,7 +10,9 @@ training steps with the step on the GPU inside the backward
 over the frozen model, resident against paged.  Who decodes packed layers
 is the pager's choice, measured while running (--decode auto: the bench
 runs untimed steps until it has chosen, and prints the choice and the
-pager's figures), or fixed (--decode gpu / host).  Printed: seconds per forward+backward; the bytes the link carried
+pager's figures; with --trials N, it makes the choice N times, starting
+it again each time, and counts the choices), or fixed (--decode gpu /
+host).  Printed: seconds per forward+backward; the bytes the link carried
 (weights in: forward and backward each acquire every layer; gradients out)
 from the pager's counters; the time those bytes need at the pinned
 host->GPU and GPU->host bandwidths measured in the same run; and the step's
@@ -201,12 +203,12 @@ class Timeline:
         return inside / total if total else float("nan"), total
 
 
-def choose_decoder(model, batches, notices, most: int = 200):
+def choose_decoder(model, batches, notices, most: int = 200) -> str:
     """Steps (forward+backward, gradients zeroed) until the pager has chosen
     who decodes (wsp_who_decodes(3)); prints the choice, how long it took
-    and the pager's notice with its figures."""
+    and the pager's notices with its figures; returns the choice."""
     pg = model._wspager.pager
-    t0, n = time.perf_counter(), 0
+    t0, n, seen = time.perf_counter(), 0, len(notices)
     while pg.who_decodes() == "trying" and n < most:
         wt.zero_grad(model)
         model(batches[n % len(batches)], labels=batches[n % len(batches)]).loss.backward()
@@ -216,9 +218,22 @@ def choose_decoder(model, batches, notices, most: int = 200):
     who = pg.who_decodes()
     print(f"decode: {who} ({'the link carries raw weights' if who == 'host' else 'the link carries packed layers'})"
           + (f", chosen after {n} more steps, {time.perf_counter() - t0:.1f} s" if n else ""))
-    for msg in notices:
+    for msg in notices[seen:]:
         if "who decodes" in msg:
             print(f"  {msg}")
+    return who
+
+
+def trials(model, batches, notices, n: int) -> None:
+    """The pager's choice of who decodes made n - 1 more times
+    (wsp_reset_prediction(3) starts it again, the raw copies dropped): how
+    often it chooses each way in this workload, one model load for all."""
+    chosen = []
+    for _ in range(n - 1):
+        model._wspager.pager.reset_prediction()
+        chosen.append(choose_decoder(model, batches, notices))
+    print(f"the choice made {n - 1} more times: " +
+          ", ".join(f"{who} {chosen.count(who)}" for who in sorted(set(chosen))))
 
 
 def traced_steps(model, batches, reps, before, tl: Timeline):
@@ -301,6 +316,10 @@ def main():
     ap.add_argument("--lora", action="store_true",
                     help="only LoRA fine-tuning (peft adapters over the frozen model), paged "
                          "against resident, whole steps")
+    ap.add_argument("--trials", type=int, default=1, metavar="N",
+                    help="full training: make the pager's choice of who decodes N times "
+                         "(wsp_reset_prediction between), to see how steady it is; the "
+                         "figures after are the last choice's")
     ap.add_argument("--interleave", action="store_true",
                     help="resident and paged steps taking turns, both models on the GPU at "
                          "once (the host's and the GPU's speed drift during a run; pairs of "
@@ -369,6 +388,8 @@ def main():
     pg = model._wspager.pager
     step_time(model, batches, reps=1)   # fills the host cache
     choose_decoder(model, batches, notices)
+    if a.trials > 1:
+        trials(model, batches, notices, a.trials)
     wt.zero_grad(model)
     wt.grads(model)
     pg.reset_stats()
