@@ -183,12 +183,6 @@ struct rows_part {
 	int rc;                    /* a failed wait for a piece */
 };
 
-/* The event after piece k of push p: the last is its `copied`. */
-static struct dev_event *piece_event(const struct wb_push_s *p, uint64_t k)
-{
-	return k + 1 < p->n_pieces ? p->piece[k] : p->copied;
-}
-
 static void *rows_part(void *arg)
 {
 	struct rows_part *p = arg;
@@ -200,7 +194,7 @@ static void *rows_part(void *arg)
 			continue;
 		uint64_t piece = k / p->push->piece_rows;
 		if (piece > landed) {
-			if ((p->rc = p->dev->ops->event_sync(p->dev, piece_event(p->push, piece),
+			if ((p->rc = p->dev->ops->event_sync(p->dev, wb_piece_event(p->push, piece),
 							     NULL)) < 0)
 				return NULL;
 			landed = piece;

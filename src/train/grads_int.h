@@ -145,6 +145,12 @@ struct wb {
 	uint64_t epoch_ns;
 };
 
+/* The event after piece k of push of rows p: the last is its `copied`. */
+static inline struct dev_event *wb_piece_event(const struct wb_push_s *p, uint64_t k)
+{
+	return k + 1 < p->n_pieces ? p->piece[k] : p->copied;
+}
+
 /* Elements of a tensor (its bytes over its dtype's size). */
 uint64_t wb_tensor_elements(const struct wsp_tensor *t);
 /* An fp32 accumulator of n elements (uninitialised; NULL: out of memory):

@@ -230,9 +230,9 @@ void *wb_worker_main(void *arg)
 		wspi_err_init(&e);
 		/* Rows copied in pieces are added as each lands (accumulate.c):
 		 * the first is enough to begin. */
-		int pieces = p->rows_tensor != NO_ROWS && p->n_pieces > 1;
-		int rc = wb->dev->ops->event_sync(wb->dev, pieces ? p->piece[0] : p->copied, &e);
-		if (rc < 0 && pieces)   /* its buffer is freed: no copy may still run */
+		struct dev_event *ready = p->rows_tensor != NO_ROWS ? wb_piece_event(p, 0) : p->copied;
+		int rc = wb->dev->ops->event_sync(wb->dev, ready, &e);
+		if (rc < 0 && ready != p->copied)   /* its buffer is freed: no copy may still run */
 			(void)wb->dev->ops->event_sync(wb->dev, p->copied, NULL);
 		/* Pushes without a staging buffer queued behind it whose
 		 * gradients are ready go with it, up to one that writes a
