@@ -10,7 +10,7 @@ jobs=$(nproc)
 
 # The tests that run several threads through the library (TSan's lane).
 THREADED_TESTS="tests/gpu/test_threads tests/gpu/test_contention tests/gpu/test_thread_errors \
-tests/gpu/test_acquire_wait tests/train/test_grads tests/train/test_grad_rows \
+tests/gpu/test_acquire_wait tests/gpu/test_acquire_held tests/train/test_grads tests/train/test_grad_rows \
 tests/train/test_clear_ahead tests/train/test_widen_ahead tests/train/test_grad_f32 tests/train/test_ring \
 tests/gpu/test_passes tests/gpu/test_landed tests/gpu/test_one_copier tests/gpu/test_slots tests/writeback/test_update_readahead \
 tests/cache/test_cache_threads tests/cache/test_cache_stream tests/cache/test_cache_inbox \

@@ -84,11 +84,17 @@ static int acquire_try(struct wsp_pager_s *pg, uint32_t layer, void *stream,
 		return pager_result(pg, &err, pager_bad_layer(pg, layer, &err));
 	}
 
-	if (!retry && !(flags & WSP_ACQUIRE_UNPREDICTED)) {
+	int observe = !retry && !(flags & WSP_ACQUIRE_UNPREDICTED);
+	if (observe)
 		was_predicted = predictor_next(pg->pred, &first, 1) == 1 && first == layer;
-		predictor_observe(pg->pred, layer);
-	}
 	rc = acquire(pg, layer, stream, view, &how, &blocked, &err);
+	/* Observed once the layer is held (a slot's use): until then it is the
+	 * predicted next layer, which no prefetch pushes out.  Observed before,
+	 * its next use was a whole pass away, and a prefetch landing meanwhile
+	 * could take its slot or its host pages: a miss on a layer that had
+	 * arrived in time. */
+	if (observe)
+		predictor_observe(pg->pred, layer);
 
 	/* Counted once the outcome is known: a failed acquire is neither a
 	 * hit nor a miss, so contention cannot distort the hit rates. */
