@@ -418,6 +418,10 @@ class Trainer:
         self.wait()
         self.off.pager.grad_zero()
         self.zeroed.update(g.index for g in self.off.groups)
+        # As torch's zero_grad: the .grad bound to the accumulators goes, so
+        # nothing reads what they held before the next backward refills them.
+        for g in self.off.groups:
+            self._bind_layer(g, {}, 0, zero=False)
 
     # Masters and the optimizer -------------------------------------------
     def named_parameters(self) -> List[Tuple[str, torch.nn.Parameter]]:

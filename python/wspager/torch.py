@@ -409,10 +409,9 @@ def no_sync(model: torch.nn.Module):
 def zero_grad(model: torch.nn.Module) -> None:
     """Start the gradient accumulators of every paged layer over: the next
     backward's gradients replace what they hold, and ``grads(model)`` reads
-    zeros until then.  The ``.grad`` tensors bound after the last backward
-    are those accumulators: do not read them until the next backward (an
-    optimizer's ``zero_grad()``, which sets them to None, is the usual way
-    to let them go)."""
+    zeros until then.  As torch's own ``zero_grad()``, the ``.grad`` of the
+    paged parameters (and of their masters, :func:`parameters`) is set to
+    None; the next backward binds them again."""
     _trainer(model).zero_grad()
 
 

@@ -125,6 +125,8 @@ for name, cfg in CASES:
     wt.zero_grad(model)
     check(all(float(t.abs().max()) == 0.0 for t in wt.grads(model).values()),
           f"{tag}: zero_grad left a non-zero accumulator")
+    kept = [n for n, p in model.named_parameters() if n in g and p.grad is not None]
+    check(not kept, f"{tag}: zero_grad left .grad on {kept[:3]}")
     wt.remove(model)
 
     # Ten optimizer steps, resident and paged, from the same weights.
@@ -175,7 +177,12 @@ for name, cfg in CASES:
             opt_ref.step()
         opt.step()
         opt_ref.zero_grad()
-        opt.zero_grad()
+        if step % 2:   # the pager's zero_grad lets the masters' .grad go too
+            wt.zero_grad(model)
+            kept = [i for i, m in enumerate(wt.parameters(model)) if m.grad is not None]
+            check(not kept, f"{tag}: wt.zero_grad left .grad on masters {kept[:3]}")
+        else:
+            opt.zero_grad()
         native(ids, labels=ids).loss.backward()
         opt_native.step()
         opt_native.zero_grad()
