@@ -137,4 +137,14 @@ static inline unsigned t_view_bad(const struct wsp_layer *L)
 	return bad;
 }
 
+/* Acquire layer l, check its view (its index, every tensor's checksum) and
+ * release it: one use of a layer, as a forward makes. */
+static inline void t_use_layer(wsp_pager *pg, uint32_t l)
+{
+	const struct wsp_layer *L;
+	CHECK_RC(wsp_acquire(pg, l, NULL, &L), 0);
+	CHECK(L->index == l && t_view_bad(L) == 0);
+	CHECK_RC(wsp_release_view(pg, L, NULL), 0);
+}
+
 #endif

@@ -47,14 +47,6 @@ static int wait_slot(wsp_pager *pg, uint32_t layer)
 	return 0;
 }
 
-static void acquire_release(wsp_pager *pg, uint32_t l)
-{
-	const struct wsp_layer *L;
-	CHECK_RC(wsp_acquire(pg, l, NULL, &L), 0);
-	CHECK(L->index == l && t_view_bad(L) == 0);
-	CHECK_RC(wsp_release(pg, l, NULL), 0);
-}
-
 int main(void)
 {
 	struct t_model m;
@@ -71,7 +63,7 @@ int main(void)
 	CHECK_RC(wsp_open(m.pack, &o, &pg, err, sizeof(err)), 0);
 	for (int pass = 0; pass < 2; pass++)   /* learn the cycle; load the host tier */
 		for (uint32_t l = 0; l < n; l++)
-			acquire_release(pg, l);
+			t_use_layer(pg, l);
 
 	struct asker a = { .pg = pg, .n_layers = n, .at = n - 1 };
 	CHECK(pthread_create(&th, NULL, ask, &a) == 0);
@@ -84,7 +76,7 @@ int main(void)
 				exit(1);
 			}
 			waited++;
-			acquire_release(pg, l);
+			t_use_layer(pg, l);
 			__atomic_store_n(&a.at, l, __ATOMIC_RELEASE);
 		}
 	}

@@ -37,9 +37,7 @@ int main(void)
 			const char *name = wsp_pack_layer(pk, i)->name;
 			if (!strcmp(name, skip[0]) || !strcmp(name, skip[1]))
 				continue;
-			CHECK_RC(wsp_acquire(pg, i, NULL, &L), 0);
-			CHECK(t_view_bad(L) == 0);
-			CHECK_RC(wsp_release(pg, i, NULL), 0);
+			t_use_layer(pg, i);
 		}
 	CHECK_RC(wsp_get_stats(pg, &st), 0);
 	printf("read %" PRIu64 " bytes; the layers run hold %" PRIu64 ", the on-demand ones %" PRIu64

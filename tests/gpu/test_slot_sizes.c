@@ -62,11 +62,8 @@ int main(void)
 	CHECK(st.slot_bytes >= m.sum.max_layer_raw_bytes && st.slot_bytes < m.sum.max_layer_raw_bytes + 256);
 	CHECK(small * 4 < st.slot_bytes && st.slots_total_bytes * 10 < 4 * st.slot_bytes * 7);
 	for (int pass = 0; pass < 2; pass++)
-		for (uint32_t l = 0; l < n; l++) {
-			CHECK_RC(wsp_acquire(pg, l, NULL, &L), 0);
-			CHECK(t_view_bad(L) == 0);
-			CHECK_RC(wsp_release(pg, l, NULL), 0);
-		}
+		for (uint32_t l = 0; l < n; l++)
+			t_use_layer(pg, l);
 	/* Embedding and head held together with two blocks: four slots do. */
 	CHECK_RC(wsp_acquire(pg, embed, NULL, &held[0]), 0);
 	CHECK_RC(wsp_acquire(pg, head, NULL, &held[1]), 0);
@@ -86,20 +83,15 @@ int main(void)
 	for (int k = 0; k < 4; k++)
 		if (k != 2)
 			CHECK_RC(wsp_release_view(pg, held[k], NULL), 0);
-	CHECK_RC(wsp_acquire(pg, head, NULL, &L), 0);
-	CHECK(t_view_bad(L) == 0);
-	CHECK_RC(wsp_release(pg, head, NULL), 0);
+	t_use_layer(pg, head);
 	wsp_close(pg);
 
 	/* Two slots: one large, one small. */
 	pg = open_pager(&m, 2);
 	CHECK_RC(wsp_get_stats(pg, &st), 0);
 	CHECK(st.slots_total_bytes < 2 * st.slot_bytes);
-	for (uint32_t l = 0; l < n; l++) {
-		CHECK_RC(wsp_acquire(pg, l, NULL, &L), 0);
-		CHECK(t_view_bad(L) == 0);
-		CHECK_RC(wsp_release(pg, l, NULL), 0);
-	}
+	for (uint32_t l = 0; l < n; l++)
+		t_use_layer(pg, l);
 	wsp_close(pg);
 	t_model_remove(&m);
 
